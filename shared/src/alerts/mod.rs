@@ -1,0 +1,229 @@
+//! Career alerts (contract section 3): the alert object, the list filters and the actions.
+
+pub mod cursor;
+
+use serde::{Deserialize, Serialize};
+
+/// The alert object as the API returns it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alert {
+    pub id: String,
+    pub category: Category,
+    pub severity: Severity,
+    pub title: String,
+    pub message: String,
+    pub created_at: String,
+    pub read: bool,
+    pub read_at: Option<String>,
+    pub dismissed: bool,
+    pub dismissed_at: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    CareerHealth,
+    RiskSignal,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Category {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "career_health" => Ok(Category::CareerHealth),
+            "risk_signal" => Ok(Category::RiskSignal),
+            other => Err(format!("unknown category '{other}' (career_health, risk_signal)")),
+        }
+    }
+}
+
+impl Severity {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "info" => Ok(Severity::Info),
+            "warning" => Ok(Severity::Warning),
+            "critical" => Ok(Severity::Critical),
+            other => Err(format!("unknown severity '{other}' (info, warning, critical)")),
+        }
+    }
+}
+
+/// One of the two independent flags of an alert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlertFlag {
+    Read,
+    Dismissed,
+}
+
+impl AlertFlag {
+    pub fn other(self) -> AlertFlag {
+        match self {
+            AlertFlag::Read => AlertFlag::Dismissed,
+            AlertFlag::Dismissed => AlertFlag::Read,
+        }
+    }
+}
+
+/// What PATCH may do to an alert: set or clear one flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlertAction {
+    Read,
+    Dismiss,
+    Unread,
+    Undismiss,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct InvalidAction;
+
+impl AlertAction {
+    pub const ALLOWED: [&'static str; 4] = ["read", "dismiss", "unread", "undismiss"];
+
+    pub fn parse(value: &serde_json::Value) -> Result<Self, InvalidAction> {
+        match value.as_str() {
+            Some("read") => Ok(AlertAction::Read),
+            Some("dismiss") => Ok(AlertAction::Dismiss),
+            Some("unread") => Ok(AlertAction::Unread),
+            Some("undismiss") => Ok(AlertAction::Undismiss),
+            _ => Err(InvalidAction),
+        }
+    }
+
+    pub fn flag(self) -> AlertFlag {
+        match self {
+            AlertAction::Read | AlertAction::Unread => AlertFlag::Read,
+            AlertAction::Dismiss | AlertAction::Undismiss => AlertFlag::Dismissed,
+        }
+    }
+
+    /// The flag's value after the action.
+    pub fn sets(self) -> bool {
+        matches!(self, AlertAction::Read | AlertAction::Dismiss)
+    }
+}
+
+/// Which alerts a list returns; each is served by its own sparse index, so a list costs
+/// in proportion to what it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListFilter {
+    /// Neither read nor dismissed (the default).
+    Active,
+    /// `includeRead=true`: not dismissed.
+    NotDismissed,
+    /// `includeDismissed=true`: not read.
+    NotRead,
+    /// Both: every alert.
+    All,
+}
+
+impl ListFilter {
+    pub fn new(include_read: bool, include_dismissed: bool) -> Self {
+        match (include_read, include_dismissed) {
+            (false, false) => ListFilter::Active,
+            (true, false) => ListFilter::NotDismissed,
+            (false, true) => ListFilter::NotRead,
+            (true, true) => ListFilter::All,
+        }
+    }
+
+    /// A short name, bound into cursors so a cursor only continues the list it came from.
+    pub fn name(self) -> &'static str {
+        match self {
+            ListFilter::Active => "active",
+            ListFilter::NotDismissed => "notDismissed",
+            ListFilter::NotRead => "notRead",
+            ListFilter::All => "all",
+        }
+    }
+}
+
+/// A boolean query parameter: `true`/`1` mean true, anything else (or nothing) false.
+pub fn query_flag(value: Option<&str>) -> bool {
+    matches!(value, Some("true" | "1"))
+}
+
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+pub const MAX_PAGE_SIZE: u32 = 100;
+
+/// `limit`: 1–100, default 50; out-of-range values are clamped, unreadable ones ignored.
+pub fn page_size(value: Option<&str>) -> u32 {
+    match value.map(str::trim).and_then(|text| text.parse::<i64>().ok()) {
+        Some(n) => n.clamp(1, i64::from(MAX_PAGE_SIZE)) as u32,
+        None => DEFAULT_PAGE_SIZE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn actions_parse_only_the_four_literals() {
+        assert_eq!(AlertAction::parse(&json!("read")), Ok(AlertAction::Read));
+        assert_eq!(AlertAction::parse(&json!("dismiss")), Ok(AlertAction::Dismiss));
+        assert_eq!(AlertAction::parse(&json!("unread")), Ok(AlertAction::Unread));
+        assert_eq!(AlertAction::parse(&json!("undismiss")), Ok(AlertAction::Undismiss));
+        for bad in [json!("READ"), json!("dismissed"), json!(""), json!(1), json!(null), json!(["read"])] {
+            assert_eq!(AlertAction::parse(&bad), Err(InvalidAction), "{bad}");
+        }
+        assert_eq!(AlertAction::Undismiss.flag(), AlertFlag::Dismissed);
+        assert!(!AlertAction::Undismiss.sets());
+    }
+
+    #[test]
+    fn filters_follow_the_two_query_flags() {
+        assert_eq!(ListFilter::new(false, false), ListFilter::Active);
+        assert_eq!(ListFilter::new(true, false), ListFilter::NotDismissed);
+        assert_eq!(ListFilter::new(false, true), ListFilter::NotRead);
+        assert_eq!(ListFilter::new(true, true), ListFilter::All);
+    }
+
+    #[test]
+    fn query_flags_accept_true_and_1_only() {
+        assert!(query_flag(Some("true")));
+        assert!(query_flag(Some("1")));
+        for other in [None, Some("false"), Some("0"), Some("yes"), Some("TRUE"), Some("")] {
+            assert!(!query_flag(other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn page_size_defaults_and_clamps() {
+        assert_eq!(page_size(None), 50);
+        assert_eq!(page_size(Some("abc")), 50);
+        assert_eq!(page_size(Some("0")), 1);
+        assert_eq!(page_size(Some("-5")), 1);
+        assert_eq!(page_size(Some("7")), 7);
+        assert_eq!(page_size(Some("1000")), 100);
+    }
+
+    #[test]
+    fn alert_serializes_in_camel_case_with_nulls() {
+        let alert = Alert {
+            id: "alr_1".into(),
+            category: Category::RiskSignal,
+            severity: Severity::Critical,
+            title: "t".into(),
+            message: "m".into(),
+            created_at: "2026-11-21T08:00:00.000Z".into(),
+            read: false,
+            read_at: None,
+            dismissed: true,
+            dismissed_at: Some("2026-11-21T09:00:00.000Z".into()),
+        };
+        let value = serde_json::to_value(&alert).unwrap();
+        assert_eq!(value["category"], "risk_signal");
+        assert_eq!(value["readAt"], serde_json::Value::Null);
+        assert_eq!(value["dismissedAt"], "2026-11-21T09:00:00.000Z");
+        assert_eq!(value["createdAt"], "2026-11-21T08:00:00.000Z");
+    }
+}

@@ -1,0 +1,374 @@
+//! The HTTP boundary shared by the three API functions: routing answers, authentication,
+//! scopes, the rate limit, body limits, JSON parsing, the error body, and the request log.
+//! Every error is mapped to its status and code here and nowhere else.
+
+use std::future::Future;
+use std::time::Instant;
+
+use lambda_http::http::header::{HeaderName, HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use lambda_http::http::{Method, StatusCode};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::auth::{Authenticator, Principal, Scope};
+use crate::config::{ConfigError, Settings};
+use crate::store::keys::KeyTable;
+use crate::store::rate_limits::RateLimitTable;
+use crate::ids;
+use crate::ratelimit::RateLimiter;
+use crate::store::StoreError;
+
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Every error the API answers with. `code()` and `status()` are the contract's table.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("No such resource.")]
+    NotFound,
+    #[error("Method not allowed; allowed: {allow}.")]
+    MethodNotAllowed { allow: String },
+    #[error("A valid API key is required: send 'Authorization: Bearer <key>'.")]
+    Unauthorized,
+    #[error("The API key lacks the scope '{0}'.")]
+    Forbidden(Scope),
+    #[error("Rate limit exceeded; retry in {retry_after} seconds.")]
+    RateLimited { retry_after: u64 },
+    #[error("The request body exceeds {MAX_BODY_BYTES} bytes.")]
+    BodyTooLarge,
+    #[error("The request body is not valid JSON{0}.")]
+    InvalidJson(&'static str),
+    #[error("Send the body as application/json.")]
+    UnsupportedMediaType,
+    #[error("The cursor is not valid for this list.")]
+    InvalidCursor,
+    #[error("The query parameter 'id' is required.")]
+    AlertMissingId,
+    #[error("The action must be one of: read, dismiss, unread, undismiss.")]
+    AlertInvalidAction,
+    #[error("No alert with id '{0}'.")]
+    AlertNotFound(String),
+    #[error("Send at least one known preference with a boolean value.")]
+    NoPreferencesProvided,
+    #[error("The preference '{0}' must be a boolean.")]
+    InvalidPreference(&'static str),
+    #[error("'{0}' is not a known preference.")]
+    UnknownPreference(String),
+    #[error("Both 'url' and 'events' are required.")]
+    WebhookMissingRequiredFields,
+    #[error("Invalid url: {0}.")]
+    WebhookInvalidUrl(crate::webhooks::InvalidUrl),
+    #[error("Invalid events: {0}.")]
+    WebhookInvalidEvents(crate::webhooks::InvalidEvents),
+    #[error("A user can have at most {} webhook subscriptions.", crate::webhooks::MAX_SUBSCRIPTIONS_PER_USER)]
+    WebhookLimitExceeded,
+    #[error("The query parameter 'id' is required.")]
+    WebhookMissingSubscriptionId,
+    #[error("No webhook subscription with id '{0}'.")]
+    WebhookNotFound(String),
+    #[error("Internal error.")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            NotFound | AlertNotFound(_) | WebhookNotFound(_) => StatusCode::NOT_FOUND,
+            MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Unauthorized => StatusCode::UNAUTHORIZED,
+            Forbidden(_) => StatusCode::FORBIDDEN,
+            RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            InvalidJson(_) | UnsupportedMediaType | InvalidCursor | AlertMissingId | AlertInvalidAction
+            | NoPreferencesProvided | InvalidPreference(_) | UnknownPreference(_) | WebhookMissingRequiredFields
+            | WebhookInvalidUrl(_) | WebhookInvalidEvents(_) | WebhookLimitExceeded | WebhookMissingSubscriptionId => {
+                StatusCode::BAD_REQUEST
+            }
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            NotFound => "not_found",
+            MethodNotAllowed { .. } => "method_not_allowed",
+            Unauthorized => "auth.unauthorized",
+            Forbidden(_) => "auth.forbidden",
+            RateLimited { .. } => "rate_limited",
+            BodyTooLarge => "request.body_too_large",
+            InvalidJson(_) => "request.invalid_json",
+            UnsupportedMediaType => "request.unsupported_media_type",
+            InvalidCursor => "request.invalid_cursor",
+            AlertMissingId => "alerts.missing_id",
+            AlertInvalidAction => "alerts.invalid_action",
+            AlertNotFound(_) => "alerts.not_found",
+            NoPreferencesProvided => "data_sharing.no_preferences_provided",
+            InvalidPreference(_) => "data_sharing.invalid_preference",
+            UnknownPreference(_) => "data_sharing.unknown_preference",
+            WebhookMissingRequiredFields => "webhooks.missing_required_fields",
+            WebhookInvalidUrl(_) => "webhooks.invalid_url",
+            WebhookInvalidEvents(_) => "webhooks.invalid_events",
+            WebhookLimitExceeded => "webhooks.limit_exceeded",
+            WebhookMissingSubscriptionId => "webhooks.missing_subscription_id",
+            WebhookNotFound(_) => "webhooks.not_found",
+            Internal(_) => "internal_error",
+        }
+    }
+
+    fn headers(&self) -> Vec<(HeaderName, String)> {
+        match self {
+            ApiError::MethodNotAllowed { allow } => vec![(ALLOW, allow.clone())],
+            ApiError::Unauthorized => vec![(WWW_AUTHENTICATE, r#"Bearer realm="api""#.into())],
+            ApiError::Forbidden(scope) => vec![(
+                WWW_AUTHENTICATE,
+                format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#),
+            )],
+            ApiError::RateLimited { retry_after } => vec![(RETRY_AFTER, retry_after.to_string())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl From<crate::preferences::PreferenceError> for ApiError {
+    fn from(err: crate::preferences::PreferenceError) -> Self {
+        use crate::preferences::PreferenceError::*;
+        match err {
+            NoPreferencesProvided => ApiError::NoPreferencesProvided,
+            InvalidPreference(name) => ApiError::InvalidPreference(name),
+            UnknownPreference(name) => ApiError::UnknownPreference(name),
+        }
+    }
+}
+
+/// A successful answer: a status and a JSON body.
+pub struct Reply {
+    status: StatusCode,
+    body: Value,
+}
+
+impl Reply {
+    pub fn ok(body: impl Serialize) -> Result<Self, ApiError> {
+        Self::with_status(StatusCode::OK, body)
+    }
+
+    pub fn created(body: impl Serialize) -> Result<Self, ApiError> {
+        Self::with_status(StatusCode::CREATED, body)
+    }
+
+    fn with_status(status: StatusCode, body: impl Serialize) -> Result<Self, ApiError> {
+        let body = serde_json::to_value(body).map_err(|e| ApiError::Internal(Box::new(e)))?;
+        Ok(Reply { status, body })
+    }
+}
+
+/// One path and the operations served on it: `(method, required scope, operation)`.
+pub struct Resource<Op: 'static> {
+    pub path: &'static str,
+    pub operations: &'static [(Method, Scope, Op)],
+}
+
+/// An admitted request: routed, authenticated, in scope and within the rate limit.
+pub struct Call {
+    pub request: Request,
+    pub principal: Principal,
+}
+
+impl Call {
+    pub fn user_id(&self) -> &str {
+        &self.principal.user_id
+    }
+
+    /// A query parameter; an empty value counts as missing.
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.request
+            .query_string_parameters_ref()
+            .and_then(|params| params.first(name))
+            .filter(|value| !value.is_empty())
+    }
+
+    /// The body as JSON: the media type must be JSON (a missing `Content-Type` is read as
+    /// JSON) and the syntax valid.
+    pub fn json_body(&self) -> Result<Value, ApiError> {
+        if let Some(content_type) = self.request.headers().get(CONTENT_TYPE) {
+            let essence = content_type.to_str().unwrap_or_default().split(';').next().unwrap_or_default();
+            if !essence.trim().eq_ignore_ascii_case("application/json") {
+                return Err(ApiError::UnsupportedMediaType);
+            }
+        }
+        serde_json::from_slice(body_bytes(self.request.body())).map_err(|_| ApiError::InvalidJson(""))
+    }
+
+    /// The body as a JSON object.
+    pub fn json_object(&self) -> Result<serde_json::Map<String, Value>, ApiError> {
+        match self.json_body()? {
+            Value::Object(map) => Ok(map),
+            _ => Err(ApiError::InvalidJson(": a JSON object is required")),
+        }
+    }
+}
+
+fn body_bytes(body: &Body) -> &[u8] {
+    match body {
+        Body::Empty => &[],
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        _ => &[],
+    }
+}
+
+/// The checks in front of every operation, in the contract's order.
+pub struct Front {
+    authenticator: Authenticator,
+    limiter: RateLimiter,
+}
+
+impl Front {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Self {
+        let keys = KeyTable::new(dynamodb.clone(), &settings.tables.keys);
+        let counters = RateLimitTable::new(dynamodb.clone(), &settings.tables.rate_limits);
+        Self {
+            authenticator: Authenticator::new(keys),
+            limiter: RateLimiter::new(counters, settings.rate_limit_per_minute),
+        }
+    }
+
+    /// Answers `request` for `resource`: the checks, then `operation`, then the request log.
+    pub async fn serve<Op, F, Fut>(&self, resource: &Resource<Op>, request: Request, operation: F) -> Response<Body>
+    where
+        Op: Copy,
+        F: FnOnce(Op, Call) -> Fut,
+        Fut: Future<Output = Result<Reply, ApiError>>,
+    {
+        let started = Instant::now();
+        let request_id = request_id_of(&request);
+        let route = format!("{} {}", request.method(), request.uri().path());
+        let mut rate_limit = None;
+        let mut user_id = None;
+        let outcome = async {
+            let op = route_of(resource, &request)?;
+            let principal = self.authenticate(&request).await?;
+            user_id = Some(principal.user_id.clone());
+            let status = self.limiter.count(&principal.key_hash).await?;
+            rate_limit = Some(status);
+            let (_, scope, op) = op;
+            if !principal.scopes.contains(scope) {
+                return Err(ApiError::Forbidden(scope));
+            }
+            if status.exceeded {
+                return Err(ApiError::RateLimited { retry_after: status.reset_seconds });
+            }
+            if body_bytes(request.body()).len() > MAX_BODY_BYTES {
+                return Err(ApiError::BodyTooLarge);
+            }
+            operation(op, Call { request, principal }).await
+        }
+        .await;
+        let status = match &outcome {
+            Ok(reply) => reply.status,
+            Err(err) => err.status(),
+        };
+        if let Err(ApiError::Internal(cause)) = &outcome {
+            tracing::error!(request_id = %request_id, route = %route, error = %cause, "request failed");
+        }
+        let mut response = match outcome {
+            Ok(reply) => json_response(reply.status, &reply.body),
+            Err(err) => error_response(&err, &request_id),
+        };
+        let headers = response.headers_mut();
+        insert(headers, REQUEST_ID, &request_id);
+        if let Some(limit) = rate_limit {
+            insert(headers, HeaderName::from_static("ratelimit-limit"), &limit.limit.to_string());
+            insert(headers, HeaderName::from_static("ratelimit-remaining"), &limit.remaining.to_string());
+            insert(headers, HeaderName::from_static("ratelimit-reset"), &limit.reset_seconds.to_string());
+        }
+        tracing::info!(
+            request_id = %request_id,
+            route = %route,
+            status = status.as_u16(),
+            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            user_id = user_id.as_deref().unwrap_or("-"),
+            "request"
+        );
+        response
+    }
+
+    async fn authenticate(&self, request: &Request) -> Result<Principal, ApiError> {
+        let header = request.headers().get(AUTHORIZATION).and_then(|value| value.to_str().ok());
+        self.authenticator.authenticate(header).await?.ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// Runs an API function on Lambda: logging, settings, the DynamoDB client and the
+/// function's dependencies are set up once per cold start, then every event is handled.
+pub async fn run_on_lambda<D, H, Fut>(
+    build: fn(&aws_sdk_dynamodb::Client, &Settings) -> Result<D, ConfigError>,
+    handle: H,
+) -> Result<(), lambda_http::Error>
+where
+    D: Sync + 'static,
+    H: Fn(&'static D, Request) -> Fut,
+    Fut: Future<Output = Response<Body>> + Send,
+{
+    crate::telemetry::init();
+    let settings = Settings::from_env()?;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&crate::config::aws_sdk_config().await);
+    // Lives as long as the process, like the Lambda execution environment.
+    let deps: &'static D = Box::leak(Box::new(build(&dynamodb, &settings)?));
+    lambda_http::run(lambda_http::service_fn(move |request: Request| {
+        let response = handle(deps, request);
+        async move { Ok::<_, std::convert::Infallible>(response.await) }
+    }))
+    .await
+}
+
+fn route_of<Op: Copy>(resource: &Resource<Op>, request: &Request) -> Result<(Method, Scope, Op), ApiError> {
+    if request.uri().path() != resource.path {
+        return Err(ApiError::NotFound);
+    }
+    let found = resource.operations.iter().find(|(method, _, _)| method == request.method());
+    found.cloned().ok_or_else(|| ApiError::MethodNotAllowed {
+        allow: resource.operations.iter().map(|(method, _, _)| method.as_str()).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// The API Gateway request id when there is one, otherwise a fresh one.
+fn request_id_of(request: &Request) -> String {
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context.request_id.clone(),
+        _ => None,
+    }
+    .unwrap_or_else(|| ids::new_id("req_"))
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut response = Response::new(Body::Text(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The contract's error body. Internal errors say nothing of their cause.
+pub fn error_response(err: &ApiError, request_id: &str) -> Response<Body> {
+    let body = json!({"error": {"code": err.code(), "message": err.to_string(), "requestId": request_id}});
+    let mut response = json_response(err.status(), &body);
+    for (name, value) in err.headers() {
+        insert(response.headers_mut(), name, &value);
+    }
+    response
+}
+
+fn insert(headers: &mut lambda_http::http::HeaderMap, name: HeaderName, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}

@@ -1,0 +1,1 @@
+//! Webhook delivery (contract section 5, "Delivery").

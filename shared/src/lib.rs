@@ -1,0 +1,21 @@
+//! Domain of the career alerts, data-sharing and webhooks service.
+//!
+//! Nothing here knows about a particular Lambda function, the local stack or the CLI:
+//! the functions wire these modules together, one module per contract section.
+
+pub mod alerts;
+pub mod api;
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod delivery;
+pub mod events;
+pub mod ids;
+pub mod netguard;
+pub mod preferences;
+pub mod ratelimit;
+pub mod secrets;
+pub mod signing;
+pub mod store;
+pub mod telemetry;
+pub mod webhooks;

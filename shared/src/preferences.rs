@@ -1,0 +1,83 @@
+//! Data-sharing preferences (contract section 4).
+
+use serde_json::{Map, Value};
+
+/// Every known preference flag. Adding a flag is a one-line change here.
+pub const PREFERENCE_FLAGS: &[&str] = &["shareAssessmentResults", "shareProfileData", "shareActivityData"];
+
+/// A validated PUT body: at least one known flag with a boolean value, nothing else.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PreferenceUpdate(Vec<(&'static str, bool)>);
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum PreferenceError {
+    NoPreferencesProvided,
+    InvalidPreference(&'static str),
+    UnknownPreference(String),
+}
+
+impl PreferenceUpdate {
+    pub fn parse(body: &Value) -> Result<Self, PreferenceError> {
+        let empty = Map::new();
+        let fields = body.as_object().unwrap_or(&empty);
+        let mut valid = Vec::new();
+        let mut not_boolean = None;
+        let mut unknown = None;
+        for (name, value) in fields {
+            match (known_flag(name), value) {
+                (Some(flag), Value::Bool(on)) => valid.push((flag, *on)),
+                (Some(flag), _) => not_boolean = not_boolean.or(Some(flag)),
+                (None, _) => unknown = unknown.or_else(|| Some(name.clone())),
+            }
+        }
+        if valid.is_empty() {
+            return Err(PreferenceError::NoPreferencesProvided);
+        }
+        if let Some(flag) = not_boolean {
+            return Err(PreferenceError::InvalidPreference(flag));
+        }
+        if let Some(name) = unknown {
+            return Err(PreferenceError::UnknownPreference(name));
+        }
+        Ok(PreferenceUpdate(valid))
+    }
+
+    pub fn flags(&self) -> &[(&'static str, bool)] {
+        &self.0
+    }
+}
+
+fn known_flag(name: &str) -> Option<&'static str> {
+    PREFERENCE_FLAGS.iter().copied().find(|flag| *flag == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn applies_known_boolean_flags() {
+        let update = PreferenceUpdate::parse(&json!({"shareProfileData": true, "shareActivityData": false})).unwrap();
+        assert_eq!(update.flags(), [("shareActivityData", false), ("shareProfileData", true)]);
+    }
+
+    #[test]
+    fn nothing_usable_is_no_preferences_provided() {
+        for body in [json!({}), json!([]), json!(null), json!("x"), json!({"other": true}), json!({"shareProfileData": "yes"})] {
+            assert_eq!(PreferenceUpdate::parse(&body), Err(PreferenceError::NoPreferencesProvided), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_bad_field_next_to_a_valid_one_refuses_the_whole_update() {
+        assert_eq!(
+            PreferenceUpdate::parse(&json!({"shareProfileData": true, "shareActivityData": 1})),
+            Err(PreferenceError::InvalidPreference("shareActivityData"))
+        );
+        assert_eq!(
+            PreferenceUpdate::parse(&json!({"shareProfileData": true, "shareEverything": true})),
+            Err(PreferenceError::UnknownPreference("shareEverything".into()))
+        );
+    }
+}

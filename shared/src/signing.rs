@@ -1,0 +1,55 @@
+//! HMAC-SHA256, the one primitive behind webhook signatures and pagination cursors.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
+
+/// The webhook signature: lowercase hex HMAC-SHA256 of the exact body bytes, keyed with
+/// the subscription secret's UTF-8 bytes.
+pub fn sign_hex(secret: &str, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(secret.as_bytes(), body))
+}
+
+/// Constant-time check of `tag` against the HMAC of `message`.
+pub fn verify(key: &[u8], message: &[u8], tag: &[u8]) -> bool {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(message);
+    mac.verify_slice(tag).is_ok()
+}
+
+/// Constant-time check of a hex signature, as a receiver does it.
+pub fn verify_hex(secret: &str, body: &[u8], signature_hex: &str) -> bool {
+    hex::decode(signature_hex).is_ok_and(|tag| verify(secret.as_bytes(), body, &tag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc4231_test_case_2() {
+        let tag = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            hex::encode(tag),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn signatures_verify_only_for_the_same_bytes_and_secret() {
+        let body = br#"{"id":"evt_1","type":"profile.updated"}"#;
+        let signature = sign_hex("whsec_abc", body);
+        assert_eq!(signature, signature.to_lowercase());
+        assert!(verify_hex("whsec_abc", body, &signature));
+        assert!(!verify_hex("whsec_abd", body, &signature));
+        assert!(!verify_hex("whsec_abc", br#"{"id":"evt_2","type":"profile.updated"}"#, &signature));
+        assert!(!verify_hex("whsec_abc", body, "not hex"));
+    }
+}

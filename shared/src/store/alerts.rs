@@ -1,0 +1,232 @@
+//! The alerts table: partition `userId`, sort `alertId` (time-sortable, so newest first is a
+//! reverse query). Three sparse local secondary indexes hold only the alerts each list
+//! filter returns, so a list costs what it returns and stays strongly consistent:
+//! `active` (neither read nor dismissed), `unread` and `undismissed`.
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::Client;
+use serde::{Deserialize, Serialize};
+
+use super::{s, Item, StoreError};
+use crate::alerts::{Alert, AlertAction, AlertFlag, Category, ListFilter, Severity};
+
+const ACTIVE_KEY: &str = "activeKey";
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AlertItem {
+    user_id: String,
+    alert_id: String,
+    category: Category,
+    severity: Severity,
+    title: String,
+    message: String,
+    created_at: String,
+    read: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_at: Option<String>,
+    dismissed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dismissed_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    active_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unread_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    undismissed_key: Option<String>,
+}
+
+impl From<AlertItem> for Alert {
+    fn from(item: AlertItem) -> Self {
+        Alert {
+            id: item.alert_id,
+            category: item.category,
+            severity: item.severity,
+            title: item.title,
+            message: item.message,
+            created_at: item.created_at,
+            read: item.read,
+            read_at: item.read_at,
+            dismissed: item.dismissed,
+            dismissed_at: item.dismissed_at,
+        }
+    }
+}
+
+/// The attributes behind one flag: its value, its timestamp, and the sparse index key
+/// present while the flag is off.
+struct FlagColumns {
+    flag: &'static str,
+    at: &'static str,
+    key_while_off: &'static str,
+}
+
+fn columns(flag: AlertFlag) -> FlagColumns {
+    match flag {
+        AlertFlag::Read => FlagColumns { flag: "read", at: "readAt", key_while_off: "unreadKey" },
+        AlertFlag::Dismissed => FlagColumns { flag: "dismissed", at: "dismissedAt", key_while_off: "undismissedKey" },
+    }
+}
+
+/// The index that serves a filter and its sort-key attribute (`None`: the table itself).
+fn index_of(filter: ListFilter) -> (Option<&'static str>, &'static str) {
+    match filter {
+        ListFilter::Active => (Some("active"), ACTIVE_KEY),
+        ListFilter::NotDismissed => (Some("undismissed"), "undismissedKey"),
+        ListFilter::NotRead => (Some("unread"), "unreadKey"),
+        ListFilter::All => (None, "alertId"),
+    }
+}
+
+/// One page of a list and the id of its last alert when more follow.
+pub struct AlertPage {
+    pub alerts: Vec<Alert>,
+    pub last_id_if_more: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct AlertTable {
+    client: Client,
+    table: String,
+}
+
+/// Bounds retries when a concurrent PATCH flips the other flag between two attempts.
+const MAX_REVERSAL_ATTEMPTS: usize = 5;
+
+impl AlertTable {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    pub async fn insert(&self, user_id: &str, alert: &Alert) -> Result<(), StoreError> {
+        let active = !alert.read && !alert.dismissed;
+        let item = AlertItem {
+            user_id: user_id.to_owned(),
+            alert_id: alert.id.clone(),
+            category: alert.category,
+            severity: alert.severity,
+            title: alert.title.clone(),
+            message: alert.message.clone(),
+            created_at: alert.created_at.clone(),
+            read: alert.read,
+            read_at: alert.read_at.clone(),
+            dismissed: alert.dismissed,
+            dismissed_at: alert.dismissed_at.clone(),
+            active_key: active.then(|| alert.id.clone()),
+            unread_key: (!alert.read).then(|| alert.id.clone()),
+            undismissed_key: (!alert.dismissed).then(|| alert.id.clone()),
+        };
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(alertId)")
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Newest first, `limit` alerts after `after` (an alert id from the previous page).
+    pub async fn list(&self, user_id: &str, filter: ListFilter, limit: u32, after: Option<&str>) -> Result<AlertPage, StoreError> {
+        let (index, sort_key) = index_of(filter);
+        let start_key = after.map(|id| {
+            Item::from([("userId".into(), s(user_id)), ("alertId".into(), s(id)), (sort_key.into(), s(id))])
+        });
+        // One extra item tells whether another page follows, so the last page says so.
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .set_index_name(index.map(Into::into))
+            .key_condition_expression("userId = :u")
+            .expression_attribute_values(":u", s(user_id))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start_key)
+            .send()
+            .await?;
+        let items: Vec<AlertItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
+        let mut alerts: Vec<Alert> = items.into_iter().map(Alert::from).collect();
+        let more = alerts.len() > limit as usize;
+        alerts.truncate(limit as usize);
+        let last_id_if_more = more.then(|| alerts.last().map(|a| a.id.clone())).flatten();
+        Ok(AlertPage { alerts, last_id_if_more })
+    }
+
+    /// Applies `action` in one conditional update and returns the alert as it now is;
+    /// `None` when the user has no such alert. Setting a flag keeps its first timestamp.
+    pub async fn apply(&self, user_id: &str, alert_id: &str, action: AlertAction, now: &str) -> Result<Option<Alert>, StoreError> {
+        let own = columns(action.flag());
+        if action.sets() {
+            let update = self
+                .update(user_id, alert_id)
+                .update_expression("SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active")
+                .condition_expression("attribute_exists(alertId)")
+                .expression_attribute_names("#flag", own.flag)
+                .expression_attribute_names("#at", own.at)
+                .expression_attribute_names("#offKey", own.key_while_off)
+                .expression_attribute_names("#active", ACTIVE_KEY)
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_values(":now", s(now));
+            return match update.send().await {
+                Ok(output) => Ok(Some(alert_of(output.attributes)?)),
+                Err(err) if super::keys::is_condition_failure(&err) => Ok(None),
+                Err(err) => Err(err.into()),
+            };
+        }
+        // Clearing a flag puts the alert back in the active index only if the other flag is
+        // off too. The update is conditional on the other flag's value; if another request
+        // changed it, the failed condition returns the item and the update is re-aimed.
+        let other = columns(action.flag().other()).flag;
+        let mut other_is_set = false;
+        for _ in 0..MAX_REVERSAL_ATTEMPTS {
+            let expression = if other_is_set {
+                "SET #flag = :false, #offKey = :id REMOVE #at"
+            } else {
+                "SET #flag = :false, #offKey = :id, #active = :id REMOVE #at"
+            };
+            let mut update = self
+                .update(user_id, alert_id)
+                .update_expression(expression)
+                .condition_expression("attribute_exists(alertId) AND #other = :otherValue")
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .expression_attribute_names("#flag", own.flag)
+                .expression_attribute_names("#at", own.at)
+                .expression_attribute_names("#offKey", own.key_while_off)
+                .expression_attribute_names("#other", other)
+                .expression_attribute_values(":false", AttributeValue::Bool(false))
+                .expression_attribute_values(":id", s(alert_id))
+                .expression_attribute_values(":otherValue", AttributeValue::Bool(other_is_set));
+            if !other_is_set {
+                update = update.expression_attribute_names("#active", ACTIVE_KEY);
+            }
+            match update.send().await {
+                Ok(output) => return Ok(Some(alert_of(output.attributes)?)),
+                Err(err) => match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failure)) => match failure.item() {
+                        None => return Ok(None),
+                        Some(old) => other_is_set = matches!(old.get(other), Some(AttributeValue::Bool(true))),
+                    },
+                    _ => return Err(err.into()),
+                },
+            }
+        }
+        Err(StoreError::Contention)
+    }
+
+    fn update(&self, user_id: &str, alert_id: &str) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("alertId", s(alert_id))
+            .return_values(ReturnValue::AllNew)
+    }
+}
+
+fn alert_of(attributes: Option<Item>) -> Result<Alert, StoreError> {
+    let item: AlertItem = serde_dynamo::from_item(attributes.unwrap_or_default())?;
+    Ok(item.into())
+}

@@ -1,0 +1,80 @@
+//! The API keys table: one item per key, keyed by the key's SHA-256.
+
+use aws_sdk_dynamodb::Client;
+use serde::{Deserialize, Serialize};
+
+use super::{s, StoreError};
+use crate::auth::KeyHash;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredKey {
+    pub key_hash: String,
+    pub user_id: String,
+    pub scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct KeyTable {
+    client: Client,
+    table: String,
+}
+
+impl KeyTable {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    pub async fn get(&self, hash: &KeyHash) -> Result<Option<StoredKey>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("keyHash", s(hash.as_str()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(output.item.map(serde_dynamo::from_item).transpose()?)
+    }
+
+    pub async fn insert(&self, key: &StoredKey) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(serde_dynamo::to_item(key)?))
+            .condition_expression("attribute_not_exists(keyHash)")
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Marks a key revoked; `false` when there is no such key.
+    pub async fn revoke(&self, hash: &KeyHash, at: &str) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("keyHash", s(hash.as_str()))
+            .update_expression("SET revokedAt = if_not_exists(revokedAt, :at)")
+            .condition_expression("attribute_exists(keyHash)")
+            .expression_attribute_values(":at", s(at))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if is_condition_failure(&err) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+pub(crate) fn is_condition_failure<R>(
+    err: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
+) -> bool {
+    err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception())
+}

@@ -1,0 +1,44 @@
+//! The DynamoDB tables: one small type per table, items mapped with serde_dynamo, every
+//! change a single conditional or atomic write. Every user-owned item lives in its owner's
+//! partition; nothing here scans.
+
+pub mod alerts;
+pub mod keys;
+pub mod platform;
+pub mod preferences;
+pub mod rate_limits;
+pub mod webhooks;
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::types::AttributeValue;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("DynamoDB: {}", DisplayErrorContext(.0))]
+    Dynamo(Box<aws_sdk_dynamodb::Error>),
+    #[error("item mapping: {0}")]
+    Mapping(#[from] serde_dynamo::Error),
+    #[error("gave up after repeated concurrent changes to the same item")]
+    Contention,
+}
+
+impl<E, R> From<SdkError<E, R>> for StoreError
+where
+    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+{
+    fn from(err: SdkError<E, R>) -> Self {
+        StoreError::Dynamo(Box::new(err.into()))
+    }
+}
+
+pub type Item = HashMap<String, AttributeValue>;
+
+pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(text.into())
+}
+
+pub(crate) fn n(number: impl ToString) -> AttributeValue {
+    AttributeValue::N(number.to_string())
+}

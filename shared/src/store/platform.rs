@@ -1,0 +1,73 @@
+//! The profiles and assessments tables, which belong to the rest of the platform. The
+//! service only reads their streams; these writes are what the platform (and `careerctl`)
+//! does to them.
+
+use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::Client;
+
+use super::{s, StoreError};
+
+#[derive(Clone)]
+pub struct PlatformTables {
+    client: Client,
+    profiles: String,
+    assessments: String,
+}
+
+impl PlatformTables {
+    pub fn new(client: Client, profiles: impl Into<String>, assessments: impl Into<String>) -> Self {
+        Self { client, profiles: profiles.into(), assessments: assessments.into() }
+    }
+
+    /// Changes the profile (a new revision and timestamp), creating it if needed.
+    pub async fn touch_profile(&self, user_id: &str, profile_id: &str, now: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.profiles)
+            .key("userId", s(user_id))
+            .key("profileId", s(profile_id))
+            .update_expression("SET updatedAt = :now ADD revision :one")
+            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":one", super::n(1))
+            .return_values(ReturnValue::None)
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// The id of one of the user's profiles, if there is one.
+    pub async fn first_profile_id(&self, user_id: &str) -> Result<Option<String>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.profiles)
+            .key_condition_expression("userId = :u")
+            .expression_attribute_values(":u", s(user_id))
+            .limit(1)
+            .send()
+            .await?;
+        Ok(output
+            .items
+            .unwrap_or_default()
+            .first()
+            .and_then(|item| item.get("profileId"))
+            .and_then(|value| value.as_s().ok())
+            .cloned())
+    }
+
+    /// Marks the assessment completed (creating it if needed).
+    pub async fn complete_assessment(&self, user_id: &str, assessment_id: &str, now: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.assessments)
+            .key("userId", s(user_id))
+            .key("assessmentId", s(assessment_id))
+            .update_expression("SET #status = :completed, completedAt = if_not_exists(completedAt, :now)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":completed", s("completed"))
+            .expression_attribute_values(":now", s(now))
+            .send()
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,70 @@
+//! The preferences table: one item per user, one attribute per flag.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::Client;
+use serde::Serialize;
+
+use super::{s, Item, StoreError};
+use crate::preferences::{PreferenceUpdate, PREFERENCE_FLAGS};
+
+/// Every known flag and when they last changed: the GET and PUT response.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preferences {
+    pub preferences: serde_json::Map<String, serde_json::Value>,
+    pub updated_at: Option<String>,
+}
+
+impl Preferences {
+    fn from_item(item: Option<&Item>) -> Self {
+        let flag = |name: &str| matches!(item.and_then(|i| i.get(name)), Some(AttributeValue::Bool(true)));
+        Preferences {
+            preferences: PREFERENCE_FLAGS.iter().map(|name| (name.to_string(), flag(name).into())).collect(),
+            updated_at: item.and_then(|i| i.get("updatedAt")).and_then(|v| v.as_s().ok()).cloned(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct PreferenceTable {
+    client: Client,
+    table: String,
+}
+
+impl PreferenceTable {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    pub async fn get(&self, user_id: &str) -> Result<Preferences, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(Preferences::from_item(output.item.as_ref()))
+    }
+
+    /// Sets the given flags in one atomic update; the others keep their values.
+    pub async fn update(&self, user_id: &str, update: &PreferenceUpdate, at: &str) -> Result<Preferences, StoreError> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .expression_attribute_values(":at", s(at))
+            .return_values(ReturnValue::AllNew);
+        let mut assignments = vec!["updatedAt = :at".to_owned()];
+        for (i, (flag, on)) in update.flags().iter().enumerate() {
+            assignments.push(format!("#f{i} = :f{i}"));
+            request = request
+                .expression_attribute_names(format!("#f{i}"), *flag)
+                .expression_attribute_values(format!(":f{i}"), AttributeValue::Bool(*on));
+        }
+        let output = request.update_expression(format!("SET {}", assignments.join(", "))).send().await?;
+        Ok(Preferences::from_item(output.attributes.as_ref()))
+    }
+}

@@ -1,0 +1,177 @@
+//! The webhooks table: partition `userId`, sort `subscriptionId`. Beside the subscriptions,
+//! each user's partition holds one counter item, kept in the same transaction as every
+//! create and delete, that enforces the per-user limit without reading first.
+
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::Client;
+use serde::{Deserialize, Serialize};
+
+use super::{n, s, StoreError};
+use crate::events::EventKind;
+use crate::ids;
+use crate::webhooks::Subscription;
+
+const COUNTER_ID: &str = "#count";
+
+/// A subscription as stored, with its secret.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredSubscription {
+    pub user_id: String,
+    pub subscription_id: String,
+    pub url: String,
+    pub events: Vec<EventKind>,
+    pub secret: String,
+    pub created_at: String,
+}
+
+impl StoredSubscription {
+    pub fn public(&self) -> Subscription {
+        Subscription {
+            id: self.subscription_id.clone(),
+            url: self.url.clone(),
+            events: self.events.clone(),
+            created_at: self.created_at.clone(),
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    Yes,
+    LimitReached,
+}
+
+#[derive(Clone)]
+pub struct WebhookTable {
+    client: Client,
+    table: String,
+}
+
+impl WebhookTable {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    /// Stores `subscription` unless its owner already has `max` of them.
+    pub async fn insert(&self, subscription: &StoredSubscription, max: u32) -> Result<Created, StoreError> {
+        let count = Update::builder()
+            .table_name(&self.table)
+            .key("userId", s(&subscription.user_id))
+            .key("subscriptionId", s(COUNTER_ID))
+            .update_expression("SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one")
+            .condition_expression("attribute_not_exists(subscriptionCount) OR subscriptionCount < :max")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":max", n(max))
+            .build()
+            .expect("update has table, key and expression");
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(serde_dynamo::to_item(subscription)?))
+            .condition_expression("attribute_not_exists(subscriptionId)")
+            .build()
+            .expect("put has table and item");
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(count).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Created::Yes),
+            Err(err) if first_condition_failed(&err) => Ok(Created::LimitReached),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// The user's subscriptions, oldest first.
+    pub async fn list(&self, user_id: &str) -> Result<Vec<StoredSubscription>, StoreError> {
+        self.query(user_id, None).await
+    }
+
+    /// The user's subscriptions that list `kind`.
+    pub async fn subscribed_to(&self, user_id: &str, kind: EventKind) -> Result<Vec<StoredSubscription>, StoreError> {
+        self.query(user_id, Some(kind)).await
+    }
+
+    async fn query(&self, user_id: &str, kind: Option<EventKind>) -> Result<Vec<StoredSubscription>, StoreError> {
+        let mut request = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("userId = :u AND begins_with(subscriptionId, :prefix)")
+            .expression_attribute_values(":u", s(user_id))
+            .expression_attribute_values(":prefix", s(ids::SUBSCRIPTION))
+            .consistent_read(true);
+        if let Some(kind) = kind {
+            request = request
+                .filter_expression("contains(events, :kind)")
+                .expression_attribute_values(":kind", s(kind.as_str()));
+        }
+        // At most 25 small items per user: one page always holds them all.
+        let output = request.send().await?;
+        Ok(serde_dynamo::from_items(output.items.unwrap_or_default())?)
+    }
+
+    pub async fn get(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("subscriptionId", s(subscription_id))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(output.item.map(serde_dynamo::from_item).transpose()?)
+    }
+
+    /// Deletes the subscription; `false` when the user has no such subscription.
+    pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
+        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
+            return Ok(false);
+        }
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("subscriptionId", s(subscription_id))
+            .condition_expression("attribute_exists(subscriptionId)")
+            .build()
+            .expect("delete has table and key");
+        let count = Update::builder()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("subscriptionId", s(COUNTER_ID))
+            .update_expression("ADD subscriptionCount :minusOne")
+            .expression_attribute_values(":minusOne", n(-1))
+            .build()
+            .expect("update has table, key and expression");
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().delete(delete).build())
+            .transact_items(TransactWriteItem::builder().update(count).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if first_condition_failed(&err) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+/// True when a transaction was cancelled because its first item's condition failed.
+fn first_condition_failed<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
+            .cancellation_reasons()
+            .first()
+            .and_then(|reason| reason.code())
+            .is_some_and(|code| code == "ConditionalCheckFailed"),
+        _ => false,
+    }
+}
