@@ -1,0 +1,116 @@
+//! The admin commands of contract section 8. Each returns the JSON object it prints.
+
+use aws_sdk_dynamodb::Client as DynamoDb;
+use career_core::alerts::{Alert, Category, Severity};
+use career_core::auth::{ApiKey, Scopes};
+use career_core::config::TableNames;
+use career_core::store::alerts::AlertTable;
+use career_core::store::keys::{KeyTable, StoredKey};
+use career_core::store::platform::PlatformTables;
+use career_core::{clock, ids};
+use serde_json::{json, Value};
+
+pub struct Admin {
+    dynamodb: DynamoDb,
+    tables: TableNames,
+}
+
+pub struct NewAlert {
+    pub title: String,
+    pub message: String,
+    pub category: Category,
+    pub severity: Severity,
+}
+
+impl Admin {
+    pub fn new(dynamodb: DynamoDb, tables: TableNames) -> Self {
+        Self { dynamodb, tables }
+    }
+
+    fn keys(&self) -> KeyTable {
+        KeyTable::new(self.dynamodb.clone(), &self.tables.keys)
+    }
+
+    fn platform(&self) -> PlatformTables {
+        PlatformTables::new(self.dynamodb.clone(), &self.tables.profiles, &self.tables.assessments)
+    }
+
+    pub async fn create_key(&self, user_id: &str, scopes: Scopes, label: Option<String>) -> Result<Value, String> {
+        let user_id = non_empty("--user", user_id)?;
+        let key = ApiKey::generate();
+        let stored = StoredKey {
+            key_hash: key.hash().as_str().to_owned(),
+            user_id: user_id.to_owned(),
+            scopes: scopes.names().into_iter().map(String::from).collect(),
+            label,
+            created_at: clock::rfc3339(clock::now()),
+            revoked_at: None,
+        };
+        self.keys().insert(&stored).await.map_err(|e| format!("storing the key: {e}"))?;
+        Ok(json!({"key": key.expose(), "userId": user_id, "scopes": scopes.names()}))
+    }
+
+    pub async fn revoke_key(&self, key: &str) -> Result<Value, String> {
+        let key = ApiKey::parse(key.trim()).ok_or("--key is not an API key (cak_ followed by 43 characters)")?;
+        let now = clock::rfc3339(clock::now());
+        match self.keys().revoke(&key.hash(), &now).await.map_err(|e| format!("revoking the key: {e}"))? {
+            true => Ok(json!({"revoked": true})),
+            false => Err("no such key".into()),
+        }
+    }
+
+    pub async fn create_alert(&self, user_id: &str, new: NewAlert) -> Result<Value, String> {
+        let user_id = non_empty("--user", user_id)?;
+        let alert = Alert {
+            id: ids::new_id(ids::ALERT),
+            category: new.category,
+            severity: new.severity,
+            title: non_empty("--title", &new.title)?.to_owned(),
+            message: new.message,
+            created_at: clock::rfc3339(clock::now()),
+            read: false,
+            read_at: None,
+            dismissed: false,
+            dismissed_at: None,
+        };
+        let table = AlertTable::new(self.dynamodb.clone(), &self.tables.alerts);
+        table.insert(user_id, &alert).await.map_err(|e| format!("storing the alert: {e}"))?;
+        serde_json::to_value(alert).map_err(|e| e.to_string())
+    }
+
+    /// Changes the user's profile (creating one on first use), so a `profile.updated` follows.
+    pub async fn update_profile(&self, user_id: &str) -> Result<Value, String> {
+        let user_id = non_empty("--user", user_id)?;
+        let platform = self.platform();
+        let existing = platform.first_profile_id(user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
+        let profile_id = existing.unwrap_or_else(|| ids::new_id(ids::PROFILE));
+        let now = clock::rfc3339(clock::now());
+        platform.touch_profile(user_id, &profile_id, &now).await.map_err(|e| format!("updating the profile: {e}"))?;
+        Ok(json!({"userId": user_id, "profileId": profile_id}))
+    }
+
+    /// Completes an assessment (a new one unless `assessment_id` is given).
+    pub async fn complete_assessment(&self, user_id: &str, assessment_id: Option<String>) -> Result<Value, String> {
+        let user_id = non_empty("--user", user_id)?;
+        let assessment_id = assessment_id.unwrap_or_else(|| ids::new_id(ids::ASSESSMENT));
+        let now = clock::rfc3339(clock::now());
+        self.platform()
+            .complete_assessment(user_id, &assessment_id, &now)
+            .await
+            .map_err(|e| format!("completing the assessment: {e}"))?;
+        Ok(json!({"userId": user_id, "assessmentId": assessment_id}))
+    }
+
+    pub async fn create_tables(&self) -> Result<Value, String> {
+        let created = crate::tables::create_tables(&self.dynamodb, &self.tables).await?;
+        Ok(json!({"created": created}))
+    }
+}
+
+fn non_empty<'a>(flag: &str, value: &'a str) -> Result<&'a str, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(format!("{flag} must not be empty"));
+    }
+    Ok(value)
+}

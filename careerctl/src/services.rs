@@ -1,0 +1,114 @@
+//! Starting DynamoDB Local and the moto SQS emulator as child processes on free ports.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+/// A local service process. It is stopped when this value is dropped, and also when the
+/// process that started it dies (a watchdog ends it once our end of its stdin closes).
+pub struct LocalService {
+    pub endpoint: String,
+    _child: Child,
+}
+
+/// Where `scripts/install-local-deps.sh` put DynamoDB Local and moto.
+#[derive(Clone, Debug)]
+pub struct Installed {
+    pub dir: PathBuf,
+}
+
+impl Installed {
+    pub fn at(dir: impl Into<PathBuf>) -> Result<Self, String> {
+        let installed = Installed { dir: dir.into() };
+        for needed in [installed.dynamodb_jar(), installed.moto_server()] {
+            if !needed.exists() {
+                return Err(format!(
+                    "{} is missing: run scripts/install-local-deps.sh (make run and make test do)",
+                    needed.display()
+                ));
+            }
+        }
+        Ok(installed)
+    }
+
+    fn dynamodb_jar(&self) -> PathBuf {
+        self.dir.join("dynamodb/DynamoDBLocal.jar")
+    }
+
+    fn moto_server(&self) -> PathBuf {
+        self.dir.join("venv/bin/moto_server")
+    }
+
+    /// DynamoDB Local, in memory or persisted under `data_dir`.
+    pub async fn start_dynamodb(&self, data_dir: Option<&Path>) -> Result<LocalService, String> {
+        let port = free_port()?;
+        let lib = self.dir.join("dynamodb/DynamoDBLocal_lib");
+        let mut args = vec![
+            format!("-Djava.library.path={}", lib.display()),
+            "-jar".into(),
+            self.dynamodb_jar().display().to_string(),
+        ];
+        match data_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+                args.extend(["-dbPath".into(), dir.display().to_string()]);
+            }
+            None => args.push("-inMemory".into()),
+        }
+        args.extend(["-sharedDb", "-disableTelemetry", "-port"].map(String::from));
+        args.push(port.to_string());
+        let child = spawn_supervised("java", &args)?;
+        wait_for_port(port, "DynamoDB Local").await?;
+        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), _child: child })
+    }
+
+    /// The moto server, standing in for SQS.
+    pub async fn start_sqs(&self) -> Result<LocalService, String> {
+        let port = free_port()?;
+        let server = self.moto_server().display().to_string();
+        let child = spawn_supervised(&server, &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()])?;
+        wait_for_port(port, "the SQS emulator").await?;
+        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), _child: child })
+    }
+}
+
+/// Runs `program` under a small shell watchdog that ends it when our end of the pipe on its
+/// stdin closes, so no service outlives the tests or the local stack, however they end.
+fn spawn_supervised(program: &str, args: &[String]) -> Result<Child, String> {
+    // Background jobs of a non-interactive shell read /dev/null, hence the explicit fd 3.
+    const WATCHDOG: &str = r#"exec 3<&0
+"$@" </dev/null & child=$!
+(cat <&3 >/dev/null; kill "$child" 2>/dev/null) &
+wait "$child""#;
+    Command::new("sh")
+        .arg("-c")
+        .arg(WATCHDOG)
+        .arg("watchdog")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("starting {program}: {e}"))
+}
+
+pub fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+async fn wait_for_port(port: u16, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("{what} did not start listening on port {port} within 60 s"))
+}
