@@ -5,5 +5,5 @@
 pub mod admin;
 pub mod gateway;
 pub mod services;
-pub mod tables;
 pub mod stack;
+pub mod tables;

@@ -144,14 +144,39 @@ async fn main() -> ExitCode {
 }
 
 async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
-    let admin = Admin::new(aws_sdk_dynamodb::Client::new(&aws_sdk_config().await), TableNames::from_env());
+    let admin = Admin::new(
+        aws_sdk_dynamodb::Client::new(&aws_sdk_config().await),
+        TableNames::from_env(),
+    );
     match command {
-        Command::Keys(KeysCommand::Create { user, scopes, label }) => {
-            admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await
+        Command::Keys(KeysCommand::Create {
+            user,
+            scopes,
+            label,
+        }) => {
+            admin
+                .create_key(&user, Scopes::parse_list(&scopes)?, label)
+                .await
         }
         Command::Keys(KeysCommand::Revoke { key }) => admin.revoke_key(&key).await,
-        Command::Alerts(AlertsCommand::Create { user, title, message, category, severity }) => {
-            admin.create_alert(&user, NewAlert { title, message, category, severity }).await
+        Command::Alerts(AlertsCommand::Create {
+            user,
+            title,
+            message,
+            category,
+            severity,
+        }) => {
+            admin
+                .create_alert(
+                    &user,
+                    NewAlert {
+                        title,
+                        message,
+                        category,
+                        severity,
+                    },
+                )
+                .await
         }
         Command::Profiles(ProfilesCommand::Update { user }) => admin.update_profile(&user).await,
         Command::Assessments(AssessmentsCommand::Complete { user, assessment }) => {
@@ -188,21 +213,33 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
     let dynamodb = stack.dynamodb_client();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
         .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)", args.port))?;
-    let functions = Arc::new(ApiFunctions::new(&dynamodb, &stack.settings).map_err(|e| e.to_string())?);
+        .map_err(|e| {
+            format!(
+                "cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)",
+                args.port
+            )
+        })?;
+    let functions =
+        Arc::new(ApiFunctions::new(&dynamodb, &stack.settings).map_err(|e| e.to_string())?);
     let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
-    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
+    let demo = admin
+        .create_key("demo-user", Scopes::all(), Some("make run demo key".into()))
+        .await?;
     let demo_key = demo["key"].as_str().unwrap_or_default().to_owned();
     let api_url = format!("http://127.0.0.1:{}", args.port);
     let env_path = args.local_dir.join("env");
-    std::fs::write(&env_path, stack.env_file(&api_url, &demo_key)).map_err(|e| format!("writing {}: {e}", env_path.display()))?;
+    std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
+        .map_err(|e| format!("writing {}: {e}", env_path.display()))?;
 
     println!("Career service is up at {api_url}");
     println!("  DynamoDB Local  {}", stack.dynamodb.endpoint);
     println!("  SQS emulator    {}", stack.sqs.endpoint);
     println!("  Demo API key (user demo-user, all six scopes):\n    {demo_key}");
     println!("  Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts");
-    println!("  For careerctl and the AWS CLI:  source {}", env_path.display());
+    println!(
+        "  For careerctl and the AWS CLI:  source {}",
+        env_path.display()
+    );
     println!("Press Ctrl-C to stop.");
 
     let outcome = tokio::select! {

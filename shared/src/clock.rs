@@ -28,6 +28,9 @@ mod tests {
 
     #[test]
     fn formats_with_millis_and_z() {
-        assert_eq!(rfc3339_from_millis(1_795_766_400_123), "2026-11-27T08:00:00.123Z");
+        assert_eq!(
+            rfc3339_from_millis(1_795_766_400_123),
+            "2026-11-27T08:00:00.123Z"
+        );
     }
 }

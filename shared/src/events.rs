@@ -29,7 +29,9 @@ impl EventKind {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        EventKind::ALL.into_iter().find(|kind| kind.as_str() == text)
+        EventKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
     }
 }
 
@@ -62,7 +64,10 @@ pub struct MalformedRecord {
 /// created or really changed, `assessment.completed` when an assessment's status becomes
 /// `completed`.
 pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
-    let malformed = |problem| MalformedRecord { event_id: record.event_id.clone(), problem };
+    let malformed = |problem| MalformedRecord {
+        event_id: record.event_id.clone(),
+        problem,
+    };
     let change = &record.change;
     let (kind, id_attribute) = if change.keys.contains_key("profileId") {
         (EventKind::ProfileUpdated, "profileId")
@@ -79,7 +84,9 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     }
     let new = &change.new_image;
     if new.is_empty() {
-        return Err(malformed("no new image (the stream must carry new and old images)"));
+        return Err(malformed(
+            "no new image (the stream must carry new and old images)",
+        ));
     }
     let happened = match kind {
         EventKind::ProfileUpdated => record.event_name == "INSERT" || change.old_image != *new,
@@ -90,8 +97,10 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     if !happened {
         return Ok(None);
     }
-    let user_id = string_attribute(&change.keys, "userId").ok_or_else(|| malformed("no userId key"))?;
-    let item_id = string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?;
+    let user_id =
+        string_attribute(&change.keys, "userId").ok_or_else(|| malformed("no userId key"))?;
+    let item_id =
+        string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?;
     let created_millis = created_millis(change);
     let mut data = serde_json::Map::new();
     data.insert("userId".into(), user_id.into());
@@ -100,7 +109,10 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
         id: ids::derived_id(
             ids::EVENT,
             created_millis,
-            &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id],
+            &[
+                record.event_source_arn.as_deref().unwrap_or_default(),
+                &record.event_id,
+            ],
         ),
         kind,
         created_at: clock::rfc3339_from_millis(created_millis),

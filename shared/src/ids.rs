@@ -1,6 +1,8 @@
 //! Identifiers: a type prefix and a ULID (48-bit millisecond time, 80 bits of randomness
 //! or of a hash), so ids sort by creation time.
 
+use std::sync::Mutex;
+
 use sha2::{Digest, Sha256};
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -18,11 +20,27 @@ pub fn has_shape(id: &str, prefix: &str) -> bool {
         .is_some_and(|ulid| ulid.len() == 26 && ulid.bytes().all(|b| CROCKFORD.contains(&b)))
 }
 
-/// A fresh id for `prefix`, e.g. `alr_01JD…`.
+/// A fresh id for `prefix`, e.g. `alr_01JD…`. Ids made by one process in the same
+/// millisecond still increase (ULID's monotonic mode), so creation order is kept.
 pub fn new_id(prefix: &str) -> String {
-    let random: [u8; 10] = crate::secrets::random_bytes();
-    format!("{prefix}{}", ulid(crate::clock::now_millis(), random))
+    static LAST: Mutex<(u64, u128)> = Mutex::new((0, 0));
+    let millis = crate::clock::now_millis();
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let entropy = if millis <= last.0 && last.1 < ENTROPY_MAX {
+        last.1 + 1
+    } else {
+        let random: [u8; 10] = crate::secrets::random_bytes();
+        // Leave room to count up within the millisecond.
+        random
+            .iter()
+            .fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte))
+            >> 1
+    };
+    *last = (millis.max(last.0), entropy);
+    format!("{prefix}{}", ulid_from_parts(last.0, entropy))
 }
+
+const ENTROPY_MAX: u128 = (1 << 80) - 1;
 
 /// An id that is the same every time it is derived from the same `parts`, so a repeated
 /// stream record or a retried delivery keeps its identity.
@@ -39,10 +57,16 @@ pub fn derived_id(prefix: &str, millis: u64, parts: &[&str]) -> String {
 }
 
 fn ulid(millis: u64, entropy: [u8; 10]) -> String {
-    let value: u128 = (u128::from(millis & 0xFFFF_FFFF_FFFF) << 80)
-        | entropy
+    ulid_from_parts(
+        millis,
+        entropy
             .iter()
-            .fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte));
+            .fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte)),
+    )
+}
+
+fn ulid_from_parts(millis: u64, entropy: u128) -> String {
+    let value: u128 = (u128::from(millis & 0xFFFF_FFFF_FFFF) << 80) | (entropy & ENTROPY_MAX);
     (0..26)
         .rev()
         .map(|i| CROCKFORD[((value >> (i * 5)) & 0x1F) as usize] as char)
@@ -63,6 +87,12 @@ mod tests {
         assert!(!has_shape(&new_id(SUBSCRIPTION), ALERT));
         assert!(!has_shape("whk_short", SUBSCRIPTION));
         assert!(!has_shape("whk_0000000000000000000000000u", SUBSCRIPTION));
+    }
+
+    #[test]
+    fn fresh_ids_increase_even_within_one_millisecond() {
+        let ids: Vec<String> = (0..1000).map(|_| new_id(ALERT)).collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
     #[test]

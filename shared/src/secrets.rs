@@ -15,7 +15,10 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
 }
 
 pub fn random_token(prefix: &str) -> String {
-    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(random_bytes::<TOKEN_BYTES>()))
+    format!(
+        "{prefix}{}",
+        URL_SAFE_NO_PAD.encode(random_bytes::<TOKEN_BYTES>())
+    )
 }
 
 /// True when `text` is `prefix` followed by exactly one token's worth of base64url text.

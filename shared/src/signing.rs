@@ -49,7 +49,11 @@ mod tests {
         assert_eq!(signature, signature.to_lowercase());
         assert!(verify_hex("whsec_abc", body, &signature));
         assert!(!verify_hex("whsec_abd", body, &signature));
-        assert!(!verify_hex("whsec_abc", br#"{"id":"evt_2","type":"profile.updated"}"#, &signature));
+        assert!(!verify_hex(
+            "whsec_abc",
+            br#"{"id":"evt_2","type":"profile.updated"}"#,
+            &signature
+        ));
         assert!(!verify_hex("whsec_abc", body, "not hex"));
     }
 }

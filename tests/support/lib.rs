@@ -1,1 +1,263 @@
+//! The integration tests' harness: DynamoDB Local and the SQS emulator, started once per
+//! test binary on free ports (by the same code as `careerctl local`), and helpers that
+//! drive the functions' handlers with real requests.
 
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::OnceLock;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use career_core::config::{Settings, TableNames};
+use career_core::secrets;
+use careerctl::admin::Admin;
+use careerctl::gateway::{lambda_request, ApiFunctions};
+use careerctl::services::Installed;
+use careerctl::stack::LocalStack;
+use careerctl::tables::QueueUrls;
+use lambda_http::http::{self, HeaderMap, Method, StatusCode};
+use serde_json::Value;
+
+/// Where the services listen, and the settings every test starts from.
+pub struct Services {
+    pub dynamodb_endpoint: String,
+    pub sqs_endpoint: String,
+    pub queues: QueueUrls,
+    pub settings: Settings,
+}
+
+/// The services of this test binary, started on first use. They run on a runtime of their
+/// own, so each `#[tokio::test]` runtime can come and go, and stop when the binary exits.
+pub fn services() -> &'static Services {
+    static SERVICES: OnceLock<Services> = OnceLock::new();
+    SERVICES.get_or_init(|| {
+        let (ready, started) = mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().expect("a runtime for the services");
+            runtime.block_on(async move {
+                let installed = Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let stack = LocalStack::start(&installed, None, base_settings())
+                    .await
+                    .unwrap_or_else(|e| panic!("starting the local services: {e}"));
+                ready
+                    .send(Services {
+                        dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
+                        sqs_endpoint: stack.sqs.endpoint.clone(),
+                        queues: stack.queues.clone(),
+                        settings: stack.settings.clone(),
+                    })
+                    .expect("the test waits for the services");
+                std::future::pending::<()>().await;
+            });
+        });
+        started.recv().expect("the local services started")
+    })
+}
+
+fn base_settings() -> Settings {
+    Settings {
+        tables: TableNames::with_prefix("career-"),
+        rate_limit_per_minute: 600,
+        allow_insecure_webhook_urls: false,
+        cursor_signing_key: Some(secrets::random_token("cursor_")),
+        delivery_queue_url: None,
+        retry_base: std::time::Duration::from_millis(1000),
+        max_delivery_attempts: 3,
+    }
+}
+
+fn sdk_config() -> SdkConfig {
+    SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "test", "test", None, None, "test",
+        )))
+        .behavior_version(BehaviorVersion::latest())
+        .build()
+}
+
+/// A DynamoDB client for the test's own runtime.
+pub fn dynamodb() -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config())
+        .endpoint_url(&services().dynamodb_endpoint)
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// An SQS client for the test's own runtime.
+pub fn sqs() -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::config::Builder::from(&sdk_config())
+        .endpoint_url(&services().sqs_endpoint)
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// A user id no other test uses.
+pub fn unique_user() -> String {
+    format!("user-{}", &secrets::random_token("")[..12])
+}
+
+/// The three API functions as a fresh (cold) instance would run them.
+pub struct Api {
+    pub functions: ApiFunctions,
+    pub admin: Admin,
+    pub settings: Settings,
+}
+
+impl Api {
+    pub fn new() -> Self {
+        Self::with_settings(|_| {})
+    }
+
+    pub fn with_settings(change: impl FnOnce(&mut Settings)) -> Self {
+        let mut settings = services().settings.clone();
+        change(&mut settings);
+        let dynamodb = dynamodb();
+        Api {
+            functions: ApiFunctions::new(&dynamodb, &settings).expect("valid settings"),
+            admin: Admin::new(dynamodb, settings.tables.clone()),
+            settings,
+        }
+    }
+
+    /// Issues a key for `user` with the comma-separated `scopes`.
+    pub async fn key(&self, user: &str, scopes: &str) -> String {
+        let scopes = career_core::auth::Scopes::parse_list(scopes).expect("valid scopes");
+        let issued = self
+            .admin
+            .create_key(user, scopes, None)
+            .await
+            .expect("key issued");
+        issued["key"].as_str().expect("key text").to_owned()
+    }
+
+    /// A key with all six scopes.
+    pub async fn full_key(&self, user: &str) -> String {
+        self.key(user, &career_core::auth::Scopes::all().names().join(","))
+            .await
+    }
+
+    pub async fn alert(&self, user: &str, title: &str) -> String {
+        let new = careerctl::admin::NewAlert {
+            title: title.into(),
+            message: format!("{title} details"),
+            category: career_core::alerts::Category::CareerHealth,
+            severity: career_core::alerts::Severity::Warning,
+        };
+        let alert = self
+            .admin
+            .create_alert(user, new)
+            .await
+            .expect("alert created");
+        alert["id"].as_str().expect("alert id").to_owned()
+    }
+
+    /// Sends a request through the gateway's conversion and the owning function's handler.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder<'_> {
+        RequestBuilder {
+            api: self,
+            builder: http::Request::builder().method(method).uri(path),
+            body: Vec::new(),
+        }
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Answer {
+        self.request(Method::GET, path).key(key).send().await
+    }
+
+    pub async fn send_json(&self, method: Method, path: &str, key: &str, body: &str) -> Answer {
+        self.request(method, path).key(key).json(body).send().await
+    }
+}
+
+impl Default for Api {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub struct RequestBuilder<'a> {
+    api: &'a Api,
+    builder: http::request::Builder,
+    body: Vec<u8>,
+}
+
+impl RequestBuilder<'_> {
+    pub fn key(self, key: &str) -> Self {
+        self.header("authorization", &format!("Bearer {key}"))
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.builder = self.builder.header(name, value);
+        self
+    }
+
+    pub fn json(self, body: &str) -> Self {
+        self.header("content-type", "application/json")
+            .body(body.as_bytes())
+    }
+
+    pub fn body(mut self, body: &[u8]) -> Self {
+        self.body = body.to_vec();
+        self
+    }
+
+    pub async fn send(self) -> Answer {
+        let (parts, ()) = self.builder.body(()).expect("valid request").into_parts();
+        let response = self
+            .api
+            .functions
+            .handle(lambda_request(parts, self.body.into()))
+            .await;
+        let (parts, body) = response.into_parts();
+        let json = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {body:?}"));
+        Answer {
+            status: parts.status,
+            headers: parts.headers,
+            json,
+        }
+    }
+}
+
+/// A function's answer, its body parsed as JSON.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub json: Value,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts the status and error code, and the error body's shape.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(
+            (self.status.as_u16(), self.json["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{self:?}"
+        );
+        assert!(
+            self.json["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{self:?}"
+        );
+        assert_eq!(
+            self.json["error"]["requestId"].as_str(),
+            self.header("x-request-id"),
+            "{self:?}"
+        );
+    }
+
+    #[track_caller]
+    pub fn assert_status(&self, status: u16) -> &Value {
+        assert_eq!(self.status.as_u16(), status, "{self:?}");
+        &self.json
+    }
+}

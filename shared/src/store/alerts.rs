@@ -64,8 +64,16 @@ struct FlagColumns {
 
 fn columns(flag: AlertFlag) -> FlagColumns {
     match flag {
-        AlertFlag::Read => FlagColumns { flag: "read", at: "readAt", key_while_off: "unreadKey" },
-        AlertFlag::Dismissed => FlagColumns { flag: "dismissed", at: "dismissedAt", key_while_off: "undismissedKey" },
+        AlertFlag::Read => FlagColumns {
+            flag: "read",
+            at: "readAt",
+            key_while_off: "unreadKey",
+        },
+        AlertFlag::Dismissed => FlagColumns {
+            flag: "dismissed",
+            at: "dismissedAt",
+            key_while_off: "undismissedKey",
+        },
     }
 }
 
@@ -96,7 +104,10 @@ const MAX_REVERSAL_ATTEMPTS: usize = 5;
 
 impl AlertTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+        Self {
+            client,
+            table: table.into(),
+        }
     }
 
     pub async fn insert(&self, user_id: &str, alert: &Alert) -> Result<(), StoreError> {
@@ -128,10 +139,20 @@ impl AlertTable {
     }
 
     /// Newest first, `limit` alerts after `after` (an alert id from the previous page).
-    pub async fn list(&self, user_id: &str, filter: ListFilter, limit: u32, after: Option<&str>) -> Result<AlertPage, StoreError> {
+    pub async fn list(
+        &self,
+        user_id: &str,
+        filter: ListFilter,
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<AlertPage, StoreError> {
         let (index, sort_key) = index_of(filter);
         let start_key = after.map(|id| {
-            Item::from([("userId".into(), s(user_id)), ("alertId".into(), s(id)), (sort_key.into(), s(id))])
+            Item::from([
+                ("userId".into(), s(user_id)),
+                ("alertId".into(), s(id)),
+                (sort_key.into(), s(id)),
+            ])
         });
         // One extra item tells whether another page follows, so the last page says so.
         let output = self
@@ -152,17 +173,28 @@ impl AlertTable {
         let more = alerts.len() > limit as usize;
         alerts.truncate(limit as usize);
         let last_id_if_more = more.then(|| alerts.last().map(|a| a.id.clone())).flatten();
-        Ok(AlertPage { alerts, last_id_if_more })
+        Ok(AlertPage {
+            alerts,
+            last_id_if_more,
+        })
     }
 
     /// Applies `action` in one conditional update and returns the alert as it now is;
     /// `None` when the user has no such alert. Setting a flag keeps its first timestamp.
-    pub async fn apply(&self, user_id: &str, alert_id: &str, action: AlertAction, now: &str) -> Result<Option<Alert>, StoreError> {
+    pub async fn apply(
+        &self,
+        user_id: &str,
+        alert_id: &str,
+        action: AlertAction,
+        now: &str,
+    ) -> Result<Option<Alert>, StoreError> {
         let own = columns(action.flag());
         if action.sets() {
             let update = self
                 .update(user_id, alert_id)
-                .update_expression("SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active")
+                .update_expression(
+                    "SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active",
+                )
                 .condition_expression("attribute_exists(alertId)")
                 .expression_attribute_names("#flag", own.flag)
                 .expression_attribute_names("#at", own.at)
@@ -191,7 +223,9 @@ impl AlertTable {
                 .update(user_id, alert_id)
                 .update_expression(expression)
                 .condition_expression("attribute_exists(alertId) AND #other = :otherValue")
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
                 .expression_attribute_names("#flag", own.flag)
                 .expression_attribute_names("#at", own.at)
                 .expression_attribute_names("#offKey", own.key_while_off)
@@ -205,10 +239,15 @@ impl AlertTable {
             match update.send().await {
                 Ok(output) => return Ok(Some(alert_of(output.attributes)?)),
                 Err(err) => match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failure)) => match failure.item() {
-                        None => return Ok(None),
-                        Some(old) => other_is_set = matches!(old.get(other), Some(AttributeValue::Bool(true))),
-                    },
+                    Some(UpdateItemError::ConditionalCheckFailedException(failure)) => {
+                        match failure.item() {
+                            None => return Ok(None),
+                            Some(old) => {
+                                other_is_set =
+                                    matches!(old.get(other), Some(AttributeValue::Bool(true)))
+                            }
+                        }
+                    }
                     _ => return Err(err.into()),
                 },
             }
@@ -216,7 +255,11 @@ impl AlertTable {
         Err(StoreError::Contention)
     }
 
-    fn update(&self, user_id: &str, alert_id: &str) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    fn update(
+        &self,
+        user_id: &str,
+        alert_id: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
         self.client
             .update_item()
             .table_name(&self.table)

@@ -51,17 +51,28 @@ pub struct WebhookTable {
 
 impl WebhookTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+        Self {
+            client,
+            table: table.into(),
+        }
     }
 
     /// Stores `subscription` unless its owner already has `max` of them.
-    pub async fn insert(&self, subscription: &StoredSubscription, max: u32) -> Result<Created, StoreError> {
+    pub async fn insert(
+        &self,
+        subscription: &StoredSubscription,
+        max: u32,
+    ) -> Result<Created, StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
             .key("userId", s(&subscription.user_id))
             .key("subscriptionId", s(COUNTER_ID))
-            .update_expression("SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one")
-            .condition_expression("attribute_not_exists(subscriptionCount) OR subscriptionCount < :max")
+            .update_expression(
+                "SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one",
+            )
+            .condition_expression(
+                "attribute_not_exists(subscriptionCount) OR subscriptionCount < :max",
+            )
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":max", n(max))
@@ -93,11 +104,19 @@ impl WebhookTable {
     }
 
     /// The user's subscriptions that list `kind`.
-    pub async fn subscribed_to(&self, user_id: &str, kind: EventKind) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn subscribed_to(
+        &self,
+        user_id: &str,
+        kind: EventKind,
+    ) -> Result<Vec<StoredSubscription>, StoreError> {
         self.query(user_id, Some(kind)).await
     }
 
-    async fn query(&self, user_id: &str, kind: Option<EventKind>) -> Result<Vec<StoredSubscription>, StoreError> {
+    async fn query(
+        &self,
+        user_id: &str,
+        kind: Option<EventKind>,
+    ) -> Result<Vec<StoredSubscription>, StoreError> {
         let mut request = self
             .client
             .query()
@@ -116,7 +135,11 @@ impl WebhookTable {
         Ok(serde_dynamo::from_items(output.items.unwrap_or_default())?)
     }
 
-    pub async fn get(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
+    pub async fn get(
+        &self,
+        user_id: &str,
+        subscription_id: &str,
+    ) -> Result<Option<StoredSubscription>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -165,7 +188,9 @@ impl WebhookTable {
 }
 
 /// True when a transaction was cancelled because its first item's condition failed.
-fn first_condition_failed<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+fn first_condition_failed<R>(
+    err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>,
+) -> bool {
     match err.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
             .cancellation_reasons()

@@ -1,0 +1,302 @@
+//! What every operation shares: routing answers, authentication, keys, the rate limit,
+//! body limits, the error body and the response headers.
+
+use career_service::{unique_user, Api};
+use lambda_http::http::Method;
+
+const OPERATIONS: [(Method, &str); 7] = [
+    (Method::GET, "/api/v1/alerts"),
+    (
+        Method::PATCH,
+        "/api/v1/alerts?id=alr_01JD0000000000000000000000",
+    ),
+    (Method::GET, "/api/v1/data-sharing"),
+    (Method::PUT, "/api/v1/data-sharing"),
+    (Method::GET, "/api/v1/webhooks"),
+    (Method::POST, "/api/v1/webhooks"),
+    (
+        Method::DELETE,
+        "/api/v1/webhooks?id=whk_01JD0000000000000000000000",
+    ),
+];
+
+#[tokio::test]
+async fn every_operation_refuses_missing_malformed_and_unknown_keys() {
+    let api = Api::new();
+    let unknown = format!("cak_{}", "A".repeat(43));
+    let valid = api.full_key(&unique_user()).await;
+    for (method, path) in OPERATIONS {
+        let headers = [
+            None,
+            Some(format!("Basic {valid}")),
+            Some("Bearer".to_owned()),
+            Some("Bearer cak_short".to_owned()),
+            Some(format!("Bearer {unknown}")),
+            Some(valid.clone()),
+        ];
+        for header in headers {
+            let mut request = api.request(method.clone(), path);
+            if let Some(header) = &header {
+                request = request.header("authorization", header);
+            }
+            let answer = request.send().await;
+            answer.assert_error(401, "auth.unauthorized");
+            assert_eq!(
+                answer.header("www-authenticate"),
+                Some(r#"Bearer realm="api""#),
+                "{method} {path} {header:?}"
+            );
+            assert_eq!(answer.header("ratelimit-limit"), None);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_word_is_case_insensitive() {
+    let api = Api::new();
+    let key = api.full_key(&unique_user()).await;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let answer = api
+            .request(Method::GET, "/api/v1/alerts")
+            .header("authorization", &format!("{scheme} {key}"))
+            .send()
+            .await;
+        answer.assert_status(200);
+    }
+}
+
+#[tokio::test]
+async fn every_operation_needs_exactly_its_own_scope() {
+    let api = Api::new();
+    let user = unique_user();
+    let scopes = [
+        "read:alerts",
+        "write:alerts",
+        "read:data_sharing",
+        "write:data_sharing",
+        "read:webhooks",
+        "write:webhooks",
+    ];
+    let needed = [
+        "read:alerts",
+        "write:alerts",
+        "read:data_sharing",
+        "write:data_sharing",
+        "read:webhooks",
+        "write:webhooks",
+        "write:webhooks",
+    ];
+    for ((method, path), scope) in OPERATIONS.into_iter().zip(needed) {
+        let others: Vec<_> = scopes.iter().copied().filter(|s| *s != scope).collect();
+        let without = api.key(&user, &others.join(",")).await;
+        let answer = api
+            .request(method.clone(), path)
+            .key(&without)
+            .json("{}")
+            .send()
+            .await;
+        answer.assert_error(403, "auth.forbidden");
+        let challenge =
+            format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#);
+        assert_eq!(answer.header("www-authenticate"), Some(challenge.as_str()));
+
+        let only = api.key(&user, scope).await;
+        let answer = api
+            .request(method.clone(), path)
+            .key(&only)
+            .json("{}")
+            .send()
+            .await;
+        assert_ne!(
+            answer.status.as_u16(),
+            403,
+            "{method} {path} with only {scope}: {answer:?}"
+        );
+        assert_ne!(
+            answer.status.as_u16(),
+            401,
+            "{method} {path} with only {scope}: {answer:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_are_answered_before_authentication() {
+    let api = Api::new();
+    for path in [
+        "/",
+        "/api/v2/alerts",
+        "/api/v1/alerts/",
+        "/api/v1/alert",
+        "/api/v1/webhooks/whk_1",
+        "/api/v1",
+    ] {
+        api.request(Method::GET, path)
+            .send()
+            .await
+            .assert_error(404, "not_found");
+    }
+    for (path, method, allow) in [
+        ("/api/v1/alerts", Method::POST, "GET, PATCH"),
+        ("/api/v1/alerts", Method::DELETE, "GET, PATCH"),
+        ("/api/v1/data-sharing", Method::PATCH, "GET, PUT"),
+        ("/api/v1/webhooks", Method::PUT, "GET, POST, DELETE"),
+    ] {
+        let answer = api.request(method, path).send().await;
+        answer.assert_error(405, "method_not_allowed");
+        assert_eq!(answer.header("allow"), Some(allow));
+    }
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_by_an_instance_that_has_not_cached_it() {
+    let warm = Api::new();
+    let key = warm.full_key(&unique_user()).await;
+    warm.get("/api/v1/alerts", &key).await.assert_status(200);
+    assert_eq!(
+        warm.admin.revoke_key(&key).await.unwrap(),
+        serde_json::json!({"revoked": true})
+    );
+    // The warm instance trusts its cached lookup for at most 60 s; a new instance asks again.
+    Api::new()
+        .get("/api/v1/alerts", &key)
+        .await
+        .assert_error(401, "auth.unauthorized");
+    assert!(warm
+        .admin
+        .revoke_key(&format!("cak_{}", "B".repeat(43)))
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
+    let limited = |_: ()| Api::with_settings(|s| s.rate_limit_per_minute = 3);
+    let (first, second) = (limited(()), limited(()));
+    let user = unique_user();
+    let key = first.full_key(&user).await;
+
+    // Counting happens per wall-clock minute: start well inside one.
+    let into_minute = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60;
+    if into_minute > 50 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
+    }
+    let mut remaining = Vec::new();
+    for api in [&first, &second, &first] {
+        let answer = api.get("/api/v1/alerts", &key).await;
+        answer.assert_status(200);
+        assert_eq!(answer.header("ratelimit-limit"), Some("3"));
+        let reset: u64 = answer.header("ratelimit-reset").unwrap().parse().unwrap();
+        assert!((1..=60).contains(&reset));
+        remaining.push(answer.header("ratelimit-remaining").unwrap().to_owned());
+    }
+    assert_eq!(remaining, ["2", "1", "0"]);
+    let refused = second
+        .send_json(
+            Method::PUT,
+            "/api/v1/data-sharing",
+            &key,
+            r#"{"shareProfileData":true}"#,
+        )
+        .await;
+    refused.assert_error(429, "rate_limited");
+    let retry_after: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert_eq!(
+        Some(retry_after.to_string().as_str()),
+        refused.header("ratelimit-reset")
+    );
+    // The refused PUT changed nothing.
+    let other_key = Api::new().full_key(&user).await;
+    assert_eq!(
+        Api::new()
+            .get("/api/v1/data-sharing", &other_key)
+            .await
+            .json["preferences"]["shareProfileData"],
+        false
+    );
+    // Another key of the same user has its own budget.
+    Api::new()
+        .get("/api/v1/alerts", &other_key)
+        .await
+        .assert_status(200);
+}
+
+#[tokio::test]
+async fn a_missing_scope_is_reported_before_the_rate_limit() {
+    let api = Api::with_settings(|s| s.rate_limit_per_minute = 1);
+    let key = api.key(&unique_user(), "read:alerts").await;
+    for _ in 0..3 {
+        let answer = api.get("/api/v1/webhooks", &key).await;
+        answer.assert_error(403, "auth.forbidden");
+        assert_eq!(answer.header("ratelimit-limit"), Some("1"));
+    }
+}
+
+#[tokio::test]
+async fn bodies_over_64_kib_are_refused_and_change_nothing() {
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let padding = "x".repeat(64 * 1024);
+    let big = format!(r#"{{"shareProfileData":true,"note":"{padding}"}}"#);
+    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, &big)
+        .await
+        .assert_error(413, "request.body_too_large");
+    let big = format!(r#"{{"url":"https://example.com/{padding}","events":["profile.updated"]}}"#);
+    api.send_json(Method::POST, "/api/v1/webhooks", &key, &big)
+        .await
+        .assert_error(413, "request.body_too_large");
+    let id = api.alert(&user, "a").await;
+    let big = format!(r#"{{"action":"read","note":"{padding}"}}"#);
+    api.send_json(
+        Method::PATCH,
+        &format!("/api/v1/alerts?id={id}"),
+        &key,
+        &big,
+    )
+    .await
+    .assert_error(413, "request.body_too_large");
+    // Exactly 64 KiB is still read (and then judged on its content).
+    let exact = format!(
+        r#"{{"action":"read","note":"{}"}}"#,
+        "x".repeat(64 * 1024 - 27)
+    );
+    assert_eq!(exact.len(), 64 * 1024);
+    api.send_json(
+        Method::PATCH,
+        &format!("/api/v1/alerts?id={id}"),
+        &key,
+        &exact,
+    )
+    .await
+    .assert_status(200);
+
+    assert_eq!(
+        api.get("/api/v1/data-sharing", &key).await.json["preferences"]["shareProfileData"],
+        false
+    );
+    assert_eq!(
+        api.get("/api/v1/webhooks", &key).await.json["webhooks"],
+        serde_json::json!([])
+    );
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_fresh_request_id_that_matches_its_error_body() {
+    let api = Api::new();
+    let key = api.full_key(&unique_user()).await;
+    let a = api.get("/api/v1/alerts", &key).await;
+    let b = api.get("/api/v1/alerts", &key).await;
+    let (a, b) = (
+        a.header("x-request-id").unwrap().to_owned(),
+        b.header("x-request-id").unwrap().to_owned(),
+    );
+    assert!(!a.is_empty() && a != b);
+    let error = api.request(Method::GET, "/nowhere").send().await;
+    assert!(error.header("x-request-id").is_some());
+    error.assert_error(404, "not_found");
+}
