@@ -6,18 +6,12 @@ use lambda_http::http::Method;
 
 const OPERATIONS: [(Method, &str); 7] = [
     (Method::GET, "/api/v1/alerts"),
-    (
-        Method::PATCH,
-        "/api/v1/alerts?id=alr_01JD0000000000000000000000",
-    ),
+    (Method::PATCH, "/api/v1/alerts?id=alr_01JD0000000000000000000000"),
     (Method::GET, "/api/v1/data-sharing"),
     (Method::PUT, "/api/v1/data-sharing"),
     (Method::GET, "/api/v1/webhooks"),
     (Method::POST, "/api/v1/webhooks"),
-    (
-        Method::DELETE,
-        "/api/v1/webhooks?id=whk_01JD0000000000000000000000",
-    ),
+    (Method::DELETE, "/api/v1/webhooks?id=whk_01JD0000000000000000000000"),
 ];
 
 #[tokio::test]
@@ -41,11 +35,7 @@ async fn every_operation_refuses_missing_malformed_and_unknown_keys() {
             }
             let answer = request.send().await;
             answer.assert_error(401, "auth.unauthorized");
-            assert_eq!(
-                answer.header("www-authenticate"),
-                Some(r#"Bearer realm="api""#),
-                "{method} {path} {header:?}"
-            );
+            assert_eq!(answer.header("www-authenticate"), Some(r#"Bearer realm="api""#), "{method} {path} {header:?}");
             assert_eq!(answer.header("ratelimit-limit"), None);
         }
     }
@@ -56,11 +46,8 @@ async fn the_bearer_scheme_word_is_case_insensitive() {
     let api = Api::new();
     let key = api.full_key(&unique_user()).await;
     for scheme in ["bearer", "BEARER", "Bearer"] {
-        let answer = api
-            .request(Method::GET, "/api/v1/alerts")
-            .header("authorization", &format!("{scheme} {key}"))
-            .send()
-            .await;
+        let answer =
+            api.request(Method::GET, "/api/v1/alerts").header("authorization", &format!("{scheme} {key}")).send().await;
         answer.assert_status(200);
     }
 }
@@ -69,14 +56,8 @@ async fn the_bearer_scheme_word_is_case_insensitive() {
 async fn every_operation_needs_exactly_its_own_scope() {
     let api = Api::new();
     let user = unique_user();
-    let scopes = [
-        "read:alerts",
-        "write:alerts",
-        "read:data_sharing",
-        "write:data_sharing",
-        "read:webhooks",
-        "write:webhooks",
-    ];
+    let scopes =
+        ["read:alerts", "write:alerts", "read:data_sharing", "write:data_sharing", "read:webhooks", "write:webhooks"];
     let needed = [
         "read:alerts",
         "write:alerts",
@@ -89,52 +70,23 @@ async fn every_operation_needs_exactly_its_own_scope() {
     for ((method, path), scope) in OPERATIONS.into_iter().zip(needed) {
         let others: Vec<_> = scopes.iter().copied().filter(|s| *s != scope).collect();
         let without = api.key(&user, &others.join(",")).await;
-        let answer = api
-            .request(method.clone(), path)
-            .key(&without)
-            .json("{}")
-            .send()
-            .await;
+        let answer = api.request(method.clone(), path).key(&without).json("{}").send().await;
         answer.assert_error(403, "auth.forbidden");
-        let challenge =
-            format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#);
+        let challenge = format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#);
         assert_eq!(answer.header("www-authenticate"), Some(challenge.as_str()));
 
         let only = api.key(&user, scope).await;
-        let answer = api
-            .request(method.clone(), path)
-            .key(&only)
-            .json("{}")
-            .send()
-            .await;
-        assert_ne!(
-            answer.status.as_u16(),
-            403,
-            "{method} {path} with only {scope}: {answer:?}"
-        );
-        assert_ne!(
-            answer.status.as_u16(),
-            401,
-            "{method} {path} with only {scope}: {answer:?}"
-        );
+        let answer = api.request(method.clone(), path).key(&only).json("{}").send().await;
+        assert_ne!(answer.status.as_u16(), 403, "{method} {path} with only {scope}: {answer:?}");
+        assert_ne!(answer.status.as_u16(), 401, "{method} {path} with only {scope}: {answer:?}");
     }
 }
 
 #[tokio::test]
 async fn unknown_paths_and_methods_are_answered_before_authentication() {
     let api = Api::new();
-    for path in [
-        "/",
-        "/api/v2/alerts",
-        "/api/v1/alerts/",
-        "/api/v1/alert",
-        "/api/v1/webhooks/whk_1",
-        "/api/v1",
-    ] {
-        api.request(Method::GET, path)
-            .send()
-            .await
-            .assert_error(404, "not_found");
+    for path in ["/", "/api/v2/alerts", "/api/v1/alerts/", "/api/v1/alert", "/api/v1/webhooks/whk_1", "/api/v1"] {
+        api.request(Method::GET, path).send().await.assert_error(404, "not_found");
     }
     for (path, method, allow) in [
         ("/api/v1/alerts", Method::POST, "GET, PATCH"),
@@ -153,20 +105,10 @@ async fn a_revoked_key_is_refused_by_an_instance_that_has_not_cached_it() {
     let warm = Api::new();
     let key = warm.full_key(&unique_user()).await;
     warm.get("/api/v1/alerts", &key).await.assert_status(200);
-    assert_eq!(
-        warm.admin.revoke_key(&key).await.unwrap(),
-        serde_json::json!({"revoked": true})
-    );
+    assert_eq!(warm.admin.revoke_key(&key).await.unwrap(), serde_json::json!({"revoked": true}));
     // The warm instance trusts its cached lookup for at most 60 s; a new instance asks again.
-    Api::new()
-        .get("/api/v1/alerts", &key)
-        .await
-        .assert_error(401, "auth.unauthorized");
-    assert!(warm
-        .admin
-        .revoke_key(&format!("cak_{}", "B".repeat(43)))
-        .await
-        .is_err());
+    Api::new().get("/api/v1/alerts", &key).await.assert_error(401, "auth.unauthorized");
+    assert!(warm.admin.revoke_key(&format!("cak_{}", "B".repeat(43))).await.is_err());
 }
 
 #[tokio::test]
@@ -177,11 +119,7 @@ async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
     let key = first.full_key(&user).await;
 
     // Counting happens per wall-clock minute: start well inside one.
-    let into_minute = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        % 60;
+    let into_minute = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 60;
     if into_minute > 50 {
         tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
     }
@@ -195,34 +133,15 @@ async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
         remaining.push(answer.header("ratelimit-remaining").unwrap().to_owned());
     }
     assert_eq!(remaining, ["2", "1", "0"]);
-    let refused = second
-        .send_json(
-            Method::PUT,
-            "/api/v1/data-sharing",
-            &key,
-            r#"{"shareProfileData":true}"#,
-        )
-        .await;
+    let refused = second.send_json(Method::PUT, "/api/v1/data-sharing", &key, r#"{"shareProfileData":true}"#).await;
     refused.assert_error(429, "rate_limited");
     let retry_after: u64 = refused.header("retry-after").unwrap().parse().unwrap();
-    assert_eq!(
-        Some(retry_after.to_string().as_str()),
-        refused.header("ratelimit-reset")
-    );
+    assert_eq!(Some(retry_after.to_string().as_str()), refused.header("ratelimit-reset"));
     // The refused PUT changed nothing.
     let other_key = Api::new().full_key(&user).await;
-    assert_eq!(
-        Api::new()
-            .get("/api/v1/data-sharing", &other_key)
-            .await
-            .json["preferences"]["shareProfileData"],
-        false
-    );
+    assert_eq!(Api::new().get("/api/v1/data-sharing", &other_key).await.json["preferences"]["shareProfileData"], false);
     // Another key of the same user has its own budget.
-    Api::new()
-        .get("/api/v1/alerts", &other_key)
-        .await
-        .assert_status(200);
+    Api::new().get("/api/v1/alerts", &other_key).await.assert_status(200);
 }
 
 #[tokio::test]
@@ -243,46 +162,21 @@ async fn bodies_over_64_kib_are_refused_and_change_nothing() {
     let key = api.full_key(&user).await;
     let padding = "x".repeat(64 * 1024);
     let big = format!(r#"{{"shareProfileData":true,"note":"{padding}"}}"#);
-    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, &big)
-        .await
-        .assert_error(413, "request.body_too_large");
+    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, &big).await.assert_error(413, "request.body_too_large");
     let big = format!(r#"{{"url":"https://example.com/{padding}","events":["profile.updated"]}}"#);
-    api.send_json(Method::POST, "/api/v1/webhooks", &key, &big)
-        .await
-        .assert_error(413, "request.body_too_large");
+    api.send_json(Method::POST, "/api/v1/webhooks", &key, &big).await.assert_error(413, "request.body_too_large");
     let id = api.alert(&user, "a").await;
     let big = format!(r#"{{"action":"read","note":"{padding}"}}"#);
-    api.send_json(
-        Method::PATCH,
-        &format!("/api/v1/alerts?id={id}"),
-        &key,
-        &big,
-    )
-    .await
-    .assert_error(413, "request.body_too_large");
+    api.send_json(Method::PATCH, &format!("/api/v1/alerts?id={id}"), &key, &big)
+        .await
+        .assert_error(413, "request.body_too_large");
     // Exactly 64 KiB is still read (and then judged on its content).
-    let exact = format!(
-        r#"{{"action":"read","note":"{}"}}"#,
-        "x".repeat(64 * 1024 - 27)
-    );
+    let exact = format!(r#"{{"action":"read","note":"{}"}}"#, "x".repeat(64 * 1024 - 27));
     assert_eq!(exact.len(), 64 * 1024);
-    api.send_json(
-        Method::PATCH,
-        &format!("/api/v1/alerts?id={id}"),
-        &key,
-        &exact,
-    )
-    .await
-    .assert_status(200);
+    api.send_json(Method::PATCH, &format!("/api/v1/alerts?id={id}"), &key, &exact).await.assert_status(200);
 
-    assert_eq!(
-        api.get("/api/v1/data-sharing", &key).await.json["preferences"]["shareProfileData"],
-        false
-    );
-    assert_eq!(
-        api.get("/api/v1/webhooks", &key).await.json["webhooks"],
-        serde_json::json!([])
-    );
+    assert_eq!(api.get("/api/v1/data-sharing", &key).await.json["preferences"]["shareProfileData"], false);
+    assert_eq!(api.get("/api/v1/webhooks", &key).await.json["webhooks"], serde_json::json!([]));
 }
 
 #[tokio::test]
@@ -291,10 +185,7 @@ async fn every_answer_carries_a_fresh_request_id_that_matches_its_error_body() {
     let key = api.full_key(&unique_user()).await;
     let a = api.get("/api/v1/alerts", &key).await;
     let b = api.get("/api/v1/alerts", &key).await;
-    let (a, b) = (
-        a.header("x-request-id").unwrap().to_owned(),
-        b.header("x-request-id").unwrap().to_owned(),
-    );
+    let (a, b) = (a.header("x-request-id").unwrap().to_owned(), b.header("x-request-id").unwrap().to_owned());
     assert!(!a.is_empty() && a != b);
     let error = api.request(Method::GET, "/nowhere").send().await;
     assert!(error.header("x-request-id").is_some());

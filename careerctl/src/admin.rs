@@ -32,19 +32,10 @@ impl Admin {
     }
 
     fn platform(&self) -> PlatformTables {
-        PlatformTables::new(
-            self.dynamodb.clone(),
-            &self.tables.profiles,
-            &self.tables.assessments,
-        )
+        PlatformTables::new(self.dynamodb.clone(), &self.tables.profiles, &self.tables.assessments)
     }
 
-    pub async fn create_key(
-        &self,
-        user_id: &str,
-        scopes: Scopes,
-        label: Option<String>,
-    ) -> Result<Value, String> {
+    pub async fn create_key(&self, user_id: &str, scopes: Scopes, label: Option<String>) -> Result<Value, String> {
         let user_id = non_empty("--user", user_id)?;
         let key = ApiKey::generate();
         let stored = StoredKey {
@@ -55,23 +46,14 @@ impl Admin {
             created_at: clock::rfc3339(clock::now()),
             revoked_at: None,
         };
-        self.keys()
-            .insert(&stored)
-            .await
-            .map_err(|e| format!("storing the key: {e}"))?;
+        self.keys().insert(&stored).await.map_err(|e| format!("storing the key: {e}"))?;
         Ok(json!({"key": key.expose(), "userId": user_id, "scopes": scopes.names()}))
     }
 
     pub async fn revoke_key(&self, key: &str) -> Result<Value, String> {
-        let key = ApiKey::parse(key.trim())
-            .ok_or("--key is not an API key (cak_ followed by 43 characters)")?;
+        let key = ApiKey::parse(key.trim()).ok_or("--key is not an API key (cak_ followed by 43 characters)")?;
         let now = clock::rfc3339(clock::now());
-        match self
-            .keys()
-            .revoke(&key.hash(), &now)
-            .await
-            .map_err(|e| format!("revoking the key: {e}"))?
-        {
+        match self.keys().revoke(&key.hash(), &now).await.map_err(|e| format!("revoking the key: {e}"))? {
             true => Ok(json!({"revoked": true})),
             false => Err("no such key".into()),
         }
@@ -92,10 +74,7 @@ impl Admin {
             dismissed_at: None,
         };
         let table = AlertTable::new(self.dynamodb.clone(), &self.tables.alerts);
-        table
-            .insert(user_id, &alert)
-            .await
-            .map_err(|e| format!("storing the alert: {e}"))?;
+        table.insert(user_id, &alert).await.map_err(|e| format!("storing the alert: {e}"))?;
         serde_json::to_value(alert).map_err(|e| e.to_string())
     }
 
@@ -103,25 +82,15 @@ impl Admin {
     pub async fn update_profile(&self, user_id: &str) -> Result<Value, String> {
         let user_id = non_empty("--user", user_id)?;
         let platform = self.platform();
-        let existing = platform
-            .first_profile_id(user_id)
-            .await
-            .map_err(|e| format!("reading the profile: {e}"))?;
+        let existing = platform.first_profile_id(user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
         let profile_id = existing.unwrap_or_else(|| ids::new_id(ids::PROFILE));
         let now = clock::rfc3339(clock::now());
-        platform
-            .touch_profile(user_id, &profile_id, &now)
-            .await
-            .map_err(|e| format!("updating the profile: {e}"))?;
+        platform.touch_profile(user_id, &profile_id, &now).await.map_err(|e| format!("updating the profile: {e}"))?;
         Ok(json!({"userId": user_id, "profileId": profile_id}))
     }
 
     /// Completes an assessment (a new one unless `assessment_id` is given).
-    pub async fn complete_assessment(
-        &self,
-        user_id: &str,
-        assessment_id: Option<String>,
-    ) -> Result<Value, String> {
+    pub async fn complete_assessment(&self, user_id: &str, assessment_id: Option<String>) -> Result<Value, String> {
         let user_id = non_empty("--user", user_id)?;
         let assessment_id = assessment_id.unwrap_or_else(|| ids::new_id(ids::ASSESSMENT));
         let now = clock::rfc3339(clock::now());

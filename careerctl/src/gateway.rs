@@ -24,10 +24,7 @@ pub struct ApiFunctions {
 }
 
 impl ApiFunctions {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             alerts: career_alerts::Deps::new(dynamodb, settings)?,
             data_sharing: career_data_sharing::Deps::new(dynamodb, settings)?,
@@ -42,9 +39,7 @@ impl ApiFunctions {
             path if path == career_data_sharing::RESOURCE.path => {
                 career_data_sharing::handle(&self.data_sharing, request).await
             }
-            path if path == career_webhooks::RESOURCE.path => {
-                career_webhooks::handle(&self.webhooks, request).await
-            }
+            path if path == career_webhooks::RESOURCE.path => career_webhooks::handle(&self.webhooks, request).await,
             _ => career_alerts::handle(&self.alerts, request).await,
         }
     }
@@ -52,13 +47,14 @@ impl ApiFunctions {
 
 /// Builds the request a function would get from API Gateway for this HTTP request.
 pub fn lambda_request(parts: http::request::Parts, body: Bytes) -> Request {
-    let query: HashMap<String, Vec<String>> =
-        url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
-            .into_owned()
-            .fold(HashMap::new(), |mut params, (name, value)| {
-                params.entry(name).or_default().push(value);
-                params
-            });
+    let query: HashMap<String, Vec<String>> = url::form_urlencoded::parse(
+        parts.uri.query().unwrap_or_default().as_bytes(),
+    )
+    .into_owned()
+    .fold(HashMap::new(), |mut params, (name, value)| {
+        params.entry(name).or_default().push(value);
+        params
+    });
     let body = if body.is_empty() {
         Body::Empty
     } else {
@@ -80,26 +76,16 @@ pub async fn serve(listener: TcpListener, functions: Arc<ApiFunctions>) -> std::
                 let functions = functions.clone();
                 async move { Ok::<_, Infallible>(answer(&functions, request).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
     }
 }
 
-async fn answer(
-    functions: &ApiFunctions,
-    request: http::Request<Incoming>,
-) -> http::Response<Full<Bytes>> {
+async fn answer(functions: &ApiFunctions, request: http::Request<Incoming>) -> http::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
-    let Ok(body) = Limited::new(body, GATEWAY_MAX_BODY)
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-    else {
-        let mut response = http::Response::new(Full::new(Bytes::from_static(
-            b"{\"message\":\"Request Entity Too Large\"}",
-        )));
+    let Ok(body) = Limited::new(body, GATEWAY_MAX_BODY).collect().await.map(|b| b.to_bytes()) else {
+        let mut response =
+            http::Response::new(Full::new(Bytes::from_static(b"{\"message\":\"Request Entity Too Large\"}")));
         *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
         return response;
     };

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod gateway;
+pub mod pumps;
 pub mod services;
 pub mod stack;
 pub mod tables;

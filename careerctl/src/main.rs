@@ -10,6 +10,7 @@ use career_core::auth::Scopes;
 use career_core::config::{aws_sdk_config, Settings, TableNames};
 use careerctl::admin::{Admin, NewAlert};
 use careerctl::gateway::{self, ApiFunctions};
+use careerctl::pumps;
 use careerctl::services::Installed;
 use careerctl::stack::LocalStack;
 use clap::{Parser, Subcommand};
@@ -144,39 +145,14 @@ async fn main() -> ExitCode {
 }
 
 async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
-    let admin = Admin::new(
-        aws_sdk_dynamodb::Client::new(&aws_sdk_config().await),
-        TableNames::from_env(),
-    );
+    let admin = Admin::new(aws_sdk_dynamodb::Client::new(&aws_sdk_config().await), TableNames::from_env());
     match command {
-        Command::Keys(KeysCommand::Create {
-            user,
-            scopes,
-            label,
-        }) => {
-            admin
-                .create_key(&user, Scopes::parse_list(&scopes)?, label)
-                .await
+        Command::Keys(KeysCommand::Create { user, scopes, label }) => {
+            admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await
         }
         Command::Keys(KeysCommand::Revoke { key }) => admin.revoke_key(&key).await,
-        Command::Alerts(AlertsCommand::Create {
-            user,
-            title,
-            message,
-            category,
-            severity,
-        }) => {
-            admin
-                .create_alert(
-                    &user,
-                    NewAlert {
-                        title,
-                        message,
-                        category,
-                        severity,
-                    },
-                )
-                .await
+        Command::Alerts(AlertsCommand::Create { user, title, message, category, severity }) => {
+            admin.create_alert(&user, NewAlert { title, message, category, severity }).await
         }
         Command::Profiles(ProfilesCommand::Update { user }) => admin.update_profile(&user).await,
         Command::Assessments(AssessmentsCommand::Complete { user, assessment }) => {
@@ -213,18 +189,15 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
     let dynamodb = stack.dynamodb_client();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
         .await
-        .map_err(|e| {
-            format!(
-                "cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)",
-                args.port
-            )
-        })?;
-    let functions =
-        Arc::new(ApiFunctions::new(&dynamodb, &stack.settings).map_err(|e| e.to_string())?);
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)", args.port))?;
+    let sqs = stack.sqs_client();
+    let functions = Arc::new(ApiFunctions::new(&dynamodb, &stack.settings).map_err(|e| e.to_string())?);
+    let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
+    let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
+    let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
+    let checkpoints = args.local_dir.join("data/stream-checkpoints.json");
     let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
-    let demo = admin
-        .create_key("demo-user", Scopes::all(), Some("make run demo key".into()))
-        .await?;
+    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
     let demo_key = demo["key"].as_str().unwrap_or_default().to_owned();
     let api_url = format!("http://127.0.0.1:{}", args.port);
     let env_path = args.local_dir.join("env");
@@ -236,14 +209,17 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
     println!("  SQS emulator    {}", stack.sqs.endpoint);
     println!("  Demo API key (user demo-user, all six scopes):\n    {demo_key}");
     println!("  Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts");
+    println!("  For careerctl and the AWS CLI:  source {}", env_path.display());
     println!(
-        "  For careerctl and the AWS CLI:  source {}",
-        env_path.display()
+        "  Events: careerctl profiles update --user demo-user   (deliveries retry after about 1 s, 4 s, 20 s, ...)"
     );
-    println!("Press Ctrl-C to stop.");
+    println!("Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.");
+    career_core::telemetry::init();
 
     let outcome = tokio::select! {
         served = gateway::serve(listener, functions) => served.map_err(|e| format!("serving the API: {e}")),
+        () = pumps::run_stream_pump(dynamodb.clone(), stack.streams_client(), stream_tables, &fanout, Some(checkpoints)) => Ok(()),
+        () = pumps::run_queue_pump(sqs, stack.queues.delivery.clone(), &deliver) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
     let _ = std::fs::remove_file(&env_path);

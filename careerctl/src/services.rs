@@ -53,8 +53,7 @@ impl Installed {
         ];
         match data_dir {
             Some(dir) => {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
                 args.extend(["-dbPath".into(), dir.display().to_string()]);
             }
             None => args.push("-inMemory".into()),
@@ -63,30 +62,16 @@ impl Installed {
         args.push(port.to_string());
         let child = spawn_supervised("java", &args)?;
         wait_for_port(port, "DynamoDB Local").await?;
-        Ok(LocalService {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            _child: child,
-        })
+        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), _child: child })
     }
 
     /// The moto server, standing in for SQS.
     pub async fn start_sqs(&self) -> Result<LocalService, String> {
         let port = free_port()?;
         let server = self.moto_server().display().to_string();
-        let child = spawn_supervised(
-            &server,
-            &[
-                "-H".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                port.to_string(),
-            ],
-        )?;
+        let child = spawn_supervised(&server, &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()])?;
         wait_for_port(port, "the SQS emulator").await?;
-        Ok(LocalService {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            _child: child,
-        })
+        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), _child: child })
     }
 }
 
@@ -113,26 +98,17 @@ wait "$child""#;
 }
 
 pub fn free_port() -> Result<u16, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 async fn wait_for_port(port: u16, what: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(format!(
-        "{what} did not start listening on port {port} within 60 s"
-    ))
+    Err(format!("{what} did not start listening on port {port} within 60 s"))
 }

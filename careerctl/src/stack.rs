@@ -24,13 +24,8 @@ pub struct LocalStack {
 impl LocalStack {
     /// Starts both services (DynamoDB data under `data_dir`, or in memory), creates what is
     /// missing, and points `settings` at the delivery queue.
-    pub async fn start(
-        installed: &Installed,
-        data_dir: Option<&Path>,
-        mut settings: Settings,
-    ) -> Result<Self, String> {
-        let (dynamodb, sqs) =
-            tokio::try_join!(installed.start_dynamodb(data_dir), installed.start_sqs())?;
+    pub async fn start(installed: &Installed, data_dir: Option<&Path>, mut settings: Settings) -> Result<Self, String> {
+        let (dynamodb, sqs) = tokio::try_join!(installed.start_dynamodb(data_dir), installed.start_sqs())?;
         let sdk = SdkConfig::builder()
             .region(Region::new(REGION))
             .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
@@ -41,43 +36,30 @@ impl LocalStack {
         let mut stack = LocalStack {
             dynamodb,
             sqs,
-            queues: QueueUrls {
-                delivery: String::new(),
-                dead_letter: String::new(),
-            },
+            queues: QueueUrls { delivery: String::new(), dead_letter: String::new() },
             settings: settings.clone(),
             sdk,
         };
         create_tables(&stack.dynamodb_client(), &settings.tables).await?;
-        stack.queues = create_queues(
-            &stack.sqs_client(),
-            "career-",
-            settings.max_delivery_attempts,
-        )
-        .await?;
+        stack.queues = create_queues(&stack.sqs_client(), "career-", settings.max_delivery_attempts).await?;
         settings.delivery_queue_url = Some(stack.queues.delivery.clone());
         stack.settings = settings;
         Ok(stack)
     }
 
     pub fn dynamodb_client(&self) -> aws_sdk_dynamodb::Client {
-        let config = aws_sdk_dynamodb::config::Builder::from(&self.sdk)
-            .endpoint_url(&self.dynamodb.endpoint)
-            .build();
+        let config = aws_sdk_dynamodb::config::Builder::from(&self.sdk).endpoint_url(&self.dynamodb.endpoint).build();
         aws_sdk_dynamodb::Client::from_conf(config)
     }
 
     pub fn streams_client(&self) -> aws_sdk_dynamodbstreams::Client {
-        let config = aws_sdk_dynamodbstreams::config::Builder::from(&self.sdk)
-            .endpoint_url(&self.dynamodb.endpoint)
-            .build();
+        let config =
+            aws_sdk_dynamodbstreams::config::Builder::from(&self.sdk).endpoint_url(&self.dynamodb.endpoint).build();
         aws_sdk_dynamodbstreams::Client::from_conf(config)
     }
 
     pub fn sqs_client(&self) -> aws_sdk_sqs::Client {
-        let config = aws_sdk_sqs::config::Builder::from(&self.sdk)
-            .endpoint_url(&self.sqs.endpoint)
-            .build();
+        let config = aws_sdk_sqs::config::Builder::from(&self.sdk).endpoint_url(&self.sqs.endpoint).build();
         aws_sdk_sqs::Client::from_conf(config)
     }
 
@@ -94,14 +76,7 @@ impl LocalStack {
             ("CAREER_API_URL", api_url.to_owned()),
             ("CAREER_DEMO_KEY", demo_key.to_owned()),
         ];
-        vars.extend(
-            self.settings
-                .tables
-                .all()
-                .map(|(name, table)| (name, table.to_owned())),
-        );
-        vars.iter()
-            .map(|(name, value)| format!("export {name}='{value}'\n"))
-            .collect()
+        vars.extend(self.settings.tables.all().map(|(name, table)| (name, table.to_owned())));
+        vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
 }

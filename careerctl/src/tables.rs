@@ -2,8 +2,8 @@
 //! local stack and the tests.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection, ProjectionType,
+    ScalarAttributeType, StreamSpecification, StreamViewType,
 };
 use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -19,13 +19,7 @@ struct TableSpec<'a> {
 }
 
 fn specs(names: &TableNames) -> [TableSpec<'_>; 7] {
-    let plain = |name, partition, sort| TableSpec {
-        name,
-        partition,
-        sort,
-        sparse_indexes: &[],
-        stream: false,
-    };
+    let plain = |name, partition, sort| TableSpec { name, partition, sort, sparse_indexes: &[], stream: false };
     [
         plain(&names.keys, "keyHash", None),
         plain(&names.rate_limits, "bucket", None),
@@ -33,33 +27,19 @@ fn specs(names: &TableNames) -> [TableSpec<'_>; 7] {
             name: &names.alerts,
             partition: "userId",
             sort: Some("alertId"),
-            sparse_indexes: &[
-                ("active", "activeKey"),
-                ("unread", "unreadKey"),
-                ("undismissed", "undismissedKey"),
-            ],
+            sparse_indexes: &[("active", "activeKey"), ("unread", "unreadKey"), ("undismissed", "undismissedKey")],
             stream: false,
         },
         plain(&names.preferences, "userId", None),
         plain(&names.webhooks, "userId", Some("subscriptionId")),
-        TableSpec {
-            stream: true,
-            ..plain(&names.profiles, "userId", Some("profileId"))
-        },
-        TableSpec {
-            stream: true,
-            ..plain(&names.assessments, "userId", Some("assessmentId"))
-        },
+        TableSpec { stream: true, ..plain(&names.profiles, "userId", Some("profileId")) },
+        TableSpec { stream: true, ..plain(&names.assessments, "userId", Some("assessmentId")) },
     ]
 }
 
 /// Creates every table that does not exist yet. Returns the names it created.
 pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> Result<Vec<String>, String> {
-    let existing = dynamodb
-        .list_tables()
-        .send()
-        .await
-        .map_err(|e| describe("listing tables", e))?;
+    let existing = dynamodb.list_tables().send().await.map_err(|e| describe("listing tables", e))?;
     let existing = existing.table_names.unwrap_or_default();
     let mut created = Vec::new();
     for spec in specs(names) {
@@ -73,13 +53,8 @@ pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> Result<Ve
 }
 
 async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), String> {
-    let key = |name: &str, kind| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .expect("complete")
-    };
+    let key =
+        |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
     let string_attribute = |name: &str| {
         AttributeDefinition::builder()
             .attribute_name(name)
@@ -94,25 +69,17 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
         .key_schema(key(spec.partition, KeyType::Hash))
         .attribute_definitions(string_attribute(spec.partition));
     if let Some(sort) = spec.sort {
-        request = request
-            .key_schema(key(sort, KeyType::Range))
-            .attribute_definitions(string_attribute(sort));
+        request = request.key_schema(key(sort, KeyType::Range)).attribute_definitions(string_attribute(sort));
     }
     for (index, sort) in spec.sparse_indexes {
         let lsi = LocalSecondaryIndex::builder()
             .index_name(*index)
             .key_schema(key(spec.partition, KeyType::Hash))
             .key_schema(key(sort, KeyType::Range))
-            .projection(
-                Projection::builder()
-                    .projection_type(ProjectionType::All)
-                    .build(),
-            )
+            .projection(Projection::builder().projection_type(ProjectionType::All).build())
             .build()
             .expect("complete");
-        request = request
-            .local_secondary_indexes(lsi)
-            .attribute_definitions(string_attribute(sort));
+        request = request.local_secondary_indexes(lsi).attribute_definitions(string_attribute(sort));
     }
     if spec.stream {
         let stream = StreamSpecification::builder()
@@ -122,10 +89,7 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
             .expect("complete");
         request = request.stream_specification(stream);
     }
-    request
-        .send()
-        .await
-        .map_err(|e| describe(&format!("creating table {}", spec.name), e))?;
+    request.send().await.map_err(|e| describe(&format!("creating table {}", spec.name), e))?;
     Ok(())
 }
 
@@ -138,11 +102,7 @@ pub struct QueueUrls {
 
 /// Creates (or finds) `{prefix}deliveries` and `{prefix}deliveries-dlq`, with a redrive
 /// policy that moves a message to the dead-letter queue after `max_attempts` receives.
-pub async fn create_queues(
-    sqs: &Sqs,
-    prefix: &str,
-    max_attempts: u32,
-) -> Result<QueueUrls, String> {
+pub async fn create_queues(sqs: &Sqs, prefix: &str, max_attempts: u32) -> Result<QueueUrls, String> {
     let dead_letter = sqs
         .create_queue()
         .queue_name(format!("{prefix}deliveries-dlq"))
@@ -172,16 +132,10 @@ pub async fn create_queues(
         .map_err(|e| describe("creating the delivery queue", e))?
         .queue_url
         .unwrap_or_default();
-    Ok(QueueUrls {
-        delivery,
-        dead_letter,
-    })
+    Ok(QueueUrls { delivery, dead_letter })
 }
 
 /// An SDK error with its whole chain of causes, for a person to read.
 pub fn describe(doing: &str, err: impl std::error::Error) -> String {
-    format!(
-        "{doing}: {}",
-        aws_sdk_dynamodb::error::DisplayErrorContext(err)
-    )
+    format!("{doing}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(err))
 }

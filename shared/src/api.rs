@@ -64,10 +64,7 @@ pub enum ApiError {
     WebhookInvalidUrl(crate::webhooks::InvalidUrl),
     #[error("Invalid events: {0}.")]
     WebhookInvalidEvents(crate::webhooks::InvalidEvents),
-    #[error(
-        "A user can have at most {} webhook subscriptions.",
-        crate::webhooks::MAX_SUBSCRIPTIONS_PER_USER
-    )]
+    #[error("A user can have at most {} webhook subscriptions.", crate::webhooks::MAX_SUBSCRIPTIONS_PER_USER)]
     WebhookLimitExceeded,
     #[error("The query parameter 'id' is required.")]
     WebhookMissingSubscriptionId,
@@ -142,10 +139,9 @@ impl ApiError {
         match self {
             ApiError::MethodNotAllowed { allow } => vec![(ALLOW, allow.clone())],
             ApiError::Unauthorized => vec![(WWW_AUTHENTICATE, r#"Bearer realm="api""#.into())],
-            ApiError::Forbidden(scope) => vec![(
-                WWW_AUTHENTICATE,
-                format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#),
-            )],
+            ApiError::Forbidden(scope) => {
+                vec![(WWW_AUTHENTICATE, format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#))]
+            }
             ApiError::RateLimited { retry_after } => vec![(RETRY_AFTER, retry_after.to_string())],
             _ => Vec::new(),
         }
@@ -213,18 +209,12 @@ impl Call {
     /// JSON) and the syntax valid.
     pub fn json_body(&self) -> Result<Value, ApiError> {
         if let Some(content_type) = self.request.headers().get(CONTENT_TYPE) {
-            let essence = content_type
-                .to_str()
-                .unwrap_or_default()
-                .split(';')
-                .next()
-                .unwrap_or_default();
+            let essence = content_type.to_str().unwrap_or_default().split(';').next().unwrap_or_default();
             if !essence.trim().eq_ignore_ascii_case("application/json") {
                 return Err(ApiError::UnsupportedMediaType);
             }
         }
-        serde_json::from_slice(body_bytes(self.request.body()))
-            .map_err(|_| ApiError::InvalidJson(""))
+        serde_json::from_slice(body_bytes(self.request.body())).map_err(|_| ApiError::InvalidJson(""))
     }
 
     /// The body as a JSON object.
@@ -262,12 +252,7 @@ impl Front {
     }
 
     /// Answers `request` for `resource`: the checks, then `operation`, then the request log.
-    pub async fn serve<Op, F, Fut>(
-        &self,
-        resource: &Resource<Op>,
-        request: Request,
-        operation: F,
-    ) -> Response<Body>
+    pub async fn serve<Op, F, Fut>(&self, resource: &Resource<Op>, request: Request, operation: F) -> Response<Body>
     where
         Op: Copy,
         F: FnOnce(Op, Call) -> Fut,
@@ -289,9 +274,7 @@ impl Front {
                 return Err(ApiError::Forbidden(scope));
             }
             if status.exceeded {
-                return Err(ApiError::RateLimited {
-                    retry_after: status.reset_seconds,
-                });
+                return Err(ApiError::RateLimited { retry_after: status.reset_seconds });
             }
             if body_bytes(request.body()).len() > MAX_BODY_BYTES {
                 return Err(ApiError::BodyTooLarge);
@@ -313,21 +296,9 @@ impl Front {
         let headers = response.headers_mut();
         insert(headers, REQUEST_ID, &request_id);
         if let Some(limit) = rate_limit {
-            insert(
-                headers,
-                HeaderName::from_static("ratelimit-limit"),
-                &limit.limit.to_string(),
-            );
-            insert(
-                headers,
-                HeaderName::from_static("ratelimit-remaining"),
-                &limit.remaining.to_string(),
-            );
-            insert(
-                headers,
-                HeaderName::from_static("ratelimit-reset"),
-                &limit.reset_seconds.to_string(),
-            );
+            insert(headers, HeaderName::from_static("ratelimit-limit"), &limit.limit.to_string());
+            insert(headers, HeaderName::from_static("ratelimit-remaining"), &limit.remaining.to_string());
+            insert(headers, HeaderName::from_static("ratelimit-reset"), &limit.reset_seconds.to_string());
         }
         tracing::info!(
             request_id = %request_id,
@@ -341,14 +312,8 @@ impl Front {
     }
 
     async fn authenticate(&self, request: &Request) -> Result<Principal, ApiError> {
-        let header = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok());
-        self.authenticator
-            .authenticate(header)
-            .await?
-            .ok_or(ApiError::Unauthorized)
+        let header = request.headers().get(AUTHORIZATION).and_then(|value| value.to_str().ok());
+        self.authenticator.authenticate(header).await?.ok_or(ApiError::Unauthorized)
     }
 }
 
@@ -375,24 +340,13 @@ where
     .await
 }
 
-fn route_of<Op: Copy>(
-    resource: &Resource<Op>,
-    request: &Request,
-) -> Result<(Method, Scope, Op), ApiError> {
+fn route_of<Op: Copy>(resource: &Resource<Op>, request: &Request) -> Result<(Method, Scope, Op), ApiError> {
     if request.uri().path() != resource.path {
         return Err(ApiError::NotFound);
     }
-    let found = resource
-        .operations
-        .iter()
-        .find(|(method, _, _)| method == request.method());
+    let found = resource.operations.iter().find(|(method, _, _)| method == request.method());
     found.cloned().ok_or_else(|| ApiError::MethodNotAllowed {
-        allow: resource
-            .operations
-            .iter()
-            .map(|(method, _, _)| method.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
+        allow: resource.operations.iter().map(|(method, _, _)| method.as_str()).collect::<Vec<_>>().join(", "),
     })
 }
 
@@ -408,16 +362,13 @@ fn request_id_of(request: &Request) -> String {
 fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
     let mut response = Response::new(Body::Text(body.to_string()));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
 /// The contract's error body. Internal errors say nothing of their cause.
 pub fn error_response(err: &ApiError, request_id: &str) -> Response<Body> {
-    let body =
-        json!({"error": {"code": err.code(), "message": err.to_string(), "requestId": request_id}});
+    let body = json!({"error": {"code": err.code(), "message": err.to_string(), "requestId": request_id}});
     let mut response = json_response(err.status(), &body);
     for (name, value) in err.headers() {
         insert(response.headers_mut(), name, &value);

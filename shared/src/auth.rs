@@ -77,9 +77,7 @@ impl Scopes {
     }
 
     pub fn iter(self) -> impl Iterator<Item = Scope> {
-        Scope::ALL
-            .into_iter()
-            .filter(move |scope| self.contains(*scope))
+        Scope::ALL.into_iter().filter(move |scope| self.contains(*scope))
     }
 
     pub fn names(self) -> Vec<&'static str> {
@@ -89,11 +87,7 @@ impl Scopes {
     /// Parses a comma-separated list such as `read:alerts,write:alerts`.
     pub fn parse_list(text: &str) -> Result<Self, String> {
         let mut scopes = Scopes::default();
-        for name in text
-            .split(',')
-            .map(str::trim)
-            .filter(|name| !name.is_empty())
-        {
+        for name in text.split(',').map(str::trim).filter(|name| !name.is_empty()) {
             let scope = Scope::parse(name).ok_or_else(|| {
                 let known: Vec<_> = Scope::ALL.iter().map(|s| s.as_str()).collect();
                 format!("unknown scope '{name}' (known: {})", known.join(", "))
@@ -183,17 +177,11 @@ pub struct Authenticator {
 
 impl Authenticator {
     pub fn new(keys: KeyTable) -> Self {
-        Self {
-            keys,
-            cache: Mutex::default(),
-        }
+        Self { keys, cache: Mutex::default() }
     }
 
     /// `Ok(None)` for a missing, malformed, unknown or revoked key.
-    pub async fn authenticate(
-        &self,
-        authorization: Option<&str>,
-    ) -> Result<Option<Principal>, StoreError> {
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Option<Principal>, StoreError> {
         let Some(key) = authorization.and_then(ApiKey::from_authorization) else {
             return Ok(None);
         };
@@ -201,11 +189,7 @@ impl Authenticator {
         if let Some(principal) = self.cached(&hash) {
             return Ok(Some(principal));
         }
-        let principal = self
-            .keys
-            .get(&hash)
-            .await?
-            .and_then(|stored| principal_of(&hash, stored));
+        let principal = self.keys.get(&hash).await?.and_then(|stored| principal_of(&hash, stored));
         if let Some(principal) = &principal {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             cache.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
@@ -216,10 +200,7 @@ impl Authenticator {
 
     fn cached(&self, hash: &KeyHash) -> Option<Principal> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
-            .map(|(principal, _)| principal.clone())
+        cache.get(hash).filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL).map(|(principal, _)| principal.clone())
     }
 }
 
@@ -229,11 +210,7 @@ fn principal_of(hash: &KeyHash, stored: StoredKey) -> Option<Principal> {
     }
     Some(Principal {
         user_id: stored.user_id,
-        scopes: stored
-            .scopes
-            .iter()
-            .filter_map(|name| Scope::parse(name))
-            .collect(),
+        scopes: stored.scopes.iter().filter_map(|name| Scope::parse(name)).collect(),
         key_hash: hash.clone(),
     })
 }
@@ -247,10 +224,7 @@ mod tests {
         let key = ApiKey::generate();
         for scheme in ["Bearer", "bearer", "BEARER"] {
             let header = format!("{scheme} {}", key.expose());
-            assert_eq!(
-                ApiKey::from_authorization(&header).unwrap().hash(),
-                key.hash()
-            );
+            assert_eq!(ApiKey::from_authorization(&header).unwrap().hash(), key.hash());
         }
         assert!(ApiKey::from_authorization(&format!("Basic {}", key.expose())).is_none());
         assert!(ApiKey::from_authorization("Bearer cak_tooshort").is_none());
@@ -261,10 +235,7 @@ mod tests {
     fn hash_is_sha256_hex() {
         let key = ApiKey::parse(&format!("cak_{}", "A".repeat(43))).unwrap();
         assert_eq!(key.hash().as_str().len(), 64);
-        assert_eq!(
-            key.hash().as_str(),
-            hex::encode(Sha256::digest(key.expose().as_bytes()))
-        );
+        assert_eq!(key.hash().as_str(), hex::encode(Sha256::digest(key.expose().as_bytes())));
     }
 
     #[test]
@@ -273,9 +244,7 @@ mod tests {
         assert!(scopes.contains(Scope::WriteAlerts));
         assert!(!scopes.contains(Scope::ReadAlerts));
         assert_eq!(scopes.names(), ["write:alerts", "read:webhooks"]);
-        assert!(Scopes::parse_list("admin")
-            .unwrap_err()
-            .contains("unknown scope"));
+        assert!(Scopes::parse_list("admin").unwrap_err().contains("unknown scope"));
         assert!(Scopes::parse_list("").is_err());
         assert_eq!(Scopes::all().iter().count(), 6);
     }
@@ -292,11 +261,7 @@ mod tests {
             revoked_at: revoked.map(Into::into),
         };
         assert!(principal_of(&hash, stored(None, hash.as_str())).is_some());
-        assert!(principal_of(
-            &hash,
-            stored(Some("2026-01-02T00:00:00.000Z"), hash.as_str())
-        )
-        .is_none());
+        assert!(principal_of(&hash, stored(Some("2026-01-02T00:00:00.000Z"), hash.as_str())).is_none());
         assert!(principal_of(&hash, stored(None, "00")).is_none());
     }
 }

@@ -15,10 +15,7 @@ pub fn rfc3339(at: DateTime<Utc>) -> String {
 }
 
 pub fn rfc3339_from_millis(millis: u64) -> String {
-    let at = i64::try_from(millis)
-        .ok()
-        .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
-        .unwrap_or_default();
+    let at = i64::try_from(millis).ok().and_then(|ms| Utc.timestamp_millis_opt(ms).single()).unwrap_or_default();
     rfc3339(at)
 }
 
@@ -28,9 +25,6 @@ mod tests {
 
     #[test]
     fn formats_with_millis_and_z() {
-        assert_eq!(
-            rfc3339_from_millis(1_795_766_400_123),
-            "2026-11-27T08:00:00.123Z"
-        );
+        assert_eq!(rfc3339_from_millis(1_795_766_400_123), "2026-11-27T08:00:00.123Z");
     }
 }

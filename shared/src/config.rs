@@ -51,8 +51,7 @@ impl TableNames {
 
     pub fn from_env() -> Self {
         let defaults = Self::with_prefix("career-");
-        let pick =
-            |name: &str, default: &String| env::var(name).unwrap_or_else(|_| default.clone());
+        let pick = |name: &str, default: &String| env::var(name).unwrap_or_else(|_| default.clone());
         Self {
             keys: pick("KEYS_TABLE", &defaults.keys),
             rate_limits: pick("RATE_LIMIT_TABLE", &defaults.rate_limits),
@@ -120,12 +119,10 @@ where
     T::Err: std::fmt::Display,
 {
     match env::var(name) {
-        Ok(text) if !text.trim().is_empty() => {
-            text.trim().parse().map_err(|e: T::Err| ConfigError {
-                name,
-                problem: format!("cannot parse {text:?}: {e}"),
-            })
-        }
+        Ok(text) if !text.trim().is_empty() => text
+            .trim()
+            .parse()
+            .map_err(|e: T::Err| ConfigError { name, problem: format!("cannot parse {text:?}: {e}") }),
         _ => Ok(default),
     }
 }

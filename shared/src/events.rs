@@ -29,9 +29,7 @@ impl EventKind {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        EventKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
+        EventKind::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
 }
 
@@ -64,10 +62,7 @@ pub struct MalformedRecord {
 /// created or really changed, `assessment.completed` when an assessment's status becomes
 /// `completed`.
 pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
-    let malformed = |problem| MalformedRecord {
-        event_id: record.event_id.clone(),
-        problem,
-    };
+    let malformed = |problem| MalformedRecord { event_id: record.event_id.clone(), problem };
     let change = &record.change;
     let (kind, id_attribute) = if change.keys.contains_key("profileId") {
         (EventKind::ProfileUpdated, "profileId")
@@ -84,9 +79,7 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     }
     let new = &change.new_image;
     if new.is_empty() {
-        return Err(malformed(
-            "no new image (the stream must carry new and old images)",
-        ));
+        return Err(malformed("no new image (the stream must carry new and old images)"));
     }
     let happened = match kind {
         EventKind::ProfileUpdated => record.event_name == "INSERT" || change.old_image != *new,
@@ -97,10 +90,8 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     if !happened {
         return Ok(None);
     }
-    let user_id =
-        string_attribute(&change.keys, "userId").ok_or_else(|| malformed("no userId key"))?;
-    let item_id =
-        string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?;
+    let user_id = string_attribute(&change.keys, "userId").ok_or_else(|| malformed("no userId key"))?;
+    let item_id = string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?;
     let created_millis = created_millis(change);
     let mut data = serde_json::Map::new();
     data.insert("userId".into(), user_id.into());
@@ -109,10 +100,7 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
         id: ids::derived_id(
             ids::EVENT,
             created_millis,
-            &[
-                record.event_source_arn.as_deref().unwrap_or_default(),
-                &record.event_id,
-            ],
+            &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id],
         ),
         kind,
         created_at: clock::rfc3339_from_millis(created_millis),
@@ -120,8 +108,17 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     }))
 }
 
+/// When the change happened: the item's own timestamp (`updatedAt`, `completedAt`) when it
+/// has one, else the stream's approximate creation time. Both come from the record, so a
+/// repeated record yields the same event.
 fn created_millis(change: &StreamRecord) -> u64 {
-    u64::try_from(change.approximate_creation_date_time.timestamp_millis()).unwrap_or_default()
+    let stamped = ["updatedAt", "completedAt"]
+        .iter()
+        .filter_map(|name| string_attribute(&change.new_image, name))
+        .find_map(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
+        .map(|at| at.timestamp_millis());
+    let millis = stamped.unwrap_or_else(|| change.approximate_creation_date_time.timestamp_millis());
+    u64::try_from(millis).unwrap_or_default()
 }
 
 fn is_completed(image: &serde_dynamo::Item) -> bool {
@@ -132,5 +129,83 @@ fn string_attribute<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -
     match item.get(name) {
         Some(AttributeValue::S(text)) if !text.is_empty() => Some(text),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(name: &str, keys: serde_json::Value, old: serde_json::Value, new: serde_json::Value) -> EventRecord {
+        serde_json::from_value(json!({
+            "awsRegion": "us-east-1",
+            "eventID": "ev-1",
+            "eventName": name,
+            "eventSource": "aws:dynamodb",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/profiles/stream/x",
+            "dynamodb": {"ApproximateCreationDateTime": 1795766400.0, "Keys": keys, "OldImage": old, "NewImage": new,
+                         "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        }))
+        .unwrap()
+    }
+
+    fn profile(revision: &str) -> serde_json::Value {
+        json!({"userId": {"S": "u1"}, "profileId": {"S": "prf_1"}, "revision": {"N": revision},
+               "updatedAt": {"S": "2026-11-27T08:00:05.250Z"}})
+    }
+
+    fn assessment(status: &str) -> serde_json::Value {
+        json!({"userId": {"S": "u1"}, "assessmentId": {"S": "asm_1"}, "status": {"S": status}})
+    }
+
+    const PROFILE_KEYS: fn() -> serde_json::Value = || json!({"userId": {"S": "u1"}, "profileId": {"S": "prf_1"}});
+    const ASSESSMENT_KEYS: fn() -> serde_json::Value =
+        || json!({"userId": {"S": "u1"}, "assessmentId": {"S": "asm_1"}});
+
+    #[test]
+    fn a_created_or_changed_profile_is_one_event() {
+        let event = event_from_record(&record("INSERT", PROFILE_KEYS(), json!(null), profile("1"))).unwrap().unwrap();
+        assert_eq!(event.kind, EventKind::ProfileUpdated);
+        assert_eq!(serde_json::Value::Object(event.data.clone()), json!({"userId": "u1", "profileId": "prf_1"}));
+        assert_eq!(event.created_at, "2026-11-27T08:00:05.250Z");
+        assert!(ids::has_shape(&event.id, ids::EVENT));
+        let changed = event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), profile("2"))).unwrap();
+        assert!(changed.is_some());
+    }
+
+    #[test]
+    fn a_write_that_changes_nothing_or_a_removal_is_no_event() {
+        assert_eq!(event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), profile("1"))).unwrap(), None);
+        assert_eq!(event_from_record(&record("REMOVE", PROFILE_KEYS(), profile("1"), json!(null))).unwrap(), None);
+    }
+
+    #[test]
+    fn only_the_transition_to_completed_is_an_event() {
+        let completed = |old, new| event_from_record(&record("MODIFY", ASSESSMENT_KEYS(), old, new)).unwrap();
+        let event = completed(assessment("in_progress"), assessment("completed")).unwrap();
+        assert_eq!(event.kind, EventKind::AssessmentCompleted);
+        assert_eq!(event.user_id(), Some("u1"));
+        assert_eq!(event.created_at, "2026-11-27T08:00:00.000Z", "no item timestamp: the stream's time");
+        assert_eq!(completed(assessment("completed"), assessment("completed")), None);
+        assert_eq!(completed(assessment("started"), assessment("in_progress")), None);
+        let inserted = event_from_record(&record("INSERT", ASSESSMENT_KEYS(), json!(null), assessment("completed")));
+        assert!(inserted.unwrap().is_some());
+    }
+
+    #[test]
+    fn the_event_id_is_stable_for_a_repeated_record() {
+        let make = || event_from_record(&record("INSERT", PROFILE_KEYS(), json!(null), profile("1"))).unwrap().unwrap();
+        assert_eq!(make().id, make().id);
+    }
+
+    #[test]
+    fn records_without_usable_keys_or_images_are_malformed() {
+        assert!(
+            event_from_record(&record("INSERT", json!({"userId": {"S": "u1"}}), json!(null), profile("1"))).is_err()
+        );
+        assert!(event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), json!(null))).is_err());
+        let no_user = json!({"profileId": {"S": "prf_1"}});
+        assert!(event_from_record(&record("INSERT", no_user, json!(null), profile("1"))).is_err());
     }
 }

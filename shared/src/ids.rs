@@ -16,8 +16,7 @@ pub const ASSESSMENT: &str = "asm_";
 
 /// True when `id` could be an id of this `prefix` (a cheap check before touching storage).
 pub fn has_shape(id: &str, prefix: &str) -> bool {
-    id.strip_prefix(prefix)
-        .is_some_and(|ulid| ulid.len() == 26 && ulid.bytes().all(|b| CROCKFORD.contains(&b)))
+    id.strip_prefix(prefix).is_some_and(|ulid| ulid.len() == 26 && ulid.bytes().all(|b| CROCKFORD.contains(&b)))
 }
 
 /// A fresh id for `prefix`, e.g. `alr_01JD…`. Ids made by one process in the same
@@ -31,10 +30,7 @@ pub fn new_id(prefix: &str) -> String {
     } else {
         let random: [u8; 10] = crate::secrets::random_bytes();
         // Leave room to count up within the millisecond.
-        random
-            .iter()
-            .fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte))
-            >> 1
+        random.iter().fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte)) >> 1
     };
     *last = (millis.max(last.0), entropy);
     format!("{prefix}{}", ulid_from_parts(last.0, entropy))
@@ -56,21 +52,25 @@ pub fn derived_id(prefix: &str, millis: u64, parts: &[&str]) -> String {
     format!("{prefix}{}", ulid(millis, entropy))
 }
 
+/// The creation time (Unix milliseconds) inside an id of any prefix.
+pub fn millis_of(id: &str) -> Option<u64> {
+    let ulid = id.rsplit('_').next()?;
+    if ulid.len() != 26 {
+        return None;
+    }
+    let value = ulid
+        .bytes()
+        .try_fold(0u128, |acc, b| CROCKFORD.iter().position(|c| *c == b).map(|digit| (acc << 5) | digit as u128))?;
+    u64::try_from(value >> 80).ok()
+}
+
 fn ulid(millis: u64, entropy: [u8; 10]) -> String {
-    ulid_from_parts(
-        millis,
-        entropy
-            .iter()
-            .fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte)),
-    )
+    ulid_from_parts(millis, entropy.iter().fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte)))
 }
 
 fn ulid_from_parts(millis: u64, entropy: u128) -> String {
     let value: u128 = (u128::from(millis & 0xFFFF_FFFF_FFFF) << 80) | (entropy & ENTROPY_MAX);
-    (0..26)
-        .rev()
-        .map(|i| CROCKFORD[((value >> (i * 5)) & 0x1F) as usize] as char)
-        .collect()
+    (0..26).rev().map(|i| CROCKFORD[((value >> (i * 5)) & 0x1F) as usize] as char).collect()
 }
 
 #[cfg(test)]
@@ -101,6 +101,12 @@ mod tests {
         assert_eq!(a, derived_id(DELIVERY, 5, &["evt_1", "whk_1"]));
         assert_ne!(a, derived_id(DELIVERY, 5, &["evt_1", "whk_2"]));
         assert_ne!(a, derived_id(DELIVERY, 5, &["evt_1whk_1"]));
+    }
+
+    #[test]
+    fn the_time_can_be_read_back() {
+        assert_eq!(millis_of(&derived_id(EVENT, 1_795_766_400_123, &["x"])), Some(1_795_766_400_123));
+        assert_eq!(millis_of("evt_short"), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod events;
 pub mod ids;
 pub mod netguard;
 pub mod preferences;
+pub mod queue;
 pub mod ratelimit;
 pub mod secrets;
 pub mod signing;

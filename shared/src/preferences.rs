@@ -3,11 +3,7 @@
 use serde_json::{Map, Value};
 
 /// Every known preference flag. Adding a flag is a one-line change here.
-pub const PREFERENCE_FLAGS: &[&str] = &[
-    "shareAssessmentResults",
-    "shareProfileData",
-    "shareActivityData",
-];
+pub const PREFERENCE_FLAGS: &[&str] = &["shareAssessmentResults", "shareProfileData", "shareActivityData"];
 
 /// A validated PUT body: at least one known flag with a boolean value, nothing else.
 #[derive(Debug, PartialEq, Eq)]
@@ -62,30 +58,16 @@ mod tests {
 
     #[test]
     fn applies_known_boolean_flags() {
-        let update =
-            PreferenceUpdate::parse(&json!({"shareProfileData": true, "shareActivityData": false}))
-                .unwrap();
-        assert_eq!(
-            update.flags(),
-            [("shareActivityData", false), ("shareProfileData", true)]
-        );
+        let update = PreferenceUpdate::parse(&json!({"shareProfileData": true, "shareActivityData": false})).unwrap();
+        assert_eq!(update.flags(), [("shareProfileData", true), ("shareActivityData", false)]);
     }
 
     #[test]
     fn nothing_usable_is_no_preferences_provided() {
-        for body in [
-            json!({}),
-            json!([]),
-            json!(null),
-            json!("x"),
-            json!({"other": true}),
-            json!({"shareProfileData": "yes"}),
-        ] {
-            assert_eq!(
-                PreferenceUpdate::parse(&body),
-                Err(PreferenceError::NoPreferencesProvided),
-                "{body}"
-            );
+        for body in
+            [json!({}), json!([]), json!(null), json!("x"), json!({"other": true}), json!({"shareProfileData": "yes"})]
+        {
+            assert_eq!(PreferenceUpdate::parse(&body), Err(PreferenceError::NoPreferencesProvided), "{body}");
         }
     }
 

@@ -37,18 +37,12 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     pub fn new(table: RateLimitTable, limit_per_minute: u32) -> Self {
-        Self {
-            table,
-            limit_per_minute,
-        }
+        Self { table, limit_per_minute }
     }
 
     /// Counts one request of `key` in the current window.
     pub async fn count(&self, key: &KeyHash) -> Result<RateLimitStatus, StoreError> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let window = now / WINDOW_SECONDS;
         let bucket = format!("{}#{window}", key.as_str());
         // Kept one window past its end, then removed by the table's TTL.
@@ -66,22 +60,11 @@ mod tests {
     fn counts_down_and_flags_the_request_past_the_limit() {
         assert_eq!(
             RateLimitStatus::after(3, 1, 120),
-            RateLimitStatus {
-                limit: 3,
-                remaining: 2,
-                reset_seconds: 60,
-                exceeded: false
-            }
+            RateLimitStatus { limit: 3, remaining: 2, reset_seconds: 60, exceeded: false }
         );
         let last = RateLimitStatus::after(3, 3, 179);
-        assert_eq!(
-            (last.remaining, last.reset_seconds, last.exceeded),
-            (0, 1, false)
-        );
+        assert_eq!((last.remaining, last.reset_seconds, last.exceeded), (0, 1, false));
         let over = RateLimitStatus::after(3, 4, 150);
-        assert_eq!(
-            (over.remaining, over.reset_seconds, over.exceeded),
-            (0, 30, true)
-        );
+        assert_eq!((over.remaining, over.reset_seconds, over.exceeded), (0, 30, true));
     }
 }

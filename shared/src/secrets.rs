@@ -15,19 +15,13 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
 }
 
 pub fn random_token(prefix: &str) -> String {
-    format!(
-        "{prefix}{}",
-        URL_SAFE_NO_PAD.encode(random_bytes::<TOKEN_BYTES>())
-    )
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(random_bytes::<TOKEN_BYTES>()))
 }
 
 /// True when `text` is `prefix` followed by exactly one token's worth of base64url text.
 pub fn is_token(text: &str, prefix: &str) -> bool {
     text.strip_prefix(prefix).is_some_and(|body| {
-        body.len() == TOKEN_TEXT_LEN
-            && body
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        body.len() == TOKEN_TEXT_LEN && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     })
 }
 

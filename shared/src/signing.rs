@@ -36,10 +36,7 @@ mod tests {
     #[test]
     fn rfc4231_test_case_2() {
         let tag = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(
-            hex::encode(tag),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
+        assert_eq!(hex::encode(tag), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     }
 
     #[test]
@@ -49,11 +46,7 @@ mod tests {
         assert_eq!(signature, signature.to_lowercase());
         assert!(verify_hex("whsec_abc", body, &signature));
         assert!(!verify_hex("whsec_abd", body, &signature));
-        assert!(!verify_hex(
-            "whsec_abc",
-            br#"{"id":"evt_2","type":"profile.updated"}"#,
-            &signature
-        ));
+        assert!(!verify_hex("whsec_abc", br#"{"id":"evt_2","type":"profile.updated"}"#, &signature));
         assert!(!verify_hex("whsec_abc", body, "not hex"));
     }
 }

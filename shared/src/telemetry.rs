@@ -10,8 +10,6 @@ pub fn init() {
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .try_init();
 }

@@ -31,9 +31,7 @@ pub enum InvalidUrl {
     NoHost,
     #[error("url must not contain user information")]
     UserInfo,
-    #[error(
-        "url must not point at localhost or a private, loopback, link-local or reserved address"
-    )]
+    #[error("url must not point at localhost or a private, loopback, link-local or reserved address")]
     PrivateTarget,
 }
 
@@ -90,16 +88,11 @@ pub enum InvalidEvents {
 
 impl EventKinds {
     pub fn parse(value: &serde_json::Value) -> Result<Self, InvalidEvents> {
-        let items = value
-            .as_array()
-            .filter(|items| !items.is_empty())
-            .ok_or(InvalidEvents::NotANonEmptyArray)?;
+        let items = value.as_array().filter(|items| !items.is_empty()).ok_or(InvalidEvents::NotANonEmptyArray)?;
         let mut kinds = Vec::new();
         for item in items {
-            let kind = item
-                .as_str()
-                .and_then(EventKind::parse)
-                .ok_or_else(|| InvalidEvents::Unknown(item.to_string()))?;
+            let kind =
+                item.as_str().and_then(EventKind::parse).ok_or_else(|| InvalidEvents::Unknown(item.to_string()))?;
             if !kinds.contains(&kind) {
                 kinds.push(kind);
             }
@@ -147,9 +140,7 @@ mod tests {
     #[test]
     fn accepts_public_https_urls() {
         assert_eq!(
-            parse("https://hooks.example.com/career?x=1")
-                .unwrap()
-                .as_str(),
+            parse("https://hooks.example.com/career?x=1").unwrap().as_str(),
             "https://hooks.example.com/career?x=1"
         );
         assert!(parse("https://93.184.216.34:8443/hook").is_ok());
@@ -157,21 +148,12 @@ mod tests {
 
     #[test]
     fn refuses_each_broken_rule() {
-        assert_eq!(
-            WebhookUrl::parse(&json!(5), false),
-            Err(InvalidUrl::NotAString)
-        );
-        assert_eq!(
-            parse(&format!("https://example.com/{}", "a".repeat(2048))),
-            Err(InvalidUrl::TooLong)
-        );
+        assert_eq!(WebhookUrl::parse(&json!(5), false), Err(InvalidUrl::NotAString));
+        assert_eq!(parse(&format!("https://example.com/{}", "a".repeat(2048))), Err(InvalidUrl::TooLong));
         assert_eq!(parse("/relative"), Err(InvalidUrl::Unparsable));
         assert_eq!(parse("http://example.com/"), Err(InvalidUrl::NotHttps));
         assert_eq!(parse("ftp://example.com/"), Err(InvalidUrl::NotHttps));
-        assert_eq!(
-            parse("https://user:pw@example.com/"),
-            Err(InvalidUrl::UserInfo)
-        );
+        assert_eq!(parse("https://user:pw@example.com/"), Err(InvalidUrl::UserInfo));
         for private in [
             "https://localhost/",
             "https://LOCALHOST./",
@@ -197,24 +179,13 @@ mod tests {
     fn insecure_setting_admits_http_and_private_targets() {
         assert!(WebhookUrl::parse(&json!("http://127.0.0.1:8080/hook"), true).is_ok());
         assert!(WebhookUrl::parse(&json!("http://localhost/hook"), true).is_ok());
-        assert_eq!(
-            WebhookUrl::parse(&json!("ftp://localhost/"), true),
-            Err(InvalidUrl::NotHttps)
-        );
+        assert_eq!(WebhookUrl::parse(&json!("ftp://localhost/"), true), Err(InvalidUrl::NotHttps));
     }
 
     #[test]
     fn events_must_be_known_and_are_deduplicated() {
-        let kinds = EventKinds::parse(&json!([
-            "profile.updated",
-            "assessment.completed",
-            "profile.updated"
-        ]))
-        .unwrap();
-        assert_eq!(
-            kinds.kinds(),
-            [EventKind::ProfileUpdated, EventKind::AssessmentCompleted]
-        );
+        let kinds = EventKinds::parse(&json!(["profile.updated", "assessment.completed", "profile.updated"])).unwrap();
+        assert_eq!(kinds.kinds(), [EventKind::ProfileUpdated, EventKind::AssessmentCompleted]);
         for bad in [
             json!([]),
             json!("profile.updated"),

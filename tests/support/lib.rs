@@ -2,6 +2,9 @@
 //! test binary on free ports (by the same code as `careerctl local`), and helpers that
 //! drive the functions' handlers with real requests.
 
+pub mod pipeline;
+pub mod receiver;
+
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::OnceLock;
@@ -70,26 +73,29 @@ fn base_settings() -> Settings {
 fn sdk_config() -> SdkConfig {
     SdkConfig::builder()
         .region(Region::new("us-east-1"))
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-            "test", "test", None, None, "test",
-        )))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "test")))
         .behavior_version(BehaviorVersion::latest())
         .build()
 }
 
 /// A DynamoDB client for the test's own runtime.
 pub fn dynamodb() -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config())
+    let config =
+        aws_sdk_dynamodb::config::Builder::from(&sdk_config()).endpoint_url(&services().dynamodb_endpoint).build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// A DynamoDB Streams client for the test's own runtime.
+pub fn streams() -> aws_sdk_dynamodbstreams::Client {
+    let config = aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config())
         .endpoint_url(&services().dynamodb_endpoint)
         .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
+    aws_sdk_dynamodbstreams::Client::from_conf(config)
 }
 
 /// An SQS client for the test's own runtime.
 pub fn sqs() -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::config::Builder::from(&sdk_config())
-        .endpoint_url(&services().sqs_endpoint)
-        .build();
+    let config = aws_sdk_sqs::config::Builder::from(&sdk_config()).endpoint_url(&services().sqs_endpoint).build();
     aws_sdk_sqs::Client::from_conf(config)
 }
 
@@ -124,18 +130,13 @@ impl Api {
     /// Issues a key for `user` with the comma-separated `scopes`.
     pub async fn key(&self, user: &str, scopes: &str) -> String {
         let scopes = career_core::auth::Scopes::parse_list(scopes).expect("valid scopes");
-        let issued = self
-            .admin
-            .create_key(user, scopes, None)
-            .await
-            .expect("key issued");
+        let issued = self.admin.create_key(user, scopes, None).await.expect("key issued");
         issued["key"].as_str().expect("key text").to_owned()
     }
 
     /// A key with all six scopes.
     pub async fn full_key(&self, user: &str) -> String {
-        self.key(user, &career_core::auth::Scopes::all().names().join(","))
-            .await
+        self.key(user, &career_core::auth::Scopes::all().names().join(",")).await
     }
 
     pub async fn alert(&self, user: &str, title: &str) -> String {
@@ -145,21 +146,13 @@ impl Api {
             category: career_core::alerts::Category::CareerHealth,
             severity: career_core::alerts::Severity::Warning,
         };
-        let alert = self
-            .admin
-            .create_alert(user, new)
-            .await
-            .expect("alert created");
+        let alert = self.admin.create_alert(user, new).await.expect("alert created");
         alert["id"].as_str().expect("alert id").to_owned()
     }
 
     /// Sends a request through the gateway's conversion and the owning function's handler.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder<'_> {
-        RequestBuilder {
-            api: self,
-            builder: http::Request::builder().method(method).uri(path),
-            body: Vec::new(),
-        }
+        RequestBuilder { api: self, builder: http::Request::builder().method(method).uri(path), body: Vec::new() }
     }
 
     pub async fn get(&self, path: &str, key: &str) -> Answer {
@@ -194,8 +187,7 @@ impl RequestBuilder<'_> {
     }
 
     pub fn json(self, body: &str) -> Self {
-        self.header("content-type", "application/json")
-            .body(body.as_bytes())
+        self.header("content-type", "application/json").body(body.as_bytes())
     }
 
     pub fn body(mut self, body: &[u8]) -> Self {
@@ -205,19 +197,11 @@ impl RequestBuilder<'_> {
 
     pub async fn send(self) -> Answer {
         let (parts, ()) = self.builder.body(()).expect("valid request").into_parts();
-        let response = self
-            .api
-            .functions
-            .handle(lambda_request(parts, self.body.into()))
-            .await;
+        let response = self.api.functions.handle(lambda_request(parts, self.body.into())).await;
         let (parts, body) = response.into_parts();
-        let json = serde_json::from_slice(&body)
-            .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {body:?}"));
-        Answer {
-            status: parts.status,
-            headers: parts.headers,
-            json,
-        }
+        let json =
+            serde_json::from_slice(&body).unwrap_or_else(|e| panic!("response body is not JSON ({e}): {body:?}"));
+        Answer { status: parts.status, headers: parts.headers, json }
     }
 }
 
@@ -237,22 +221,9 @@ impl Answer {
     /// Asserts the status and error code, and the error body's shape.
     #[track_caller]
     pub fn assert_error(&self, status: u16, code: &str) {
-        assert_eq!(
-            (self.status.as_u16(), self.json["error"]["code"].as_str()),
-            (status, Some(code)),
-            "{self:?}"
-        );
-        assert!(
-            self.json["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{self:?}"
-        );
-        assert_eq!(
-            self.json["error"]["requestId"].as_str(),
-            self.header("x-request-id"),
-            "{self:?}"
-        );
+        assert_eq!((self.status.as_u16(), self.json["error"]["code"].as_str()), (status, Some(code)), "{self:?}");
+        assert!(self.json["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{self:?}");
+        assert_eq!(self.json["error"]["requestId"].as_str(), self.header("x-request-id"), "{self:?}");
     }
 
     #[track_caller]

@@ -18,10 +18,7 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             front: Front::new(dynamodb, settings),
             alerts: AlertTable::new(dynamodb.clone(), &settings.tables.alerts),
@@ -57,43 +54,27 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
 
 async fn list(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let user_id = call.user_id();
-    let filter = ListFilter::new(
-        query_flag(call.query("includeRead")),
-        query_flag(call.query("includeDismissed")),
-    );
+    let filter = ListFilter::new(query_flag(call.query("includeRead")), query_flag(call.query("includeDismissed")));
     let limit = page_size(call.query("limit"));
     let after = match call.query("cursor") {
-        Some(cursor) => Some(
-            deps.cursors
-                .open(user_id, filter, cursor)
-                .map_err(|_| ApiError::InvalidCursor)?,
-        ),
+        Some(cursor) => Some(deps.cursors.open(user_id, filter, cursor).map_err(|_| ApiError::InvalidCursor)?),
         None => None,
     };
-    let page = deps
-        .alerts
-        .list(user_id, filter, limit, after.as_deref())
-        .await?;
-    let next_cursor = page
-        .last_id_if_more
-        .map(|id| deps.cursors.seal(user_id, filter, &id));
+    let page = deps.alerts.list(user_id, filter, limit, after.as_deref()).await?;
+    let next_cursor = page.last_id_if_more.map(|id| deps.cursors.seal(user_id, filter, &id));
     Reply::ok(json!({"alerts": page.alerts, "nextCursor": next_cursor}))
 }
 
 async fn mark(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::AlertMissingId)?;
     let body = call.json_object()?;
-    let action = AlertAction::parse(body.get("action").unwrap_or(&Value::Null))
-        .map_err(|_| ApiError::AlertInvalidAction)?;
+    let action =
+        AlertAction::parse(body.get("action").unwrap_or(&Value::Null)).map_err(|_| ApiError::AlertInvalidAction)?;
     let not_found = || ApiError::AlertNotFound(id.to_owned());
     if !ids::has_shape(id, ids::ALERT) {
         return Err(not_found());
     }
     let now = clock::rfc3339(clock::now());
-    let alert = deps
-        .alerts
-        .apply(call.user_id(), id, action, &now)
-        .await?
-        .ok_or_else(not_found)?;
+    let alert = deps.alerts.apply(call.user_id(), id, action, &now).await?.ok_or_else(not_found)?;
     Reply::ok(alert)
 }

@@ -15,10 +15,7 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             front: Front::new(dynamodb, settings),
             preferences: PreferenceTable::new(dynamodb.clone(), &settings.tables.preferences),
@@ -54,9 +51,5 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let update = PreferenceUpdate::parse(&call.json_body()?)?;
     let now = clock::rfc3339(clock::now());
-    Reply::ok(
-        deps.preferences
-            .update(call.user_id(), &update, &now)
-            .await?,
-    )
+    Reply::ok(deps.preferences.update(call.user_id(), &update, &now).await?)
 }

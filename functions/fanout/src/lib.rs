@@ -1,1 +1,72 @@
+//! The fan-out function: each profile or assessment stream record becomes at most one event,
+//! and each event one delivery message per subscription of its user to its kind.
 
+use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use career_core::config::{ConfigError, Settings};
+use career_core::delivery::DeliveryMessage;
+use career_core::events::event_from_record;
+use career_core::queue::{DeliveryQueue, QueueError};
+use career_core::store::webhooks::WebhookTable;
+use career_core::store::StoreError;
+
+pub struct Deps {
+    webhooks: WebhookTable,
+    queue: DeliveryQueue,
+}
+
+impl Deps {
+    pub fn new(
+        dynamodb: &aws_sdk_dynamodb::Client,
+        sqs: &aws_sdk_sqs::Client,
+        settings: &Settings,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            queue: DeliveryQueue::new(sqs.clone(), settings.require_queue_url()?),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum FanOutError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// Handles records in order. A record that cannot be read is logged and skipped (a retry
+/// cannot fix it); on a failure that a retry can fix, processing stops and that record is
+/// reported, so the stream resumes from it without re-sending the records before it.
+pub async fn handle(deps: &Deps, event: StreamEvent) -> DynamoDbEventResponse {
+    let mut response = DynamoDbEventResponse::default();
+    for record in &event.records {
+        if let Err(err) = fan_out(deps, record).await {
+            tracing::error!(event_id = %record.event_id, error = %err, "fan-out failed; the stream retries from this record");
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = record.change.sequence_number.clone();
+            response.batch_item_failures.push(failure);
+            break;
+        }
+    }
+    response
+}
+
+async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
+    let event = match event_from_record(record) {
+        Ok(Some(event)) => event,
+        Ok(None) => return Ok(()),
+        Err(malformed) => {
+            tracing::warn!(error = %malformed, "skipping a stream record");
+            return Ok(());
+        }
+    };
+    let user_id = event.user_id().unwrap_or_default().to_owned();
+    let subscriptions = deps.webhooks.subscribed_to(&user_id, event.kind).await?;
+    let messages: Vec<DeliveryMessage> =
+        subscriptions.iter().map(|s| DeliveryMessage::new(&event, &user_id, &s.subscription_id)).collect();
+    deps.queue.send(&messages).await?;
+    tracing::info!(event_id = %event.id, kind = event.kind.as_str(), user_id = %user_id, deliveries = messages.len(), "event fanned out");
+    Ok(())
+}

@@ -4,9 +4,7 @@ use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::auth::Scope;
 use career_core::config::{ConfigError, Settings};
 use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
-use career_core::webhooks::{
-    new_secret, CreatedSubscription, EventKinds, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
-};
+use career_core::webhooks::{new_secret, CreatedSubscription, EventKinds, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
@@ -19,10 +17,7 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             front: Front::new(dynamodb, settings),
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
@@ -71,8 +66,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let (Some(url), Some(events)) = (present("url"), present("events")) else {
         return Err(ApiError::WebhookMissingRequiredFields);
     };
-    let url =
-        WebhookUrl::parse(url, deps.allow_insecure_urls).map_err(ApiError::WebhookInvalidUrl)?;
+    let url = WebhookUrl::parse(url, deps.allow_insecure_urls).map_err(ApiError::WebhookInvalidUrl)?;
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
     let stored = StoredSubscription {
         user_id: call.user_id().to_owned(),
@@ -82,23 +76,14 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         secret: new_secret(),
         created_at: clock::rfc3339(clock::now()),
     };
-    match deps
-        .webhooks
-        .insert(&stored, MAX_SUBSCRIPTIONS_PER_USER)
-        .await?
-    {
-        Created::Yes => Reply::created(CreatedSubscription {
-            subscription: stored.public(),
-            secret: stored.secret,
-        }),
+    match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
+        Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: stored.secret }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
     }
 }
 
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call
-        .query("id")
-        .ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     if !deps.webhooks.delete(call.user_id(), id).await? {
         return Err(ApiError::WebhookNotFound(id.to_owned()));
     }

@@ -27,12 +27,7 @@ impl CursorKey {
     }
 
     /// The alert id after which the next page starts.
-    pub fn open(
-        &self,
-        user_id: &str,
-        filter: ListFilter,
-        cursor: &str,
-    ) -> Result<String, InvalidCursor> {
+    pub fn open(&self, user_id: &str, filter: ListFilter, cursor: &str) -> Result<String, InvalidCursor> {
         let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| InvalidCursor)?;
         if bytes.len() <= TAG_LEN {
             return Err(InvalidCursor);
@@ -60,40 +55,24 @@ mod tests {
     fn round_trips_for_the_same_user_and_filter() {
         let key = CursorKey::new("k".repeat(32).as_str());
         let cursor = key.seal("u1", ListFilter::Active, ID);
-        assert_eq!(
-            key.open("u1", ListFilter::Active, &cursor),
-            Ok(ID.to_owned())
-        );
+        assert_eq!(key.open("u1", ListFilter::Active, &cursor), Ok(ID.to_owned()));
     }
 
     #[test]
     fn refuses_other_users_filters_keys_and_edits() {
         let key = CursorKey::new("k".repeat(32).as_str());
         let cursor = key.seal("u1", ListFilter::Active, ID);
-        assert_eq!(
-            key.open("u2", ListFilter::Active, &cursor),
-            Err(InvalidCursor)
-        );
+        assert_eq!(key.open("u2", ListFilter::Active, &cursor), Err(InvalidCursor));
         assert_eq!(key.open("u1", ListFilter::All, &cursor), Err(InvalidCursor));
         let other_key = CursorKey::new("x".repeat(32).as_str());
-        assert_eq!(
-            other_key.open("u1", ListFilter::Active, &cursor),
-            Err(InvalidCursor)
-        );
+        assert_eq!(other_key.open("u1", ListFilter::Active, &cursor), Err(InvalidCursor));
 
         let mut bytes = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
         bytes[5] ^= 1;
         let edited = URL_SAFE_NO_PAD.encode(bytes);
-        assert_eq!(
-            key.open("u1", ListFilter::Active, &edited),
-            Err(InvalidCursor)
-        );
+        assert_eq!(key.open("u1", ListFilter::Active, &edited), Err(InvalidCursor));
         for junk in ["", "!!!", "abc", &URL_SAFE_NO_PAD.encode([0u8; 32])] {
-            assert_eq!(
-                key.open("u1", ListFilter::Active, junk),
-                Err(InvalidCursor),
-                "{junk}"
-            );
+            assert_eq!(key.open("u1", ListFilter::Active, junk), Err(InvalidCursor), "{junk}");
         }
     }
 }

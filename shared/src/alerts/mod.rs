@@ -40,9 +40,7 @@ impl Category {
         match text {
             "career_health" => Ok(Category::CareerHealth),
             "risk_signal" => Ok(Category::RiskSignal),
-            other => Err(format!(
-                "unknown category '{other}' (career_health, risk_signal)"
-            )),
+            other => Err(format!("unknown category '{other}' (career_health, risk_signal)")),
         }
     }
 }
@@ -53,9 +51,7 @@ impl Severity {
             "info" => Ok(Severity::Info),
             "warning" => Ok(Severity::Warning),
             "critical" => Ok(Severity::Critical),
-            other => Err(format!(
-                "unknown severity '{other}' (info, warning, critical)"
-            )),
+            other => Err(format!("unknown severity '{other}' (info, warning, critical)")),
         }
     }
 }
@@ -159,10 +155,7 @@ pub const MAX_PAGE_SIZE: u32 = 100;
 
 /// `limit`: 1–100, default 50; out-of-range values are clamped, unreadable ones ignored.
 pub fn page_size(value: Option<&str>) -> u32 {
-    match value
-        .map(str::trim)
-        .and_then(|text| text.parse::<i64>().ok())
-    {
+    match value.map(str::trim).and_then(|text| text.parse::<i64>().ok()) {
         Some(n) => n.clamp(1, i64::from(MAX_PAGE_SIZE)) as u32,
         None => DEFAULT_PAGE_SIZE,
     }
@@ -176,26 +169,10 @@ mod tests {
     #[test]
     fn actions_parse_only_the_four_literals() {
         assert_eq!(AlertAction::parse(&json!("read")), Ok(AlertAction::Read));
-        assert_eq!(
-            AlertAction::parse(&json!("dismiss")),
-            Ok(AlertAction::Dismiss)
-        );
-        assert_eq!(
-            AlertAction::parse(&json!("unread")),
-            Ok(AlertAction::Unread)
-        );
-        assert_eq!(
-            AlertAction::parse(&json!("undismiss")),
-            Ok(AlertAction::Undismiss)
-        );
-        for bad in [
-            json!("READ"),
-            json!("dismissed"),
-            json!(""),
-            json!(1),
-            json!(null),
-            json!(["read"]),
-        ] {
+        assert_eq!(AlertAction::parse(&json!("dismiss")), Ok(AlertAction::Dismiss));
+        assert_eq!(AlertAction::parse(&json!("unread")), Ok(AlertAction::Unread));
+        assert_eq!(AlertAction::parse(&json!("undismiss")), Ok(AlertAction::Undismiss));
+        for bad in [json!("READ"), json!("dismissed"), json!(""), json!(1), json!(null), json!(["read"])] {
             assert_eq!(AlertAction::parse(&bad), Err(InvalidAction), "{bad}");
         }
         assert_eq!(AlertAction::Undismiss.flag(), AlertFlag::Dismissed);
@@ -214,14 +191,7 @@ mod tests {
     fn query_flags_accept_true_and_1_only() {
         assert!(query_flag(Some("true")));
         assert!(query_flag(Some("1")));
-        for other in [
-            None,
-            Some("false"),
-            Some("0"),
-            Some("yes"),
-            Some("TRUE"),
-            Some(""),
-        ] {
+        for other in [None, Some("false"), Some("0"), Some("yes"), Some("TRUE"), Some("")] {
             assert!(!query_flag(other), "{other:?}");
         }
     }

@@ -64,16 +64,8 @@ struct FlagColumns {
 
 fn columns(flag: AlertFlag) -> FlagColumns {
     match flag {
-        AlertFlag::Read => FlagColumns {
-            flag: "read",
-            at: "readAt",
-            key_while_off: "unreadKey",
-        },
-        AlertFlag::Dismissed => FlagColumns {
-            flag: "dismissed",
-            at: "dismissedAt",
-            key_while_off: "undismissedKey",
-        },
+        AlertFlag::Read => FlagColumns { flag: "read", at: "readAt", key_while_off: "unreadKey" },
+        AlertFlag::Dismissed => FlagColumns { flag: "dismissed", at: "dismissedAt", key_while_off: "undismissedKey" },
     }
 }
 
@@ -104,10 +96,7 @@ const MAX_REVERSAL_ATTEMPTS: usize = 5;
 
 impl AlertTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     pub async fn insert(&self, user_id: &str, alert: &Alert) -> Result<(), StoreError> {
@@ -147,13 +136,8 @@ impl AlertTable {
         after: Option<&str>,
     ) -> Result<AlertPage, StoreError> {
         let (index, sort_key) = index_of(filter);
-        let start_key = after.map(|id| {
-            Item::from([
-                ("userId".into(), s(user_id)),
-                ("alertId".into(), s(id)),
-                (sort_key.into(), s(id)),
-            ])
-        });
+        let start_key = after
+            .map(|id| Item::from([("userId".into(), s(user_id)), ("alertId".into(), s(id)), (sort_key.into(), s(id))]));
         // One extra item tells whether another page follows, so the last page says so.
         let output = self
             .client
@@ -173,10 +157,7 @@ impl AlertTable {
         let more = alerts.len() > limit as usize;
         alerts.truncate(limit as usize);
         let last_id_if_more = more.then(|| alerts.last().map(|a| a.id.clone())).flatten();
-        Ok(AlertPage {
-            alerts,
-            last_id_if_more,
-        })
+        Ok(AlertPage { alerts, last_id_if_more })
     }
 
     /// Applies `action` in one conditional update and returns the alert as it now is;
@@ -192,9 +173,7 @@ impl AlertTable {
         if action.sets() {
             let update = self
                 .update(user_id, alert_id)
-                .update_expression(
-                    "SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active",
-                )
+                .update_expression("SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active")
                 .condition_expression("attribute_exists(alertId)")
                 .expression_attribute_names("#flag", own.flag)
                 .expression_attribute_names("#at", own.at)
@@ -223,9 +202,7 @@ impl AlertTable {
                 .update(user_id, alert_id)
                 .update_expression(expression)
                 .condition_expression("attribute_exists(alertId) AND #other = :otherValue")
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .expression_attribute_names("#flag", own.flag)
                 .expression_attribute_names("#at", own.at)
                 .expression_attribute_names("#offKey", own.key_while_off)
@@ -239,15 +216,10 @@ impl AlertTable {
             match update.send().await {
                 Ok(output) => return Ok(Some(alert_of(output.attributes)?)),
                 Err(err) => match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failure)) => {
-                        match failure.item() {
-                            None => return Ok(None),
-                            Some(old) => {
-                                other_is_set =
-                                    matches!(old.get(other), Some(AttributeValue::Bool(true)))
-                            }
-                        }
-                    }
+                    Some(UpdateItemError::ConditionalCheckFailedException(failure)) => match failure.item() {
+                        None => return Ok(None),
+                        Some(old) => other_is_set = matches!(old.get(other), Some(AttributeValue::Bool(true))),
+                    },
                     _ => return Err(err.into()),
                 },
             }

@@ -27,10 +27,7 @@ pub struct KeyTable {
 
 impl KeyTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     pub async fn get(&self, hash: &KeyHash) -> Result<Option<StoredKey>, StoreError> {
@@ -77,11 +74,7 @@ impl KeyTable {
 }
 
 pub(crate) fn is_condition_failure<R>(
-    err: &aws_sdk_dynamodb::error::SdkError<
-        aws_sdk_dynamodb::operation::update_item::UpdateItemError,
-        R,
-    >,
+    err: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
 ) -> bool {
-    err.as_service_error()
-        .is_some_and(|e| e.is_conditional_check_failed_exception())
+    err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception())
 }

@@ -15,25 +15,12 @@ pub struct PlatformTables {
 }
 
 impl PlatformTables {
-    pub fn new(
-        client: Client,
-        profiles: impl Into<String>,
-        assessments: impl Into<String>,
-    ) -> Self {
-        Self {
-            client,
-            profiles: profiles.into(),
-            assessments: assessments.into(),
-        }
+    pub fn new(client: Client, profiles: impl Into<String>, assessments: impl Into<String>) -> Self {
+        Self { client, profiles: profiles.into(), assessments: assessments.into() }
     }
 
     /// Changes the profile (a new revision and timestamp), creating it if needed.
-    pub async fn touch_profile(
-        &self,
-        user_id: &str,
-        profile_id: &str,
-        now: &str,
-    ) -> Result<(), StoreError> {
+    pub async fn touch_profile(&self, user_id: &str, profile_id: &str, now: &str) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.profiles)
@@ -69,20 +56,13 @@ impl PlatformTables {
     }
 
     /// Marks the assessment completed (creating it if needed).
-    pub async fn complete_assessment(
-        &self,
-        user_id: &str,
-        assessment_id: &str,
-        now: &str,
-    ) -> Result<(), StoreError> {
+    pub async fn complete_assessment(&self, user_id: &str, assessment_id: &str, now: &str) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.assessments)
             .key("userId", s(user_id))
             .key("assessmentId", s(assessment_id))
-            .update_expression(
-                "SET #status = :completed, completedAt = if_not_exists(completedAt, :now)",
-            )
+            .update_expression("SET #status = :completed, completedAt = if_not_exists(completedAt, :now)")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":completed", s("completed"))
             .expression_attribute_values(":now", s(now))

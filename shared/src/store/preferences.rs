@@ -17,21 +17,10 @@ pub struct Preferences {
 
 impl Preferences {
     fn from_item(item: Option<&Item>) -> Self {
-        let flag = |name: &str| {
-            matches!(
-                item.and_then(|i| i.get(name)),
-                Some(AttributeValue::Bool(true))
-            )
-        };
+        let flag = |name: &str| matches!(item.and_then(|i| i.get(name)), Some(AttributeValue::Bool(true)));
         Preferences {
-            preferences: PREFERENCE_FLAGS
-                .iter()
-                .map(|name| (name.to_string(), flag(name).into()))
-                .collect(),
-            updated_at: item
-                .and_then(|i| i.get("updatedAt"))
-                .and_then(|v| v.as_s().ok())
-                .cloned(),
+            preferences: PREFERENCE_FLAGS.iter().map(|name| (name.to_string(), flag(name).into())).collect(),
+            updated_at: item.and_then(|i| i.get("updatedAt")).and_then(|v| v.as_s().ok()).cloned(),
         }
     }
 }
@@ -44,10 +33,7 @@ pub struct PreferenceTable {
 
 impl PreferenceTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     pub async fn get(&self, user_id: &str) -> Result<Preferences, StoreError> {
@@ -63,12 +49,7 @@ impl PreferenceTable {
     }
 
     /// Sets the given flags in one atomic update; the others keep their values.
-    pub async fn update(
-        &self,
-        user_id: &str,
-        update: &PreferenceUpdate,
-        at: &str,
-    ) -> Result<Preferences, StoreError> {
+    pub async fn update(&self, user_id: &str, update: &PreferenceUpdate, at: &str) -> Result<Preferences, StoreError> {
         let mut request = self
             .client
             .update_item()
@@ -83,10 +64,7 @@ impl PreferenceTable {
                 .expression_attribute_names(format!("#f{i}"), *flag)
                 .expression_attribute_values(format!(":f{i}"), AttributeValue::Bool(*on));
         }
-        let output = request
-            .update_expression(format!("SET {}", assignments.join(", ")))
-            .send()
-            .await?;
+        let output = request.update_expression(format!("SET {}", assignments.join(", "))).send().await?;
         Ok(Preferences::from_item(output.attributes.as_ref()))
     }
 }

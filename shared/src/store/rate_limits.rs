@@ -13,10 +13,7 @@ pub struct RateLimitTable {
 
 impl RateLimitTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     /// Atomically counts one request in `bucket` and returns the new count.

@@ -13,6 +13,8 @@ use crate::ids;
 use crate::webhooks::Subscription;
 
 const COUNTER_ID: &str = "#count";
+/// How often a transaction cancelled by a conflict with a concurrent one is tried again.
+const CONFLICT_RETRIES: u32 = 5;
 
 /// A subscription as stored, with its secret.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,28 +53,17 @@ pub struct WebhookTable {
 
 impl WebhookTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     /// Stores `subscription` unless its owner already has `max` of them.
-    pub async fn insert(
-        &self,
-        subscription: &StoredSubscription,
-        max: u32,
-    ) -> Result<Created, StoreError> {
+    pub async fn insert(&self, subscription: &StoredSubscription, max: u32) -> Result<Created, StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
             .key("userId", s(&subscription.user_id))
             .key("subscriptionId", s(COUNTER_ID))
-            .update_expression(
-                "SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one",
-            )
-            .condition_expression(
-                "attribute_not_exists(subscriptionCount) OR subscriptionCount < :max",
-            )
+            .update_expression("SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one")
+            .condition_expression("attribute_not_exists(subscriptionCount) OR subscriptionCount < :max")
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":max", n(max))
@@ -84,17 +75,11 @@ impl WebhookTable {
             .condition_expression("attribute_not_exists(subscriptionId)")
             .build()
             .expect("put has table and item");
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(count).build())
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(Created::Yes),
-            Err(err) if first_condition_failed(&err) => Ok(Created::LimitReached),
-            Err(err) => Err(err.into()),
+        let items =
+            vec![TransactWriteItem::builder().update(count).build(), TransactWriteItem::builder().put(put).build()];
+        match self.transact(items).await? {
+            Transacted::Done => Ok(Created::Yes),
+            Transacted::FirstConditionFailed => Ok(Created::LimitReached),
         }
     }
 
@@ -104,19 +89,11 @@ impl WebhookTable {
     }
 
     /// The user's subscriptions that list `kind`.
-    pub async fn subscribed_to(
-        &self,
-        user_id: &str,
-        kind: EventKind,
-    ) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn subscribed_to(&self, user_id: &str, kind: EventKind) -> Result<Vec<StoredSubscription>, StoreError> {
         self.query(user_id, Some(kind)).await
     }
 
-    async fn query(
-        &self,
-        user_id: &str,
-        kind: Option<EventKind>,
-    ) -> Result<Vec<StoredSubscription>, StoreError> {
+    async fn query(&self, user_id: &str, kind: Option<EventKind>) -> Result<Vec<StoredSubscription>, StoreError> {
         let mut request = self
             .client
             .query()
@@ -135,11 +112,7 @@ impl WebhookTable {
         Ok(serde_dynamo::from_items(output.items.unwrap_or_default())?)
     }
 
-    pub async fn get(
-        &self,
-        user_id: &str,
-        subscription_id: &str,
-    ) -> Result<Option<StoredSubscription>, StoreError> {
+    pub async fn get(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -154,9 +127,7 @@ impl WebhookTable {
 
     /// Deletes the subscription; `false` when the user has no such subscription.
     pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
-        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
-            return Ok(false);
-        }
+
         let delete = Delete::builder()
             .table_name(&self.table)
             .key("userId", s(user_id))
@@ -172,25 +143,56 @@ impl WebhookTable {
             .expression_attribute_values(":minusOne", n(-1))
             .build()
             .expect("update has table, key and expression");
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().delete(delete).build())
-            .transact_items(TransactWriteItem::builder().update(count).build())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) if first_condition_failed(&err) => Ok(false),
-            Err(err) => Err(err.into()),
+        let items = vec![
+            TransactWriteItem::builder().delete(delete).build(),
+            TransactWriteItem::builder().update(count).build(),
+        ];
+        match self.transact(items).await? {
+            Transacted::Done => Ok(true),
+            Transacted::FirstConditionFailed => Ok(false),
+        }
+    }
+
+    /// Runs the transaction. Concurrent creates and deletes of one user all write the same
+    /// counter item, and DynamoDB cancels a transaction that meets another one on an item
+    /// with the reason `TransactionConflict`; such a cancellation applied nothing, so it is
+    /// retried (a few times, with a short jittered backoff) instead of becoming a 500.
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Transacted, StoreError> {
+        let mut conflicts = 0;
+        loop {
+            let result = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            match result {
+                Ok(_) => return Ok(Transacted::Done),
+                Err(err) if first_condition_failed(&err) => return Ok(Transacted::FirstConditionFailed),
+                Err(err) if conflicted(&err) && conflicts < CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    let [jitter] = crate::secrets::random_bytes::<1>();
+                    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
+                    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
         }
     }
 }
 
+enum Transacted {
+    Done,
+    FirstConditionFailed,
+}
+
+/// True when a transaction was cancelled because it met another transaction on an item.
+fn conflicted<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+            cancelled.cancellation_reasons().iter().any(|reason| reason.code() == Some("TransactionConflict"))
+        }
+        _ => false,
+    }
+}
+
 /// True when a transaction was cancelled because its first item's condition failed.
-fn first_condition_failed<R>(
-    err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>,
-) -> bool {
+fn first_condition_failed<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
     match err.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
             .cancellation_reasons()

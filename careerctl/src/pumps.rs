@@ -1,0 +1,246 @@
+//! The two event pumps that play the part of Lambda's event source mappings locally: one
+//! reads the DynamoDB streams and calls the fan-out handler, the other receives from the
+//! delivery queue and calls the delivery handler. They add no behaviour of their own.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord, StreamRecord, StreamViewType};
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use chrono::{TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::tables::describe;
+
+const IDLE_POLL: Duration = Duration::from_millis(200);
+const ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// Where each shard was read up to, kept in a file so a restart does not deliver old events
+/// a second time.
+#[derive(Default, Serialize, Deserialize)]
+struct Checkpoints {
+    after_sequence: HashMap<String, String>,
+}
+
+impl Checkpoints {
+    fn load(path: Option<&PathBuf>) -> Self {
+        path.and_then(|p| std::fs::read(p).ok())
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    fn save(&self, path: Option<&PathBuf>) {
+        if let Some(path) = path {
+            let _ = std::fs::write(path, serde_json::to_vec(self).expect("checkpoints serialize"));
+        }
+    }
+}
+
+struct Shard {
+    stream_arn: String,
+    iterator: Option<String>,
+}
+
+/// Reads the streams of `tables` and hands each batch to the fan-out handler, resuming from
+/// a reported failure, until the task is dropped.
+pub async fn run_stream_pump(
+    dynamodb: aws_sdk_dynamodb::Client,
+    streams: aws_sdk_dynamodbstreams::Client,
+    tables: Vec<String>,
+    fanout: &career_fanout::Deps,
+    checkpoint_file: Option<PathBuf>,
+) {
+    let mut checkpoints = Checkpoints::load(checkpoint_file.as_ref());
+    let mut shards: HashMap<String, Shard> = HashMap::new();
+    let mut finished: Vec<String> = Vec::new();
+    loop {
+        if let Err(err) = discover_shards(&dynamodb, &streams, &tables, &checkpoints, &finished, &mut shards).await {
+            tracing::warn!(error = %err, "stream pump: listing shards failed");
+            tokio::time::sleep(ERROR_PAUSE).await;
+            continue;
+        }
+        let mut busy = false;
+        for (shard_id, shard) in shards.iter_mut() {
+            let Some(iterator) = shard.iterator.take() else { continue };
+            let output = match streams.get_records().shard_iterator(&iterator).limit(100).send().await {
+                Ok(output) => output,
+                Err(err) => {
+                    tracing::warn!(error = %describe("reading a stream", err), "stream pump");
+                    continue; // the iterator is dropped and fetched again from the checkpoint
+                }
+            };
+            shard.iterator = output.next_shard_iterator;
+            if shard.iterator.is_none() {
+                finished.push(shard_id.clone());
+            }
+            let records = output.records.unwrap_or_default();
+            if records.is_empty() {
+                continue;
+            }
+            busy = true;
+            let batch = stream_event(&shard.stream_arn, records);
+            let response = career_fanout::handle(fanout, batch.clone()).await;
+            let failed_at = response.batch_item_failures.first().and_then(|f| f.item_identifier.clone());
+            let done = batch
+                .records
+                .iter()
+                .map(|r| r.change.sequence_number.clone().unwrap_or_default())
+                .take_while(|sequence| Some(sequence) != failed_at.as_ref())
+                .last();
+            if let Some(sequence) = done {
+                checkpoints.after_sequence.insert(shard_id.clone(), sequence);
+                checkpoints.save(checkpoint_file.as_ref());
+            }
+            if failed_at.is_some() {
+                // Resume from the failed record, as Lambda does, after a pause.
+                shard.iterator = None;
+                finished.retain(|id| id != shard_id);
+                tokio::time::sleep(ERROR_PAUSE).await;
+            }
+        }
+        shards.retain(|id, shard| shard.iterator.is_some() || !finished.contains(id));
+        if !busy {
+            tokio::time::sleep(IDLE_POLL).await;
+        }
+    }
+}
+
+/// Opens an iterator for every shard that has none: after its checkpoint, or from the start.
+async fn discover_shards(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    streams: &aws_sdk_dynamodbstreams::Client,
+    tables: &[String],
+    checkpoints: &Checkpoints,
+    finished: &[String],
+    shards: &mut HashMap<String, Shard>,
+) -> Result<(), String> {
+    if shards.values().all(|shard| shard.iterator.is_some()) && !shards.is_empty() {
+        return Ok(());
+    }
+    for table in tables {
+        let described =
+            dynamodb.describe_table().table_name(table).send().await.map_err(|e| describe("describing a table", e))?;
+        let Some(stream_arn) = described.table.and_then(|t| t.latest_stream_arn) else { continue };
+        let stream = streams
+            .describe_stream()
+            .stream_arn(&stream_arn)
+            .send()
+            .await
+            .map_err(|e| describe("describing a stream", e))?;
+        let listed = stream.stream_description.and_then(|d| d.shards).unwrap_or_default();
+        for shard_id in listed.into_iter().filter_map(|s| s.shard_id) {
+            if finished.contains(&shard_id) || shards.get(&shard_id).is_some_and(|s| s.iterator.is_some()) {
+                continue;
+            }
+            let request = streams.get_shard_iterator().stream_arn(&stream_arn).shard_id(&shard_id);
+            let request = match checkpoints.after_sequence.get(&shard_id) {
+                Some(sequence) => {
+                    request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(sequence)
+                }
+                None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            };
+            let iterator = request.send().await.map_err(|e| describe("opening a shard", e))?.shard_iterator;
+            shards.insert(shard_id, Shard { stream_arn: stream_arn.clone(), iterator });
+        }
+    }
+    Ok(())
+}
+
+/// The event Lambda would build from these records.
+fn stream_event(stream_arn: &str, records: Vec<Record>) -> StreamEvent {
+    let mut event = StreamEvent::default();
+    event.records = records.into_iter().map(|record| event_record(stream_arn, record)).collect();
+    event
+}
+
+fn event_record(stream_arn: &str, record: Record) -> EventRecord {
+    let source = record.dynamodb.unwrap_or_else(|| aws_sdk_dynamodbstreams::types::StreamRecord::builder().build());
+    let mut change = StreamRecord::default();
+    if let Some(at) = source.approximate_creation_date_time {
+        change.approximate_creation_date_time =
+            Utc.timestamp_millis_opt(at.to_millis().unwrap_or_default()).single().unwrap_or_default();
+    }
+    change.keys = source.keys.unwrap_or_default().into();
+    change.new_image = source.new_image.unwrap_or_default().into();
+    change.old_image = source.old_image.unwrap_or_default().into();
+    change.sequence_number = source.sequence_number;
+    change.size_bytes = source.size_bytes.unwrap_or_default();
+    change.stream_view_type = Some(StreamViewType::NewAndOldImages);
+    let mut converted = EventRecord::default();
+    converted.aws_region = crate::stack::REGION.to_owned();
+    converted.change = change;
+    converted.event_id = record.event_id.unwrap_or_default();
+    converted.event_name = record.event_name.map(|name| name.as_str().to_owned()).unwrap_or_default();
+    converted.event_source = Some("aws:dynamodb".to_owned());
+    converted.event_version = record.event_version;
+    converted.event_source_arn = Some(stream_arn.to_owned());
+    converted
+}
+
+/// Receives from the delivery queue and hands each batch to the delivery handler; messages
+/// it does not report as failed are deleted, the others keep the visibility it set.
+pub async fn run_queue_pump(sqs: aws_sdk_sqs::Client, queue_url: String, deliver: &career_deliver::Deps) {
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await;
+        let messages = match received {
+            Ok(output) => output.messages.unwrap_or_default(),
+            Err(err) => {
+                tracing::warn!(error = %describe("receiving deliveries", err), "queue pump");
+                tokio::time::sleep(ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let mut event = SqsEvent::default();
+        event.records = messages.into_iter().map(sqs_message).collect();
+        let response = career_deliver::handle(deliver, event.clone()).await;
+        let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+        let done: Vec<DeleteMessageBatchRequestEntry> = event
+            .records
+            .iter()
+            .filter(|m| !failed.contains(&m.message_id.as_deref().unwrap_or_default()))
+            .enumerate()
+            .map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+                    .build()
+                    .expect("entry has id and receipt handle")
+            })
+            .collect();
+        if !done.is_empty() {
+            if let Err(err) = sqs.delete_message_batch().queue_url(&queue_url).set_entries(Some(done)).send().await {
+                tracing::warn!(error = %describe("deleting delivered messages", err), "queue pump");
+            }
+        }
+    }
+}
+
+fn sqs_message(message: aws_sdk_sqs::types::Message) -> SqsMessage {
+    let mut converted = SqsMessage::default();
+    converted.attributes = message
+        .attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value))
+        .collect();
+    converted.message_id = message.message_id;
+    converted.receipt_handle = message.receipt_handle;
+    converted.body = message.body;
+    converted.md5_of_body = message.md5_of_body;
+    converted.event_source = Some("aws:sqs".to_owned());
+    converted.aws_region = Some(crate::stack::REGION.to_owned());
+    converted
+}

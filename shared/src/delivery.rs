@@ -1,1 +1,0 @@
-//! Webhook delivery (contract section 5, "Delivery").

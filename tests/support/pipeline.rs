@@ -1,0 +1,92 @@
+//! The event half of the service for one test: its own tables and queues (so tests do not
+//! see each other's streams), the API, and optionally the two pumps.
+
+use std::time::Duration;
+
+use career_core::config::{Settings, TableNames};
+use careerctl::pumps::{run_queue_pump, run_stream_pump};
+use careerctl::tables::{create_queues, create_tables, QueueUrls};
+use tokio::task::JoinHandle;
+
+use crate::{dynamodb, services, sqs, streams, unique_user, Api};
+
+pub struct Pipeline {
+    pub api: Api,
+    pub queues: QueueUrls,
+    pumps: Vec<JoinHandle<()>>,
+}
+
+impl Pipeline {
+    /// Insecure (loopback) webhook URLs, three attempts, retries after about 0.2 s and 1 s.
+    pub async fn start(with_pumps: bool) -> Self {
+        Self::with_settings(with_pumps, |_| {}).await
+    }
+
+    pub async fn with_settings(with_pumps: bool, change: impl FnOnce(&mut Settings)) -> Self {
+        let prefix = format!("{}-", unique_user());
+        let mut settings = services().settings.clone();
+        settings.tables = TableNames::with_prefix(&prefix);
+        settings.allow_insecure_webhook_urls = true;
+        settings.retry_base = Duration::from_millis(250);
+        settings.max_delivery_attempts = 3;
+        change(&mut settings);
+        create_tables(&dynamodb(), &settings.tables).await.expect("tables created");
+        let queues = create_queues(&sqs(), &prefix, settings.max_delivery_attempts).await.expect("queues created");
+        settings.delivery_queue_url = Some(queues.delivery.clone());
+
+        let mut pumps = Vec::new();
+        if with_pumps {
+            let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), &settings).expect("fan-out settings");
+            let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &settings).expect("delivery settings");
+            let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
+            let queue = queues.delivery.clone();
+            pumps
+                .push(tokio::spawn(async move { run_stream_pump(dynamodb(), streams(), tables, &fanout, None).await }));
+            pumps.push(tokio::spawn(async move { run_queue_pump(sqs(), queue, &deliver).await }));
+        }
+        let api = Api::with_settings(|s| *s = settings);
+        Pipeline { api, queues, pumps }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.api.settings
+    }
+
+    /// Creates a subscription through the API and returns its id and secret.
+    pub async fn subscribe(&self, user: &str, url: &str, events: &[&str]) -> (String, String) {
+        let key = self.api.key(user, "write:webhooks").await;
+        let body = serde_json::json!({"url": url, "events": events}).to_string();
+        let created = self.api.send_json(lambda_http::http::Method::POST, "/api/v1/webhooks", &key, &body).await;
+        let json = created.assert_status(201);
+        (json["id"].as_str().unwrap().to_owned(), json["secret"].as_str().unwrap().to_owned())
+    }
+
+    /// Receives what is on a queue now (without deleting it), waiting up to `within`
+    /// for at least `count` messages.
+    pub async fn peek(&self, queue_url: &str, count: usize, within: Duration) -> Vec<aws_sdk_sqs::types::Message> {
+        let deadline = std::time::Instant::now() + within;
+        let sqs = sqs();
+        let mut seen = Vec::new();
+        while seen.len() < count && std::time::Instant::now() < deadline {
+            let output = sqs
+                .receive_message()
+                .queue_url(queue_url)
+                .max_number_of_messages(10)
+                .visibility_timeout(30)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .expect("receive");
+            seen.extend(output.messages.unwrap_or_default());
+        }
+        seen
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        for pump in &self.pumps {
+            pump.abort();
+        }
+    }
+}

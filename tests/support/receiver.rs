@@ -1,0 +1,89 @@
+//! A webhook receiver on loopback that records what it gets and answers from a script.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use lambda_http::http::{HeaderMap, Response, StatusCode};
+use tokio::net::TcpListener;
+
+/// One request as the receiver saw it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("a JSON body")
+    }
+}
+
+pub struct Receiver {
+    pub url: String,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    /// Answers the n-th request with `statuses[n]` (the last one repeats), after `delay`.
+    pub async fn start(statuses: &[u16], delay: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
+        let received: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let statuses: Arc<Vec<u16>> = Arc::new(statuses.to_vec());
+        let log = received.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (log, statuses) = (log.clone(), statuses.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                        let (log, statuses) = (log.clone(), statuses.clone());
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            let n = {
+                                let mut log = log.lock().unwrap();
+                                log.push(Received { headers: parts.headers, body });
+                                log.len()
+                            };
+                            tokio::time::sleep(delay).await;
+                            let status = statuses.get(n - 1).or(statuses.last()).copied().unwrap_or(200);
+                            let mut response = Response::new(Full::new(Bytes::new()));
+                            *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Receiver { url, received }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `count` requests arrived (panics after `within`).
+    pub async fn wait_for(&self, count: usize, within: Duration) -> Vec<Received> {
+        let deadline = Instant::now() + within;
+        loop {
+            let received = self.received();
+            if received.len() >= count {
+                return received;
+            }
+            assert!(Instant::now() < deadline, "expected {count} requests within {within:?}, got {}", received.len());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
