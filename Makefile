@@ -3,26 +3,45 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
+LINT := $(CURDIR)/.local/lint-venv/bin
 TOOLS := $(CURDIR)/.local/tools-venv/bin
+FUNCTIONS := career-alerts career-data-sharing career-webhooks career-fanout career-deliver
+export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test unit lint reset build deploy bench fmt clippy deps tools
-
-deps:
-	@scripts/install-local-deps.sh
-
-tools:
-	@scripts/install-local-deps.sh --tools
+.PHONY: run test lint reset build deploy bench fmt clippy
 
 ## run: the whole local stack in the foreground on http://127.0.0.1:$${PORT:-3000}; Ctrl-C stops it
-run: deps
+run:
+	@scripts/install-local-deps.sh
 	@$(CARGO) build --bin careerctl
 	@exec ./target/debug/careerctl local
 
-## test: unit and integration tests against DynamoDB Local and the SQS emulator
-test: deps
+## test: unit and integration tests (DynamoDB Local, the SQS emulator) and the template checks
+test: lint
+	@scripts/install-local-deps.sh
 	$(CARGO) test --workspace --all-targets
 
-## reset: wipe the local stack's DynamoDB data
+## lint: cfn-lint (no errors, no warnings) and sam validate --lint on template.yaml
+lint:
+	@scripts/install-local-deps.sh --lint
+	$(LINT)/cfn-lint template.yaml
+	AWS_DEFAULT_REGION=us-east-1 $(LINT)/sam validate --lint --template template.yaml
+
+## build: every function as an arm64 Lambda bootstrap zip under target/lambda/
+build:
+	@scripts/install-local-deps.sh --tools
+	PATH="$(TOOLS):$$PATH" $(TOOLS)/cargo-lambda lambda build --release --arm64 --output-format zip \
+		$(foreach f,$(FUNCTIONS),--bin $(f))
+	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap.zip | awk -v f=$$f '{printf "%-22s %8.1f KiB\n", f, $$5/1024}'; done
+
+## deploy: sam build and a guided sam deploy to your AWS account
+deploy:
+	@scripts/install-local-deps.sh --tools
+	@scripts/install-local-deps.sh --lint
+	PATH="$(TOOLS):$(LINT):$$PATH" sam build --beta-features
+	PATH="$(TOOLS):$(LINT):$$PATH" sam deploy --guided
+
+## reset: wipe the local stack's DynamoDB data and stream checkpoints
 reset:
 	rm -rf .local/data
 

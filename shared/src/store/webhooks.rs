@@ -127,7 +127,9 @@ impl WebhookTable {
 
     /// Deletes the subscription; `false` when the user has no such subscription.
     pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
-
+        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
+            return Ok(false);
+        }
         let delete = Delete::builder()
             .table_name(&self.table)
             .key("userId", s(user_id))
