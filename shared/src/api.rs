@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::auth::{Authenticator, Principal, Scope};
-use crate::config::{ConfigError, Settings};
+use crate::config::Settings;
 use crate::ids;
 use crate::ratelimit::RateLimiter;
 use crate::store::keys::KeyTable;
@@ -315,29 +315,6 @@ impl Front {
         let header = request.headers().get(AUTHORIZATION).and_then(|value| value.to_str().ok());
         self.authenticator.authenticate(header).await?.ok_or(ApiError::Unauthorized)
     }
-}
-
-/// Runs an API function on Lambda: logging, settings, the DynamoDB client and the
-/// function's dependencies are set up once per cold start, then every event is handled.
-pub async fn run_on_lambda<D, H, Fut>(
-    build: fn(&aws_sdk_dynamodb::Client, &Settings) -> Result<D, ConfigError>,
-    handle: H,
-) -> Result<(), lambda_http::Error>
-where
-    D: Sync + 'static,
-    H: Fn(&'static D, Request) -> Fut,
-    Fut: Future<Output = Response<Body>> + Send,
-{
-    crate::telemetry::init();
-    let settings = Settings::from_env()?;
-    let dynamodb = aws_sdk_dynamodb::Client::new(&crate::config::aws_sdk_config().await);
-    // Lives as long as the process, like the Lambda execution environment.
-    let deps: &'static D = Box::leak(Box::new(build(&dynamodb, &settings)?));
-    lambda_http::run(lambda_http::service_fn(move |request: Request| {
-        let response = handle(deps, request);
-        async move { Ok::<_, std::convert::Infallible>(response.await) }
-    }))
-    .await
 }
 
 fn route_of<Op: Copy>(resource: &Resource<Op>, request: &Request) -> Result<(Method, Scope, Op), ApiError> {

@@ -15,6 +15,7 @@ pub mod netguard;
 pub mod preferences;
 pub mod queue;
 pub mod ratelimit;
+pub mod runtime;
 pub mod secrets;
 pub mod signing;
 pub mod store;

@@ -1,4 +1,8 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    career_core::api::run_on_lambda(career_webhooks::Deps::new, career_webhooks::handle).await
+    career_core::runtime::run_api_function(
+        |clients, settings| career_webhooks::Deps::new(&clients.dynamodb, settings),
+        career_webhooks::handle,
+    )
+    .await
 }

@@ -1,0 +1,66 @@
+//! Running the functions on Lambda: logging, settings, the AWS clients and a function's
+//! dependencies are set up once per cold start, then every event goes to its handler.
+//! This is the only module that starts a Lambda runtime.
+
+use std::future::Future;
+
+use lambda_http::lambda_runtime::{self, LambdaEvent};
+use lambda_http::{Body, Request, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::config::{aws_sdk_config, ConfigError, Settings};
+
+/// The AWS clients a function may use. Building them makes no network call.
+pub struct Clients {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+/// Setup shared by both kinds of function. The dependencies live as long as the process,
+/// like the Lambda execution environment, hence the leak.
+async fn cold_start<D: 'static>(
+    build: fn(&Clients, &Settings) -> Result<D, ConfigError>,
+) -> Result<&'static D, lambda_runtime::Error> {
+    crate::telemetry::init();
+    let settings = Settings::from_env()?;
+    let sdk = aws_sdk_config().await;
+    let clients = Clients { dynamodb: aws_sdk_dynamodb::Client::new(&sdk), sqs: aws_sdk_sqs::Client::new(&sdk) };
+    Ok(Box::leak(Box::new(build(&clients, &settings)?)))
+}
+
+/// Runs an API (lambda_http) function.
+pub async fn run_api_function<D, Fut>(
+    build: fn(&Clients, &Settings) -> Result<D, ConfigError>,
+    handle: fn(&'static D, Request) -> Fut,
+) -> Result<(), lambda_runtime::Error>
+where
+    D: Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send,
+{
+    let deps = cold_start(build).await?;
+    lambda_http::run(lambda_http::service_fn(move |request: Request| {
+        let response = handle(deps, request);
+        async move { Ok::<_, std::convert::Infallible>(response.await) }
+    }))
+    .await
+}
+
+/// Runs an event (lambda_runtime) function: a stream or queue consumer.
+pub async fn run_event_function<D, E, R, Fut>(
+    build: fn(&Clients, &Settings) -> Result<D, ConfigError>,
+    handle: fn(&'static D, E) -> Fut,
+) -> Result<(), lambda_runtime::Error>
+where
+    D: Sync + 'static,
+    E: DeserializeOwned + Send + 'static,
+    R: Serialize + Send,
+    Fut: Future<Output = R> + Send,
+{
+    let deps = cold_start(build).await?;
+    lambda_runtime::run(lambda_runtime::service_fn(move |event: LambdaEvent<E>| {
+        let response = handle(deps, event.payload);
+        async move { Ok::<_, std::convert::Infallible>(response.await) }
+    }))
+    .await
+}
