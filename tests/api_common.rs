@@ -118,11 +118,7 @@ async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
     let user = unique_user();
     let key = first.full_key(&user).await;
 
-    // Counting happens per wall-clock minute: start well inside one.
-    let into_minute = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 60;
-    if into_minute > 50 {
-        tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
-    }
+    start_well_inside_a_minute().await;
     let mut remaining = Vec::new();
     for api in [&first, &second, &first] {
         let answer = api.get("/api/v1/alerts", &key).await;
@@ -145,13 +141,29 @@ async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
 }
 
 #[tokio::test]
-async fn a_missing_scope_is_reported_before_the_rate_limit() {
+async fn a_missing_scope_is_reported_before_the_rate_limit_and_is_not_counted() {
     let api = Api::with_settings(|s| s.rate_limit_per_minute = 1);
     let key = api.key(&unique_user(), "read:alerts").await;
+    start_well_inside_a_minute().await;
     for _ in 0..3 {
         let answer = api.get("/api/v1/webhooks", &key).await;
         answer.assert_error(403, "auth.forbidden");
-        assert_eq!(answer.header("ratelimit-limit"), Some("1"));
+        assert_eq!((answer.header("ratelimit-limit"), answer.header("ratelimit-remaining")), (Some("1"), Some("1")));
+    }
+    let allowed = api.get("/api/v1/alerts", &key).await;
+    assert!(allowed.assert_status(200).is_object());
+    assert_eq!(allowed.header("ratelimit-remaining"), Some("0"));
+    api.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
+    let forbidden = api.get("/api/v1/webhooks", &key).await;
+    forbidden.assert_error(403, "auth.forbidden");
+    assert_eq!(forbidden.header("ratelimit-remaining"), Some("0"));
+}
+
+/// Counting happens per wall-clock minute: start a test that counts well inside one.
+async fn start_well_inside_a_minute() {
+    let into_minute = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 60;
+    if into_minute > 50 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
     }
 }
 

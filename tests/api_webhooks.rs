@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use career_service::{unique_user, Answer, Api};
+use career_service::{assert_rfc3339_utc, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -29,28 +29,6 @@ fn assert_secret(secret: &str) {
     let token = secret.strip_prefix("whsec_").unwrap_or_else(|| panic!("not a whsec_ secret: {secret:?}"));
     assert_eq!(token.len(), 43, "{secret:?}");
     assert!(token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{secret:?}");
-}
-
-/// `YYYY-MM-DDTHH:MM:SS[.fff…]Z`.
-#[track_caller]
-fn assert_rfc3339_utc(text: &str) {
-    let bytes = text.as_bytes();
-    let digits = |range: std::ops::Range<usize>| range.clone().all(|i| bytes.get(i).is_some_and(u8::is_ascii_digit));
-    let shape = bytes.len() >= 20
-        && digits(0..4)
-        && bytes[4] == b'-'
-        && digits(5..7)
-        && bytes[7] == b'-'
-        && digits(8..10)
-        && bytes[10] == b'T'
-        && digits(11..13)
-        && bytes[13] == b':'
-        && digits(14..16)
-        && bytes[16] == b':'
-        && digits(17..19)
-        && text.ends_with('Z')
-        && (bytes.len() == 20 || (bytes[19] == b'.' && digits(20..bytes.len() - 1) && bytes.len() > 21));
-    assert!(shape, "not an RFC 3339 UTC time: {text:?}");
 }
 
 async fn create(api: &Api, key: &str, body: &Value) -> Answer {

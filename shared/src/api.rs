@@ -267,12 +267,14 @@ impl Front {
             let op = route_of(resource, &request)?;
             let principal = self.authenticate(&request).await?;
             user_id = Some(principal.user_id.clone());
-            let status = self.limiter.count(&principal.key_hash).await?;
-            rate_limit = Some(status);
             let (_, scope, op) = op;
             if !principal.scopes.contains(scope) {
+                // Refused requests change nothing, the rate-limit count included.
+                rate_limit = Some(self.limiter.peek(&principal.key_hash).await?);
                 return Err(ApiError::Forbidden(scope));
             }
+            let status = self.limiter.count(&principal.key_hash).await?;
+            rate_limit = Some(status);
             if status.exceeded {
                 return Err(ApiError::RateLimited { retry_after: status.reset_seconds });
             }

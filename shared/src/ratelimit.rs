@@ -42,13 +42,37 @@ impl RateLimiter {
 
     /// Counts one request of `key` in the current window.
     pub async fn count(&self, key: &KeyHash) -> Result<RateLimitStatus, StoreError> {
+        let window = Window::now();
+        let count = self.table.count(&window.bucket(key), window.expires_at()).await?;
+        Ok(RateLimitStatus::after(self.limit_per_minute, count, window.now))
+    }
+
+    /// The status of `key` without counting a request (for answers that change nothing).
+    pub async fn peek(&self, key: &KeyHash) -> Result<RateLimitStatus, StoreError> {
+        let window = Window::now();
+        let count = self.table.current(&window.bucket(key)).await?;
+        Ok(RateLimitStatus::after(self.limit_per_minute, count, window.now))
+    }
+}
+
+struct Window {
+    now: u64,
+    index: u64,
+}
+
+impl Window {
+    fn now() -> Self {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        let window = now / WINDOW_SECONDS;
-        let bucket = format!("{}#{window}", key.as_str());
-        // Kept one window past its end, then removed by the table's TTL.
-        let expires_at = (window + 2) * WINDOW_SECONDS;
-        let count = self.table.count(&bucket, expires_at).await?;
-        Ok(RateLimitStatus::after(self.limit_per_minute, count, now))
+        Window { now, index: now / WINDOW_SECONDS }
+    }
+
+    fn bucket(&self, key: &KeyHash) -> String {
+        format!("{}#{}", key.as_str(), self.index)
+    }
+
+    /// Kept one window past its end, then removed by the table's TTL.
+    fn expires_at(&self) -> u64 {
+        (self.index + 2) * WINDOW_SECONDS
     }
 }
 

@@ -104,6 +104,13 @@ pub fn unique_user() -> String {
     format!("user-{}", &secrets::random_token("")[..12])
 }
 
+/// The contract's time format: RFC 3339 in UTC with a `Z`.
+#[track_caller]
+pub fn assert_rfc3339_utc(text: &str) {
+    let parsed = chrono::DateTime::parse_from_rfc3339(text);
+    assert!(parsed.is_ok() && text.ends_with('Z'), "not an RFC 3339 UTC time: {text:?}");
+}
+
 /// The three API functions as a fresh (cold) instance would run them.
 pub struct Api {
     pub functions: ApiFunctions,

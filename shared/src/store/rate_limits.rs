@@ -16,6 +16,12 @@ impl RateLimitTable {
         Self { client, table: table.into() }
     }
 
+    /// The count in `bucket` so far, without counting.
+    pub async fn current(&self, bucket: &str) -> Result<u64, StoreError> {
+        let output = self.client.get_item().table_name(&self.table).key("bucket", s(bucket)).send().await?;
+        Ok(requests(output.item.as_ref()).unwrap_or(0))
+    }
+
     /// Atomically counts one request in `bucket` and returns the new count.
     pub async fn count(&self, bucket: &str, expires_at: u64) -> Result<u64, StoreError> {
         let output = self
@@ -29,13 +35,10 @@ impl RateLimitTable {
             .return_values(ReturnValue::UpdatedNew)
             .send()
             .await?;
-        let count = output
-            .attributes
-            .as_ref()
-            .and_then(|item| item.get("requests"))
-            .and_then(|value| value.as_n().ok())
-            .and_then(|text| text.parse().ok())
-            .unwrap_or(u64::MAX);
-        Ok(count)
+        Ok(requests(output.attributes.as_ref()).unwrap_or(u64::MAX))
     }
+}
+
+fn requests(item: Option<&super::Item>) -> Option<u64> {
+    item?.get("requests")?.as_n().ok()?.parse().ok()
 }

@@ -1,0 +1,1056 @@
+//! `openapi.yaml` against the contract and against the handlers' real answers.
+//!
+//! (a) The document: OpenAPI 3.1, the seven operations with exactly the contract's statuses,
+//!     scopes and error codes, every `$ref` resolvable, the documented headers, and every
+//!     example valid against its own schema.
+//! (b) The handlers: each operation is driven to every status and error code the document
+//!     lists for it; each answer's body is validated against the documented schema and its
+//!     headers against the documented headers. Webhook deliveries are checked against the
+//!     document's `webhooks` section the same way.
+//!
+//! The validator below covers the JSON Schema keywords the document uses and panics on any
+//! other keyword, so a schema it does not understand can never pass silently.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use career_core::auth::Scopes;
+use career_core::delivery::{DeliveryMessage, SignedDelivery};
+use career_core::events::event_from_record;
+use career_service::{unique_user, Answer, Api};
+use lambda_http::http::Method;
+use serde_json::{json, Value};
+
+// ------------------------------------------------------------------------------------------
+// The contract (contract.md and the interface) as data.
+
+/// Every error code the contract defines.
+const CONTRACT_CODES: &[&str] = &[
+    "request.invalid_json",
+    "request.unsupported_media_type",
+    "request.body_too_large",
+    "request.invalid_cursor",
+    "auth.unauthorized",
+    "auth.forbidden",
+    "not_found",
+    "method_not_allowed",
+    "rate_limited",
+    "internal_error",
+    "alerts.missing_id",
+    "alerts.invalid_action",
+    "alerts.not_found",
+    "data_sharing.no_preferences_provided",
+    "data_sharing.invalid_preference",
+    "data_sharing.unknown_preference",
+    "webhooks.missing_required_fields",
+    "webhooks.invalid_url",
+    "webhooks.invalid_events",
+    "webhooks.limit_exceeded",
+    "webhooks.missing_subscription_id",
+    "webhooks.not_found",
+];
+
+/// One operation: where it is, its scope, its success status and, per error status, the
+/// codes the contract allows. Every operation can also answer 401, 403, 413 (the body-size
+/// check runs for every operation), 429 and 500.
+struct Op {
+    method: &'static str,
+    path: &'static str,
+    scope: &'static str,
+    success: u16,
+    errors: &'static [(u16, &'static [&'static str])],
+}
+
+const COMMON_ERRORS: &[(u16, &str)] = &[
+    (401, "auth.unauthorized"),
+    (403, "auth.forbidden"),
+    (413, "request.body_too_large"),
+    (429, "rate_limited"),
+    (500, "internal_error"),
+];
+
+const LIST_ALERTS: Op = Op {
+    method: "get",
+    path: "/api/v1/alerts",
+    scope: "read:alerts",
+    success: 200,
+    errors: &[(400, &["request.invalid_cursor"])],
+};
+const MARK_ALERT: Op = Op {
+    method: "patch",
+    path: "/api/v1/alerts",
+    scope: "write:alerts",
+    success: 200,
+    errors: &[
+        (
+            400,
+            &["alerts.missing_id", "request.unsupported_media_type", "request.invalid_json", "alerts.invalid_action"],
+        ),
+        (404, &["alerts.not_found"]),
+    ],
+};
+const GET_PREFERENCES: Op =
+    Op { method: "get", path: "/api/v1/data-sharing", scope: "read:data_sharing", success: 200, errors: &[] };
+const PUT_PREFERENCES: Op = Op {
+    method: "put",
+    path: "/api/v1/data-sharing",
+    scope: "write:data_sharing",
+    success: 200,
+    errors: &[(
+        400,
+        &[
+            "request.unsupported_media_type",
+            "request.invalid_json",
+            "data_sharing.no_preferences_provided",
+            "data_sharing.invalid_preference",
+            "data_sharing.unknown_preference",
+        ],
+    )],
+};
+const LIST_WEBHOOKS: Op =
+    Op { method: "get", path: "/api/v1/webhooks", scope: "read:webhooks", success: 200, errors: &[] };
+const CREATE_WEBHOOK: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks",
+    scope: "write:webhooks",
+    success: 201,
+    errors: &[(
+        400,
+        &[
+            "request.unsupported_media_type",
+            "request.invalid_json",
+            "webhooks.missing_required_fields",
+            "webhooks.invalid_url",
+            "webhooks.invalid_events",
+            "webhooks.limit_exceeded",
+        ],
+    )],
+};
+const DELETE_WEBHOOK: Op = Op {
+    method: "delete",
+    path: "/api/v1/webhooks",
+    scope: "write:webhooks",
+    success: 200,
+    errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
+};
+
+const OPERATIONS: [&Op; 7] =
+    [&LIST_ALERTS, &MARK_ALERT, &GET_PREFERENCES, &PUT_PREFERENCES, &LIST_WEBHOOKS, &CREATE_WEBHOOK, &DELETE_WEBHOOK];
+
+impl Op {
+    fn name(&self) -> String {
+        format!("{} {}", self.method.to_uppercase(), self.path)
+    }
+
+    fn http_method(&self) -> Method {
+        self.method.to_uppercase().parse().unwrap()
+    }
+
+    /// Every error status and its codes, as the contract has them.
+    fn contract_errors(&self) -> BTreeMap<u16, BTreeSet<&'static str>> {
+        let mut errors: BTreeMap<u16, BTreeSet<&str>> = BTreeMap::new();
+        for (status, code) in COMMON_ERRORS {
+            errors.entry(*status).or_default().insert(code);
+        }
+        for (status, codes) in self.errors {
+            errors.entry(*status).or_default().extend(codes.iter().copied());
+        }
+        errors
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The document.
+
+struct Doc {
+    root: Value,
+}
+
+fn doc() -> &'static Doc {
+    static DOC: OnceLock<Doc> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.yaml");
+        let text = std::fs::read_to_string(&path).expect("openapi.yaml");
+        Doc { root: serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("openapi.yaml is not valid YAML: {e}")) }
+    })
+}
+
+impl Doc {
+    /// The target of a local reference (`#/components/...`).
+    fn target(&self, reference: &str) -> &Value {
+        let pointer = reference.strip_prefix('#').unwrap_or_else(|| panic!("not a local $ref: {reference}"));
+        self.root.pointer(pointer).unwrap_or_else(|| panic!("$ref {reference} does not resolve"))
+    }
+
+    /// `value`, or what its `$ref` (a Reference Object) points at, followed to the end.
+    fn deref<'a>(&'a self, mut value: &'a Value) -> &'a Value {
+        for _ in 0..16 {
+            match value.get("$ref").and_then(Value::as_str) {
+                Some(reference) => value = self.target(reference),
+                None => return value,
+            }
+        }
+        panic!("a $ref chain that does not end: {value}")
+    }
+
+    fn operation(&self, op: &Op) -> &Value {
+        self.root["paths"][op.path]
+            .get(op.method)
+            .unwrap_or_else(|| panic!("openapi.yaml has no operation {}", op.name()))
+    }
+
+    fn response(&self, op: &Op, status: u16) -> &Value {
+        let response = self.operation(op)["responses"]
+            .get(status.to_string())
+            .unwrap_or_else(|| panic!("openapi.yaml documents no {status} for {}", op.name()));
+        self.deref(response)
+    }
+
+    fn json_schema<'a>(&'a self, response: &'a Value) -> &'a Value {
+        response["content"]
+            .get("application/json")
+            .and_then(|media| media.get("schema"))
+            .unwrap_or_else(|| panic!("no application/json schema in {response}"))
+    }
+
+    /// The error codes a response's schema allows: the `enum` of `error.code`, wherever in
+    /// its `allOf` branches it is given. `None` when the schema does not restrict the code.
+    fn error_codes(&self, schema: &Value) -> Option<BTreeSet<String>> {
+        let schema = self.deref(schema);
+        let mut found: Option<BTreeSet<String>> = None;
+        let mut merge = |codes: BTreeSet<String>| {
+            found = Some(match found.take() {
+                Some(known) => known.intersection(&codes).cloned().collect(),
+                None => codes,
+            })
+        };
+        if let Some(codes) = schema.pointer("/properties/error/properties/code/enum").and_then(Value::as_array) {
+            merge(codes.iter().map(|c| c.as_str().expect("string codes").to_owned()).collect());
+        }
+        for branch in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(codes) = self.error_codes(branch) {
+                merge(codes);
+            }
+        }
+        found
+    }
+
+    /// The response's documented headers, names in lower case, references resolved.
+    fn headers<'a>(&'a self, response: &'a Value) -> BTreeMap<String, &'a Value> {
+        let headers = response.get("headers").and_then(Value::as_object);
+        headers.into_iter().flatten().map(|(name, header)| (name.to_ascii_lowercase(), self.deref(header))).collect()
+    }
+}
+
+/// Every `$ref` in the document, with where it is.
+fn all_refs(value: &Value, at: &str, refs: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                let here = format!("{at}/{}", key.replace('~', "~0").replace('/', "~1"));
+                if key == "$ref" {
+                    refs.push((here.clone(), value.as_str().unwrap_or_else(|| panic!("{here}: not a string")).into()));
+                }
+                all_refs(value, &here, refs);
+            }
+        }
+        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| all_refs(v, &format!("{at}/{i}"), refs)),
+        _ => {}
+    }
+}
+
+/// Every object that holds both `schema` and `example` (media types, parameters, headers).
+fn all_examples<'a>(value: &'a Value, at: &str, found: &mut Vec<(String, &'a Value, &'a Value)>) {
+    match value {
+        Value::Object(map) => {
+            if let (Some(schema), Some(example)) = (map.get("schema"), map.get("example")) {
+                found.push((at.to_owned(), schema, example));
+            }
+            for (key, value) in map {
+                all_examples(value, &format!("{at}/{key}"), found);
+            }
+        }
+        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| all_examples(v, &format!("{at}/{i}"), found)),
+        _ => {}
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// A JSON Schema (2020-12) validator for the keywords the document uses.
+
+/// Keywords that only annotate.
+const ANNOTATIONS: &[&str] = &["description", "title", "examples", "example", "default", "deprecated", "$comment"];
+
+impl Doc {
+    /// Validates `value` against `schema`; the problems found, each with its JSON path.
+    fn validate(&self, schema: &Value, value: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        self.check(schema, value, "$", &mut problems);
+        problems
+    }
+
+    fn check(&self, schema: &Value, value: &Value, at: &str, problems: &mut Vec<String>) {
+        let schema = match schema {
+            Value::Bool(true) => return,
+            Value::Bool(false) => return problems.push(format!("{at}: the schema `false` admits nothing")),
+            Value::Object(schema) => schema,
+            other => panic!("not a schema at {at}: {other}"),
+        };
+        let mut fail = |problem: String| problems.push(format!("{at}: {problem} (value {value})"));
+        let mut nested = Vec::new();
+        for (keyword, argument) in schema {
+            match keyword.as_str() {
+                "$ref" => nested.push((self.target(argument.as_str().expect("a string $ref")), value, at.to_owned())),
+                "type" => {
+                    let allowed: Vec<&str> = match argument {
+                        Value::String(one) => vec![one.as_str()],
+                        Value::Array(many) => many.iter().map(|t| t.as_str().expect("type names")).collect(),
+                        other => panic!("type must be a string or an array: {other}"),
+                    };
+                    if !allowed.iter().any(|t| has_type(value, t)) {
+                        fail(format!("not of type {allowed:?}"));
+                    }
+                }
+                "enum" => {
+                    if !argument.as_array().expect("enum is an array").contains(value) {
+                        fail(format!("not one of {argument}"));
+                    }
+                }
+                "const" => {
+                    if argument != value {
+                        fail(format!("not the constant {argument}"));
+                    }
+                }
+                "properties" => {
+                    if let Value::Object(object) = value {
+                        for (name, property) in argument.as_object().expect("properties is an object") {
+                            if let Some(field) = object.get(name) {
+                                nested.push((property, field, format!("{at}.{name}")));
+                            }
+                        }
+                    }
+                }
+                "required" => {
+                    if let Value::Object(object) = value {
+                        for name in argument.as_array().expect("required is an array") {
+                            if !object.contains_key(name.as_str().expect("required names")) {
+                                fail(format!("lacks the required property {name}"));
+                            }
+                        }
+                    }
+                }
+                "additionalProperties" => {
+                    if let Value::Object(object) = value {
+                        let declared = schema.get("properties").and_then(Value::as_object);
+                        let extra = object.iter().filter(|(name, _)| !declared.is_some_and(|d| d.contains_key(*name)));
+                        for (name, field) in extra {
+                            nested.push((argument, field, format!("{at}.{name}")));
+                        }
+                    }
+                }
+                "minProperties" | "maxProperties" => {
+                    if let Value::Object(object) = value {
+                        bound(keyword, argument, object.len() as f64, &mut fail);
+                    }
+                }
+                "items" => {
+                    if let Value::Array(items) = value {
+                        for (i, item) in items.iter().enumerate() {
+                            nested.push((argument, item, format!("{at}[{i}]")));
+                        }
+                    }
+                }
+                "minItems" | "maxItems" => {
+                    if let Value::Array(items) = value {
+                        bound(keyword, argument, items.len() as f64, &mut fail);
+                    }
+                }
+                "uniqueItems" => {
+                    if let (Value::Array(items), Some(true)) = (value, argument.as_bool()) {
+                        if items.iter().enumerate().any(|(i, item)| items[..i].contains(item)) {
+                            fail("has duplicate items".into());
+                        }
+                    }
+                }
+                "minLength" | "maxLength" => {
+                    if let Value::String(text) = value {
+                        bound(keyword, argument, text.chars().count() as f64, &mut fail);
+                    }
+                }
+                "pattern" => {
+                    if let Value::String(text) = value {
+                        let pattern = argument.as_str().expect("a string pattern");
+                        let regex =
+                            regex_lite::Regex::new(pattern).unwrap_or_else(|e| panic!("pattern {pattern}: {e}"));
+                        if !regex.is_match(text) {
+                            fail(format!("does not match {pattern}"));
+                        }
+                    }
+                }
+                "format" => {
+                    if let Value::String(text) = value {
+                        if !format_holds(argument.as_str().expect("a string format"), text) {
+                            fail(format!("is not a {argument}"));
+                        }
+                    }
+                }
+                "minimum" | "maximum" => {
+                    if let Some(number) = value.as_f64() {
+                        bound(keyword, argument, number, &mut fail);
+                    }
+                }
+                "allOf" | "anyOf" | "oneOf" => {
+                    let branches = argument.as_array().expect("a list of schemas");
+                    let results: Vec<Vec<String>> = branches.iter().map(|b| self.validate(b, value)).collect();
+                    let passed = results.iter().filter(|r| r.is_empty()).count();
+                    let ok = match keyword.as_str() {
+                        "allOf" => passed == branches.len(),
+                        "anyOf" => passed >= 1,
+                        _ => passed == 1,
+                    };
+                    if !ok {
+                        fail(format!("{keyword}: {passed} of {} branches hold: {results:?}", branches.len()));
+                    }
+                }
+                annotation if ANNOTATIONS.contains(&annotation) => {}
+                unknown => panic!("the test's validator does not know the keyword `{unknown}` (at {at}); teach it"),
+            }
+        }
+        for (schema, value, at) in nested {
+            self.check(schema, value, &at, problems);
+        }
+    }
+}
+
+fn has_type(value: &Value, name: &str) -> bool {
+    match name {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "number" => value.is_number(),
+        "integer" => value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|n| n.fract() == 0.0),
+        other => panic!("unknown type name {other}"),
+    }
+}
+
+fn bound(keyword: &str, argument: &Value, actual: f64, fail: &mut impl FnMut(String)) {
+    let limit = argument.as_f64().unwrap_or_else(|| panic!("{keyword} needs a number"));
+    let holds = if keyword.starts_with("min") { actual >= limit } else { actual <= limit };
+    if !holds {
+        fail(format!("{keyword} {limit} does not hold ({actual})"));
+    }
+}
+
+fn format_holds(format: &str, text: &str) -> bool {
+    let pattern = match format {
+        "date-time" => r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$",
+        "uri" => r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$",
+        other => panic!("the test's validator does not know the format `{other}`; teach it"),
+    };
+    regex_lite::Regex::new(pattern).unwrap().is_match(text)
+}
+
+#[test]
+fn the_validator_rejects_what_it_should() {
+    let doc = doc();
+    let alert = json!({"id": "alr_01JDQ3Z7K8M9N0P1Q2R3S4T5V6", "category": "career_health", "severity": "warning",
+        "title": "t", "message": "m", "createdAt": "2026-11-21T08:00:00.123Z", "read": false, "readAt": null,
+        "dismissed": false, "dismissedAt": null});
+    let schema = json!({"$ref": "#/components/schemas/Alert"});
+    assert_eq!(doc.validate(&schema, &alert), Vec::<String>::new());
+    let broken = [
+        ("id", json!("whk_1")),
+        ("category", json!("other")),
+        ("read", json!("false")),
+        ("readAt", json!(3)),
+        ("createdAt", json!("yesterday")),
+        ("unexpected", json!(1)),
+    ];
+    for (field, value) in broken {
+        let mut bad = alert.clone();
+        bad[field] = value;
+        assert!(!doc.validate(&schema, &bad).is_empty(), "{field} = {}", bad[field]);
+    }
+    let mut missing = alert.clone();
+    missing.as_object_mut().unwrap().remove("dismissedAt");
+    assert!(!doc.validate(&schema, &missing).is_empty());
+    let error = json!({"$ref": "#/components/responses/Unauthorized/content/application~1json/schema"});
+    let body = |code: &str| json!({"error": {"code": code, "message": "m", "requestId": "r"}});
+    assert!(doc.validate(&error, &body("auth.unauthorized")).is_empty());
+    assert!(!doc.validate(&error, &body("auth.forbidden")).is_empty());
+    let created = json!({"$ref": "#/components/schemas/CreatedSubscription"});
+    let subscription = |secret: &str, events: Value| {
+        json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
+               "createdAt": "2026-11-21T08:00:00.000Z", "secret": secret})
+    };
+    let secret = format!("whsec_{}", "a".repeat(43));
+    assert!(doc.validate(&created, &subscription(&secret, json!(["profile.updated"]))).is_empty());
+    assert!(!doc.validate(&created, &subscription("whsec_short", json!(["profile.updated"]))).is_empty());
+    assert!(!doc.validate(&created, &subscription(&secret, json!([]))).is_empty());
+    assert!(!doc.validate(&created, &subscription(&secret, json!(["profile.updated", "profile.updated"]))).is_empty());
+    let result = json!({"$ref": "#/components/schemas/DeleteResult"});
+    assert!(!doc.validate(&result, &json!({"id": "whk_1", "deleted": false})).is_empty());
+    let unknown = std::panic::catch_unwind(|| doc.validate(&json!({"multipleOf": 2}), &json!(4)));
+    assert!(unknown.is_err(), "an unknown keyword fails loudly");
+}
+
+// ------------------------------------------------------------------------------------------
+// (a) The document itself.
+
+#[test]
+fn the_document_is_openapi_3_1_with_every_ref_resolving() {
+    let doc = doc();
+    let root = &doc.root;
+    assert!(root["openapi"].as_str().is_some_and(|v| v.starts_with("3.1.")), "openapi: {}", root["openapi"]);
+    assert!(root["info"]["title"].is_string() && root["info"]["version"].is_string(), "info.title and info.version");
+    assert!(root["paths"].is_object() && root["components"]["schemas"].is_object());
+
+    let mut refs = Vec::new();
+    all_refs(root, "#", &mut refs);
+    assert!(refs.len() > 50, "the document uses references ({} found)", refs.len());
+    for (at, reference) in &refs {
+        assert!(reference.starts_with("#/"), "{at}: only local references are expected: {reference}");
+        assert!(root.pointer(&reference[1..]).is_some(), "{at}: $ref {reference} does not resolve");
+    }
+
+    let mut examples = Vec::new();
+    all_examples(root, "#", &mut examples);
+    assert!(examples.len() >= 8, "examples found: {}", examples.len());
+    for (at, schema, example) in examples {
+        let problems = doc.validate(schema, example);
+        assert!(problems.is_empty(), "{at}: the example does not match its schema: {problems:?}");
+    }
+}
+
+#[test]
+fn the_document_has_exactly_the_contracts_operations_statuses_and_codes() {
+    let doc = doc();
+    let documented: BTreeSet<(String, String)> = doc.root["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            let methods = item
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| !["parameters", "summary", "description"].contains(&k.as_str()));
+            methods.map(move |method| (path.clone(), method.clone()))
+        })
+        .collect();
+    let expected: BTreeSet<(String, String)> =
+        OPERATIONS.iter().map(|op| (op.path.to_owned(), op.method.to_owned())).collect();
+    assert_eq!(documented, expected, "the seven operations and no others");
+
+    let mut every_code = BTreeSet::new();
+    for op in OPERATIONS {
+        let operation = doc.operation(op);
+        assert_eq!(operation["security"], json!([{"bearerAuth": [op.scope]}]), "{}: scope", op.name());
+
+        let statuses: BTreeSet<u16> = operation["responses"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|s| s.parse().unwrap_or_else(|_| panic!("{}: status {s}", op.name())))
+            .collect();
+        let contract = op.contract_errors();
+        let mut wanted: BTreeSet<u16> = contract.keys().copied().collect();
+        wanted.insert(op.success);
+        assert_eq!(statuses, wanted, "{}: the documented statuses", op.name());
+
+        let success = doc.response(op, op.success);
+        let schema = doc.json_schema(success);
+        assert_eq!(doc.error_codes(schema), None, "{}: the success schema is no error", op.name());
+        check_documented_headers(doc, op, op.success, success);
+
+        for (status, codes) in &contract {
+            let response = doc.response(op, *status);
+            let documented = doc
+                .error_codes(doc.json_schema(response))
+                .unwrap_or_else(|| panic!("{} {status}: no enum of error codes", op.name()));
+            let codes: BTreeSet<String> = codes.iter().map(|c| c.to_string()).collect();
+            assert_eq!(documented, codes, "{} {status}: the error codes", op.name());
+            every_code.extend(documented);
+            check_documented_headers(doc, op, *status, response);
+        }
+    }
+    for code in &every_code {
+        assert!(CONTRACT_CODES.contains(&code.as_str()), "{code} is not a code of the contract");
+    }
+}
+
+/// The headers a response must document: X-Request-Id always; the RateLimit-* headers
+/// wherever the request has passed the rate-limit check (every status but 401, 403 and
+/// 500); WWW-Authenticate on 401 and 403; Retry-After on 429.
+fn check_documented_headers(doc: &Doc, op: &Op, status: u16, response: &Value) {
+    let headers = doc.headers(response);
+    let required = |name: &str| headers.get(name).is_some_and(|h| h["required"] == true);
+    let mut expected = vec!["x-request-id"];
+    if ![401, 403, 500].contains(&status) {
+        expected.extend(["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]);
+    }
+    match status {
+        401 | 403 => expected.push("www-authenticate"),
+        429 => expected.push("retry-after"),
+        _ => {}
+    }
+    for name in expected {
+        assert!(required(name), "{} {status}: the required header {name} is not documented", op.name());
+    }
+    for (name, header) in &headers {
+        assert!(header.get("schema").is_some(), "{} {status}: header {name} has no schema", op.name());
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// (b) The handlers' answers.
+
+/// Validates answers of one operation and remembers which statuses and codes it saw.
+struct Checker {
+    op: &'static Op,
+    seen: BTreeSet<(u16, Option<String>)>,
+}
+
+impl Checker {
+    fn new(op: &'static Op) -> Self {
+        Checker { op, seen: BTreeSet::new() }
+    }
+
+    /// Checks an answer against the document and, for an error, that it is `code`.
+    #[track_caller]
+    fn check(&mut self, answer: &Answer, status: u16, code: Option<&str>) {
+        let (doc, op) = (doc(), self.op);
+        let what = format!("{} answered {} {}", op.name(), answer.status, answer.json);
+        assert_eq!(answer.status.as_u16(), status, "{what}");
+        match code {
+            Some(code) => answer.assert_error(status, code),
+            None => assert!(answer.json.get("error").is_none(), "{what}"),
+        }
+        let response = doc.response(op, status);
+        assert_eq!(answer.header("content-type"), Some("application/json"), "{what}");
+        let problems = doc.validate(doc.json_schema(response), &answer.json);
+        assert!(problems.is_empty(), "{what}: the body does not match openapi.yaml: {problems:#?}");
+
+        for (name, header) in doc.headers(response) {
+            let value = answer.header(&name);
+            if header["required"] == true {
+                assert!(value.is_some(), "{what}: no {name} header; headers: {:?}", answer.headers);
+            }
+            if let Some(value) = value {
+                let schema = &header["schema"];
+                let typed = match doc.deref(schema)["type"].as_str() {
+                    Some("integer") => value.parse::<i64>().map(Value::from).unwrap_or_else(|_| json!(value)),
+                    _ => json!(value),
+                };
+                let problems = doc.validate(schema, &typed);
+                assert!(problems.is_empty(), "{what}: header {name}: {value:?}: {problems:?}");
+            }
+        }
+        if status == 403 {
+            let expected = format!(r#"scope="{}""#, op.scope);
+            assert!(answer.header("www-authenticate").is_some_and(|h| h.ends_with(&expected)), "{what}");
+        }
+        self.seen.insert((status, code.map(String::from)));
+    }
+
+    /// Every status and code the document lists for the operation was produced and checked.
+    fn assert_complete(&self) {
+        let (doc, op) = (doc(), self.op);
+        let mut documented = BTreeSet::new();
+        for status in doc.operation(op)["responses"].as_object().unwrap().keys() {
+            let status: u16 = status.parse().unwrap();
+            match doc.error_codes(doc.json_schema(doc.response(op, status))) {
+                Some(codes) => documented.extend(codes.into_iter().map(|c| (status, Some(c)))),
+                None => {
+                    documented.insert((status, None));
+                }
+            }
+        }
+        let missing: Vec<_> = documented.difference(&self.seen).collect();
+        assert!(missing.is_empty(), "{}: documented but never produced: {missing:?}", op.name());
+    }
+}
+
+/// A body just over the contract's 64 KiB.
+fn oversized_body() -> Vec<u8> {
+    let mut body = br#"{"padding":""#.to_vec();
+    body.resize(64 * 1024 + 1, b'x');
+    body.extend_from_slice(br#""}"#);
+    body
+}
+
+/// The answers every operation shares: 401, 403, 413, 429 and 500. `valid` sends a request
+/// that succeeds for the given key and Api; `breaks_storage` names the operation's table
+/// so that pointing it at a missing table makes the operation fail unexpectedly.
+async fn common_errors(
+    checker: &mut Checker,
+    valid: &RequestSpec,
+    breaks_storage: fn(&mut career_core::config::Settings),
+) {
+    let op = checker.op;
+    let api = Api::new();
+    let user = unique_user();
+
+    // 401: no header, another scheme, a malformed key, an unknown key.
+    let unknown = format!("cak_{}", "A".repeat(43));
+    for authorization in
+        [None, Some("Basic dXNlcjpwYXNz".to_owned()), Some("Bearer nope".into()), Some(format!("Bearer {unknown}"))]
+    {
+        let mut request = api.request(op.http_method(), &valid.path);
+        if let Some(value) = &authorization {
+            request = request.header("authorization", value);
+        }
+        if let Some(body) = &valid.body {
+            request = request.json(body);
+        }
+        checker.check(&request.send().await, 401, Some("auth.unauthorized"));
+    }
+
+    // 403: every scope but the operation's.
+    let others: Vec<_> = Scopes::all().names().into_iter().filter(|s| *s != op.scope).collect();
+    let key = api.key(&user, &others.join(",")).await;
+    checker.check(&valid.send(&api, &key).await, 403, Some("auth.forbidden"));
+
+    // 413, before anything looks at the query or the body.
+    let key = api.key(&user, op.scope).await;
+    let big = api.request(op.http_method(), &valid.path).key(&key).header("content-type", "application/json");
+    checker.check(&big.body(&oversized_body()).send().await, 413, Some("request.body_too_large"));
+
+    // 429: one request a minute. A window may turn between two requests, so try a few.
+    let limited = Api::with_settings(|s| s.rate_limit_per_minute = 1);
+    let key = limited.key(&user, op.scope).await;
+    let mut answer = valid.send(&limited, &key).await;
+    for _ in 0..3 {
+        if answer.status.as_u16() == 429 {
+            break;
+        }
+        answer = valid.send(&limited, &key).await;
+    }
+    checker.check(&answer, 429, Some("rate_limited"));
+    let retry_after: u64 = answer.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after <= 60, "Retry-After {retry_after}");
+
+    // 500: the operation's table is missing.
+    let broken = Api::with_settings(breaks_storage);
+    let key = broken.key(&user, op.scope).await;
+    let answer = valid.send(&broken, &key).await;
+    checker.check(&answer, 500, Some("internal_error"));
+    assert_eq!(answer.json["error"]["message"], "Internal error.", "no internals in the message");
+}
+
+/// A request of the operation: path with query, and an optional JSON body.
+struct RequestSpec {
+    method: Method,
+    path: String,
+    body: Option<String>,
+}
+
+impl RequestSpec {
+    fn new(op: &Op, path: impl Into<String>, body: Option<&str>) -> Self {
+        RequestSpec { method: op.http_method(), path: path.into(), body: body.map(String::from) }
+    }
+
+    async fn send(&self, api: &Api, key: &str) -> Answer {
+        let request = api.request(self.method.clone(), &self.path).key(key);
+        match &self.body {
+            Some(body) => request.json(body).send().await,
+            None => request.send().await,
+        }
+    }
+}
+
+fn missing_table(name: &mut String) {
+    *name = format!("career-missing-{}", &unique_user()[5..]);
+}
+
+#[tokio::test]
+async fn list_alerts_answers_as_documented() {
+    let mut checker = Checker::new(&LIST_ALERTS);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    // An empty list, then one with a read alert (readAt set) and a next page.
+    checker.check(&api.get("/api/v1/alerts", &key).await, 200, None);
+    let first = api.alert(&user, "first").await;
+    api.alert(&user, "second").await;
+    let path = format!("/api/v1/alerts?id={first}");
+    api.send_json(Method::PATCH, &path, &key, r#"{"action": "read"}"#).await.assert_status(200);
+    let page = api.get("/api/v1/alerts?includeRead=true&limit=1", &key).await;
+    checker.check(&page, 200, None);
+    let cursor = page.json["nextCursor"].as_str().expect("a next page").to_owned();
+    let next = api.get(&format!("/api/v1/alerts?includeRead=true&limit=1&cursor={cursor}"), &key).await;
+    checker.check(&next, 200, None);
+    assert_eq!(next.json["alerts"][0]["id"], first.as_str());
+    assert!(next.json["alerts"][0]["readAt"].is_string());
+
+    let bad = api.get("/api/v1/alerts?cursor=not-a-cursor", &key).await;
+    checker.check(&bad, 400, Some("request.invalid_cursor"));
+
+    let valid = RequestSpec::new(&LIST_ALERTS, "/api/v1/alerts?includeRead=true", None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.alerts)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn mark_alert_answers_as_documented() {
+    let mut checker = Checker::new(&MARK_ALERT);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let id = api.alert(&user, "to mark").await;
+    let path = format!("/api/v1/alerts?id={id}");
+    for action in ["read", "dismiss", "unread", "undismiss"] {
+        let body = json!({"action": action}).to_string();
+        checker.check(&api.send_json(Method::PATCH, &path, &key, &body).await, 200, None);
+    }
+    let read = api.send_json(Method::PATCH, &path, &key, r#"{"action": "read"}"#).await;
+    checker.check(&read, 200, None);
+    assert!(read.json["readAt"].is_string());
+
+    let body = r#"{"action": "read"}"#;
+    for missing in ["/api/v1/alerts", "/api/v1/alerts?id="] {
+        checker.check(&api.send_json(Method::PATCH, missing, &key, body).await, 400, Some("alerts.missing_id"));
+    }
+    let text = api.request(Method::PATCH, &path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[]", ""] {
+        let answer = api.send_json(Method::PATCH, &path, &key, not_json).await;
+        checker.check(&answer, 400, Some("request.invalid_json"));
+    }
+    for action in [r#"{"action": "archive"}"#, "{}", r#"{"action": null}"#] {
+        checker.check(&api.send_json(Method::PATCH, &path, &key, action).await, 400, Some("alerts.invalid_action"));
+    }
+    let unknown = career_core::ids::new_id(career_core::ids::ALERT);
+    for id in [unknown.as_str(), "alr_nonsense"] {
+        let answer = api.send_json(Method::PATCH, &format!("/api/v1/alerts?id={id}"), &key, body).await;
+        checker.check(&answer, 404, Some("alerts.not_found"));
+    }
+    let someone_elses = api.alert(&unique_user(), "not yours").await;
+    let answer = api.send_json(Method::PATCH, &format!("/api/v1/alerts?id={someone_elses}"), &key, body).await;
+    checker.check(&answer, 404, Some("alerts.not_found"));
+
+    let valid = RequestSpec::new(&MARK_ALERT, path, Some(body));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.alerts)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn get_preferences_answers_as_documented() {
+    let mut checker = Checker::new(&GET_PREFERENCES);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let fresh = api.get("/api/v1/data-sharing", &key).await;
+    checker.check(&fresh, 200, None);
+    assert_eq!(fresh.json["updatedAt"], Value::Null);
+    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, r#"{"shareProfileData": true}"#).await.assert_status(200);
+    let updated = api.get("/api/v1/data-sharing", &key).await;
+    checker.check(&updated, 200, None);
+    assert!(updated.json["updatedAt"].is_string());
+
+    let valid = RequestSpec::new(&GET_PREFERENCES, "/api/v1/data-sharing", None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.preferences)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn put_preferences_answers_as_documented() {
+    let mut checker = Checker::new(&PUT_PREFERENCES);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let path = "/api/v1/data-sharing";
+    let all = r#"{"shareAssessmentResults": true, "shareProfileData": false, "shareActivityData": true}"#;
+    for body in [r#"{"shareAssessmentResults": true}"#, all] {
+        checker.check(&api.send_json(Method::PUT, path, &key, body).await, 200, None);
+    }
+    let body = r#"{"shareAssessmentResults": true}"#;
+    let text = api.request(Method::PUT, path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "nope", ""] {
+        checker.check(&api.send_json(Method::PUT, path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    let cases = [
+        ("{}", "data_sharing.no_preferences_provided"),
+        ("[]", "data_sharing.no_preferences_provided"),
+        ("null", "data_sharing.no_preferences_provided"),
+        (r#"{"somethingElse": true}"#, "data_sharing.no_preferences_provided"),
+        (r#"{"shareAssessmentResults": "yes"}"#, "data_sharing.no_preferences_provided"),
+        (r#"{"shareAssessmentResults": true, "shareProfileData": 1}"#, "data_sharing.invalid_preference"),
+        (r#"{"shareAssessmentResults": true, "somethingElse": true}"#, "data_sharing.unknown_preference"),
+    ];
+    for (body, code) in cases {
+        checker.check(&api.send_json(Method::PUT, path, &key, body).await, 400, Some(code));
+    }
+
+    let valid = RequestSpec::new(&PUT_PREFERENCES, path, Some(body));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.preferences)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn list_webhooks_answers_as_documented() {
+    let mut checker = Checker::new(&LIST_WEBHOOKS);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    checker.check(&api.get("/api/v1/webhooks", &key).await, 200, None);
+    let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated", "assessment.completed"]}"#;
+    api.send_json(Method::POST, "/api/v1/webhooks", &key, body).await.assert_status(201);
+    let listed = api.get("/api/v1/webhooks", &key).await;
+    checker.check(&listed, 200, None);
+    assert_eq!(listed.json["webhooks"].as_array().map(Vec::len), Some(1));
+
+    let valid = RequestSpec::new(&LIST_WEBHOOKS, "/api/v1/webhooks", None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn create_webhook_answers_as_documented() {
+    let mut checker = Checker::new(&CREATE_WEBHOOK);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let path = "/api/v1/webhooks";
+    let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated", "profile.updated"]}"#;
+    checker.check(&api.send_json(Method::POST, path, &key, body).await, 201, None);
+
+    let text = api.request(Method::POST, path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[1]", "\"text\"", ""] {
+        checker.check(&api.send_json(Method::POST, path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    let cases = [
+        (r#"{"url": "https://hooks.example.com/a"}"#, "webhooks.missing_required_fields"),
+        (r#"{"url": null, "events": ["profile.updated"]}"#, "webhooks.missing_required_fields"),
+        (r#"{"url": "http://hooks.example.com/a", "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
+        (r#"{"url": "https://169.254.169.254/", "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
+        (r#"{"url": 7, "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
+        (r#"{"url": "https://hooks.example.com/a", "events": []}"#, "webhooks.invalid_events"),
+        (r#"{"url": "https://hooks.example.com/a", "events": ["profile.deleted"]}"#, "webhooks.invalid_events"),
+    ];
+    for (body, code) in cases {
+        checker.check(&api.send_json(Method::POST, path, &key, body).await, 400, Some(code));
+    }
+    let crowded = unique_user();
+    let crowded_key = api.key(&crowded, "write:webhooks").await;
+    let mut statuses = Vec::new();
+    for _ in 0..25 {
+        statuses.push(api.send_json(Method::POST, path, &crowded_key, body).await.status.as_u16());
+    }
+    assert_eq!(statuses, vec![201; 25]);
+    let answer = api.send_json(Method::POST, path, &crowded_key, body).await;
+    checker.check(&answer, 400, Some("webhooks.limit_exceeded"));
+
+    let valid = RequestSpec::new(&CREATE_WEBHOOK, path, Some(body));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn delete_webhook_answers_as_documented() {
+    let mut checker = Checker::new(&DELETE_WEBHOOK);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let create = |key: String| {
+        let api = &api;
+        async move {
+            let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"]}"#;
+            let created = api.send_json(Method::POST, "/api/v1/webhooks", &key, body).await;
+            created.assert_status(201)["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let id = create(key.clone()).await;
+    let path = format!("/api/v1/webhooks?id={id}");
+    checker.check(&api.request(Method::DELETE, &path).key(&key).send().await, 200, None);
+
+    for missing in ["/api/v1/webhooks", "/api/v1/webhooks?id="] {
+        let answer = api.request(Method::DELETE, missing).key(&key).send().await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let someone_elses = create(api.full_key(&unique_user()).await).await;
+    for id in [id.as_str(), "whk_nonsense", someone_elses.as_str()] {
+        let answer = api.request(Method::DELETE, &format!("/api/v1/webhooks?id={id}")).key(&key).send().await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    // A well-formed id, so that the 500 request reaches the table.
+    let id = create(key.clone()).await;
+    let valid = RequestSpec::new(&DELETE_WEBHOOK, format!("/api/v1/webhooks?id={id}"), None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+// ------------------------------------------------------------------------------------------
+// Webhook deliveries against the document's `webhooks` section.
+
+#[test]
+fn webhook_deliveries_match_the_documented_callbacks() {
+    let doc = doc();
+    let records = [
+        (
+            "INSERT",
+            json!({"userId": {"S": "u1"}, "profileId": {"S": "prf_1"}}),
+            json!(null),
+            json!({"userId": {"S": "u1"}, "profileId": {"S": "prf_1"}, "updatedAt": {"S": "2026-11-27T08:00:05.250Z"}}),
+        ),
+        (
+            "MODIFY",
+            json!({"userId": {"S": "u1"}, "assessmentId": {"S": "asm_1"}}),
+            json!({"userId": {"S": "u1"}, "assessmentId": {"S": "asm_1"}, "status": {"S": "in_progress"}}),
+            json!({"userId": {"S": "u1"}, "assessmentId": {"S": "asm_1"}, "status": {"S": "completed"}}),
+        ),
+    ];
+    let mut kinds = BTreeSet::new();
+    for (name, keys, old, new) in records {
+        let record = serde_json::from_value(json!({
+            "awsRegion": "us-east-1", "eventID": "e-1", "eventName": name, "eventSource": "aws:dynamodb",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026",
+            "dynamodb": {"ApproximateCreationDateTime": 1795766400.0, "Keys": keys, "OldImage": old, "NewImage": new,
+                         "SequenceNumber": "1", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        }))
+        .unwrap();
+        let event = event_from_record(&record).unwrap().expect("an event");
+        let kind = event.kind.as_str();
+        kinds.insert(kind.to_owned());
+        let message = DeliveryMessage::new(&event, "u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
+        let signed = SignedDelivery::new(&message, "whsec_test", 1_795_766_400);
+
+        let operation = doc.root["webhooks"][kind]
+            .get("post")
+            .unwrap_or_else(|| panic!("openapi.yaml documents no delivery for {kind}"));
+        let media = &operation["requestBody"]["content"]["application/json"];
+        let body: Value = serde_json::from_slice(&signed.body).unwrap();
+        let problems = doc.validate(&media["schema"], &body);
+        assert!(problems.is_empty(), "{kind}: the delivery body does not match openapi.yaml: {problems:?}");
+
+        let header =
+            |name: &str| signed.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+        assert_eq!(header("content-type"), Some("application/json"));
+        let parameters = operation["parameters"].as_array().expect("documented headers");
+        for parameter in parameters.iter().map(|p| doc.deref(p)) {
+            assert_eq!(parameter["in"], "header");
+            let name = parameter["name"].as_str().unwrap();
+            let value = header(name);
+            if parameter["required"] == true {
+                assert!(value.is_some(), "{kind}: no {name} header");
+            }
+            if let Some(value) = value {
+                let problems = doc.validate(&parameter["schema"], &json!(value));
+                assert!(problems.is_empty(), "{kind}: header {name} {value:?}: {problems:?}");
+            }
+        }
+        let documented: BTreeSet<String> =
+            parameters.iter().map(|p| doc.deref(p)["name"].as_str().unwrap().to_ascii_lowercase()).collect();
+        for (name, _) in &signed.headers {
+            let name = name.to_ascii_lowercase();
+            assert!(name == "content-type" || documented.contains(&name), "{kind}: header {name} is not documented");
+        }
+    }
+    let documented: BTreeSet<String> = doc.root["webhooks"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(documented, kinds, "one documented delivery per event kind");
+}
