@@ -9,29 +9,24 @@ use lambda_http::{Body, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::config::{aws_sdk_config, ConfigError, Settings};
+use aws_config::SdkConfig;
 
-/// The AWS clients a function may use. Building them makes no network call.
-pub struct Clients {
-    pub dynamodb: aws_sdk_dynamodb::Client,
-    pub sqs: aws_sdk_sqs::Client,
-}
+use crate::config::{aws_sdk_config, ConfigError, Settings};
 
 /// Setup shared by both kinds of function. The dependencies live as long as the process,
 /// like the Lambda execution environment, hence the leak.
+/// `build` creates only the clients its function uses; creating one makes no network call.
 async fn cold_start<D: 'static>(
-    build: fn(&Clients, &Settings) -> Result<D, ConfigError>,
+    build: fn(&SdkConfig, &Settings) -> Result<D, ConfigError>,
 ) -> Result<&'static D, lambda_runtime::Error> {
     crate::telemetry::init();
     let settings = Settings::from_env()?;
-    let sdk = aws_sdk_config().await;
-    let clients = Clients { dynamodb: aws_sdk_dynamodb::Client::new(&sdk), sqs: aws_sdk_sqs::Client::new(&sdk) };
-    Ok(Box::leak(Box::new(build(&clients, &settings)?)))
+    Ok(Box::leak(Box::new(build(&aws_sdk_config().await, &settings)?)))
 }
 
 /// Runs an API (lambda_http) function.
 pub async fn run_api_function<D, Fut>(
-    build: fn(&Clients, &Settings) -> Result<D, ConfigError>,
+    build: fn(&SdkConfig, &Settings) -> Result<D, ConfigError>,
     handle: fn(&'static D, Request) -> Fut,
 ) -> Result<(), lambda_runtime::Error>
 where
@@ -48,7 +43,7 @@ where
 
 /// Runs an event (lambda_runtime) function: a stream or queue consumer.
 pub async fn run_event_function<D, E, R, Fut>(
-    build: fn(&Clients, &Settings) -> Result<D, ConfigError>,
+    build: fn(&SdkConfig, &Settings) -> Result<D, ConfigError>,
     handle: fn(&'static D, E) -> Fut,
 ) -> Result<(), lambda_runtime::Error>
 where

@@ -1,7 +1,7 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     career_core::runtime::run_api_function(
-        |clients, settings| career_data_sharing::Deps::new(&clients.dynamodb, settings),
+        |sdk, settings| career_data_sharing::Deps::new(&aws_sdk_dynamodb::Client::new(sdk), settings),
         career_data_sharing::handle,
     )
     .await

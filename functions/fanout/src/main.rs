@@ -1,7 +1,9 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     career_core::runtime::run_event_function(
-        |clients, settings| career_fanout::Deps::new(&clients.dynamodb, &clients.sqs, settings),
+        |sdk, settings| {
+            career_fanout::Deps::new(&aws_sdk_dynamodb::Client::new(sdk), &aws_sdk_sqs::Client::new(sdk), settings)
+        },
         career_fanout::handle,
     )
     .await
