@@ -41,6 +41,12 @@ deploy:
 	PATH="$(TOOLS):$(LINT):$$PATH" sam build --beta-features
 	PATH="$(TOOLS):$(LINT):$$PATH" sam deploy --guided
 
+## bench: figures and ratios on the local stack (tests/bench), written to BENCHMARKS.md
+bench:
+	@scripts/install-local-deps.sh
+	$(CARGO) build --release --bins
+	$(CARGO) bench --bench service
+
 ## reset: wipe the local stack's DynamoDB data and stream checkpoints
 reset:
 	rm -rf .local/data

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
 use career_core::auth::Scopes;
-use career_core::config::{aws_sdk_config, Settings, TableNames};
+use career_core::config::{Settings, TableNames};
 use careerctl::admin::{Admin, NewAlert};
 use careerctl::gateway::{self, ApiFunctions};
 use careerctl::pumps;
@@ -145,7 +146,10 @@ async fn main() -> ExitCode {
 }
 
 async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
-    let admin = Admin::new(aws_sdk_dynamodb::Client::new(&aws_sdk_config().await), TableNames::from_env());
+    let admin = Admin::new(
+        aws_sdk_dynamodb::Client::new(&aws_config::load_defaults(BehaviorVersion::latest()).await),
+        TableNames::from_env(),
+    );
     match command {
         Command::Keys(KeysCommand::Create { user, scopes, label }) => {
             admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await

@@ -126,9 +126,3 @@ where
         _ => Ok(default),
     }
 }
-
-/// The AWS SDK configuration from the standard chain (region, credentials and the
-/// `AWS_ENDPOINT_URL*` overrides the local stack uses). Builds clients only: no network call.
-pub async fn aws_sdk_config() -> aws_config::SdkConfig {
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
-}

@@ -9,9 +9,11 @@ use lambda_http::{Body, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use aws_config::SdkConfig;
+use aws_config::{BehaviorVersion, SdkConfig};
+use aws_sdk_dynamodb::config::SharedHttpClient;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 
-use crate::config::{aws_sdk_config, ConfigError, Settings};
+use crate::config::{ConfigError, Settings};
 
 /// Setup shared by both kinds of function. The dependencies live as long as the process,
 /// like the Lambda execution environment, hence the leak.
@@ -21,7 +23,23 @@ async fn cold_start<D: 'static>(
 ) -> Result<&'static D, lambda_runtime::Error> {
     crate::telemetry::init();
     let settings = Settings::from_env()?;
-    Ok(Box::leak(Box::new(build(&aws_sdk_config().await, &settings)?)))
+    let sdk = aws_config::defaults(BehaviorVersion::latest()).http_client(aws_https_client()?).load().await;
+    Ok(Box::leak(Box::new(build(&sdk, &settings)?)))
+}
+
+/// The roots that AWS service endpoints chain to (Amazon Trust Services).
+const AWS_ROOT_CERTIFICATES: &[u8] = include_bytes!("amazon-trust-services-roots.pem");
+
+/// The SDK's HTTPS client trusting only the roots AWS endpoints use. The default client
+/// reads and parses the platform's whole certificate store at every cold start, which was
+/// most of the functions' start-up time (BENCHMARKS.md, cold start).
+fn aws_https_client() -> Result<SharedHttpClient, lambda_runtime::Error> {
+    let trust = TrustStore::empty().with_pem_certificate(AWS_ROOT_CERTIFICATES);
+    let context = TlsContext::builder().with_trust_store(trust).build()?;
+    Ok(aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc))
+        .tls_context(context)
+        .build_https())
 }
 
 /// Runs an API (lambda_http) function.

@@ -1,15 +1,17 @@
 //! Structured JSON logs on stdout: one line per request, never a key, secret or body.
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
 
-/// Installs the JSON log subscriber (`RUST_LOG` filters, `info` by default).
+/// Installs the JSON log subscriber. `RUST_LOG` names the level (`info` by default); a plain
+/// level, rather than env-filter's directives, keeps the filter out of the cold start.
 pub fn init() {
+    let level = std::env::var("RUST_LOG").ok().and_then(|text| text.trim().parse().ok()).unwrap_or(LevelFilter::INFO);
     let _ = tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_max_level(level)
         .try_init();
 }

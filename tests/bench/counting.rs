@@ -1,0 +1,95 @@
+//! SDK clients that log every request they transmit (each attempt, so retries count too),
+//! with the operation name taken from the `X-Amz-Target` header both SDKs send.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Credentials, Intercept, RuntimeComponents, SharedCredentialsProvider};
+use aws_sdk_dynamodb::error::BoxError;
+
+/// The log of round trips of the clients it is installed on.
+#[derive(Clone, Debug, Default)]
+pub struct Calls(Arc<Mutex<Vec<(Instant, String)>>>);
+
+impl Calls {
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The operations transmitted since `mark` (a `len()` taken earlier).
+    pub fn since(&self, mark: usize) -> Vec<String> {
+        self.0.lock().unwrap()[mark..].iter().map(|(_, name)| name.clone()).collect()
+    }
+
+    /// When `operation` was first transmitted at or after `after`.
+    pub fn first_after(&self, operation: &str, after: Instant) -> Option<Instant> {
+        self.0.lock().unwrap().iter().find(|(at, name)| *at >= after && name == operation).map(|(at, _)| *at)
+    }
+}
+
+impl Intercept for Calls {
+    fn name(&self) -> &'static str {
+        "BenchCallLog"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let target = context.request().headers().get("x-amz-target").unwrap_or("unknown");
+        let operation = target.rsplit('.').next().unwrap_or(target).to_owned();
+        self.0.lock().unwrap().push((Instant::now(), operation));
+        Ok(())
+    }
+}
+
+/// Per-request average of each operation over `requests` (one list of names per request).
+pub fn per_request(requests: &[Vec<String>]) -> (f64, String) {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in requests.iter().flatten() {
+        *counts.entry(name).or_default() += 1;
+    }
+    let n = requests.len().max(1) as f64;
+    let total = counts.values().sum::<usize>() as f64 / n;
+    let breakdown = counts
+        .iter()
+        .map(|(name, count)| {
+            let each = *count as f64 / n;
+            if (each - each.round()).abs() < 1e-9 {
+                format!("{name} ×{}", each.round())
+            } else {
+                format!("{name} ×{each:.2}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    (total, breakdown)
+}
+
+/// The SDK configuration the test harness uses (static credentials, us-east-1).
+pub fn sdk_config() -> SdkConfig {
+    SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "test")))
+        .behavior_version(BehaviorVersion::latest())
+        .build()
+}
+
+pub fn dynamodb(endpoint: &str, calls: &Calls) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config())
+        .endpoint_url(endpoint)
+        .interceptor(calls.clone())
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+pub fn sqs(endpoint: &str, calls: &Calls) -> aws_sdk_sqs::Client {
+    let config =
+        aws_sdk_sqs::config::Builder::from(&sdk_config()).endpoint_url(endpoint).interceptor(calls.clone()).build();
+    aws_sdk_sqs::Client::from_conf(config)
+}

@@ -1,0 +1,200 @@
+//! Benchmark 4, Delivery concurrency: one SQS batch of 10 deliveries to a receiver that answers after
+//! 200 ms; and the SQS calls of fanning one event out to 25 subscriptions.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::dynamodb::Event as StreamEvent;
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::Receiver;
+
+use crate::counting::{self, per_request, Calls};
+use crate::payloads::{batch, profile_record};
+use crate::report::{Row, Section};
+use crate::stats::{ms, summarize};
+use crate::{progress, Bench};
+
+pub const TITLE: &str = "Delivery concurrency";
+const RECEIVER_DELAY: Duration = Duration::from_millis(200);
+const BATCH: usize = 10;
+const RUNS: usize = 10;
+const FAN_OUT: usize = 25;
+
+pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
+    let pipeline = Pipeline::start(false).await;
+    let settings = pipeline.settings().clone();
+
+    // Ten subscriptions of one user to a receiver that answers after 200 ms; one event
+    // fanned out to them puts ten real messages on the queue.
+    let receiver = Receiver::start(&[200], RECEIVER_DELAY).await;
+    let user = career_service::unique_user();
+    for _ in 0..BATCH {
+        pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    }
+    let fanout = career_fanout::Deps::new(&career_service::dynamodb(), &career_service::sqs(), &settings)
+        .map_err(|e| e.to_string())?;
+    let event: StreamEvent =
+        serde_json::from_value(batch(vec![profile_record(&user, "prf_batch", 1)])).map_err(|e| e.to_string())?;
+    if !career_fanout::handle(&fanout, event).await.batch_item_failures.is_empty() {
+        return Err("fanning out the batch's event failed".into());
+    }
+    let messages = receive(&pipeline.queues.delivery, BATCH).await?;
+    let mut sqs_event = SqsEvent::default();
+    sqs_event.records = messages.into_iter().map(sqs_message).collect();
+
+    progress(format!("   {RUNS} deliveries of one batch of {BATCH} to a receiver answering after 200 ms"));
+    // A fresh function instance (clients, connection pools, HTTP agent) for the first run,
+    // the same one again for the others.
+    let deliver = career_deliver::Deps::new(&career_service::dynamodb(), &career_service::sqs(), &settings)
+        .map_err(|e| e.to_string())?;
+    let mut times = Vec::new();
+    for run in 0..RUNS {
+        let before = receiver.received().len();
+        let started = Instant::now();
+        let response = career_deliver::handle(&deliver, sqs_event.clone()).await;
+        times.push(started.elapsed());
+        let delivered = receiver.received().len() - before;
+        if !response.batch_item_failures.is_empty() || delivered != BATCH {
+            let failures = response.batch_item_failures.len();
+            return Err(format!("batch {run}: {failures} failures, {delivered} delivered"));
+        }
+    }
+    let first = times[0];
+    let warm = summarize(&times[1..]);
+    let limit = RECEIVER_DELAY.mul_f64(1.3);
+    let worst = times.iter().max().copied().unwrap_or_default();
+
+    // One event to 25 subscriptions, with every SQS and DynamoDB round trip counted.
+    progress(format!("   fan-out of one event to {FAN_OUT} subscriptions"));
+    let fan_user = career_service::unique_user();
+    for i in 0..FAN_OUT {
+        pipeline.subscribe(&fan_user, &format!("https://hooks.example.com/fan/{i}"), &["profile.updated"]).await;
+    }
+    let (sqs_calls, dynamodb_calls) = (Calls::default(), Calls::default());
+    let counted = career_fanout::Deps::new(
+        &counting::dynamodb(&bench.dynamodb_endpoint, &dynamodb_calls),
+        &counting::sqs(&bench.sqs_endpoint, &sqs_calls),
+        &settings,
+    )
+    .map_err(|e| e.to_string())?;
+    let (mut sqs_per_event, mut dynamodb_per_event, mut fan_times) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..5u64 {
+        let (sqs_mark, dynamodb_mark) = (sqs_calls.len(), dynamodb_calls.len());
+        let event: StreamEvent = serde_json::from_value(batch(vec![profile_record(&fan_user, "prf_fan", 10 + run)]))
+            .map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let response = career_fanout::handle(&counted, event).await;
+        fan_times.push(started.elapsed());
+        if !response.batch_item_failures.is_empty() {
+            return Err("the fan-out to 25 subscriptions failed".into());
+        }
+        sqs_per_event.push(sqs_calls.since(sqs_mark));
+        dynamodb_per_event.push(dynamodb_calls.since(dynamodb_mark));
+    }
+    // The first event's 25 messages are on the queue (with the later ones).
+    let queued = receive(&pipeline.queues.delivery, FAN_OUT).await?.len();
+    let (sqs_count, sqs_breakdown) = per_request(&sqs_per_event);
+    let (dynamodb_count, dynamodb_breakdown) = per_request(&dynamodb_per_event);
+    let fan = summarize(&fan_times);
+
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "One event fanned out to {BATCH} subscriptions of one user put {BATCH} real messages on the delivery \
+         queue; received from it, they make one `SqsEvent` handed to `career_deliver::handle` (in process, \
+         against DynamoDB Local and a loopback receiver that answers 200 after {} ms). The first run uses a \
+         fresh `Deps` (new clients, new HTTP agent: what a fresh instance does), the next {} reuse it.\n",
+        RECEIVER_DELAY.as_millis(),
+        RUNS - 1
+    );
+    body.push_str("| Batch of 10 | Wall time | vs 200 ms |\n|---|---|---|\n");
+    let _ = writeln!(body, "| First (fresh instance) | {} | {:.2}× |", ms(first), first.as_secs_f64() / 0.2);
+    let _ = writeln!(
+        body,
+        "| Warm, median of {} | {} | {:.2}× |",
+        RUNS - 1,
+        ms(warm.median),
+        warm.median.as_secs_f64() / 0.2
+    );
+    let _ = writeln!(body, "| Warm, worst | {} | {:.2}× |", ms(warm.max), warm.max.as_secs_f64() / 0.2);
+    let _ = writeln!(
+        body,
+        "\nThe ten deliveries run concurrently (each loads its subscription, signs and POSTs), so a batch takes \
+         one receiver delay plus one `GetItem` and the local overhead, not ten delays.\n"
+    );
+    let _ = writeln!(
+        body,
+        "Fan-out of one `profile.updated` event to {FAN_OUT} subscriptions (`career_fanout::handle`, counting \
+         interceptors on its SQS and DynamoDB clients, 5 events): **{sqs_count:.0} SQS calls** per event \
+         ({sqs_breakdown}: 10 + 10 + 5 messages) and {dynamodb_count:.0} DynamoDB round trip \
+         ({dynamodb_breakdown}); median {} per event. The first event's {queued} messages were found on the \
+         queue.\n",
+        ms(fan.median)
+    );
+    let rows = vec![
+        Row::new(
+            "Batch of 10 deliveries, receiver delay 200 ms",
+            format!("≤ {}", ms(limit)),
+            format!("first {}, warm median {}, worst {}", ms(first), ms(warm.median), ms(worst)),
+            Some(worst <= limit),
+        ),
+        Row::new(
+            "Fan-out of one event to 25 subscriptions: SQS calls",
+            "3",
+            format!("{sqs_count:.0}"),
+            Some((sqs_count - 3.0).abs() < 1e-9),
+        ),
+    ];
+    let unmet_notes = vec![format!(
+        "The deliveries of a batch run concurrently (`join_all`, each sending on the blocking pool), so a \
+         batch should take one receiver delay plus one `GetItem` and local overhead. Over the limit, compare \
+         the first and warm runs: a slow first run is the fresh instance's set-up (clients, the HTTP agent, \
+         blocking threads), slow warm runs are this machine being busy. Fan-out: {sqs_count:.0} SQS calls \
+         ({sqs_breakdown}); the target is one `SendMessageBatch` per 10 messages."
+    )];
+    Ok(Section { number: 4, title: TITLE, rows, body, unmet_notes })
+}
+
+async fn receive(queue: &str, count: usize) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
+    let sqs = career_service::sqs();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut messages = Vec::new();
+    while messages.len() < count && Instant::now() < deadline {
+        let output = sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(10)
+            .visibility_timeout(600)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| format!("ReceiveMessage: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        messages.extend(output.messages.unwrap_or_default());
+    }
+    if messages.len() < count {
+        return Err(format!("expected {count} messages on the queue, found {}", messages.len()));
+    }
+    messages.truncate(count);
+    Ok(messages)
+}
+
+fn sqs_message(message: aws_sdk_sqs::types::Message) -> SqsMessage {
+    let mut converted = SqsMessage::default();
+    converted.attributes = message
+        .attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value))
+        .collect();
+    converted.message_id = message.message_id;
+    converted.receipt_handle = message.receipt_handle;
+    converted.body = message.body;
+    converted.md5_of_body = message.md5_of_body;
+    converted.event_source = Some("aws:sqs".to_owned());
+    converted.aws_region = Some("us-east-1".to_owned());
+    converted
+}

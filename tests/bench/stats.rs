@@ -1,0 +1,43 @@
+//! Order statistics of latency samples and how the report prints them.
+
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Summary {
+    pub min: Duration,
+    pub median: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+/// Median (mean of the two middle samples for an even count) and nearest-rank percentiles.
+pub fn summarize(samples: &[Duration]) -> Summary {
+    assert!(!samples.is_empty(), "no samples");
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let n = sorted.len();
+    let rank = |q: f64| sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2 };
+    Summary { min: sorted[0], median, p90: rank(0.90), p99: rank(0.99), max: sorted[n - 1] }
+}
+
+/// Milliseconds with a precision that suits the size.
+pub fn ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.3} ms")
+    } else if ms < 100.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+pub fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+pub fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
