@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use career_core::delivery::DeliveryMessage;
 use career_core::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{dynamodb, sqs, unique_user};
+use careerctl::pumps::sqs_event;
 use serde_json::json;
 
 const SOON: Duration = Duration::from_secs(15);
@@ -139,13 +139,13 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     guarded.allow_insecure_webhook_urls = false;
     let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &guarded).unwrap();
     let messages = receive(&pipeline, 1).await;
-    let response = career_deliver::handle(&deliver, sqs_event(&messages)).await;
+    let response = career_deliver::handle(&deliver, sqs_event(messages.clone())).await;
     assert_eq!(response.batch_item_failures.len(), 1, "the attempt failed and will be retried");
     assert!(receiver.received().is_empty(), "nothing reached the private address");
 
     // The same message with the setting on (local stack and tests only) does reach it.
     let open = career_deliver::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
-    let response = career_deliver::handle(&open, sqs_event(&messages)).await;
+    let response = career_deliver::handle(&open, sqs_event(messages.clone())).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(receiver.received().len(), 1);
 }
@@ -246,23 +246,6 @@ async fn receive(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::M
     }
     assert_eq!(messages.len(), count);
     messages
-}
-
-fn sqs_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
-    let mut event = SqsEvent::default();
-    event.records = messages
-        .iter()
-        .map(|m| {
-            let mut message = SqsMessage::default();
-            message.message_id = m.message_id.clone();
-            message.receipt_handle = m.receipt_handle.clone();
-            message.body = m.body.clone();
-            message.attributes =
-                m.attributes.clone().unwrap_or_default().into_iter().map(|(k, v)| (k.as_str().to_owned(), v)).collect();
-            message
-        })
-        .collect();
-    event
 }
 
 /// Runs the stream pump just long enough to fan out what the streams hold.

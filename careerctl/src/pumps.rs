@@ -203,8 +203,7 @@ pub async fn run_queue_pump(sqs: aws_sdk_sqs::Client, queue_url: String, deliver
         if messages.is_empty() {
             continue;
         }
-        let mut event = SqsEvent::default();
-        event.records = messages.into_iter().map(sqs_message).collect();
+        let event = sqs_event(messages);
         let response = career_deliver::handle(deliver, event.clone()).await;
         let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
         let done: Vec<DeleteMessageBatchRequestEntry> = event
@@ -226,6 +225,13 @@ pub async fn run_queue_pump(sqs: aws_sdk_sqs::Client, queue_url: String, deliver
             }
         }
     }
+}
+
+/// The event Lambda would build from these received messages.
+pub fn sqs_event(messages: Vec<aws_sdk_sqs::types::Message>) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = messages.into_iter().map(sqs_message).collect();
+    event
 }
 
 fn sqs_message(message: aws_sdk_sqs::types::Message) -> SqsMessage {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::dynamodb::Event as StreamEvent;
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
@@ -42,8 +41,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         return Err("fanning out the batch's event failed".into());
     }
     let messages = receive(&pipeline.queues.delivery, BATCH).await?;
-    let mut sqs_event = SqsEvent::default();
-    sqs_event.records = messages.into_iter().map(sqs_message).collect();
+    let sqs_event = careerctl::pumps::sqs_event(messages);
 
     progress(format!("   {RUNS} deliveries of one batch of {BATCH} to a receiver answering after 200 ms"));
     // A fresh function instance (clients, connection pools, HTTP agent) for the first run,
@@ -180,21 +178,4 @@ async fn receive(queue: &str, count: usize) -> Result<Vec<aws_sdk_sqs::types::Me
     }
     messages.truncate(count);
     Ok(messages)
-}
-
-fn sqs_message(message: aws_sdk_sqs::types::Message) -> SqsMessage {
-    let mut converted = SqsMessage::default();
-    converted.attributes = message
-        .attributes
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(name, value)| (name.as_str().to_owned(), value))
-        .collect();
-    converted.message_id = message.message_id;
-    converted.receipt_handle = message.receipt_handle;
-    converted.body = message.body;
-    converted.md5_of_body = message.md5_of_body;
-    converted.event_source = Some("aws:sqs".to_owned());
-    converted.aws_region = Some("us-east-1".to_owned());
-    converted
 }
