@@ -77,6 +77,15 @@ impl LocalStack {
             ("CAREER_DEMO_KEY", demo_key.to_owned()),
         ];
         vars.extend(self.settings.tables.all().map(|(name, table)| (name, table.to_owned())));
+        // So a function run under `cargo lambda watch` behaves as it does in the local stack.
+        let settings = &self.settings;
+        vars.extend([
+            ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),
+            ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
+            ("CURSOR_SIGNING_KEY", settings.cursor_signing_key.clone().unwrap_or_default()),
+            ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
+            ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
+        ]);
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
 }
