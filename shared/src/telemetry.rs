@@ -1,10 +1,20 @@
 //! Structured JSON logs on stdout: one line per request, never a key, secret or body.
 
 use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
-/// Installs the JSON log subscriber. `RUST_LOG` names the level (`info` by default); a plain
-/// level, rather than env-filter's directives, keeps the filter out of the cold start.
+/// Installs the JSON log subscriber on stdout.
 pub fn init() {
+    init_writing_to(std::io::stdout);
+}
+
+/// The same subscriber writing elsewhere (the benchmarks send it to /dev/null). `RUST_LOG`
+/// names the level (`info` by default); a plain level, rather than env-filter's directives,
+/// keeps the filter out of the cold start.
+pub fn init_writing_to<W>(writer: W)
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
     let level = std::env::var("RUST_LOG").ok().and_then(|text| text.trim().parse().ok()).unwrap_or(LevelFilter::INFO);
     let _ = tracing_subscriber::fmt()
         .json()
@@ -13,5 +23,6 @@ pub fn init() {
         .with_span_list(false)
         .with_target(false)
         .with_max_level(level)
+        .with_writer(writer)
         .try_init();
 }

@@ -74,15 +74,7 @@ fn init_logging() {
         }
     }
     let null = Arc::new(std::fs::OpenOptions::new().write(true).open("/dev/null").expect("/dev/null"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_target(false)
-        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
-        .with_writer(move || DevNull(null.clone()))
-        .try_init();
+    career_core::telemetry::init_writing_to(move || DevNull(null.clone()));
 }
 
 fn main() {
