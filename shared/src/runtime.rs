@@ -9,7 +9,8 @@ use lambda_http::{Body, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::environment::EnvironmentVariableCredentialsProvider;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::SharedHttpClient;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 
@@ -23,7 +24,16 @@ async fn cold_start<D: 'static>(
 ) -> Result<&'static D, lambda_runtime::Error> {
     crate::telemetry::init();
     let settings = Settings::from_env()?;
-    let sdk = aws_config::defaults(BehaviorVersion::latest()).http_client(aws_https_client()?).load().await;
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(aws_https_client()?);
+    // Lambda puts the region and the role's credentials in the environment; naming them
+    // spares every cold start the default provider chains (profile files, IMDS, ECS).
+    if let Ok(region) = std::env::var("AWS_REGION") {
+        loader = loader.region(Region::new(region));
+    }
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
+        loader = loader.credentials_provider(EnvironmentVariableCredentialsProvider::new());
+    }
+    let sdk = loader.load().await;
     Ok(Box::leak(Box::new(build(&sdk, &settings)?)))
 }
 
