@@ -257,9 +257,10 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         let hello_faults = middle(&variants[0].faults).unwrap_or_default();
         let rest = format!(
             "the binary is about 14 MiB against 2 MiB and touches more of it (page faults above, against \
-             {hello_faults} for hello-world), and the SDK configuration's set-up (`aws_config` resolves the \
-             region, the credentials provider chain, retry and timeout settings and the profile files before \
-             the clients are built), next to the settings and the JSON logger"
+             {hello_faults} for hello-world), and the SDK configuration's set-up (the region and credentials \
+             are named from Lambda's environment, but `aws_config` still resolves retry, timeout and endpoint \
+             settings and reads the profile files before the clients are built), next to the settings and the \
+             JSON logger"
         );
         if certificates_matter {
             let _ = writeln!(
@@ -283,10 +284,9 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
                 ms(gap)
             );
         }
-        let remaining = "The candidates for the rest, to be measured with this bench, are building the `SdkConfig` \
-             directly from Lambda's environment (`SdkConfig::builder()` with the region from `AWS_REGION` and \
-             `EnvironmentVariableCredentialsProvider`) instead of `aws_config`'s provider chains and \
-             profile-file lookups, and a smaller binary (the functions are about 14 MiB each, mostly the AWS \
+        let remaining = "The candidates for the rest, to be measured with this bench, are building the whole \
+             `SdkConfig` by hand (`SdkConfig::builder()`, reading `AWS_ENDPOINT_URL_*` itself) so no profile file \
+             is read, and a smaller binary (the functions are about 14 MiB each, mostly the AWS \
              SDK's generated code; SDK crates without their default features, or a size-optimised profile, \
              shrink what init has to map and fault in).";
         let distance = format!(
