@@ -40,7 +40,7 @@ pub enum ApiError {
     RateLimited { retry_after: u64 },
     #[error("The request body exceeds {MAX_BODY_BYTES} bytes.")]
     BodyTooLarge,
-    #[error("The request body is not valid JSON{0}.")]
+    #[error("{0}")]
     InvalidJson(&'static str),
     #[error("Send the body as application/json.")]
     UnsupportedMediaType,
@@ -214,14 +214,15 @@ impl Call {
                 return Err(ApiError::UnsupportedMediaType);
             }
         }
-        serde_json::from_slice(body_bytes(self.request.body())).map_err(|_| ApiError::InvalidJson(""))
+        serde_json::from_slice(body_bytes(self.request.body()))
+            .map_err(|_| ApiError::InvalidJson("The request body is not valid JSON."))
     }
 
     /// The body as a JSON object.
     pub fn json_object(&self) -> Result<serde_json::Map<String, Value>, ApiError> {
         match self.json_body()? {
             Value::Object(map) => Ok(map),
-            _ => Err(ApiError::InvalidJson(": a JSON object is required")),
+            _ => Err(ApiError::InvalidJson("The request body must be a JSON object.")),
         }
     }
 }
@@ -346,7 +347,7 @@ fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
 }
 
 /// The contract's error body. Internal errors say nothing of their cause.
-pub fn error_response(err: &ApiError, request_id: &str) -> Response<Body> {
+fn error_response(err: &ApiError, request_id: &str) -> Response<Body> {
     let body = json!({"error": {"code": err.code(), "message": err.to_string(), "requestId": request_id}});
     let mut response = json_response(err.status(), &body);
     for (name, value) in err.headers() {

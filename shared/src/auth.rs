@@ -148,10 +148,6 @@ impl fmt::Debug for ApiKey {
 pub struct KeyHash(String);
 
 impl KeyHash {
-    pub fn from_stored(hex: String) -> Self {
-        KeyHash(hex)
-    }
-
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -183,7 +183,7 @@ impl AlertTable {
                 .expression_attribute_values(":now", s(now));
             return match update.send().await {
                 Ok(output) => Ok(Some(alert_of(output.attributes)?)),
-                Err(err) if super::keys::is_condition_failure(&err) => Ok(None),
+                Err(err) if super::is_condition_failure(&err) => Ok(None),
                 Err(err) => Err(err.into()),
             };
         }

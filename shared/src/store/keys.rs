@@ -3,7 +3,7 @@
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{s, StoreError};
+use super::{is_condition_failure, s, StoreError};
 use crate::auth::KeyHash;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,10 +71,4 @@ impl KeyTable {
             Err(err) => Err(err.into()),
         }
     }
-}
-
-pub(crate) fn is_condition_failure<R>(
-    err: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
-) -> bool {
-    err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception())
 }

@@ -42,3 +42,10 @@ pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
 pub(crate) fn n(number: impl ToString) -> AttributeValue {
     AttributeValue::N(number.to_string())
 }
+
+/// True when an update was refused because its condition did not hold.
+pub(crate) fn is_condition_failure<R>(
+    err: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
+) -> bool {
+    err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception())
+}
