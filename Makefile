@@ -8,21 +8,28 @@ TOOLS := $(CURDIR)/.local/tools-venv/bin
 FUNCTIONS := career-alerts career-data-sharing career-webhooks career-fanout career-deliver
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint reset build deploy bench fmt clippy
+.PHONY: help run test lint fmt-check template-lint reset build deploy bench fmt clippy
 
-## run: the whole local stack in the foreground on http://127.0.0.1:$${PORT:-3000}; Ctrl-C stops it
+## help: this list of targets (from their ## lines)
+help:
+	@sed -n 's/^## \([a-z-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 18
+
+## run: the whole local stack in the foreground on http://127.0.0.1:${PORT:-3000}; Ctrl-C stops it
 run:
 	@scripts/install-local-deps.sh
 	@$(CARGO) build --bin careerctl
 	@exec ./target/debug/careerctl local
 
-## test: unit and integration tests (DynamoDB Local, the SQS emulator) and the template checks
+## test: formatting and clippy, the template checks, then unit and integration tests (DynamoDB Local, the SQS emulator)
 test: lint
 	@scripts/install-local-deps.sh
 	$(CARGO) test --workspace --all-targets
 
-## lint: cfn-lint (no errors, no warnings) and sam validate --lint on template.yaml
-lint:
+## lint: cargo fmt --check, clippy with warnings as errors, and the template checks
+lint: fmt-check clippy template-lint
+
+## template-lint: cfn-lint (no errors, no warnings) and sam validate --lint on template.yaml
+template-lint:
 	@scripts/install-local-deps.sh --lint
 	$(LINT)/cfn-lint template.yaml
 	AWS_DEFAULT_REGION=us-east-1 $(LINT)/sam validate --lint --template template.yaml
@@ -51,8 +58,14 @@ bench:
 reset:
 	rm -rf .local/data
 
+## fmt-check: cargo fmt --check (changes nothing)
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+## fmt: format the workspace
 fmt:
 	$(CARGO) fmt --all
 
+## clippy: clippy with warnings as errors
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
