@@ -1,15 +1,16 @@
 //! The alerts table: partition `userId`, sort `alertId` (time-sortable, so newest first is a
-//! reverse query). Three sparse local secondary indexes hold only the alerts each list
-//! filter returns, so a list costs what it returns and stays strongly consistent:
-//! `active` (neither read nor dismissed), `unread` and `undismissed`.
+//! reverse query). Three local secondary indexes serve the list filters, so a list costs
+//! what it returns and stays strongly consistent: `active` (neither read nor dismissed),
+//! `unread` and `undismissed`. An index's key holds the alert id exactly while the alert
+//! belongs in that list; every list reads only keys that start with the alert-id prefix.
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
 use super::{s, Item, StoreError};
 use crate::alerts::{Alert, AlertAction, AlertFlag, Category, ListFilter, Severity};
+use crate::ids;
 
 const ACTIVE_KEY: &str = "activeKey";
 
@@ -91,9 +92,6 @@ pub struct AlertTable {
     table: String,
 }
 
-/// Bounds retries when a concurrent PATCH flips the other flag between two attempts.
-const MAX_REVERSAL_ATTEMPTS: usize = 5;
-
 impl AlertTable {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
@@ -144,8 +142,10 @@ impl AlertTable {
             .query()
             .table_name(&self.table)
             .set_index_name(index.map(Into::into))
-            .key_condition_expression("userId = :u")
+            .key_condition_expression("userId = :u AND begins_with(#sort, :alert)")
+            .expression_attribute_names("#sort", sort_key)
             .expression_attribute_values(":u", s(user_id))
+            .expression_attribute_values(":alert", s(ids::ALERT))
             .scan_index_forward(false)
             .consistent_read(true)
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
@@ -162,6 +162,8 @@ impl AlertTable {
 
     /// Applies `action` in one conditional update and returns the alert as it now is;
     /// `None` when the user has no such alert. Setting a flag keeps its first timestamp.
+    /// Concurrent actions on one alert need no retry: each is a single atomic update whose
+    /// result does not depend on what the caller last read.
     pub async fn apply(
         &self,
         user_id: &str,
@@ -170,61 +172,35 @@ impl AlertTable {
         now: &str,
     ) -> Result<Option<Alert>, StoreError> {
         let own = columns(action.flag());
-        if action.sets() {
-            let update = self
-                .update(user_id, alert_id)
+        let update = self
+            .update(user_id, alert_id)
+            .condition_expression("attribute_exists(alertId)")
+            .expression_attribute_names("#flag", own.flag)
+            .expression_attribute_names("#at", own.at)
+            .expression_attribute_names("#offKey", own.key_while_off)
+            .expression_attribute_names("#active", ACTIVE_KEY);
+        let update = if action.sets() {
+            update
                 .update_expression("SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active")
-                .condition_expression("attribute_exists(alertId)")
-                .expression_attribute_names("#flag", own.flag)
-                .expression_attribute_names("#at", own.at)
-                .expression_attribute_names("#offKey", own.key_while_off)
-                .expression_attribute_names("#active", ACTIVE_KEY)
                 .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .expression_attribute_values(":now", s(now));
-            return match update.send().await {
-                Ok(output) => Ok(Some(alert_of(output.attributes)?)),
-                Err(err) if super::is_condition_failure(&err) => Ok(None),
-                Err(err) => Err(err.into()),
-            };
-        }
-        // Clearing a flag puts the alert back in the active index only if the other flag is
-        // off too. The update is conditional on the other flag's value; if another request
-        // changed it, the failed condition returns the item and the update is re-aimed.
-        let other = columns(action.flag().other()).flag;
-        let mut other_is_set = false;
-        for _ in 0..MAX_REVERSAL_ATTEMPTS {
-            let expression = if other_is_set {
-                "SET #flag = :false, #offKey = :id REMOVE #at"
-            } else {
-                "SET #flag = :false, #offKey = :id, #active = :id REMOVE #at"
-            };
-            let mut update = self
-                .update(user_id, alert_id)
-                .update_expression(expression)
-                .condition_expression("attribute_exists(alertId) AND #other = :otherValue")
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .expression_attribute_names("#flag", own.flag)
-                .expression_attribute_names("#at", own.at)
-                .expression_attribute_names("#offKey", own.key_while_off)
-                .expression_attribute_names("#other", other)
+                .expression_attribute_values(":now", s(now))
+        } else {
+            // Clearing a flag makes the alert active only if the other flag is off too. The other
+            // flag's timestamp exists exactly while that flag is set, so the active key becomes
+            // that timestamp (outside every list's key range) or, if there is none, the alert id.
+            update
+                .update_expression(
+                    "SET #flag = :false, #offKey = :id, #active = if_not_exists(#otherAt, :id) REMOVE #at",
+                )
+                .expression_attribute_names("#otherAt", columns(action.flag().other()).at)
                 .expression_attribute_values(":false", AttributeValue::Bool(false))
                 .expression_attribute_values(":id", s(alert_id))
-                .expression_attribute_values(":otherValue", AttributeValue::Bool(other_is_set));
-            if !other_is_set {
-                update = update.expression_attribute_names("#active", ACTIVE_KEY);
-            }
-            match update.send().await {
-                Ok(output) => return Ok(Some(alert_of(output.attributes)?)),
-                Err(err) => match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failure)) => match failure.item() {
-                        None => return Ok(None),
-                        Some(old) => other_is_set = matches!(old.get(other), Some(AttributeValue::Bool(true))),
-                    },
-                    _ => return Err(err.into()),
-                },
-            }
+        };
+        match update.send().await {
+            Ok(output) => Ok(Some(alert_of(output.attributes)?)),
+            Err(err) if super::is_condition_failure(&err) => Ok(None),
+            Err(err) => Err(err.into()),
         }
-        Err(StoreError::Contention)
     }
 
     fn update(
