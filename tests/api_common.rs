@@ -203,3 +203,79 @@ async fn every_answer_carries_a_fresh_request_id_that_matches_its_error_body() {
     assert!(error.header("x-request-id").is_some());
     error.assert_error(404, "not_found");
 }
+
+#[tokio::test]
+async fn duplicate_json_keys_anywhere_are_invalid_json_and_change_nothing() {
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let alert = api.alert(&user, "a").await;
+    let hook = r#""url":"https://hooks.example.com/x","events":["profile.updated"]"#;
+    for (method, path, body) in [
+        (Method::PATCH, format!("/api/v1/alerts?id={alert}"), r#"{"action":"read","action":"bogus"}"#.to_owned()),
+        (Method::PATCH, format!("/api/v1/alerts?id={alert}"), r#"{"action":"read","x":{"a":1,"a":2}}"#.to_owned()),
+        (Method::PUT, "/api/v1/data-sharing".into(), r#"{"shareProfileData":true,"shareProfileData":true}"#.into()),
+        (Method::PUT, "/api/v1/data-sharing".into(), r#"{"shareProfileData":true,"x":[{"b":1,"b":1}]}"#.into()),
+        (Method::POST, "/api/v1/webhooks".into(), format!(r#"{{{hook},"url":"https://hooks.example.com/y"}}"#)),
+        (Method::POST, "/api/v1/webhooks".into(), format!(r#"{{{hook},"x":{{"y":{{"z":1,"z":1}}}}}}"#)),
+    ] {
+        let answer = api.send_json(method.clone(), &path, &key, &body).await;
+        answer.assert_error(400, "request.invalid_json");
+    }
+    assert_eq!(api.get("/api/v1/alerts", &key).await.json["alerts"][0]["read"], false);
+    assert_eq!(api.get("/api/v1/data-sharing", &key).await.json["preferences"]["shareProfileData"], false);
+    assert_eq!(api.get("/api/v1/webhooks", &key).await.json["webhooks"], serde_json::json!([]));
+    // The same keys in different objects are fine.
+    let body = r#"{"action":"read","x":{"action":1},"y":[{"action":2},{"action":3}]}"#;
+    api.send_json(Method::PATCH, &format!("/api/v1/alerts?id={alert}"), &key, body).await.assert_status(200);
+}
+
+#[tokio::test]
+async fn two_authorization_headers_are_unauthorized() {
+    let api = Api::new();
+    let key = api.full_key(&unique_user()).await;
+    let other = api.full_key(&unique_user()).await;
+    for second in [format!("Bearer {key}"), format!("Bearer {other}"), "Basic eDp5".to_owned()] {
+        for (method, path) in OPERATIONS {
+            let answer = api
+                .request(method.clone(), path)
+                .header("authorization", &format!("Bearer {key}"))
+                .header("authorization", &second)
+                .json("{}")
+                .send()
+                .await;
+            answer.assert_error(401, "auth.unauthorized");
+        }
+    }
+    // As API Gateway passes repeated headers: one value, joined with a comma.
+    let joined = format!("Bearer {key},Bearer {other}");
+    api.request(Method::GET, "/api/v1/alerts")
+        .header("authorization", &joined)
+        .send()
+        .await
+        .assert_error(401, "auth.unauthorized");
+}
+
+#[tokio::test]
+async fn error_messages_quote_at_most_100_characters_of_the_input() {
+    let api = Api::new();
+    let key = api.full_key(&unique_user()).await;
+    let long = |prefix: &str| format!("{prefix}{}", "x".repeat(5000));
+    let cases = [
+        (Method::PATCH, format!("/api/v1/alerts?id={}", long("alr_")), r#"{"action":"read"}"#.to_owned()),
+        (Method::DELETE, format!("/api/v1/webhooks?id={}", long("whk_")), String::new()),
+        (Method::PUT, "/api/v1/data-sharing".into(), format!(r#"{{"shareProfileData":true,"{}":true}}"#, long("u"))),
+        (
+            Method::POST,
+            "/api/v1/webhooks".into(),
+            format!(r#"{{"url":"https://hooks.example.com/","events":["{}"]}}"#, long("e")),
+        ),
+    ];
+    for (method, path, body) in cases {
+        let answer = api.send_json(method.clone(), &path, &key, &body).await;
+        let message = answer.json["error"]["message"].as_str().unwrap_or_else(|| panic!("{method} {answer:?}"));
+        assert!(message.contains(&"x".repeat(50)), "{method} {path:.40}: the message quotes the input: {message}");
+        assert!(!message.contains(&"x".repeat(101)), "{method} {path:.40}: {message}");
+        assert!(message.chars().count() < 250, "{method} {path:.40}: {message}");
+    }
+}

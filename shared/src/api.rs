@@ -11,11 +11,13 @@ use lambda_http::http::header::{
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::auth::{Authenticator, Principal, Scope};
 use crate::config::Settings;
+use crate::excerpt::Excerpt;
 use crate::ids;
 use crate::ratelimit::RateLimiter;
 use crate::store::keys::KeyTable;
@@ -26,6 +28,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every error the API answers with. `code()` and `status()` are the contract's table.
+/// Messages quote client input only through [`Excerpt`].
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("No such resource.")]
@@ -50,13 +53,13 @@ pub enum ApiError {
     AlertMissingId,
     #[error("The action must be one of: read, dismiss, unread, undismiss.")]
     AlertInvalidAction,
-    #[error("No alert with id '{0}'.")]
+    #[error("No alert with id '{}'.", Excerpt(.0))]
     AlertNotFound(String),
     #[error("Send at least one known preference with a boolean value.")]
     NoPreferencesProvided,
     #[error("The preference '{0}' must be a boolean.")]
     InvalidPreference(&'static str),
-    #[error("'{0}' is not a known preference.")]
+    #[error("'{}' is not a known preference.", Excerpt(.0))]
     UnknownPreference(String),
     #[error("Both 'url' and 'events' are required.")]
     WebhookMissingRequiredFields,
@@ -68,7 +71,7 @@ pub enum ApiError {
     WebhookLimitExceeded,
     #[error("The query parameter 'id' is required.")]
     WebhookMissingSubscriptionId,
-    #[error("No webhook subscription with id '{0}'.")]
+    #[error("No webhook subscription with id '{}'.", Excerpt(.0))]
     WebhookNotFound(String),
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -214,8 +217,12 @@ impl Call {
                 return Err(ApiError::UnsupportedMediaType);
             }
         }
-        serde_json::from_slice(body_bytes(self.request.body()))
-            .map_err(|_| ApiError::InvalidJson("The request body is not valid JSON."))
+        match serde_json::from_slice(body_bytes(self.request.body())) {
+            Ok(StrictJson(value)) => Ok(value),
+            // The only data error StrictJson raises: the syntax itself is valid.
+            Err(err) if err.is_data() => Err(ApiError::InvalidJson("An object in the request body repeats a key.")),
+            Err(_) => Err(ApiError::InvalidJson("The request body is not valid JSON.")),
+        }
     }
 
     /// The body as a JSON object.
@@ -224,6 +231,75 @@ impl Call {
             Value::Object(map) => Ok(map),
             _ => Err(ApiError::InvalidJson("The request body must be a JSON object.")),
         }
+    }
+}
+
+/// A JSON value parsed strictly: an object that repeats a key, at any depth, is an error
+/// (serde_json would keep the last value, so a validated field could differ from the one
+/// another reader of the same body sees).
+struct StrictJson(Value);
+
+impl<'de> Deserialize<'de> for StrictJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictJsonVisitor).map(StrictJson)
+    }
+}
+
+struct StrictJsonVisitor;
+
+impl<'de> Visitor<'de> for StrictJsonVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+        let mut array = Vec::new();
+        while let Some(StrictJson(item)) = items.next_element()? {
+            array.push(item);
+        }
+        Ok(Value::Array(array))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = entries.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom("an object repeats a key"));
+            }
+            let StrictJson(value) = entries.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
     }
 }
 
@@ -314,8 +390,14 @@ impl Front {
         response
     }
 
+    /// Exactly one `Authorization` header: with two, which one names the caller would
+    /// depend on who reads the request.
     async fn authenticate(&self, request: &Request) -> Result<Principal, ApiError> {
-        let header = request.headers().get(AUTHORIZATION).and_then(|value| value.to_str().ok());
+        let mut headers = request.headers().get_all(AUTHORIZATION).iter();
+        let header = match (headers.next(), headers.next()) {
+            (Some(value), None) => value.to_str().ok(),
+            _ => None,
+        };
         self.authenticator.authenticate(header).await?.ok_or(ApiError::Unauthorized)
     }
 }

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod events;
+pub mod excerpt;
 pub mod ids;
 pub mod netguard;
 pub mod preferences;

@@ -23,6 +23,9 @@ fn is_forbidden_v4(ip: Ipv4Addr) -> bool {
         || a == 0 // "this network"
         || (a == 100 && (64..128).contains(&b)) // CGNAT 100.64.0.0/10
         || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+        || (a == 192 && b == 0 && c == 2) // documentation TEST-NET-1
+        || (a == 198 && b == 51 && c == 100) // documentation TEST-NET-2
+        || (a == 203 && b == 0 && c == 113) // documentation TEST-NET-3
         || (a == 198 && (b == 18 || b == 19)) // benchmarking
         || a >= 240 // reserved
 }
@@ -41,13 +44,14 @@ fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
         || first == 0x2001 && ip.segments()[1] == 0x0db8 // documentation
 }
 
-/// The IPv4 address inside IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`),
-/// NAT64 (`64:ff9b::a.b.c.d`) and 6to4 (`2002:ab:cd::`) addresses.
+/// The IPv4 address inside IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated
+/// (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and
+/// 6to4 (`2002:ab:cd::`) addresses.
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     match s {
-        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => Some(tail),
         [0, 0, 0, 0, 0, 0, _, _] if !ip.is_loopback() && !ip.is_unspecified() => Some(tail),
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(tail),
         [0x2002, hi, lo, ..] => Some(Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)),
@@ -90,6 +94,13 @@ mod tests {
             "64:ff9b::a00:1",
             "2002:7f00:1::",
             "::127.0.0.1",
+            "192.0.2.1",
+            "198.51.100.200",
+            "203.0.113.9",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:a9fe:a9fe",
+            "::ffff:0:10.1.2.3",
+            "::ffff:0:203.0.113.1",
         ] {
             assert!(forbidden(ip), "{ip} must be refused");
         }
@@ -105,6 +116,10 @@ mod tests {
             "172.32.0.1",
             "2606:4700::1111",
             "::ffff:8.8.8.8",
+            "::ffff:0:8.8.8.8",
+            "192.0.3.1",
+            "198.51.101.1",
+            "203.0.114.1",
         ] {
             assert!(!forbidden(ip), "{ip} must be allowed");
         }

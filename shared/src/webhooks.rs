@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
 use crate::events::EventKind;
+use crate::excerpt::Excerpt;
 use crate::{netguard, secrets};
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -82,7 +83,7 @@ pub struct EventKinds(Vec<EventKind>);
 pub enum InvalidEvents {
     #[error("events must be a non-empty array")]
     NotANonEmptyArray,
-    #[error("unknown event kind {0} (known: profile.updated, assessment.completed)")]
+    #[error("unknown event kind {} (known: profile.updated, assessment.completed)", Excerpt(.0))]
     Unknown(String),
 }
 
@@ -170,6 +171,11 @@ mod tests {
             "https://224.0.0.1/",
             "https://255.255.255.255/",
             "https://0x7f000001/",
+            "https://192.0.2.1/",
+            "https://198.51.100.1/",
+            "https://203.0.113.1/",
+            "https://[::ffff:0:127.0.0.1]/",
+            "https://[::ffff:0:c000:201]/",
         ] {
             assert_eq!(parse(private), Err(InvalidUrl::PrivateTarget), "{private}");
         }
