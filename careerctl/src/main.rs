@@ -9,6 +9,7 @@ use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
 use career_core::auth::Scopes;
 use career_core::config::{Settings, TableNames};
+use career_core::runtime::aws_timeouts;
 use careerctl::admin::{Admin, NewAlert};
 use careerctl::gateway::{self, ApiFunctions};
 use careerctl::pumps;
@@ -146,10 +147,8 @@ async fn main() -> ExitCode {
 }
 
 async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
-    let admin = Admin::new(
-        aws_sdk_dynamodb::Client::new(&aws_config::load_defaults(BehaviorVersion::latest()).await),
-        TableNames::from_env(),
-    );
+    let sdk = aws_config::defaults(BehaviorVersion::latest()).timeout_config(aws_timeouts()).load().await;
+    let admin = Admin::new(aws_sdk_dynamodb::Client::new(&sdk), TableNames::from_env());
     match command {
         Command::Keys(KeysCommand::Create { user, scopes, label }) => {
             admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await

@@ -11,7 +11,18 @@ use tokio::process::{Child, Command};
 /// process that started it dies (a watchdog ends it once our end of its stdin closes).
 pub struct LocalService {
     pub endpoint: String,
-    _child: Child,
+    watchdog: Child,
+}
+
+impl LocalService {
+    /// The id of the service process itself (a child of its watchdog shell), for a test that
+    /// pauses or kills it.
+    pub fn process_id(&self) -> Option<u32> {
+        let shell = self.watchdog.id()?;
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+        let is_shell = |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sh");
+        children.split_whitespace().filter_map(|pid| pid.parse().ok()).find(|pid| !is_shell(pid))
+    }
 }
 
 /// Where `scripts/install-local-deps.sh` put DynamoDB Local and moto.
@@ -62,7 +73,7 @@ impl Installed {
         args.push(port.to_string());
         let child = spawn_supervised("java", &args)?;
         wait_for_port(port, "DynamoDB Local").await?;
-        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), _child: child })
+        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
     }
 
     /// The moto server, standing in for SQS.
@@ -71,7 +82,7 @@ impl Installed {
         let server = self.moto_server().display().to_string();
         let child = spawn_supervised(&server, &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()])?;
         wait_for_port(port, "the SQS emulator").await?;
-        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), _child: child })
+        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
     }
 }
 

@@ -32,6 +32,7 @@ impl LocalStack {
                 "local", "local", None, None, "local",
             )))
             .behavior_version(BehaviorVersion::latest())
+            .timeout_config(career_core::runtime::aws_timeouts())
             .build();
         let mut stack = LocalStack {
             dynamodb,

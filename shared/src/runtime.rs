@@ -3,6 +3,7 @@
 //! This is the only module that starts a Lambda runtime.
 
 use std::future::Future;
+use std::time::Duration;
 
 use lambda_http::lambda_runtime::{self, LambdaEvent};
 use lambda_http::{Body, Request, Response};
@@ -10,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use aws_config::environment::EnvironmentVariableCredentialsProvider;
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::SharedHttpClient;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
@@ -24,7 +26,8 @@ async fn cold_start<D: 'static>(
 ) -> Result<&'static D, lambda_runtime::Error> {
     crate::telemetry::init();
     let settings = Settings::from_env()?;
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(aws_https_client()?);
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).http_client(aws_https_client()?).timeout_config(aws_timeouts());
     // Lambda puts the region and the role's credentials in the environment; naming them
     // spares every cold start the default provider chains (profile files, IMDS, ECS).
     if let Ok(region) = std::env::var("AWS_REGION") {
@@ -36,6 +39,20 @@ async fn cold_start<D: 'static>(
     let sdk = loader.load().await;
     Ok(Box::leak(Box::new(build(&sdk, &settings)?)))
 }
+
+/// Time limits of every AWS call, here, in the local stack and in the tests. A hung
+/// dependency then costs a request at most [`AWS_OPERATION_TIMEOUT`] and a 500, well inside
+/// the API functions' 10 s Lambda timeout; a slow attempt is retried within that budget.
+pub fn aws_timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .operation_attempt_timeout(Duration::from_secs(2))
+        .operation_timeout(AWS_OPERATION_TIMEOUT)
+        .build()
+}
+
+/// The longest one AWS call (all its attempts) may take.
+pub const AWS_OPERATION_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The roots that AWS service endpoints chain to (Amazon Trust Services).
 const AWS_ROOT_CERTIFICATES: &[u8] = include_bytes!("amazon-trust-services-roots.pem");

@@ -38,9 +38,7 @@ pub fn services() -> &'static Services {
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Runtime::new().expect("a runtime for the services");
             runtime.block_on(async move {
-                let installed = Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local"))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let stack = LocalStack::start(&installed, None, base_settings())
+                let stack = LocalStack::start(&installed(), None, base_settings())
                     .await
                     .unwrap_or_else(|e| panic!("starting the local services: {e}"));
                 ready
@@ -58,7 +56,13 @@ pub fn services() -> &'static Services {
     })
 }
 
-fn base_settings() -> Settings {
+/// DynamoDB Local and the SQS emulator as `scripts/install-local-deps.sh` installed them.
+pub fn installed() -> Installed {
+    Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The settings every test starts from (the services add the delivery queue's URL).
+pub fn base_settings() -> Settings {
     Settings {
         tables: TableNames::with_prefix("career-"),
         rate_limit_per_minute: 600,
@@ -75,13 +79,18 @@ fn sdk_config() -> SdkConfig {
         .region(Region::new("us-east-1"))
         .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "test")))
         .behavior_version(BehaviorVersion::latest())
+        .timeout_config(career_core::runtime::aws_timeouts())
         .build()
 }
 
 /// A DynamoDB client for the test's own runtime.
 pub fn dynamodb() -> aws_sdk_dynamodb::Client {
-    let config =
-        aws_sdk_dynamodb::config::Builder::from(&sdk_config()).endpoint_url(&services().dynamodb_endpoint).build();
+    dynamodb_at(&services().dynamodb_endpoint)
+}
+
+/// A DynamoDB client for the test's own runtime, talking to `endpoint`.
+pub fn dynamodb_at(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
     aws_sdk_dynamodb::Client::from_conf(config)
 }
 
@@ -126,7 +135,11 @@ impl Api {
     pub fn with_settings(change: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = services().settings.clone();
         change(&mut settings);
-        let dynamodb = dynamodb();
+        Self::on(dynamodb(), settings)
+    }
+
+    /// The functions on the DynamoDB that `dynamodb` talks to.
+    pub fn on(dynamodb: aws_sdk_dynamodb::Client, settings: Settings) -> Self {
         Api {
             functions: ApiFunctions::new(&dynamodb, &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),
