@@ -1,6 +1,10 @@
 //! What every operation shares: routing answers, authentication, keys, the rate limit,
 //! body limits, the error body and the response headers.
 
+use std::time::{Duration, Instant};
+
+use career_core::auth::{ApiKey, UNKNOWN_KEY_CACHE_TTL};
+use career_core::store::keys::{KeyTable, StoredKey};
 use career_service::{unique_user, Api};
 use lambda_http::http::Method;
 
@@ -118,14 +122,14 @@ async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
     let user = unique_user();
     let key = first.full_key(&user).await;
 
-    start_well_inside_a_minute().await;
     let mut remaining = Vec::new();
     for api in [&first, &second, &first] {
         let answer = api.get("/api/v1/alerts", &key).await;
         answer.assert_status(200);
         assert_eq!(answer.header("ratelimit-limit"), Some("3"));
         let reset: u64 = answer.header("ratelimit-reset").unwrap().parse().unwrap();
-        assert!((1..=60).contains(&reset));
+        // The window counts the last 60 to 65 seconds (12 slots of 5 s and the current one).
+        assert!((60..=65).contains(&reset), "{reset}");
         remaining.push(answer.header("ratelimit-remaining").unwrap().to_owned());
     }
     assert_eq!(remaining, ["2", "1", "0"]);
@@ -144,7 +148,6 @@ async fn the_rate_limit_is_shared_by_instances_and_reported_in_headers() {
 async fn a_missing_scope_is_reported_before_the_rate_limit_and_is_not_counted() {
     let api = Api::with_settings(|s| s.rate_limit_per_minute = 1);
     let key = api.key(&unique_user(), "read:alerts").await;
-    start_well_inside_a_minute().await;
     for _ in 0..3 {
         let answer = api.get("/api/v1/webhooks", &key).await;
         answer.assert_error(403, "auth.forbidden");
@@ -157,14 +160,6 @@ async fn a_missing_scope_is_reported_before_the_rate_limit_and_is_not_counted() 
     let forbidden = api.get("/api/v1/webhooks", &key).await;
     forbidden.assert_error(403, "auth.forbidden");
     assert_eq!(forbidden.header("ratelimit-remaining"), Some("0"));
-}
-
-/// Counting happens per wall-clock minute: start a test that counts well inside one.
-async fn start_well_inside_a_minute() {
-    let into_minute = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 60;
-    if into_minute > 50 {
-        tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
-    }
 }
 
 #[tokio::test]
@@ -278,4 +273,74 @@ async fn error_messages_quote_at_most_100_characters_of_the_input() {
         assert!(!message.contains(&"x".repeat(101)), "{method} {path:.40}: {message}");
         assert!(message.chars().count() < 250, "{method} {path:.40}: {message}");
     }
+}
+
+/// With the window shortened to 3 s: as many requests as can be sent for three windows, and
+/// no 3 s span ever holds more accepted ones than the limit; a refused request uses none of
+/// the budget, so waiting `Retry-After` is enough to be accepted again.
+#[tokio::test]
+async fn the_sliding_window_holds_in_every_span_and_refusals_do_not_count() {
+    const LIMIT: u32 = 5;
+    const WINDOW: Duration = Duration::from_secs(3);
+    let api = Api::with_settings(|s| {
+        s.rate_limit_per_minute = LIMIT;
+        s.rate_limit_window = WINDOW;
+    });
+    let key = api.full_key(&unique_user()).await;
+    let started = Instant::now();
+    let mut accepted = Vec::new();
+    let mut refused = 0;
+    while started.elapsed() < 3 * WINDOW {
+        let sent = Instant::now();
+        let answer = api.get("/api/v1/alerts", &key).await;
+        match answer.status.as_u16() {
+            200 => accepted.push((sent, Instant::now())),
+            429 => refused += 1,
+            other => panic!("{other}: {answer:?}"),
+        }
+    }
+    // Each request was decided between its sending and its answer, so requests sent from `a`
+    // on and answered less than a window after `a` was sent were all decided within one window.
+    let most = accepted
+        .iter()
+        .map(|(a, _)| accepted.iter().filter(|(sent, answered)| sent >= a && *answered - *a < WINDOW).count())
+        .max();
+    assert_eq!(most, Some(LIMIT as usize), "accepted at {accepted:?}");
+    assert!(accepted.len() >= 2 * LIMIT as usize && refused > 0, "{} accepted, {refused} refused", accepted.len());
+
+    let refusal = loop {
+        let answer = api.get("/api/v1/alerts", &key).await;
+        if answer.status == 429 {
+            break answer;
+        }
+    };
+    let retry_after: u64 = refusal.header("retry-after").unwrap().parse().unwrap();
+    assert_eq!(refusal.header("ratelimit-remaining"), Some("0"));
+    assert!((1..=4).contains(&retry_after), "{retry_after}");
+    tokio::time::sleep(Duration::from_secs(retry_after)).await;
+    api.get("/api/v1/alerts", &key).await.assert_status(200);
+}
+
+/// An instance remembers an unknown key for a few seconds, so repeating it costs no
+/// DynamoDB read: a key stored in the meantime is still refused there, until that expires.
+#[tokio::test]
+async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
+    let api = Api::new();
+    let key = ApiKey::generate();
+    for _ in 0..3 {
+        api.get("/api/v1/alerts", key.expose()).await.assert_error(401, "auth.unauthorized");
+    }
+    let stored = StoredKey {
+        key_hash: key.hash().as_str().to_owned(),
+        user_id: unique_user(),
+        scopes: vec!["read:alerts".into()],
+        label: None,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        revoked_at: None,
+    };
+    KeyTable::new(career_service::dynamodb(), &api.settings.tables.keys).insert(&stored).await.unwrap();
+    api.get("/api/v1/alerts", key.expose()).await.assert_error(401, "auth.unauthorized");
+    Api::new().get("/api/v1/alerts", key.expose()).await.assert_status(200);
+    tokio::time::sleep(UNKNOWN_KEY_CACHE_TTL).await;
+    api.get("/api/v1/alerts", key.expose()).await.assert_status(200);
 }

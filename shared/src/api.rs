@@ -324,7 +324,7 @@ impl Front {
         let counters = RateLimitTable::new(dynamodb.clone(), &settings.tables.rate_limits);
         Self {
             authenticator: Authenticator::new(keys),
-            limiter: RateLimiter::new(counters, settings.rate_limit_per_minute),
+            limiter: RateLimiter::new(counters, settings.rate_limit_per_minute, settings.rate_limit_window),
         }
     }
 

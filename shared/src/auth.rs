@@ -16,6 +16,11 @@ use crate::store::StoreError;
 const KEY_PREFIX: &str = "cak_";
 /// How long a warm instance trusts a key lookup: a revoked key fails within this time.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
+/// How long a warm instance remembers that a key is unknown (or revoked), so a client
+/// repeating one costs no DynamoDB read per request.
+pub const UNKNOWN_KEY_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Unknown keys remembered at most: random ones must not grow the cache without bound.
+const MAX_UNKNOWN_KEYS: usize = 10_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
@@ -165,10 +170,12 @@ pub struct Principal {
     pub key_hash: KeyHash,
 }
 
-/// Resolves `Authorization` headers to principals, caching lookups for [`KEY_CACHE_TTL`].
+/// Resolves `Authorization` headers to principals, caching lookups for [`KEY_CACHE_TTL`]
+/// and unknown keys for [`UNKNOWN_KEY_CACHE_TTL`].
 pub struct Authenticator {
     keys: KeyTable,
-    cache: Mutex<HashMap<KeyHash, (Principal, Instant)>>,
+    /// Each looked-up key's principal (`None`: unknown or revoked) and when that expires.
+    cache: Mutex<HashMap<KeyHash, (Option<Principal>, Instant)>>,
 }
 
 impl Authenticator {
@@ -183,20 +190,28 @@ impl Authenticator {
         };
         let hash = key.hash();
         if let Some(principal) = self.cached(&hash) {
-            return Ok(Some(principal));
+            return Ok(principal);
         }
         let principal = self.keys.get(&hash).await?.and_then(|stored| principal_of(&hash, stored));
-        if let Some(principal) = &principal {
-            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            cache.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
-            cache.insert(hash, (principal.clone(), Instant::now()));
+        let now = Instant::now();
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|_, (_, expires)| *expires > now);
+        match &principal {
+            Some(known) => {
+                cache.insert(hash, (Some(known.clone()), now + KEY_CACHE_TTL));
+            }
+            None if cache.len() < MAX_UNKNOWN_KEYS => {
+                cache.insert(hash, (None, now + UNKNOWN_KEY_CACHE_TTL));
+            }
+            None => {}
         }
         Ok(principal)
     }
 
-    fn cached(&self, hash: &KeyHash) -> Option<Principal> {
+    /// `Some(lookup)` while a lookup of `hash` is cached.
+    fn cached(&self, hash: &KeyHash) -> Option<Option<Principal>> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.get(hash).filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL).map(|(principal, _)| principal.clone())
+        cache.get(hash).filter(|(_, expires)| *expires > Instant::now()).map(|(principal, _)| principal.clone())
     }
 }
 

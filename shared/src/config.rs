@@ -70,6 +70,9 @@ pub struct Settings {
     pub tables: TableNames,
     /// Requests per key per minute (`RATE_LIMIT_PER_MINUTE`, contract section 6).
     pub rate_limit_per_minute: u32,
+    /// The span the rate limit counts over: one minute. Only tests and benchmarks shorten
+    /// it, to see the limit at work without waiting minutes.
+    pub rate_limit_window: Duration,
     /// `ALLOW_INSECURE_WEBHOOK_URLS=true`: `http` and private targets, for the local stack
     /// and tests only.
     pub allow_insecure_webhook_urls: bool,
@@ -88,6 +91,7 @@ impl Settings {
         Ok(Self {
             tables: TableNames::from_env(),
             rate_limit_per_minute: parse_var("RATE_LIMIT_PER_MINUTE", 600)?,
+            rate_limit_window: Duration::from_secs(60),
             allow_insecure_webhook_urls: parse_var("ALLOW_INSECURE_WEBHOOK_URLS", false)?,
             cursor_signing_key: env::var("CURSOR_SIGNING_KEY").ok(),
             delivery_queue_url: env::var("DELIVERY_QUEUE_URL").ok(),

@@ -1,78 +1,178 @@
-//! Per-key rate limit (contract section 6): a fixed one-minute window counted in DynamoDB,
-//! so it holds across every function instance.
+//! Per-key rate limit (contract section 6): a sliding window counted in DynamoDB, so it
+//! holds across every function instance and at every point in time, not only per calendar
+//! minute.
+//!
+//! The window is cut into [`SLOTS`] slots. A request is counted in its slot with one atomic
+//! write that returns every slot's count, and it is accepted when the requests of the last
+//! [`SLOTS`] slots and the current one, its own included, are within the limit. Those slots
+//! cover at least the whole window (at most one slot more), so no span of one window ever
+//! holds more accepted requests than the limit. A refused request is taken back out of the
+//! count, so refusals do not use up the budget; a refused key is then answered from memory
+//! until its reset, without a DynamoDB call.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::ops::RangeInclusive;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::auth::KeyHash;
-use crate::store::rate_limits::RateLimitTable;
+use crate::store::rate_limits::{RateLimitTable, SlotCounts};
 use crate::store::StoreError;
 
-const WINDOW_SECONDS: u64 = 60;
+/// Slots per window: 12 slots of 5 s for the one-minute window.
+pub const SLOTS: u64 = 12;
 
 /// What the `RateLimit-*` headers report after counting a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimitStatus {
     pub limit: u32,
     pub remaining: u32,
-    /// Seconds until the window resets.
+    /// Seconds until `remaining` next goes up, because the oldest counted requests leave
+    /// the window (0 when nothing is counted). On a refusal: when a request would be accepted.
     pub reset_seconds: u64,
     pub exceeded: bool,
 }
 
 impl RateLimitStatus {
-    fn after(limit: u32, count: u64, now_seconds: u64) -> Self {
+    /// The status with `counted` requests in the window (a refused request not among them).
+    fn of(limit: u32, counted: &SlotCounts, window: &Window, exceeded: bool) -> Self {
+        let total: u64 = counted.values().sum();
+        let limit_count = u64::from(limit);
+        // Remaining goes up once the count drops below what it is now (or, when over the
+        // limit, below the limit): find the slot whose leaving gets it there.
+        let target = total.min(limit_count);
+        let mut left = total;
+        let reset_ms = counted
+            .iter()
+            .find_map(|(slot, requests)| {
+                left -= requests;
+                (left < target).then(|| window.leaves_at_ms(*slot).saturating_sub(window.now_ms))
+            })
+            .unwrap_or(0);
         RateLimitStatus {
             limit,
-            remaining: u32::try_from(u64::from(limit).saturating_sub(count)).unwrap_or(0),
-            reset_seconds: WINDOW_SECONDS - now_seconds % WINDOW_SECONDS,
-            exceeded: count > u64::from(limit),
+            remaining: u32::try_from(limit_count.saturating_sub(total)).unwrap_or(0),
+            reset_seconds: reset_ms.div_ceil(1000),
+            exceeded,
         }
+    }
+
+    fn refused_until(limit: u32, until: Instant) -> Self {
+        let wait = until.saturating_duration_since(Instant::now());
+        RateLimitStatus { limit, remaining: 0, reset_seconds: wait.as_millis().div_ceil(1000) as u64, exceeded: true }
     }
 }
 
 pub struct RateLimiter {
     table: RateLimitTable,
-    limit_per_minute: u32,
+    limit: u32,
+    slot_ms: u64,
+    /// Keys refused on this instance, and until when they certainly stay refused.
+    refused: Mutex<HashMap<KeyHash, Instant>>,
 }
 
 impl RateLimiter {
-    pub fn new(table: RateLimitTable, limit_per_minute: u32) -> Self {
-        Self { table, limit_per_minute }
+    /// `limit` requests per `window` (one minute in the service; tests and benchmarks shorten it).
+    pub fn new(table: RateLimitTable, limit: u32, window: Duration) -> Self {
+        let slot_ms = (window.as_millis() as u64 / SLOTS).max(1);
+        Self { table, limit, slot_ms, refused: Mutex::default() }
     }
 
-    /// Counts one request of `key` in the current window.
+    /// Counts one request of `key`: accepted within the limit, otherwise refused and not counted.
     pub async fn count(&self, key: &KeyHash) -> Result<RateLimitStatus, StoreError> {
-        let window = Window::now();
-        let count = self.table.count(&window.bucket(key), window.expires_at()).await?;
-        Ok(RateLimitStatus::after(self.limit_per_minute, count, window.now))
+        if let Some(status) = self.still_refused(key) {
+            return Ok(status);
+        }
+        let window = Window::now(self.slot_ms);
+        let bucket = key.as_str();
+        let slots = self.table.count(bucket, window.slot, window.expired(), window.expires_at()).await?;
+        // Counters older than the write could remove are left from before an idle spell.
+        let leftovers: Vec<u64> = slots.keys().copied().filter(|slot| *slot < *window.expired().start()).collect();
+        if !leftovers.is_empty() {
+            if let Err(err) = self.table.drop_slots(bucket, &leftovers).await {
+                tracing::warn!(error = %err, "rate limit: dropping expired counters failed");
+            }
+        }
+        let mut counted = window.counted(slots);
+        let total: u64 = counted.values().sum();
+        if total <= u64::from(self.limit) {
+            return Ok(RateLimitStatus::of(self.limit, &counted, &window, false));
+        }
+        if let Err(err) = self.table.uncount(bucket, window.slot).await {
+            // The count stays one too high until its slot leaves the window: stricter, not looser.
+            tracing::warn!(error = %err, "rate limit: taking back a refused request failed");
+        }
+        if let Some(own) = counted.get_mut(&window.slot) {
+            *own = own.saturating_sub(1);
+        }
+        let status = RateLimitStatus::of(self.limit, &counted, &window, true);
+        self.remember_refusal(key, Duration::from_secs(status.reset_seconds));
+        Ok(status)
     }
 
     /// The status of `key` without counting a request (for answers that change nothing).
     pub async fn peek(&self, key: &KeyHash) -> Result<RateLimitStatus, StoreError> {
-        let window = Window::now();
-        let count = self.table.current(&window.bucket(key)).await?;
-        Ok(RateLimitStatus::after(self.limit_per_minute, count, window.now))
+        if let Some(status) = self.still_refused(key) {
+            return Ok(status);
+        }
+        let window = Window::now(self.slot_ms);
+        let counted = window.counted(self.table.current(key.as_str()).await?);
+        Ok(RateLimitStatus::of(self.limit, &counted, &window, false))
+    }
+
+    fn still_refused(&self, key: &KeyHash) -> Option<RateLimitStatus> {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let until = *refused.get(key)?;
+        let status = RateLimitStatus::refused_until(self.limit, until);
+        (status.reset_seconds > 0).then_some(status)
+    }
+
+    fn remember_refusal(&self, key: &KeyHash, wait: Duration) {
+        let now = Instant::now();
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused.retain(|_, until| *until > now);
+        refused.insert(key.clone(), now + wait);
     }
 }
 
+/// The slots of the window that ends now.
 struct Window {
-    now: u64,
-    index: u64,
+    now_ms: u64,
+    slot_ms: u64,
+    /// The current slot's index.
+    slot: u64,
 }
 
 impl Window {
-    fn now() -> Self {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        Window { now, index: now / WINDOW_SECONDS }
+    fn now(slot_ms: u64) -> Self {
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        Self::at(now_ms, slot_ms)
     }
 
-    fn bucket(&self, key: &KeyHash) -> String {
-        format!("{}#{}", key.as_str(), self.index)
+    fn at(now_ms: u64, slot_ms: u64) -> Self {
+        Window { now_ms, slot_ms, slot: now_ms / slot_ms }
     }
 
-    /// Kept one window past its end, then removed by the table's TTL.
+    /// The counts that apply now: the last [`SLOTS`] slots and the current one (and any
+    /// later one, written by an instance whose clock runs slightly ahead).
+    fn counted(&self, mut slots: SlotCounts) -> SlotCounts {
+        slots.split_off(&self.slot.saturating_sub(SLOTS))
+    }
+
+    /// The slots that left the window during the last window: each count removes them, so
+    /// a key in steady use keeps at most about two windows of counters.
+    fn expired(&self) -> RangeInclusive<u64> {
+        self.slot.saturating_sub(2 * SLOTS + 1)..=self.slot.saturating_sub(SLOTS + 1)
+    }
+
+    /// When `slot`'s requests stop counting.
+    fn leaves_at_ms(&self, slot: u64) -> u64 {
+        (slot + SLOTS + 1) * self.slot_ms
+    }
+
+    /// Unix seconds after which nothing counted now applies any more (the item's TTL).
     fn expires_at(&self) -> u64 {
-        (self.index + 2) * WINDOW_SECONDS
+        self.leaves_at_ms(self.slot).div_ceil(1000)
     }
 }
 
@@ -80,15 +180,39 @@ impl Window {
 mod tests {
     use super::*;
 
+    const SLOT_MS: u64 = 5000;
+
+    fn counts(pairs: &[(u64, u64)]) -> SlotCounts {
+        pairs.iter().copied().collect()
+    }
+
     #[test]
-    fn counts_down_and_flags_the_request_past_the_limit() {
-        assert_eq!(
-            RateLimitStatus::after(3, 1, 120),
-            RateLimitStatus { limit: 3, remaining: 2, reset_seconds: 60, exceeded: false }
-        );
-        let last = RateLimitStatus::after(3, 3, 179);
-        assert_eq!((last.remaining, last.reset_seconds, last.exceeded), (0, 1, false));
-        let over = RateLimitStatus::after(3, 4, 150);
-        assert_eq!((over.remaining, over.reset_seconds, over.exceeded), (0, 30, true));
+    fn the_window_counts_the_last_slots_and_the_current_one() {
+        let window = Window::at(100 * SLOT_MS + 1200, SLOT_MS);
+        assert_eq!(window.slot, 100);
+        let slots = counts(&[(87, 5), (88, 1), (99, 2), (100, 3), (101, 1)]);
+        assert_eq!(window.counted(slots), counts(&[(88, 1), (99, 2), (100, 3), (101, 1)]));
+        assert_eq!(window.expired(), 75..=87);
+        // The oldest counted slot started 61.2 s ago: at least a whole minute is counted.
+        assert!(window.now_ms - 88 * SLOT_MS >= 60_000);
+        assert_eq!(window.expires_at(), (113 * SLOT_MS).div_ceil(1000));
+    }
+
+    #[test]
+    fn remaining_and_reset_follow_the_oldest_counted_requests() {
+        let window = Window::at(100 * SLOT_MS + 1200, SLOT_MS);
+        let status = RateLimitStatus::of(10, &counts(&[(90, 2), (95, 0), (99, 3), (100, 1)]), &window, false);
+        // Slot 90 leaves at slot 103 begins: 3 × 5 s − 1.2 s = 13.8 s → 14.
+        assert_eq!(status, RateLimitStatus { limit: 10, remaining: 4, reset_seconds: 14, exceeded: false });
+        let fresh = RateLimitStatus::of(10, &SlotCounts::new(), &window, false);
+        assert_eq!((fresh.remaining, fresh.reset_seconds), (10, 0));
+    }
+
+    #[test]
+    fn a_refusal_resets_when_enough_requests_have_left_for_one_more() {
+        let window = Window::at(100 * SLOT_MS, SLOT_MS);
+        // 6 counted with a limit of 5: slots 90 (1) and 92 (1) must both leave.
+        let status = RateLimitStatus::of(5, &counts(&[(90, 1), (92, 1), (100, 4)]), &window, true);
+        assert_eq!(status, RateLimitStatus { limit: 5, remaining: 0, reset_seconds: 25, exceeded: true });
     }
 }

@@ -66,6 +66,7 @@ pub fn base_settings() -> Settings {
     Settings {
         tables: TableNames::with_prefix("career-"),
         rate_limit_per_minute: 600,
+        rate_limit_window: std::time::Duration::from_secs(60),
         allow_insecure_webhook_urls: false,
         cursor_signing_key: Some(secrets::random_token("cursor_")),
         delivery_queue_url: None,

@@ -1,9 +1,16 @@
-//! The rate-limit table: one counter item per key and minute, expired by TTL.
+//! The rate-limit table: one item per API key, holding one counter per time slot of the
+//! sliding window (attribute `s<slot index>`), removed by TTL once the key is idle.
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
-use super::{n, s, StoreError};
+use super::{n, s, Item, StoreError};
+
+/// Requests counted per slot index.
+pub type SlotCounts = BTreeMap<u64, u64>;
 
 #[derive(Clone)]
 pub struct RateLimitTable {
@@ -16,29 +23,82 @@ impl RateLimitTable {
         Self { client, table: table.into() }
     }
 
-    /// The count in `bucket` so far, without counting.
-    pub async fn current(&self, bucket: &str) -> Result<u64, StoreError> {
+    /// Every slot's count in `bucket`, without counting.
+    pub async fn current(&self, bucket: &str) -> Result<SlotCounts, StoreError> {
         let output = self.client.get_item().table_name(&self.table).key("bucket", s(bucket)).send().await?;
-        Ok(requests(output.item.as_ref()).unwrap_or(0))
+        Ok(slot_counts(output.item.as_ref()))
     }
 
-    /// Atomically counts one request in `bucket` and returns the new count.
-    pub async fn count(&self, bucket: &str, expires_at: u64) -> Result<u64, StoreError> {
-        let output = self
+    /// In one atomic write: counts one request in `slot`, drops the counters of the `expired`
+    /// slots, and keeps the item until `expires_at` (unix seconds). Returns every slot's count.
+    pub async fn count(
+        &self,
+        bucket: &str,
+        slot: u64,
+        expired: RangeInclusive<u64>,
+        expires_at: u64,
+    ) -> Result<SlotCounts, StoreError> {
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("bucket", s(bucket))
-            .update_expression("ADD requests :one SET expiresAt = if_not_exists(expiresAt, :exp)")
+            .expression_attribute_names("#slot", slot_attribute(slot))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":exp", n(expires_at))
-            .return_values(ReturnValue::UpdatedNew)
+            .return_values(ReturnValue::AllNew);
+        let mut removed = Vec::new();
+        for (i, old) in expired.enumerate() {
+            update = update.expression_attribute_names(format!("#old{i}"), slot_attribute(old));
+            removed.push(format!("#old{i}"));
+        }
+        let mut expression = "ADD #slot :one SET expiresAt = :exp".to_owned();
+        if !removed.is_empty() {
+            expression = format!("{expression} REMOVE {}", removed.join(", "));
+        }
+        let output = update.update_expression(expression).send().await?;
+        Ok(slot_counts(output.attributes.as_ref()))
+    }
+
+    /// Takes back one request counted in `slot` (a refused request is not counted).
+    pub async fn uncount(&self, bucket: &str, slot: u64) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("bucket", s(bucket))
+            .update_expression("ADD #slot :minusOne")
+            .condition_expression("attribute_exists(#slot)")
+            .expression_attribute_names("#slot", slot_attribute(slot))
+            .expression_attribute_values(":minusOne", n(-1))
             .send()
             .await?;
-        Ok(requests(output.attributes.as_ref()).unwrap_or(u64::MAX))
+        Ok(())
+    }
+
+    /// Removes the counters of `slots`.
+    pub async fn drop_slots(&self, bucket: &str, slots: &[u64]) -> Result<(), StoreError> {
+        let mut update = self.client.update_item().table_name(&self.table).key("bucket", s(bucket));
+        let mut names = Vec::new();
+        for (i, slot) in slots.iter().enumerate() {
+            update = update.expression_attribute_names(format!("#s{i}"), slot_attribute(*slot));
+            names.push(format!("#s{i}"));
+        }
+        update.update_expression(format!("REMOVE {}", names.join(", "))).send().await?;
+        Ok(())
     }
 }
 
-fn requests(item: Option<&super::Item>) -> Option<u64> {
-    item?.get("requests")?.as_n().ok()?.parse().ok()
+fn slot_attribute(slot: u64) -> String {
+    format!("s{slot}")
+}
+
+fn slot_counts(item: Option<&Item>) -> SlotCounts {
+    let Some(item) = item else { return SlotCounts::new() };
+    item.iter()
+        .filter_map(|(name, value)| {
+            let slot = name.strip_prefix('s')?.parse().ok()?;
+            let count: i64 = value.as_n().ok()?.parse().ok()?;
+            Some((slot, count.max(0) as u64))
+        })
+        .collect()
 }
