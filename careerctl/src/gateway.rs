@@ -4,17 +4,22 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use career_core::config::{ConfigError, Settings};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper_util::rt::TokioIo;
-use lambda_http::http::{self, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use lambda_http::http::header::{CONNECTION, CONTENT_TYPE};
+use lambda_http::http::{self, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use tokio::net::TcpListener;
 
 /// API Gateway's own payload limit; larger bodies never reach a function.
 const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
+/// A connection that sends nothing for this long (no request yet, between requests, or in the
+/// middle of headers or a body) is closed, so idle or half-open clients cannot pile up.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The three API functions, routed as the SAM template routes them.
 pub struct ApiFunctions {
@@ -66,29 +71,77 @@ pub fn lambda_request(parts: http::request::Parts, body: Bytes) -> Request {
     Request::from_parts(parts, body).with_query_string_parameters(query)
 }
 
-/// Serves the API on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, functions: Arc<ApiFunctions>) -> std::io::Result<()> {
+/// Serves the API on `listener` until the task is dropped, closing connections idle for
+/// `idle_timeout` ([`IDLE_TIMEOUT`] in the local stack).
+pub async fn serve(listener: TcpListener, functions: Arc<ApiFunctions>, idle_timeout: Duration) -> std::io::Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let functions = functions.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let functions = functions.clone();
-                async move { Ok::<_, Infallible>(answer(&functions, request).await) }
+                async move { Ok::<_, Infallible>(answer(&functions, request, idle_timeout).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            // The header read timeout runs from the moment hyper waits for a request's first
+            // byte, so it also ends connections that are idle before or between requests.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(idle_timeout)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         });
     }
 }
 
-async fn answer(functions: &ApiFunctions, request: http::Request<Incoming>) -> http::Response<Full<Bytes>> {
+async fn answer(
+    functions: &ApiFunctions,
+    request: http::Request<Incoming>,
+    idle_timeout: Duration,
+) -> http::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
-    let Ok(body) = Limited::new(body, GATEWAY_MAX_BODY).collect().await.map(|b| b.to_bytes()) else {
-        let mut response =
-            http::Response::new(Full::new(Bytes::from_static(b"{\"message\":\"Request Entity Too Large\"}")));
-        *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
-        return response;
+    let body = match read_body(body, idle_timeout).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => return gateway_error(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"),
+        Err(BodyError::Malformed) => return gateway_error(StatusCode::BAD_REQUEST, "Bad Request"),
+        Err(BodyError::Idle) => return gateway_error(StatusCode::REQUEST_TIMEOUT, "Request Timeout"),
     };
     let response = functions.handle(lambda_request(parts, body)).await;
     response.map(|body| Full::new(Bytes::from(body.to_vec())))
+}
+
+enum BodyError {
+    TooLarge,
+    /// Not a valid HTTP body, such as broken chunked framing.
+    Malformed,
+    /// Nothing arrived for the idle timeout.
+    Idle,
+}
+
+async fn read_body(body: Incoming, idle_timeout: Duration) -> Result<Bytes, BodyError> {
+    let mut body = Limited::new(body, GATEWAY_MAX_BODY);
+    let mut bytes = Vec::new();
+    loop {
+        let frame = tokio::time::timeout(idle_timeout, body.frame()).await.map_err(|_| BodyError::Idle)?;
+        match frame {
+            None => return Ok(bytes.into()),
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Some(Err(err)) if err.is::<LengthLimitError>() => return Err(BodyError::TooLarge),
+            Some(Err(_)) => return Err(BodyError::Malformed),
+        }
+    }
+}
+
+/// An answer of the gateway itself, shaped like API Gateway's; the connection is closed
+/// after it, since what follows on it cannot be trusted to start a request.
+fn gateway_error(status: StatusCode, message: &str) -> http::Response<Full<Bytes>> {
+    let body = serde_json::json!({"message": message}).to_string();
+    let mut response = http::Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }

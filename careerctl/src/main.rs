@@ -188,7 +188,7 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
     let settings = local_settings()?;
     eprintln!("==> starting DynamoDB Local and the SQS emulator");
     let data_dir = args.local_dir.join("data/dynamodb");
-    let stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
+    let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
     let dynamodb = stack.dynamodb_client();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
         .await
@@ -219,10 +219,12 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
     println!("Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.");
     career_core::telemetry::init();
 
+    let (streams, delivery_queue) = (stack.streams_client(), stack.queues.delivery.clone());
     let outcome = tokio::select! {
-        served = gateway::serve(listener, functions) => served.map_err(|e| format!("serving the API: {e}")),
-        () = pumps::run_stream_pump(dynamodb.clone(), stack.streams_client(), stream_tables, &fanout, Some(checkpoints)) => Ok(()),
-        () = pumps::run_queue_pump(sqs, stack.queues.delivery.clone(), &deliver) => Ok(()),
+        served = gateway::serve(listener, functions, gateway::IDLE_TIMEOUT) => served.map_err(|e| format!("serving the API: {e}")),
+        () = pumps::run_stream_pump(dynamodb.clone(), streams, stream_tables, &fanout, Some(checkpoints)) => Ok(()),
+        () = pumps::run_queue_pump(sqs, delivery_queue, &deliver) => Ok(()),
+        ended = stack.service_ended() => Err(format!("{ended}; stopping the local stack")),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
     let _ = std::fs::remove_file(&env_path);

@@ -15,6 +15,14 @@ pub struct LocalService {
 }
 
 impl LocalService {
+    /// Waits until the service process ends (it is not meant to), and says how it ended.
+    pub async fn ended(&mut self) -> String {
+        match self.watchdog.wait().await {
+            Ok(status) => status.to_string(),
+            Err(err) => format!("cannot tell how: {err}"),
+        }
+    }
+
     /// The id of the service process itself (a child of its watchdog shell), for a test that
     /// pauses or kills it.
     pub fn process_id(&self) -> Option<u32> {

@@ -3,7 +3,9 @@
 //! integration tests start it the same way.
 
 use std::path::Path;
+use std::time::Duration;
 
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use career_core::config::Settings;
@@ -41,11 +43,26 @@ impl LocalStack {
             settings: settings.clone(),
             sdk,
         };
-        create_tables(&stack.dynamodb_client(), &settings.tables).await?;
-        stack.queues = create_queues(&stack.sqs_client(), "career-", settings.max_delivery_attempts).await?;
+        // Services that just started can take a while to answer their first calls (the JVM
+        // warming up, a data file being opened), longer than a request may wait.
+        let setup = stack.sdk.to_builder().timeout_config(startup_timeouts()).build();
+        let dynamodb = aws_sdk_dynamodb::config::Builder::from(&setup).endpoint_url(&stack.dynamodb.endpoint).build();
+        create_tables(&aws_sdk_dynamodb::Client::from_conf(dynamodb), &settings.tables).await?;
+        let sqs = aws_sdk_sqs::config::Builder::from(&setup).endpoint_url(&stack.sqs.endpoint).build();
+        stack.queues =
+            create_queues(&aws_sdk_sqs::Client::from_conf(sqs), "career-", settings.max_delivery_attempts).await?;
         settings.delivery_queue_url = Some(stack.queues.delivery.clone());
         stack.settings = settings;
         Ok(stack)
+    }
+
+    /// Waits until DynamoDB Local or the SQS emulator ends, and says which and how: the stack
+    /// cannot work without either, so whoever runs it stops rather than answer 500s.
+    pub async fn service_ended(&mut self) -> String {
+        tokio::select! {
+            how = self.dynamodb.ended() => format!("DynamoDB Local ended unexpectedly ({how})"),
+            how = self.sqs.ended() => format!("the SQS emulator ended unexpectedly ({how})"),
+        }
     }
 
     pub fn dynamodb_client(&self) -> aws_sdk_dynamodb::Client {
@@ -89,4 +106,12 @@ impl LocalStack {
         ]);
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
+}
+
+/// Time limits for creating the tables and queues on freshly started services.
+fn startup_timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .operation_attempt_timeout(Duration::from_secs(30))
+        .operation_timeout(Duration::from_secs(60))
+        .build()
 }

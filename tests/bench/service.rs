@@ -3,7 +3,7 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e` runs some sections,
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit` runs some sections,
 //! `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the request counts.
 
 mod cold_start;
@@ -14,6 +14,7 @@ mod footprint;
 mod history;
 mod overhead;
 mod payloads;
+mod rate_limit;
 mod report;
 mod runtime_api;
 mod stats;
@@ -126,6 +127,9 @@ fn main() {
         }
         if wanted("e2e") {
             sections.push(section(6, end_to_end::TITLE, end_to_end::run(bench.clone())).await);
+        }
+        if wanted("ratelimit") {
+            sections.push(section(7, rate_limit::TITLE, rate_limit::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();

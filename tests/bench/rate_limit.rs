@@ -1,0 +1,186 @@
+//! Benchmark 7, Rate limit at window edges: clients on several instances send requests of one
+//! key as fast as they may for several windows; the figure is the most requests accepted in
+//! any one window's span, against the limit. Also the DynamoDB calls the limiter makes, and
+//! what repeating an unknown key costs.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use career_core::auth::{ApiKey, UNKNOWN_KEY_CACHE_TTL};
+use career_service::Api;
+
+use crate::counting::{self, Calls};
+use crate::report::{Row, Section};
+use crate::{progress, Bench};
+
+pub const TITLE: &str = "Rate limit at window edges";
+/// The window scaled down 10× (6 s for 60 s), with the limit's rate kept: 600 a minute is
+/// 60 in 6 s. The code is the same; only `Settings::rate_limit_window` is shorter.
+const WINDOW: Duration = Duration::from_secs(6);
+const LIMIT: u32 = 60;
+const WINDOWS: u32 = 5;
+const INSTANCES: usize = 2;
+const CLIENTS: usize = 4;
+/// Each client's pause between requests: together about 800 requests a second.
+const PACE: Duration = Duration::from_millis(5);
+const UNKNOWN_REQUESTS: usize = 1000;
+
+struct Sample {
+    sent: Instant,
+    answered: Instant,
+    accepted: bool,
+}
+
+pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
+    let calls = Calls::default();
+    let mut settings = career_service::services().settings.clone();
+    settings.rate_limit_per_minute = LIMIT;
+    settings.rate_limit_window = WINDOW;
+    let instances: Vec<Arc<Api>> = (0..INSTANCES)
+        .map(|_| Arc::new(Api::on(counting::dynamodb(&bench.dynamodb_endpoint, &calls), settings.clone())))
+        .collect();
+    let key = instances[0].full_key(&career_service::unique_user()).await;
+
+    // Start 300 ms before a fixed window's edge would fall, where the old limiter let twice
+    // the limit through.
+    let window_ms = WINDOW.as_millis() as u64;
+    let into = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64 % window_ms;
+    tokio::time::sleep(Duration::from_millis((window_ms - 300 + window_ms - into) % window_ms)).await;
+    progress(format!(
+        "   {CLIENTS} clients on {INSTANCES} instances, one key, limit {LIMIT} per {} s, for {} s",
+        WINDOW.as_secs(),
+        (WINDOW * WINDOWS).as_secs()
+    ));
+    let mark = calls.len();
+    let deadline = Instant::now() + WINDOW * WINDOWS;
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (api, key) = (instances[client % INSTANCES].clone(), key.clone());
+            tokio::spawn(async move {
+                let mut samples = Vec::new();
+                while Instant::now() < deadline {
+                    let sent = Instant::now();
+                    let answer = api.get("/api/v1/alerts", &key).await;
+                    let accepted = match answer.status.as_u16() {
+                        200 => true,
+                        429 => false,
+                        other => return Err(format!("unexpected {other}: {answer:?}")),
+                    };
+                    samples.push(Sample { sent, answered: Instant::now(), accepted });
+                    tokio::time::sleep(PACE).await;
+                }
+                Ok(samples)
+            })
+        })
+        .collect();
+    let mut samples = Vec::new();
+    for client in clients {
+        samples.extend(client.await.map_err(|e| e.to_string())??);
+    }
+    let operations = calls.since(mark);
+    let writes = operations.iter().filter(|name| *name == "UpdateItem").count();
+    let accepted: Vec<&Sample> = samples.iter().filter(|s| s.accepted).collect();
+    let refused = samples.len() - accepted.len();
+    // By answer time (what a client sees), and for sure: requests sent at or after `a` and
+    // answered less than a window after `a` was sent were decided within one window.
+    let by_answer = accepted
+        .iter()
+        .map(|a| accepted.iter().filter(|b| b.answered >= a.answered && b.answered - a.answered < WINDOW).count())
+        .max()
+        .unwrap_or(0);
+    let for_sure = accepted
+        .iter()
+        .map(|a| accepted.iter().filter(|b| b.sent >= a.sent && b.answered - a.sent < WINDOW).count())
+        .max()
+        .unwrap_or(0);
+    let per_window = accepted.len() as f64 / f64::from(WINDOWS);
+
+    progress(format!("   {UNKNOWN_REQUESTS} requests with one unknown key on one instance"));
+    let unknown = ApiKey::generate();
+    let mark = calls.len();
+    let started = Instant::now();
+    for _ in 0..UNKNOWN_REQUESTS {
+        let answer = instances[0].get("/api/v1/alerts", unknown.expose()).await;
+        if answer.status != 401 {
+            return Err(format!("an unknown key got {answer:?}"));
+        }
+    }
+    let unknown_took = started.elapsed();
+    let reads = calls.since(mark).iter().filter(|name| *name == "GetItem").count();
+    let allowed_reads = (unknown_took.as_secs_f64() / UNKNOWN_KEY_CACHE_TTL.as_secs_f64()).ceil() as usize;
+
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "{CLIENTS} clients, spread over {INSTANCES} instances of the API functions (in process, each with its own \
+         caches, sharing DynamoDB Local), sent `GET /api/v1/alerts` with one key, each pausing {} ms between \
+         requests, for {WINDOWS} windows, starting 300 ms before a fixed window's edge would have fallen. The \
+         window is scaled down 10× to {} s with the limit's rate kept ({LIMIT} per {} s is 600 a minute); the \
+         limiter is the service's (shared/src/ratelimit.rs) with `Settings::rate_limit_window` shortened, \
+         nothing else changed. The fixed one-minute window it replaces let up to twice the limit through \
+         around each window's edge.\n",
+        PACE.as_millis(),
+        WINDOW.as_secs(),
+        WINDOW.as_secs()
+    );
+    body.push_str("| Figure | Value |\n|---|---|\n");
+    let _ = writeln!(body, "| Requests sent | {} ({} accepted, {refused} refused) |", samples.len(), accepted.len());
+    let _ = writeln!(
+        body,
+        "| Most accepted in any {} s span, by answer time | **{by_answer}** (limit {LIMIT}, {:.2}×) |",
+        WINDOW.as_secs(),
+        by_answer as f64 / f64::from(LIMIT)
+    );
+    let _ = writeln!(body, "| Most accepted certainly decided within one window | {for_sure} |");
+    let _ = writeln!(
+        body,
+        "| Accepted per window on average | {per_window:.1} ({:.0} % of the limit) |",
+        100.0 * per_window / f64::from(LIMIT)
+    );
+    let _ = writeln!(
+        body,
+        "| DynamoDB writes (`UpdateItem`) | {writes} for {} accepted and {refused} refused: {:.2} per accepted |",
+        accepted.len(),
+        writes as f64 / accepted.len().max(1) as f64
+    );
+    let _ = writeln!(
+        body,
+        "| {UNKNOWN_REQUESTS} requests with one unknown key | {reads} `GetItem` in {:.1} s (cache {} s) |",
+        unknown_took.as_secs_f64(),
+        UNKNOWN_KEY_CACHE_TTL.as_secs()
+    );
+    body.push_str(
+        "\nThe window counts 12 slots and the current one, so it spans between one window and one window plus \
+         a slot: at most the limit in any window's span, and a little under the limit per window on average \
+         under constant pressure (a slot's requests count a little longer than a window). Refused requests \
+         are taken back out of the count and then answered from the instance's memory until their reset, so \
+         they cost about nothing; the writes beyond one per accepted request are those take-backs (one per \
+         instance per refusal spell). The figures come from a machine shared with other builds.\n",
+    );
+    let rows = vec![
+        Row::new(
+            format!("Accepted in any {} s span (window scaled 10×)", WINDOW.as_secs()),
+            format!("≤ {LIMIT} (the limit)"),
+            format!("{by_answer} → {:.2}×", by_answer as f64 / f64::from(LIMIT)),
+            Some(by_answer <= LIMIT as usize),
+        ),
+        Row::new(
+            "Rate-limit writes per accepted request",
+            "≤ 1.1",
+            format!("{writes} for {} → {:.2}", accepted.len(), writes as f64 / accepted.len().max(1) as f64),
+            Some(writes as f64 <= 1.1 * accepted.len() as f64),
+        ),
+        Row::new(
+            format!("Key reads for {UNKNOWN_REQUESTS} requests with one unknown key"),
+            format!("≤ 1 per {} s", UNKNOWN_KEY_CACHE_TTL.as_secs()),
+            format!("{reads} in {:.1} s", unknown_took.as_secs_f64()),
+            Some(reads <= allowed_reads),
+        ),
+    ];
+    let unmet_notes =
+        vec!["The table above gives the counts; a span over the limit would mean two instances' clocks disagree by \
+         more than a slot, or a refused request was not taken back."
+            .to_owned()];
+    Ok(Section { number: 7, title: TITLE, rows, body, unmet_notes })
+}
