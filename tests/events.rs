@@ -137,14 +137,14 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     // ...and delivered with the protection on.
     let mut guarded = pipeline.settings().clone();
     guarded.allow_insecure_webhook_urls = false;
-    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &guarded).unwrap();
+    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &career_service::kms(), &guarded).unwrap();
     let messages = receive(&pipeline, 1).await;
     let response = career_deliver::handle(&deliver, sqs_event(messages.clone())).await;
     assert_eq!(response.batch_item_failures.len(), 1, "the attempt failed and will be retried");
     assert!(receiver.received().is_empty(), "nothing reached the private address");
 
     // The same message with the setting on (local stack and tests only) does reach it.
-    let open = career_deliver::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
+    let open = career_deliver::Deps::new(&dynamodb(), &sqs(), &career_service::kms(), pipeline.settings()).unwrap();
     let response = career_deliver::handle(&open, sqs_event(messages.clone())).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(receiver.received().len(), 1);

@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use career_core::auth::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::event_from_record;
+use career_core::webhooks::WebhookSecret;
 use career_service::{unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -485,9 +486,11 @@ fn the_validator_rejects_what_it_should() {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "secret": secret})
     };
-    let secret = format!("whsec_{}", "a".repeat(43));
+    let secret = format!("whsec_{}=", "a".repeat(43));
     assert!(doc.validate(&created, &subscription(&secret, json!(["profile.updated"]))).is_empty());
     assert!(!doc.validate(&created, &subscription("whsec_short", json!(["profile.updated"]))).is_empty());
+    let unpadded = format!("whsec_{}", "a".repeat(43));
+    assert!(!doc.validate(&created, &subscription(&unpadded, json!(["profile.updated"]))).is_empty());
     assert!(!doc.validate(&created, &subscription(&secret, json!([]))).is_empty());
     assert!(!doc.validate(&created, &subscription(&secret, json!(["profile.updated", "profile.updated"]))).is_empty());
     let result = json!({"$ref": "#/components/schemas/DeleteResult"});
@@ -1019,7 +1022,10 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         let kind = event.kind.as_str();
         kinds.insert(kind.to_owned());
         let message = DeliveryMessage::new(&event, "u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
-        let signed = SignedDelivery::new(&message, "whsec_test", 1_795_766_400);
+        let (current, previous) = (WebhookSecret::generate(), WebhookSecret::generate());
+        let signed = SignedDelivery::new(&message, &[&current], 1_795_766_400);
+        // During a rotation's grace period, both signature headers hold two signatures.
+        let during_grace = SignedDelivery::new(&message, &[&current, &previous], 1_795_766_400);
 
         let operation = doc.root["webhooks"][kind]
             .get("post")
@@ -1029,27 +1035,30 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         let problems = doc.validate(&media["schema"], &body);
         assert!(problems.is_empty(), "{kind}: the delivery body does not match openapi.yaml: {problems:?}");
 
-        let header =
-            |name: &str| signed.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
-        assert_eq!(header("content-type"), Some("application/json"));
         let parameters = operation["parameters"].as_array().expect("documented headers");
-        for parameter in parameters.iter().map(|p| doc.deref(p)) {
-            assert_eq!(parameter["in"], "header");
-            let name = parameter["name"].as_str().unwrap();
-            let value = header(name);
-            if parameter["required"] == true {
-                assert!(value.is_some(), "{kind}: no {name} header");
-            }
-            if let Some(value) = value {
-                let problems = doc.validate(&parameter["schema"], &json!(value));
-                assert!(problems.is_empty(), "{kind}: header {name} {value:?}: {problems:?}");
-            }
-        }
         let documented: BTreeSet<String> =
             parameters.iter().map(|p| doc.deref(p)["name"].as_str().unwrap().to_ascii_lowercase()).collect();
-        for (name, _) in &signed.headers {
-            let name = name.to_ascii_lowercase();
-            assert!(name == "content-type" || documented.contains(&name), "{kind}: header {name} is not documented");
+        for signed in [&signed, &during_grace] {
+            let header =
+                |name: &str| signed.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+            assert_eq!(header("content-type"), Some("application/json"));
+            for parameter in parameters.iter().map(|p| doc.deref(p)) {
+                assert_eq!(parameter["in"], "header");
+                let name = parameter["name"].as_str().unwrap();
+                let value = header(name);
+                if parameter["required"] == true {
+                    assert!(value.is_some(), "{kind}: no {name} header");
+                }
+                if let Some(value) = value {
+                    let problems = doc.validate(&parameter["schema"], &json!(value));
+                    assert!(problems.is_empty(), "{kind}: header {name} {value:?}: {problems:?}");
+                }
+            }
+            for (name, _) in &signed.headers {
+                let name = name.to_ascii_lowercase();
+                let known = name == "content-type" || documented.contains(&name);
+                assert!(known, "{kind}: header {name} is not documented");
+            }
         }
     }
     let documented: BTreeSet<String> = doc.root["webhooks"].as_object().unwrap().keys().cloned().collect();

@@ -15,12 +15,15 @@ use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::SqsEvent;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::auth::ApiKey;
+use career_core::config::Settings;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
+use career_core::rotation::SigningSecrets;
+use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
-use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
-use career_core::webhooks::{new_secret, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::store::webhooks::{Created, StoredSecrets, StoredSubscription, WebhookTable};
+use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
@@ -51,7 +54,7 @@ impl Function {
         match self {
             Function::Alerts => career_alerts::RESOURCE.path,
             Function::DataSharing => career_data_sharing::RESOURCE.path,
-            Function::Webhooks => career_webhooks::RESOURCE.path,
+            Function::Webhooks => career_webhooks::RESOURCES[0].path,
         }
     }
 }
@@ -156,7 +159,8 @@ impl HttpSample {
                 career_data_sharing::handle(&deps, request).await
             }
             Function::Webhooks => {
-                career_webhooks::handle(&career_webhooks::Deps::new(&dynamodb, &api.settings).unwrap(), request).await
+                let deps = career_webhooks::Deps::new(&dynamodb, &career_service::kms(), &api.settings).unwrap();
+                career_webhooks::handle(&deps, request).await
             }
         };
         let (parts, body) = response.into_parts();
@@ -212,19 +216,22 @@ fn alert(id: String, read: bool, dismissed: bool) -> Alert {
     }
 }
 
-async fn seed_subscription(table: &WebhookTable, user: &str, id: &str, url: &str, events: Vec<EventKind>) -> String {
-    let secret = new_secret();
+async fn seed_subscription(settings: &Settings, user: &str, id: &str, url: &str, events: Vec<EventKind>) -> String {
+    let secret = WebhookSecret::generate();
+    let sealer = Sealer::new(&career_service::kms(), &dynamodb(), settings).expect("sealer settings");
+    let sealed = sealer.seal(user, id, &SigningSecrets::new(secret.clone())).await.expect("sealed");
     let stored = StoredSubscription {
         user_id: user.into(),
         subscription_id: id.into(),
         url: url.into(),
         events,
-        secret: secret.clone(),
+        secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
         created_at: clock::rfc3339(clock::now()),
     };
+    let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
     let created = table.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await.expect("subscription stored");
     assert!(matches!(created, Created::Yes));
-    secret
+    secret.into()
 }
 
 #[tokio::test]
@@ -309,9 +316,9 @@ async fn webhooks_list_lists_the_users_subscriptions() {
     let sample = HttpSample::load("webhooks-list", Function::Webhooks, Method::GET);
     let api = Api::new();
     let user = unique_user();
-    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     let id = ids::new_id(ids::SUBSCRIPTION);
-    seed_subscription(&table, &user, &id, "https://hooks.example.com/listed", vec![EventKind::ProfileUpdated]).await;
+    seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/listed", vec![EventKind::ProfileUpdated])
+        .await;
     let key = api.key(&user, "read:webhooks").await;
 
     let answer = sample.invoke(&api, Function::Webhooks, &key).await;
@@ -335,7 +342,10 @@ async fn webhooks_create_creates_the_subscription_it_describes() {
     assert!(json["id"].as_str().is_some_and(|id| ids::has_shape(id, ids::SUBSCRIPTION)), "{json}");
     assert_eq!(json["url"], body["url"]);
     assert_eq!(json["events"], body["events"]);
-    assert!(json["secret"].as_str().is_some_and(|s| s.starts_with("whsec_") && s.len() == 6 + 43), "{json}");
+    assert!(
+        json["secret"].as_str().is_some_and(|s| WebhookSecret::parse(s).is_some_and(|p| p.expose().len() == 6 + 44)),
+        "{json}"
+    );
     let stored = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks).list(&user).await.unwrap();
     assert_eq!(stored.iter().map(|s| s.subscription_id.as_str()).collect::<Vec<_>>(), [json["id"].as_str().unwrap()]);
 }
@@ -347,12 +357,13 @@ async fn webhooks_delete_deletes_the_subscription_it_names() {
     assert!(ids::has_shape(&id, ids::SUBSCRIPTION), "the sample's id has the shape of a subscription id: {id}");
     let api = Api::new();
     let user = unique_user();
-    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
-    seed_subscription(&table, &user, &id, "https://hooks.example.com/gone", vec![EventKind::ProfileUpdated]).await;
+    seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/gone", vec![EventKind::ProfileUpdated])
+        .await;
     let key = api.key(&user, "write:webhooks").await;
 
     let answer = sample.invoke(&api, Function::Webhooks, &key).await;
     assert_eq!(answer.expect(200), &json!({"id": id, "deleted": true}));
+    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     assert!(table.get(&user, &id).await.unwrap().is_none(), "the subscription is gone");
 }
 
@@ -382,12 +393,11 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         assert_eq!(record.event_source.as_deref(), Some("aws:sqs"));
     }
     let pipeline = Pipeline::start(false).await;
-    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let mut receivers = Vec::new();
     for message in &messages {
         let receiver = Receiver::start(&[200], Duration::ZERO).await;
         let secret = seed_subscription(
-            &table,
+            pipeline.settings(),
             &message.user_id,
             &message.subscription_id,
             &receiver.url,
@@ -397,7 +407,7 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         receivers.push((receiver, secret));
     }
 
-    let deps = career_deliver::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
+    let deps = career_deliver::Deps::new(&dynamodb(), &sqs(), &career_service::kms(), pipeline.settings()).unwrap();
     let response = career_deliver::handle(&deps, event).await;
     assert!(response.batch_item_failures.is_empty(), "every delivery succeeded: {response:?}");
 
@@ -432,16 +442,15 @@ async fn fanout_stream_batch_becomes_exactly_the_sample_delivery_messages() {
     let (_, expected) = sample_deliveries();
     let user = expected[0].user_id.clone();
     let pipeline = Pipeline::start(false).await;
-    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     // The subscriptions the delivery sample names, one per kind, and another user's
     // subscription to both kinds, which must get nothing.
     for message in &expected {
         let url = "http://127.0.0.1:9/unused";
-        seed_subscription(&table, &user, &message.subscription_id, url, vec![message.event.kind]).await;
+        seed_subscription(pipeline.settings(), &user, &message.subscription_id, url, vec![message.event.kind]).await;
     }
     let all = vec![EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
     let other = ids::new_id(ids::SUBSCRIPTION);
-    seed_subscription(&table, &unique_user(), &other, "http://127.0.0.1:9/other", all).await;
+    seed_subscription(pipeline.settings(), &unique_user(), &other, "http://127.0.0.1:9/other", all).await;
 
     let deps = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
     let response = career_fanout::handle(&deps, batch).await;

@@ -4,9 +4,12 @@ use aws_sdk_dynamodb::Client as DynamoDb;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::auth::{ApiKey, Scopes};
 use career_core::config::TableNames;
+use career_core::rotation::SigningSecrets;
+use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_core::store::platform::PlatformTables;
+use career_core::store::webhooks::{Replaced, StoredSecrets, WebhookTable};
 use career_core::{clock, ids};
 use serde_json::{json, Value};
 
@@ -99,6 +102,25 @@ impl Admin {
             .await
             .map_err(|e| format!("completing the assessment: {e}"))?;
         Ok(json!({"userId": user_id, "assessmentId": assessment_id}))
+    }
+
+    /// Seals every webhook secret still stored in plain text (subscriptions created before
+    /// secrets were sealed), each in one conditional write; the secret itself is unchanged.
+    pub async fn seal_plain_secrets(&self, sealer: &Sealer) -> Result<Value, String> {
+        let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
+        let plain = webhooks.plain_secrets().await.map_err(|e| format!("finding plain-text secrets: {e}"))?;
+        let mut sealed = 0;
+        for subscription in plain {
+            let StoredSecrets::Plain { secret } = &subscription.secrets else { continue };
+            let secrets = SigningSecrets::new(secret.clone());
+            let (user, id) = (&subscription.user_id, &subscription.subscription_id);
+            let new = sealer.seal(user, id, &secrets).await.map_err(|e| format!("sealing the secret of {id}: {e}"))?;
+            // A rotation in the meantime sealed it already.
+            if let Replaced::Yes(_) = webhooks.replace_secrets(&subscription, &new).await.map_err(|e| e.to_string())? {
+                sealed += 1;
+            }
+        }
+        Ok(json!({"sealed": sealed}))
     }
 
     pub async fn create_tables(&self) -> Result<Value, String> {

@@ -10,6 +10,7 @@ use career_core::alerts::{Category, Severity};
 use career_core::auth::Scopes;
 use career_core::config::{Settings, TableNames};
 use career_core::runtime::aws_timeouts;
+use career_core::sealing::Sealer;
 use careerctl::admin::{Admin, NewAlert};
 use careerctl::gateway::{self, ApiFunctions};
 use careerctl::pumps;
@@ -47,6 +48,9 @@ enum Command {
     /// Create the service's DynamoDB tables (those that do not exist yet).
     #[command(subcommand)]
     Tables(TablesCommand),
+    /// Maintain webhook subscriptions.
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
     /// Run the whole local stack in the foreground (what `make run` does); Ctrl-C stops it.
     Local(LocalArgs),
 }
@@ -119,6 +123,14 @@ enum TablesCommand {
     Create,
 }
 
+#[derive(Subcommand)]
+enum WebhooksCommand {
+    /// Seal (encrypt under the data key that SECRETS_KMS_KEY_ID protects) every secret that
+    /// subscriptions created before secrets were sealed keep in plain text; prints
+    /// {"sealed": n}. The secrets themselves do not change. `careerctl local` runs it at start.
+    SealSecrets,
+}
+
 #[derive(clap::Args)]
 struct LocalArgs {
     /// Port of the local API.
@@ -162,6 +174,12 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
             admin.complete_assessment(&user, assessment).await
         }
         Command::Tables(TablesCommand::Create) => admin.create_tables().await,
+        Command::Webhooks(WebhooksCommand::SealSecrets) => {
+            let settings = Settings::from_env().map_err(|e| e.to_string())?;
+            let sealer = Sealer::new(&aws_sdk_kms::Client::new(&sdk), &aws_sdk_dynamodb::Client::new(&sdk), &settings)
+                .map_err(|e| e.to_string())?;
+            admin.seal_plain_secrets(&sealer).await
+        }
         Command::Local(_) => unreachable!("handled in main"),
     }
 }
@@ -187,19 +205,26 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
     let installed = Installed::at(&args.local_dir)?;
     let settings = local_settings()?;
     eprintln!("==> starting DynamoDB Local and the SQS emulator");
-    let data_dir = args.local_dir.join("data/dynamodb");
+    let data_dir = args.local_dir.join("data");
     let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
     let dynamodb = stack.dynamodb_client();
+    let kms = stack.kms_client();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)", args.port))?;
     let sqs = stack.sqs_client();
-    let functions = Arc::new(ApiFunctions::new(&dynamodb, &stack.settings).map_err(|e| e.to_string())?);
+    let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &stack.settings).map_err(|e| e.to_string())?);
     let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
-    let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
+    let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &kms, &stack.settings).map_err(|e| e.to_string())?;
     let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
     let checkpoints = args.local_dir.join("data/stream-checkpoints.json");
     let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
+    // Local data from before secrets were sealed: seal it before anything is served.
+    let sealer = Sealer::new(&kms, &dynamodb, &stack.settings).map_err(|e| e.to_string())?;
+    let sealed = admin.seal_plain_secrets(&sealer).await?;
+    if sealed["sealed"] != 0 {
+        eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed["sealed"]);
+    }
     let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
     let demo_key = demo["key"].as_str().unwrap_or_default().to_owned();
     let api_url = format!("http://127.0.0.1:{}", args.port);

@@ -1,4 +1,4 @@
-//! Starting DynamoDB Local and the moto SQS emulator as child processes on free ports.
+//! Starting DynamoDB Local and moto (the SQS and KMS emulator) as child processes on free ports.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,10 @@ impl Installed {
         self.dir.join("venv/bin/moto_server")
     }
 
+    fn moto_python(&self) -> PathBuf {
+        self.dir.join("venv/bin/python")
+    }
+
     /// DynamoDB Local, in memory or persisted under `data_dir`.
     pub async fn start_dynamodb(&self, data_dir: Option<&Path>) -> Result<LocalService, String> {
         let port = free_port()?;
@@ -84,12 +88,21 @@ impl Installed {
         Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
     }
 
-    /// The moto server, standing in for SQS.
-    pub async fn start_sqs(&self) -> Result<LocalService, String> {
+    /// The moto server, standing in for SQS and KMS. With `kms_state`, its KMS key is kept
+    /// there across restarts (moto itself keeps everything in memory).
+    pub async fn start_moto(&self, kms_state: Option<&Path>) -> Result<LocalService, String> {
+        const KEPT_KMS_KEY: &str = include_str!("moto_kms_state.py");
         let port = free_port()?;
-        let server = self.moto_server().display().to_string();
-        let child = spawn_supervised(&server, &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()])?;
-        wait_for_port(port, "the SQS emulator").await?;
+        let listen = ["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()];
+        let child = match kms_state {
+            None => spawn_supervised(&self.moto_server().display().to_string(), &listen)?,
+            Some(dir) => {
+                let args =
+                    [vec!["-c".into(), KEPT_KMS_KEY.into(), dir.display().to_string()], listen.to_vec()].concat();
+                spawn_supervised(&self.moto_python().display().to_string(), &args)?
+            }
+        };
+        wait_for_port(port, "the SQS and KMS emulator").await?;
         Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
     }
 }

@@ -1,5 +1,5 @@
-//! The local stack: DynamoDB Local and the SQS emulator on free ports, with the service's
-//! tables and queues, and SDK clients pointed at them. `careerctl local` and the
+//! The local stack: DynamoDB Local and moto (SQS and KMS) on free ports, with the service's
+//! tables, queues and KMS key, and SDK clients pointed at them. `careerctl local` and the
 //! integration tests start it the same way.
 
 use std::path::Path;
@@ -17,6 +17,7 @@ pub const REGION: &str = "us-east-1";
 
 pub struct LocalStack {
     pub dynamodb: LocalService,
+    /// moto: the SQS emulator, and KMS on the same endpoint.
     pub sqs: LocalService,
     pub queues: QueueUrls,
     pub settings: Settings,
@@ -24,10 +25,14 @@ pub struct LocalStack {
 }
 
 impl LocalStack {
-    /// Starts both services (DynamoDB data under `data_dir`, or in memory), creates what is
-    /// missing, and points `settings` at the delivery queue.
+    /// Starts both services (their data under `data_dir`, or in memory), creates what is
+    /// missing, and points `settings` at the delivery queue and the KMS key.
     pub async fn start(installed: &Installed, data_dir: Option<&Path>, mut settings: Settings) -> Result<Self, String> {
-        let (dynamodb, sqs) = tokio::try_join!(installed.start_dynamodb(data_dir), installed.start_sqs())?;
+        let (dynamodb_dir, kms_dir) = (data_dir.map(|d| d.join("dynamodb")), data_dir.map(|d| d.join("kms")));
+        let (dynamodb, sqs) = tokio::try_join!(
+            installed.start_dynamodb(dynamodb_dir.as_deref()),
+            installed.start_moto(kms_dir.as_deref())
+        )?;
         let sdk = SdkConfig::builder()
             .region(Region::new(REGION))
             .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
@@ -52,6 +57,8 @@ impl LocalStack {
         stack.queues =
             create_queues(&aws_sdk_sqs::Client::from_conf(sqs), "career-", settings.max_delivery_attempts).await?;
         settings.delivery_queue_url = Some(stack.queues.delivery.clone());
+        let kms = aws_sdk_kms::config::Builder::from(&setup).endpoint_url(&stack.sqs.endpoint).build();
+        settings.secrets_kms_key_id = Some(create_kms_key(&aws_sdk_kms::Client::from_conf(kms)).await?);
         stack.settings = settings;
         Ok(stack)
     }
@@ -81,6 +88,12 @@ impl LocalStack {
         aws_sdk_sqs::Client::from_conf(config)
     }
 
+    /// KMS on moto's endpoint.
+    pub fn kms_client(&self) -> aws_sdk_kms::Client {
+        let config = aws_sdk_kms::config::Builder::from(&self.sdk).endpoint_url(&self.sqs.endpoint).build();
+        aws_sdk_kms::Client::from_conf(config)
+    }
+
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
     pub fn env_file(&self, api_url: &str, demo_key: &str) -> String {
         let mut vars = vec![
@@ -89,6 +102,7 @@ impl LocalStack {
             ("AWS_SECRET_ACCESS_KEY", "local".to_owned()),
             ("AWS_ENDPOINT_URL_DYNAMODB", self.dynamodb.endpoint.clone()),
             ("AWS_ENDPOINT_URL_SQS", self.sqs.endpoint.clone()),
+            ("AWS_ENDPOINT_URL_KMS", self.sqs.endpoint.clone()),
             ("DELIVERY_QUEUE_URL", self.queues.delivery.clone()),
             ("DEAD_LETTER_QUEUE_URL", self.queues.dead_letter.clone()),
             ("CAREER_API_URL", api_url.to_owned()),
@@ -103,6 +117,7 @@ impl LocalStack {
             ("CURSOR_SIGNING_KEY", settings.cursor_signing_key.clone().unwrap_or_default()),
             ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
             ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
+            ("SECRETS_KMS_KEY_ID", settings.secrets_kms_key_id.clone().unwrap_or_default()),
         ]);
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
@@ -114,4 +129,16 @@ fn startup_timeouts() -> TimeoutConfig {
         .operation_attempt_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(60))
         .build()
+}
+
+/// The KMS key that protects the webhook secrets' data key, as the SAM template creates it on
+/// AWS. With kept KMS state, moto hands out the same key, id and material, on every start.
+async fn create_kms_key(kms: &aws_sdk_kms::Client) -> Result<String, String> {
+    let created = kms
+        .create_key()
+        .description("career webhook secrets (local stack)")
+        .send()
+        .await
+        .map_err(|e| crate::tables::describe("creating the KMS key", e))?;
+    created.key_metadata.map(|metadata| metadata.key_id).ok_or_else(|| "CreateKey returned no key".into())
 }

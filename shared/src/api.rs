@@ -73,12 +73,20 @@ pub enum ApiError {
     WebhookMissingSubscriptionId,
     #[error("No webhook subscription with id '{}'.", Excerpt(.0))]
     WebhookNotFound(String),
+    #[error("Invalid grace period: {0}.")]
+    WebhookInvalidGracePeriod(crate::rotation::InvalidGracePeriod),
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
+impl From<crate::sealing::SealError> for ApiError {
+    fn from(err: crate::sealing::SealError) -> Self {
         ApiError::Internal(Box::new(err))
     }
 }
@@ -106,7 +114,8 @@ impl ApiError {
             | WebhookInvalidUrl(_)
             | WebhookInvalidEvents(_)
             | WebhookLimitExceeded
-            | WebhookMissingSubscriptionId => StatusCode::BAD_REQUEST,
+            | WebhookMissingSubscriptionId
+            | WebhookInvalidGracePeriod(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -134,6 +143,7 @@ impl ApiError {
             WebhookLimitExceeded => "webhooks.limit_exceeded",
             WebhookMissingSubscriptionId => "webhooks.missing_subscription_id",
             WebhookNotFound(_) => "webhooks.not_found",
+            WebhookInvalidGracePeriod(_) => "webhooks.invalid_grace_period",
             Internal(_) => "internal_error",
         }
     }
@@ -183,7 +193,8 @@ impl Reply {
     }
 }
 
-/// One path and the operations served on it: `(method, required scope, operation)`.
+/// One path and the operations served on it: `(method, required scope, operation)`. A
+/// function serves one or more of them.
 pub struct Resource<Op: 'static> {
     pub path: &'static str,
     pub operations: &'static [(Method, Scope, Op)],
@@ -231,6 +242,14 @@ impl Call {
             Value::Object(map) => Ok(map),
             _ => Err(ApiError::InvalidJson("The request body must be a JSON object.")),
         }
+    }
+
+    /// The body as a JSON object, or `None` when there is none (an optional body).
+    pub fn optional_json_object(&self) -> Result<Option<serde_json::Map<String, Value>>, ApiError> {
+        if body_bytes(self.request.body()).is_empty() {
+            return Ok(None);
+        }
+        self.json_object().map(Some)
     }
 }
 
@@ -328,8 +347,9 @@ impl Front {
         }
     }
 
-    /// Answers `request` for `resource`: the checks, then `operation`, then the request log.
-    pub async fn serve<Op, F, Fut>(&self, resource: &Resource<Op>, request: Request, operation: F) -> Response<Body>
+    /// Answers `request` for the resource of its path: the checks, then `operation`, then the
+    /// request log.
+    pub async fn serve<Op, F, Fut>(&self, resources: &[Resource<Op>], request: Request, operation: F) -> Response<Body>
     where
         Op: Copy,
         F: FnOnce(Op, Call) -> Fut,
@@ -341,7 +361,7 @@ impl Front {
         let mut rate_limit = None;
         let mut user_id = None;
         let outcome = async {
-            let op = route_of(resource, &request)?;
+            let op = route_of(resources, &request)?;
             let principal = self.authenticate(&request).await?;
             user_id = Some(principal.user_id.clone());
             let (_, scope, op) = op;
@@ -402,10 +422,9 @@ impl Front {
     }
 }
 
-fn route_of<Op: Copy>(resource: &Resource<Op>, request: &Request) -> Result<(Method, Scope, Op), ApiError> {
-    if request.uri().path() != resource.path {
-        return Err(ApiError::NotFound);
-    }
+fn route_of<Op: Copy>(resources: &[Resource<Op>], request: &Request) -> Result<(Method, Scope, Op), ApiError> {
+    let path = request.uri().path();
+    let resource = resources.iter().find(|resource| resource.path == path).ok_or(ApiError::NotFound)?;
     let found = resource.operations.iter().find(|(method, _, _)| method == request.method());
     found.cloned().ok_or_else(|| ApiError::MethodNotAllowed {
         allow: resource.operations.iter().map(|(method, _, _)| method.as_str()).collect::<Vec<_>>().join(", "),

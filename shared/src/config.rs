@@ -84,6 +84,9 @@ pub struct Settings {
     pub retry_base: Duration,
     /// `DELIVERY_MAX_ATTEMPTS`: attempts before a delivery goes to the dead-letter queue.
     pub max_delivery_attempts: u32,
+    /// `SECRETS_KMS_KEY_ID`: the KMS key (id, ARN or alias) that protects the data key of
+    /// the webhook secrets.
+    pub secrets_kms_key_id: Option<String>,
 }
 
 impl Settings {
@@ -97,6 +100,7 @@ impl Settings {
             delivery_queue_url: env::var("DELIVERY_QUEUE_URL").ok(),
             retry_base: Duration::from_secs_f64(parse_var("DELIVERY_RETRY_BASE_SECONDS", 30.0)?),
             max_delivery_attempts: parse_var("DELIVERY_MAX_ATTEMPTS", 9)?,
+            secrets_kms_key_id: env::var("SECRETS_KMS_KEY_ID").ok(),
         })
     }
 
@@ -108,6 +112,13 @@ impl Settings {
                 problem: "must be set to a secret of at least 32 characters".into(),
             }),
         }
+    }
+
+    pub fn require_secrets_kms_key(&self) -> Result<&str, ConfigError> {
+        self.secrets_kms_key_id.as_deref().ok_or(ConfigError {
+            name: "SECRETS_KMS_KEY_ID",
+            problem: "must name the KMS key that protects the webhook secrets".into(),
+        })
     }
 
     pub fn require_queue_url(&self) -> Result<&str, ConfigError> {

@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
@@ -13,6 +15,8 @@ use crate::{netguard, secrets};
 pub const MAX_URL_LEN: usize = 2048;
 pub const MAX_SUBSCRIPTIONS_PER_USER: u32 = 25;
 const SECRET_PREFIX: &str = "whsec_";
+/// Length of the standard base64 (padded) text of [`secrets::TOKEN_BYTES`] bytes.
+const SECRET_TEXT_LEN: usize = 44;
 
 /// A delivery target that passed the create-time rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,8 +129,68 @@ pub struct CreatedSubscription {
     pub secret: String,
 }
 
-pub fn new_secret() -> String {
-    secrets::random_token(SECRET_PREFIX)
+/// A subscription's signing secret: `whsec_` + the standard base64 (with padding) of 32
+/// random bytes, the format Standard Webhooks libraries read. `X-Webhook-Signature` is keyed
+/// with the whole text, the Standard Webhooks signature with the 32 bytes.
+///
+/// Secrets issued before that format (`whsec_` + 43 base64url characters) still parse, so
+/// their receivers keep verifying `X-Webhook-Signature` unchanged; their Standard Webhooks key
+/// is the 32 bytes they encode. A rotation replaces them with a secret of the new format.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct WebhookSecret {
+    text: String,
+    key: [u8; secrets::TOKEN_BYTES],
+}
+
+impl WebhookSecret {
+    pub fn generate() -> Self {
+        let key = secrets::random_bytes::<{ secrets::TOKEN_BYTES }>();
+        WebhookSecret { text: format!("{SECRET_PREFIX}{}", STANDARD.encode(key)), key }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let encoded = text.strip_prefix(SECRET_PREFIX)?;
+        let decoded = match encoded.len() {
+            SECRET_TEXT_LEN => STANDARD.decode(encoded).ok()?,
+            secrets::TOKEN_TEXT_LEN if secrets::is_token(text, SECRET_PREFIX) => {
+                URL_SAFE_NO_PAD.decode(encoded).ok()?
+            }
+            _ => return None,
+        };
+        Some(WebhookSecret { text: text.to_owned(), key: decoded.try_into().ok()? })
+    }
+
+    /// The secret as the receiver knows it (and the key of `X-Webhook-Signature`).
+    pub fn expose(&self) -> &str {
+        &self.text
+    }
+
+    /// The key of the Standard Webhooks signature.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+/// Never prints the secret, so it cannot end up in a log line.
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookSecret(..)")
+    }
+}
+
+impl TryFrom<String> for WebhookSecret {
+    type Error = &'static str;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        WebhookSecret::parse(&text).ok_or("not a webhook secret")
+    }
+}
+
+impl From<WebhookSecret> for String {
+    fn from(secret: WebhookSecret) -> Self {
+        secret.text
+    }
 }
 
 #[cfg(test)]
@@ -205,8 +269,33 @@ mod tests {
     }
 
     #[test]
-    fn secrets_have_the_documented_shape() {
-        let secret = new_secret();
-        assert!(secrets::is_token(&secret, "whsec_"), "{secret}");
+    fn secrets_are_whsec_and_the_standard_base64_of_32_bytes() {
+        let secret = WebhookSecret::generate();
+        let text = secret.expose();
+        let encoded = text.strip_prefix("whsec_").expect("the whsec_ prefix");
+        assert_eq!(encoded.len(), 44, "{text}");
+        assert!(encoded.ends_with('='), "padded: {text}");
+        assert_eq!(STANDARD.decode(encoded).unwrap(), secret.key());
+        assert_eq!(WebhookSecret::parse(text), Some(secret.clone()));
+        assert_ne!(WebhookSecret::generate(), secret);
+        assert_eq!(format!("{secret:?}"), "WebhookSecret(..)", "never printed");
+    }
+
+    #[test]
+    fn secrets_of_the_earlier_format_still_parse() {
+        let legacy = "whsec_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE";
+        let secret = WebhookSecret::parse(legacy).expect("a secret issued before the base64 format");
+        assert_eq!(secret.expose(), legacy);
+        assert_eq!(secret.key(), URL_SAFE_NO_PAD.decode(&legacy[6..]).unwrap());
+        for bad in [
+            "whsec_",
+            "whsec_abc",
+            "cak_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE",
+            "whsec_Ab+/0123456789abcdefghijklmnopqrstuvwxyzABE",
+            &format!("whsec_!{}", &STANDARD.encode([7u8; 32])[1..]),
+            &format!("whsec_{}", STANDARD.encode([7u8; 31])),
+        ] {
+            assert_eq!(WebhookSecret::parse(bad), None, "{bad}");
+        }
     }
 }

@@ -108,7 +108,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         pipeline.subscribe(&user, &format!("https://hooks.example.com/career/{i}"), &["profile.updated"]).await;
     }
     let fixture = Fixture {
-        functions: ApiFunctions::new(&client, &settings).map_err(|e| e.to_string())?,
+        functions: ApiFunctions::new(&client, &career_service::kms(), &settings).map_err(|e| e.to_string())?,
         client,
         calls,
         settings,
@@ -369,7 +369,7 @@ impl Fixture {
                     .item("subscriptionId", s(&id))
                     .item("url", s("https://hooks.example.com/career/new"))
                     .item("events", AttributeValue::L(vec![s("profile.updated")]))
-                    .item("secret", s(&career_core::webhooks::new_secret()))
+                    .item("sealedSecrets", s(&career_core::webhooks::WebhookSecret::generate().expose().repeat(3)))
                     .item("createdAt", s(&clock::rfc3339(clock::now())))
                     .condition_expression("attribute_not_exists(subscriptionId)")
                     .build()

@@ -72,6 +72,7 @@ pub fn base_settings() -> Settings {
         delivery_queue_url: None,
         retry_base: std::time::Duration::from_millis(1000),
         max_delivery_attempts: 3,
+        secrets_kms_key_id: None,
     }
 }
 
@@ -82,6 +83,12 @@ fn sdk_config() -> SdkConfig {
         .behavior_version(BehaviorVersion::latest())
         .timeout_config(career_core::runtime::aws_timeouts())
         .build()
+}
+
+/// A KMS client for the test's own runtime (moto serves KMS on the SQS emulator's endpoint).
+pub fn kms() -> aws_sdk_kms::Client {
+    let config = aws_sdk_kms::config::Builder::from(&sdk_config()).endpoint_url(&services().sqs_endpoint).build();
+    aws_sdk_kms::Client::from_conf(config)
 }
 
 /// A DynamoDB client for the test's own runtime.
@@ -142,7 +149,7 @@ impl Api {
     /// The functions on the DynamoDB that `dynamodb` talks to.
     pub fn on(dynamodb: aws_sdk_dynamodb::Client, settings: Settings) -> Self {
         Api {
-            functions: ApiFunctions::new(&dynamodb, &settings).expect("valid settings"),
+            functions: ApiFunctions::new(&dynamodb, &kms(), &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),
             settings,
         }

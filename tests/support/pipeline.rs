@@ -8,7 +8,7 @@ use careerctl::pumps::{run_queue_pump, run_stream_pump};
 use careerctl::tables::{create_queues, create_tables, QueueUrls};
 use tokio::task::JoinHandle;
 
-use crate::{dynamodb, services, sqs, streams, unique_user, Api};
+use crate::{dynamodb, kms, services, sqs, streams, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
@@ -37,7 +37,7 @@ impl Pipeline {
         let mut pumps = Vec::new();
         if with_pumps {
             let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), &settings).expect("fan-out settings");
-            let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &settings).expect("delivery settings");
+            let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), &settings).expect("delivery settings");
             let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
             let queue = queues.delivery.clone();
             pumps

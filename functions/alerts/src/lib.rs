@@ -43,7 +43,7 @@ pub const RESOURCE: Resource<Operation> = Resource {
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
     deps.front
-        .serve(&RESOURCE, request, |operation, call| async move {
+        .serve(&[RESOURCE], request, |operation, call| async move {
             match operation {
                 Operation::List => list(deps, call).await,
                 Operation::Mark => mark(deps, call).await,

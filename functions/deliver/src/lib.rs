@@ -10,10 +10,12 @@ use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::{Outcome, Sender};
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::queue::DeliveryQueue;
+use career_core::sealing::Sealer;
 use career_core::store::webhooks::WebhookTable;
 
 pub struct Deps {
     webhooks: WebhookTable,
+    sealer: Sealer,
     queue: DeliveryQueue,
     sender: Sender,
     schedule: RetrySchedule,
@@ -23,10 +25,12 @@ impl Deps {
     pub fn new(
         dynamodb: &aws_sdk_dynamodb::Client,
         sqs: &aws_sdk_sqs::Client,
+        kms: &aws_sdk_kms::Client,
         settings: &Settings,
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            sealer: Sealer::new(kms, dynamodb, settings)?,
             queue: DeliveryQueue::new(sqs.clone(), settings.require_queue_url()?),
             sender: Sender::new(settings.allow_insecure_webhook_urls),
             schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
@@ -67,8 +71,15 @@ async fn deliver(deps: &Deps, message: &SqsMessage) -> bool {
             return false;
         }
     };
+    let secrets = match deps.sealer.open(&subscription).await {
+        Ok(secrets) => secrets,
+        Err(err) => {
+            tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "opening the subscription's secrets failed");
+            return false;
+        }
+    };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let signed = SignedDelivery::new(&delivery, &subscription.secret, now);
+    let signed = SignedDelivery::new(&delivery, &secrets.active_at(now), now);
     let (sender, url) = (deps.sender.clone(), subscription.url.clone());
     let started = Instant::now();
     let outcome = tokio::task::spawn_blocking(move || sender.send(&url, &signed))

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::events::Event;
 use crate::ids;
 use crate::signing;
+use crate::webhooks::WebhookSecret;
 
 /// One delivery of one event to one subscription: the body of a delivery queue message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,15 +44,25 @@ pub struct SignedDelivery {
 pub const USER_AGENT: &str = concat!("career-webhooks/", env!("CARGO_PKG_VERSION"));
 
 impl SignedDelivery {
-    pub fn new(message: &DeliveryMessage, secret: &str, unix_seconds: u64) -> Self {
+    /// Signs with each of `secrets` (the current one first, contract section 10): the
+    /// seed's `X-Webhook-Signature` and the Standard Webhooks headers (section 11), whose
+    /// timestamp is this attempt's, `unix_seconds`.
+    pub fn new(message: &DeliveryMessage, secrets: &[&WebhookSecret], unix_seconds: u64) -> Self {
         let body = serde_json::to_vec(&message.event).expect("events serialize");
+        let id = &message.delivery_id;
+        let hex: Vec<String> = secrets.iter().map(|secret| signing::sign_hex(secret.expose(), &body)).collect();
+        let standard: Vec<String> =
+            secrets.iter().map(|secret| signing::sign_standard(secret.key(), id, unix_seconds, &body)).collect();
         let headers = vec![
             ("Content-Type", "application/json".to_owned()),
             ("User-Agent", USER_AGENT.to_owned()),
             ("X-Webhook-Event", message.event.kind.as_str().to_owned()),
-            ("X-Webhook-Delivery", message.delivery_id.clone()),
-            ("X-Webhook-Signature", signing::sign_hex(secret, &body)),
+            ("X-Webhook-Delivery", id.clone()),
+            ("X-Webhook-Signature", hex.join(" ")),
             ("X-Webhook-Timestamp", unix_seconds.to_string()),
+            ("webhook-id", id.clone()),
+            ("webhook-timestamp", unix_seconds.to_string()),
+            ("webhook-signature", standard.join(" ")),
         ];
         SignedDelivery { body, headers }
     }
@@ -82,20 +93,44 @@ mod tests {
         assert!(ids::has_shape(&a.delivery_id, ids::DELIVERY));
     }
 
+    fn header<'a>(signed: &'a SignedDelivery, name: &str) -> &'a str {
+        signed.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str()).unwrap_or_default()
+    }
+
     #[test]
     fn the_signature_covers_the_exact_body_sent() {
         let message = DeliveryMessage::new(&event(), "u1", "whk_1");
-        let signed = SignedDelivery::new(&message, "whsec_test", 1_795_766_400);
-        let header = |name| signed.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str());
-        assert!(signing::verify_hex("whsec_test", &signed.body, header("X-Webhook-Signature").unwrap()));
-        assert_eq!(header("X-Webhook-Event"), Some("profile.updated"));
-        assert_eq!(header("X-Webhook-Delivery"), Some(message.delivery_id.as_str()));
-        assert_eq!(header("X-Webhook-Timestamp"), Some("1795766400"));
+        let secret = WebhookSecret::generate();
+        let signed = SignedDelivery::new(&message, &[&secret], 1_795_766_400);
+        let header = |name| header(&signed, name);
+        assert!(signing::verify_hex(secret.expose(), &signed.body, header("X-Webhook-Signature")));
+        assert_eq!(header("X-Webhook-Event"), "profile.updated");
+        assert_eq!(header("X-Webhook-Delivery"), message.delivery_id);
+        assert_eq!(header("X-Webhook-Timestamp"), "1795766400");
+        assert_eq!(header("webhook-id"), message.delivery_id);
+        assert_eq!(header("webhook-timestamp"), "1795766400");
+        let standard = signing::sign_standard(secret.key(), &message.delivery_id, 1_795_766_400, &signed.body);
+        assert_eq!(header("webhook-signature"), standard);
         let body: serde_json::Value = serde_json::from_slice(&signed.body).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"id": message.event.id, "type": "profile.updated",
                 "createdAt": "2026-11-27T08:00:00.000Z", "data": {"userId": "u1", "profileId": "prf_1"}})
         );
+    }
+
+    #[test]
+    fn during_a_grace_period_both_headers_carry_both_signatures_new_first() {
+        let message = DeliveryMessage::new(&event(), "u1", "whk_1");
+        let (new, old) = (WebhookSecret::generate(), WebhookSecret::generate());
+        let signed = SignedDelivery::new(&message, &[&new, &old], 1_795_766_400);
+        let hex: Vec<&str> = header(&signed, "X-Webhook-Signature").split(' ').collect();
+        assert_eq!(hex.len(), 2);
+        assert!(signing::verify_hex(new.expose(), &signed.body, hex[0]));
+        assert!(signing::verify_hex(old.expose(), &signed.body, hex[1]));
+        let sign = |secret: &WebhookSecret| {
+            signing::sign_standard(secret.key(), &message.delivery_id, 1_795_766_400, &signed.body)
+        };
+        assert_eq!(header(&signed, "webhook-signature"), format!("{} {}", sign(&new), sign(&old)));
     }
 }

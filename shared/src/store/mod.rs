@@ -11,7 +11,7 @@ pub mod webhooks;
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +41,7 @@ pub(crate) fn n(number: impl ToString) -> AttributeValue {
     AttributeValue::N(number.to_string())
 }
 
-/// True when an update was refused because its condition did not hold.
-pub(crate) fn is_condition_failure<R>(
-    err: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
-) -> bool {
-    err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception())
+/// True when a write was refused because its condition did not hold.
+pub(crate) fn is_condition_failure<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
+    err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException")
 }

@@ -1,22 +1,26 @@
 //! The webhooks table: partition `userId`, sort `subscriptionId`. Beside the subscriptions,
 //! each user's partition holds one counter item, kept in the same transaction as every
-//! create and delete, that enforces the per-user limit without reading first.
+//! create and delete, that enforces the per-user limit without reading first. One more
+//! item, in a partition of its own, holds the encrypted data key of the sealed secrets.
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{n, s, StoreError};
+use super::{is_condition_failure, n, s, StoreError};
 use crate::events::EventKind;
 use crate::ids;
-use crate::webhooks::Subscription;
+use crate::webhooks::{Subscription, WebhookSecret};
 
 const COUNTER_ID: &str = "#count";
+/// The key of the data key's item (see `sealing`); no user's subscription sorts as `#…`.
+const DATA_KEY_ITEM: (&str, &str) = ("#service", "#secrets-data-key");
 /// How often a transaction cancelled by a conflict with a concurrent one is tried again.
 const CONFLICT_RETRIES: u32 = 5;
 
-/// A subscription as stored, with its secret.
+/// A subscription as stored, with its secrets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredSubscription {
@@ -24,8 +28,37 @@ pub struct StoredSubscription {
     pub subscription_id: String,
     pub url: String,
     pub events: Vec<EventKind>,
-    pub secret: String,
+    #[serde(flatten)]
+    pub secrets: StoredSecrets,
     pub created_at: String,
+}
+
+/// A subscription's signing secrets as the table holds them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StoredSecrets {
+    Sealed {
+        #[serde(rename = "sealedSecrets")]
+        sealed_secrets: SealedSecrets,
+    },
+    /// A plain-text secret stored before secrets were sealed, until
+    /// `careerctl webhooks seal-secrets` (or a rotation) seals it.
+    Plain { secret: WebhookSecret },
+}
+
+/// `rotation::SigningSecrets` as `sealing::Sealer` sealed them: the standard base64 of a
+/// nonce and the AES-256-GCM ciphertext.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SealedSecrets(pub String);
+
+/// How a conditional replacement of a subscription's secrets ended.
+#[derive(Debug, PartialEq)]
+pub enum Replaced {
+    /// The new secrets are stored; the subscription as it now is.
+    Yes(StoredSubscription),
+    /// The stored secrets were not the expected ones any more (or the subscription is gone).
+    Changed,
 }
 
 impl StoredSubscription {
@@ -125,6 +158,98 @@ impl WebhookTable {
         Ok(output.item.map(serde_dynamo::from_item).transpose()?)
     }
 
+    /// Replaces the subscription's secrets with `new`, in one conditional write that holds
+    /// only while the stored secrets are still `expected` (a plain-text secret is removed).
+    pub async fn replace_secrets(
+        &self,
+        expected: &StoredSubscription,
+        new: &SealedSecrets,
+    ) -> Result<Replaced, StoreError> {
+        let (condition, old) = match &expected.secrets {
+            StoredSecrets::Sealed { sealed_secrets } => ("sealedSecrets = :old", sealed_secrets.0.as_str()),
+            StoredSecrets::Plain { secret } => {
+                ("secret = :old AND attribute_not_exists(sealedSecrets)", secret.expose())
+            }
+        };
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("userId", s(&expected.user_id))
+            .key("subscriptionId", s(&expected.subscription_id))
+            .update_expression("SET sealedSecrets = :new REMOVE secret")
+            .condition_expression(condition)
+            .expression_attribute_values(":old", s(old))
+            .expression_attribute_values(":new", s(&new.0))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Replaced::Yes(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
+            Err(err) if is_condition_failure(&err) => Ok(Replaced::Changed),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Every subscription whose secret is still stored in plain text (an admin's scan).
+    pub async fn plain_secrets(&self) -> Result<Vec<StoredSubscription>, StoreError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("attribute_exists(secret)")
+                .set_exclusive_start_key(start)
+                .consistent_read(true)
+                .send()
+                .await?;
+            found.extend(serde_dynamo::from_items::<_, StoredSubscription>(output.items.unwrap_or_default())?);
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// The data key as KMS encrypted it, if it was created.
+    pub async fn data_key(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("userId", s(DATA_KEY_ITEM.0))
+            .key("subscriptionId", s(DATA_KEY_ITEM.1))
+            .consistent_read(true)
+            .send()
+            .await?;
+        match output.item.as_ref().and_then(|item| item.get("encryptedKey")) {
+            Some(AttributeValue::B(blob)) => Ok(Some(blob.clone().into_inner())),
+            _ => Ok(None),
+        }
+    }
+
+    /// Stores the encrypted data key unless one exists; `false` when one did.
+    pub async fn insert_data_key(&self, encrypted: &[u8], created_at: &str) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("userId", s(DATA_KEY_ITEM.0))
+            .item("subscriptionId", s(DATA_KEY_ITEM.1))
+            .item("encryptedKey", AttributeValue::B(Blob::new(encrypted)))
+            .item("createdAt", s(created_at))
+            .condition_expression("attribute_not_exists(subscriptionId)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if is_condition_failure(&err) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
+
     /// Deletes the subscription; `false` when the user has no such subscription.
     pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
         if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
@@ -202,5 +327,33 @@ fn first_condition_failed<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWri
             .and_then(|reason| reason.code())
             .is_some_and(|code| code == "ConditionalCheckFailed"),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_hold_sealed_secrets_or_a_plain_secret_of_before() {
+        let sealed = StoredSubscription {
+            user_id: "u1".into(),
+            subscription_id: "whk_1".into(),
+            url: "https://hooks.example.com/".into(),
+            events: vec![EventKind::ProfileUpdated],
+            secrets: StoredSecrets::Sealed { sealed_secrets: SealedSecrets("c2VhbGVk".into()) },
+            created_at: "2026-11-27T08:00:00.000Z".into(),
+        };
+        let item: super::super::Item = serde_dynamo::to_item(&sealed).unwrap();
+        assert_eq!(item.get("sealedSecrets"), Some(&s("c2VhbGVk")));
+        assert!(!item.contains_key("secret"));
+        assert_eq!(serde_dynamo::from_item::<_, StoredSubscription>(item).unwrap(), sealed);
+
+        let legacy = "whsec_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE";
+        let mut item: super::super::Item = serde_dynamo::to_item(&sealed).unwrap();
+        item.remove("sealedSecrets");
+        item.insert("secret".into(), s(legacy));
+        let plain: StoredSubscription = serde_dynamo::from_item(item).unwrap();
+        assert_eq!(plain.secrets, StoredSecrets::Plain { secret: WebhookSecret::parse(legacy).unwrap() });
     }
 }
