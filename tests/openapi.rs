@@ -1,6 +1,6 @@
 //! `openapi.yaml` against the contract and against the handlers' real answers.
 //!
-//! (a) The document: OpenAPI 3.1, the seven operations with exactly the contract's statuses,
+//! (a) The document: OpenAPI 3.1, the eight operations with exactly the contract's statuses,
 //!     scopes and error codes, every `$ref` resolvable, the documented headers, and every
 //!     example valid against its own schema.
 //! (b) The handlers: each operation is driven to every status and error code the document
@@ -49,6 +49,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.limit_exceeded",
     "webhooks.missing_subscription_id",
     "webhooks.not_found",
+    "webhooks.invalid_grace_period",
 ];
 
 /// One operation: where it is, its scope, its success status and, per error status, the
@@ -135,8 +136,35 @@ const DELETE_WEBHOOK: Op = Op {
     errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
 };
 
-const OPERATIONS: [&Op; 7] =
-    [&LIST_ALERTS, &MARK_ALERT, &GET_PREFERENCES, &PUT_PREFERENCES, &LIST_WEBHOOKS, &CREATE_WEBHOOK, &DELETE_WEBHOOK];
+const ROTATE_SECRET: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/rotate-secret",
+    scope: "write:webhooks",
+    success: 200,
+    errors: &[
+        (
+            400,
+            &[
+                "webhooks.missing_subscription_id",
+                "request.unsupported_media_type",
+                "request.invalid_json",
+                "webhooks.invalid_grace_period",
+            ],
+        ),
+        (404, &["webhooks.not_found"]),
+    ],
+};
+
+const OPERATIONS: [&Op; 8] = [
+    &LIST_ALERTS,
+    &MARK_ALERT,
+    &GET_PREFERENCES,
+    &PUT_PREFERENCES,
+    &LIST_WEBHOOKS,
+    &CREATE_WEBHOOK,
+    &DELETE_WEBHOOK,
+    &ROTATE_SECRET,
+];
 
 impl Op {
     fn name(&self) -> String {
@@ -545,7 +573,7 @@ fn the_document_has_exactly_the_contracts_operations_statuses_and_codes() {
         .collect();
     let expected: BTreeSet<(String, String)> =
         OPERATIONS.iter().map(|op| (op.path.to_owned(), op.method.to_owned())).collect();
-    assert_eq!(documented, expected, "the seven operations and no others");
+    assert_eq!(documented, expected, "the contract's operations and no others");
 
     let mut every_code = BTreeSet::new();
     for op in OPERATIONS {
@@ -985,6 +1013,52 @@ async fn delete_webhook_answers_as_documented() {
     // A well-formed id, so that the 500 request reaches the table.
     let id = create(key.clone()).await;
     let valid = RequestSpec::new(&DELETE_WEBHOOK, format!("/api/v1/webhooks?id={id}"), None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn rotate_secret_answers_as_documented() {
+    let mut checker = Checker::new(&ROTATE_SECRET);
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let create = |key: String| {
+        let api = &api;
+        async move {
+            let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"]}"#;
+            let created = api.send_json(Method::POST, "/api/v1/webhooks", &key, body).await;
+            created.assert_status(201)["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let id = create(key.clone()).await;
+    let path = format!("/api/v1/webhooks/rotate-secret?id={id}");
+    checker.check(&api.request(Method::POST, &path).key(&key).send().await, 200, None);
+    for body in [r#"{"gracePeriodSeconds": 0}"#, r#"{"gracePeriodSeconds": 604800}"#, "{}"] {
+        checker.check(&api.send_json(Method::POST, &path, &key, body).await, 200, None);
+    }
+
+    for missing in ["/api/v1/webhooks/rotate-secret", "/api/v1/webhooks/rotate-secret?id="] {
+        let answer = api.send_json(Method::POST, missing, &key, "{}").await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let text = api.request(Method::POST, &path).key(&key).header("content-type", "text/plain").body(b"{}");
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[]", "60"] {
+        checker.check(&api.send_json(Method::POST, &path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    for grace in ["-1", "604801", "1.5", "\"60\"", "true"] {
+        let body = format!(r#"{{"gracePeriodSeconds": {grace}}}"#);
+        let answer = api.send_json(Method::POST, &path, &key, &body).await;
+        checker.check(&answer, 400, Some("webhooks.invalid_grace_period"));
+    }
+    let someone_elses = create(api.full_key(&unique_user()).await).await;
+    for id in [career_core::ids::new_id(career_core::ids::SUBSCRIPTION), "whk_nonsense".into(), someone_elses] {
+        let answer = api.send_json(Method::POST, &format!("/api/v1/webhooks/rotate-secret?id={id}"), &key, "{}").await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&ROTATE_SECRET, path, Some("{}"));
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }
