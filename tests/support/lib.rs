@@ -2,6 +2,7 @@
 //! test binary on free ports (by the same code as `careerctl local`), and helpers that
 //! drive the functions' handlers with real requests.
 
+pub mod counting;
 pub mod pipeline;
 pub mod receiver;
 
@@ -91,6 +92,15 @@ pub fn kms() -> aws_sdk_kms::Client {
     aws_sdk_kms::Client::from_conf(config)
 }
 
+/// A KMS client that logs its calls in `calls`.
+pub fn counted_kms(calls: &counting::Calls) -> aws_sdk_kms::Client {
+    let config = aws_sdk_kms::config::Builder::from(&sdk_config())
+        .endpoint_url(&services().sqs_endpoint)
+        .interceptor(calls.clone())
+        .build();
+    aws_sdk_kms::Client::from_conf(config)
+}
+
 /// A DynamoDB client for the test's own runtime.
 pub fn dynamodb() -> aws_sdk_dynamodb::Client {
     dynamodb_at(&services().dynamodb_endpoint)
@@ -141,6 +151,11 @@ impl Api {
     }
 
     pub fn with_settings(change: impl FnOnce(&mut Settings)) -> Self {
+        Self::with_kms(&kms(), change)
+    }
+
+    /// The functions with their own KMS client (a fresh instance's, or a counted one).
+    pub fn with_kms(kms: &aws_sdk_kms::Client, change: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = services().settings.clone();
         change(&mut settings);
         Self::on(dynamodb(), settings)
@@ -149,7 +164,7 @@ impl Api {
     /// The functions on the DynamoDB that `dynamodb` talks to.
     pub fn on(dynamodb: aws_sdk_dynamodb::Client, settings: Settings) -> Self {
         Api {
-            functions: ApiFunctions::new(&dynamodb, &kms(), &settings).expect("valid settings"),
+            functions: ApiFunctions::new(&dynamodb, kms, &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),
             settings,
         }
