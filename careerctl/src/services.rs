@@ -134,7 +134,7 @@ pub fn free_port() -> Result<u16, String> {
     listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
-async fn wait_for_port(port: u16, what: &str) -> Result<(), String> {
+pub async fn wait_for_port(port: u16, what: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {

@@ -5,6 +5,7 @@
 pub mod counting;
 pub mod pipeline;
 pub mod receiver;
+pub mod script_receiver;
 
 use std::path::Path;
 use std::sync::mpsc;
