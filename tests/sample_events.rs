@@ -81,14 +81,24 @@ impl HttpSample {
     fn check_shape(&self, function: Function, method: &Method) {
         let (name, event) = (self.name, &self.json);
         let path = function.path();
-        let route = format!("ANY {path}");
+        let raw_path = event["rawPath"].as_str().unwrap_or_else(|| panic!("{name}: rawPath"));
+        // The function's route, or the template's `{proxy+}` route for the operations below it.
+        let route = match raw_path.strip_prefix(path).and_then(|rest| rest.strip_prefix('/')) {
+            Some(proxy) => {
+                assert_eq!(event["pathParameters"]["proxy"], proxy, "{name}: pathParameters.proxy");
+                format!("ANY {path}/{{proxy+}}")
+            }
+            None => {
+                assert_eq!(raw_path, path, "{name}: rawPath");
+                format!("ANY {path}")
+            }
+        };
         let context = &event["requestContext"];
         assert_eq!(event["version"], "2.0", "{name}: version");
-        assert_eq!(event["routeKey"], route.as_str(), "{name}: routeKey (the template routes ANY {path})");
+        assert_eq!(event["routeKey"], route.as_str(), "{name}: routeKey (the template's route)");
         assert_eq!(context["routeKey"], route.as_str(), "{name}: requestContext.routeKey");
-        assert_eq!(event["rawPath"], path, "{name}: rawPath");
         assert_eq!(context["http"]["method"], method.as_str(), "{name}: requestContext.http.method");
-        assert_eq!(context["http"]["path"], path, "{name}: requestContext.http.path");
+        assert_eq!(context["http"]["path"], raw_path, "{name}: requestContext.http.path");
         assert!(context["http"]["sourceIp"].as_str().is_some_and(|ip| ip.parse::<std::net::IpAddr>().is_ok()));
         assert_eq!(context["stage"], "$default", "{name}: stage");
         assert!(context["requestId"].as_str().is_some_and(|id| !id.is_empty()), "{name}: requestId");
@@ -365,6 +375,29 @@ async fn webhooks_delete_deletes_the_subscription_it_names() {
     assert_eq!(answer.expect(200), &json!({"id": id, "deleted": true}));
     let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     assert!(table.get(&user, &id).await.unwrap().is_none(), "the subscription is gone");
+}
+
+#[tokio::test]
+async fn webhooks_rotate_secret_rotates_the_subscription_it_names() {
+    let sample = HttpSample::load("webhooks-rotate-secret", Function::Webhooks, Method::POST);
+    let id = sample.query("id");
+    assert!(ids::has_shape(&id, ids::SUBSCRIPTION), "the sample's id has the shape of a subscription id: {id}");
+    let grace = sample.body()["gracePeriodSeconds"].as_u64().expect("a grace period");
+    let api = Api::new();
+    let user = unique_user();
+    let old =
+        seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/r", vec![EventKind::ProfileUpdated])
+            .await;
+    let key = api.key(&user, "write:webhooks").await;
+
+    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
+    let json = answer.expect(200);
+    assert_eq!(json["id"], id.as_str());
+    let new = json["secret"].as_str().unwrap();
+    assert!(WebhookSecret::parse(new).is_some() && new != old, "{json}");
+    let expires = chrono::DateTime::parse_from_rfc3339(json["previousSecretExpiresAt"].as_str().unwrap()).unwrap();
+    let from_now = expires.timestamp() - chrono::Utc::now().timestamp();
+    assert!((grace as i64 - 5..=grace as i64).contains(&from_now), "{json}");
 }
 
 /// The delivery messages of `deliver-sqs-batch.json`.
