@@ -171,6 +171,8 @@ pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str
         ("AWS_SESSION_TOKEN", "bench-session-token".to_owned()),
         ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.to_owned()),
         ("AWS_ENDPOINT_URL_SQS", sqs.to_owned()),
+        // moto serves KMS on the SQS emulator's endpoint.
+        ("AWS_ENDPOINT_URL_KMS", sqs.to_owned()),
         ("LAMBDA_TASK_ROOT", "/var/task".to_owned()),
         ("LAMBDA_RUNTIME_DIR", "/var/runtime".to_owned()),
         ("TZ", ":UTC".to_owned()),
@@ -182,6 +184,7 @@ pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str
         ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
         ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
         ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
+        ("SECRETS_KMS_KEY_ID", settings.secrets_kms_key_id.clone().unwrap_or_default()),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))

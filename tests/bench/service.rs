@@ -3,7 +3,7 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit` runs some sections,
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets` runs some sections,
 //! `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the request counts.
 
 mod cold_start;
@@ -17,6 +17,7 @@ mod payloads;
 mod rate_limit;
 mod report;
 mod runtime_api;
+mod secrets;
 mod stats;
 
 use std::future::Future;
@@ -130,6 +131,9 @@ fn main() {
         }
         if wanted("ratelimit") {
             sections.push(section(7, rate_limit::TITLE, rate_limit::run(bench.clone())).await);
+        }
+        if wanted("secrets") {
+            sections.push(section(8, secrets::TITLE, secrets::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();
