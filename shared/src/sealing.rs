@@ -110,8 +110,7 @@ impl Sealer {
                     None if create => self.create_data_key().await?,
                     None => return Err(SealError::NoDataKey),
                 };
-                Ok(Aes256Gcm::new_from_slice(&key)
-                    .map_err(|_| SealError::Kms("the data key is not 32 bytes".into()))?)
+                Aes256Gcm::new_from_slice(&key).map_err(|_| SealError::Kms("the data key is not 32 bytes".into()))
             })
             .await
     }
