@@ -982,21 +982,20 @@ async fn create_webhook_answers_as_documented() {
     checker.assert_complete();
 }
 
+/// Creates a subscription for the owner of `key` and returns its id.
+async fn create_subscription(api: &Api, key: &str) -> String {
+    let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"]}"#;
+    let created = api.send_json(Method::POST, "/api/v1/webhooks", key, body).await;
+    created.assert_status(201)["id"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn delete_webhook_answers_as_documented() {
     let mut checker = Checker::new(&DELETE_WEBHOOK);
     let api = Api::new();
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let create = |key: String| {
-        let api = &api;
-        async move {
-            let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"]}"#;
-            let created = api.send_json(Method::POST, "/api/v1/webhooks", &key, body).await;
-            created.assert_status(201)["id"].as_str().unwrap().to_owned()
-        }
-    };
-    let id = create(key.clone()).await;
+    let id = create_subscription(&api, &key).await;
     let path = format!("/api/v1/webhooks?id={id}");
     checker.check(&api.request(Method::DELETE, &path).key(&key).send().await, 200, None);
 
@@ -1004,14 +1003,14 @@ async fn delete_webhook_answers_as_documented() {
         let answer = api.request(Method::DELETE, missing).key(&key).send().await;
         checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
     }
-    let someone_elses = create(api.full_key(&unique_user()).await).await;
+    let someone_elses = create_subscription(&api, &api.full_key(&unique_user()).await).await;
     for id in [id.as_str(), "whk_nonsense", someone_elses.as_str()] {
         let answer = api.request(Method::DELETE, &format!("/api/v1/webhooks?id={id}")).key(&key).send().await;
         checker.check(&answer, 404, Some("webhooks.not_found"));
     }
 
     // A well-formed id, so that the 500 request reaches the table.
-    let id = create(key.clone()).await;
+    let id = create_subscription(&api, &key).await;
     let valid = RequestSpec::new(&DELETE_WEBHOOK, format!("/api/v1/webhooks?id={id}"), None);
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
@@ -1023,15 +1022,7 @@ async fn rotate_secret_answers_as_documented() {
     let api = Api::new();
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let create = |key: String| {
-        let api = &api;
-        async move {
-            let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"]}"#;
-            let created = api.send_json(Method::POST, "/api/v1/webhooks", &key, body).await;
-            created.assert_status(201)["id"].as_str().unwrap().to_owned()
-        }
-    };
-    let id = create(key.clone()).await;
+    let id = create_subscription(&api, &key).await;
     let path = format!("/api/v1/webhooks/rotate-secret?id={id}");
     checker.check(&api.request(Method::POST, &path).key(&key).send().await, 200, None);
     for body in [r#"{"gracePeriodSeconds": 0}"#, r#"{"gracePeriodSeconds": 604800}"#, "{}"] {
@@ -1052,7 +1043,7 @@ async fn rotate_secret_answers_as_documented() {
         let answer = api.send_json(Method::POST, &path, &key, &body).await;
         checker.check(&answer, 400, Some("webhooks.invalid_grace_period"));
     }
-    let someone_elses = create(api.full_key(&unique_user()).await).await;
+    let someone_elses = create_subscription(&api, &api.full_key(&unique_user()).await).await;
     for id in [career_core::ids::new_id(career_core::ids::SUBSCRIPTION), "whk_nonsense".into(), someone_elses] {
         let answer = api.send_json(Method::POST, &format!("/api/v1/webhooks/rotate-secret?id={id}"), &key, "{}").await;
         checker.check(&answer, 404, Some("webhooks.not_found"));

@@ -3,7 +3,7 @@
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{is_condition_failure, s, StoreError};
+use super::{applied, s, StoreError};
 use crate::auth::KeyHash;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,10 +65,6 @@ impl KeyTable {
             .expression_attribute_values(":at", s(at))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) if is_condition_failure(&err) => Ok(false),
-            Err(err) => Err(err.into()),
-        }
+        applied(result)
     }
 }

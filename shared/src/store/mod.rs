@@ -41,6 +41,19 @@ pub(crate) fn n(number: impl ToString) -> AttributeValue {
     AttributeValue::N(number.to_string())
 }
 
+/// Whether a conditional write was applied: `false` when its condition did not hold.
+pub(crate) fn applied<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<bool, StoreError>
+where
+    E: ProvideErrorMetadata,
+    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(err) if is_condition_failure(&err) => Ok(false),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// True when a write was refused because its condition did not hold.
 pub(crate) fn is_condition_failure<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
     err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException")

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{is_condition_failure, n, s, StoreError};
+use super::{applied, is_condition_failure, n, s, StoreError};
 use crate::events::EventKind;
 use crate::ids;
 use crate::webhooks::{Subscription, WebhookSecret};
@@ -243,11 +243,7 @@ impl WebhookTable {
             .condition_expression("attribute_not_exists(subscriptionId)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) if is_condition_failure(&err) => Ok(false),
-            Err(err) => Err(err.into()),
-        }
+        applied(result)
     }
 
     /// Deletes the subscription; `false` when the user has no such subscription.
