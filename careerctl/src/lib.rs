@@ -1,5 +1,5 @@
 //! `careerctl`: the admin commands (keys, alerts, profiles, assessments) and the local stack
-//! (DynamoDB Local, the SQS emulator, the gateway and the event pumps). Whatever the local
+//! (DynamoDB Local, moto for SQS and KMS, the gateway and the event pumps). Whatever the local
 //! stack does differently from Lambda lives here; the functions' code is the same.
 
 pub mod admin;

@@ -204,7 +204,7 @@ fn local_settings() -> Result<Settings, String> {
 async fn run_local(args: LocalArgs) -> Result<(), String> {
     let installed = Installed::at(&args.local_dir)?;
     let settings = local_settings()?;
-    eprintln!("==> starting DynamoDB Local and the SQS emulator");
+    eprintln!("==> starting DynamoDB Local and moto (SQS and KMS)");
     let data_dir = args.local_dir.join("data");
     let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
     let dynamodb = stack.dynamodb_client();
@@ -234,7 +234,7 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
 
     println!("Career service is up at {api_url}");
     println!("  DynamoDB Local  {}", stack.dynamodb.endpoint);
-    println!("  SQS emulator    {}", stack.sqs.endpoint);
+    println!("  SQS and KMS     {}", stack.sqs.endpoint);
     println!("  Demo API key (user demo-user, all six scopes):\n    {demo_key}");
     println!("  Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts");
     println!("  For careerctl and the AWS CLI:  source {}", env_path.display());
