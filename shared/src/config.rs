@@ -100,7 +100,7 @@ impl Settings {
             delivery_queue_url: env::var("DELIVERY_QUEUE_URL").ok(),
             retry_base: Duration::from_secs_f64(parse_var("DELIVERY_RETRY_BASE_SECONDS", 30.0)?),
             max_delivery_attempts: parse_var("DELIVERY_MAX_ATTEMPTS", 9)?,
-            secrets_kms_key_id: env::var("SECRETS_KMS_KEY_ID").ok(),
+            secrets_kms_key_id: env::var("SECRETS_KMS_KEY_ID").ok().filter(|id| !id.trim().is_empty()),
         })
     }
 
