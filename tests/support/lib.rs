@@ -89,7 +89,12 @@ fn sdk_config() -> SdkConfig {
 
 /// A KMS client for the test's own runtime (moto serves KMS on the SQS emulator's endpoint).
 pub fn kms() -> aws_sdk_kms::Client {
-    let config = aws_sdk_kms::config::Builder::from(&sdk_config()).endpoint_url(&services().sqs_endpoint).build();
+    kms_at(&services().sqs_endpoint)
+}
+
+/// A KMS client for the test's own runtime, talking to `endpoint`.
+pub fn kms_at(endpoint: &str) -> aws_sdk_kms::Client {
+    let config = aws_sdk_kms::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
     aws_sdk_kms::Client::from_conf(config)
 }
 
@@ -159,11 +164,15 @@ impl Api {
     pub fn with_kms(kms: &aws_sdk_kms::Client, change: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = services().settings.clone();
         change(&mut settings);
-        Self::on(dynamodb(), settings)
+        Self::with_clients(dynamodb(), kms, settings)
     }
 
     /// The functions on the DynamoDB that `dynamodb` talks to.
     pub fn on(dynamodb: aws_sdk_dynamodb::Client, settings: Settings) -> Self {
+        Self::with_clients(dynamodb, &kms(), settings)
+    }
+
+    fn with_clients(dynamodb: aws_sdk_dynamodb::Client, kms: &aws_sdk_kms::Client, settings: Settings) -> Self {
         Api {
             functions: ApiFunctions::new(&dynamodb, kms, &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),

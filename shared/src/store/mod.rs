@@ -20,6 +20,8 @@ pub enum StoreError {
     Dynamo(Box<aws_sdk_dynamodb::Error>),
     #[error("item mapping: {0}")]
     Mapping(#[from] serde_dynamo::Error),
+    #[error("gave up after repeated concurrent changes to the same item")]
+    Contention,
 }
 
 impl<E, R> From<SdkError<E, R>> for StoreError
