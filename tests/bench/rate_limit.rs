@@ -43,7 +43,13 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     settings.rate_limit_per_minute = LIMIT;
     settings.rate_limit_window = WINDOW;
     let instances: Vec<Arc<Api>> = (0..INSTANCES)
-        .map(|_| Arc::new(Api::on(counting::dynamodb(&bench.dynamodb_endpoint, &calls), settings.clone())))
+        .map(|_| {
+            Arc::new(Api::on(
+                counting::dynamodb(&bench.dynamodb_endpoint, &calls),
+                &career_service::kms(),
+                settings.clone(),
+            ))
+        })
         .collect();
     let key = instances[0].full_key(&career_service::unique_user()).await;
     let oversized = format!(r#"{{"shareProfileData":true,"padding":"{}"}}"#, "x".repeat(64 * 1024));

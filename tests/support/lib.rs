@@ -164,15 +164,11 @@ impl Api {
     pub fn with_kms(kms: &aws_sdk_kms::Client, change: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = services().settings.clone();
         change(&mut settings);
-        Self::with_clients(dynamodb(), kms, settings)
+        Self::on(dynamodb(), kms, settings)
     }
 
-    /// The functions on the DynamoDB that `dynamodb` talks to.
-    pub fn on(dynamodb: aws_sdk_dynamodb::Client, settings: Settings) -> Self {
-        Self::with_clients(dynamodb, &kms(), settings)
-    }
-
-    fn with_clients(dynamodb: aws_sdk_dynamodb::Client, kms: &aws_sdk_kms::Client, settings: Settings) -> Self {
+    /// The functions on the DynamoDB and the KMS that these clients talk to.
+    pub fn on(dynamodb: aws_sdk_dynamodb::Client, kms: &aws_sdk_kms::Client, settings: Settings) -> Self {
         Api {
             functions: ApiFunctions::new(&dynamodb, kms, &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),
