@@ -6,16 +6,24 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 
 /// A local service process. It is stopped when this value is dropped, and also when the
 /// process that started it dies (a watchdog ends it once our end of its stdin closes).
 pub struct LocalService {
     pub endpoint: String,
     watchdog: Child,
+    /// Our end of the pipe on the watchdog's stdin: the service runs while it is open. It is
+    /// kept apart from `watchdog` because waiting for a child closes the child's stdin.
+    _lifeline: Option<ChildStdin>,
 }
 
 impl LocalService {
+    fn supervised(port: u16, mut watchdog: Child) -> Self {
+        let lifeline = watchdog.stdin.take();
+        LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog, _lifeline: lifeline }
+    }
+
     /// Waits until the service process ends (it is not meant to), and says how it ended.
     pub async fn ended(&mut self) -> String {
         match self.watchdog.wait().await {
@@ -108,7 +116,7 @@ impl Installed {
         args.push(port.to_string());
         let child = spawn_supervised("java", &args)?;
         wait_for_port(port, "DynamoDB Local").await?;
-        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
+        Ok(LocalService::supervised(port, child))
     }
 
     /// moto, standing in for SQS and KMS, with the changes moto_server.py describes: its KMS
@@ -122,7 +130,7 @@ impl Installed {
         }
         let child = spawn_supervised(&self.moto_python().display().to_string(), &args)?;
         wait_for_port(port, "the SQS and KMS emulator").await?;
-        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
+        Ok(LocalService::supervised(port, child))
     }
 }
 
