@@ -1,15 +1,23 @@
 //! The event pipeline end to end: DynamoDB streams → fan-out → SQS → signed delivery to real
 //! receivers on loopback, with retries and the dead-letter queue.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use career_core::delivery::DeliveryMessage;
+use career_core::events::EventKind;
+use career_core::queue::{DeliveryQueues, Lane};
+use career_core::rotation::SigningSecrets;
+use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
+use career_core::store::webhooks::{StoredSecrets, StoredSubscription, WebhookTable};
+use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
-use career_service::receiver::Receiver;
-use career_service::{dynamodb, sqs, unique_user};
-use careerctl::pumps::sqs_event;
+use career_service::receiver::{HangingReceiver, Receiver};
+use career_service::{dynamodb, kms, sqs, unique_user};
+use careerctl::pumps::{sqs_event, BATCHES_PER_QUEUE};
 use serde_json::json;
 
 const SOON: Duration = Duration::from_secs(15);
@@ -119,8 +127,9 @@ async fn a_deleted_subscription_is_never_called_again() {
     // The retry comes due after about 2 s: it finds no subscription and is dropped.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(receiver.received().len(), 1);
-    assert!(pipeline.peek(&pipeline.queues.delivery.clone(), 1, Duration::from_secs(1)).await.is_empty());
-    assert!(pipeline.peek(&pipeline.queues.dead_letter.clone(), 1, Duration::from_secs(1)).await.is_empty());
+    for queue in [&pipeline.queues.delivery, &pipeline.queues.retry, &pipeline.queues.dead_letter] {
+        assert!(pipeline.peek(queue, 1, Duration::from_secs(1)).await.is_empty(), "{queue} is empty");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -137,15 +146,18 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     // ...and delivered with the protection on.
     let mut guarded = pipeline.settings().clone();
     guarded.allow_insecure_webhook_urls = false;
-    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &career_service::kms(), &guarded).unwrap();
-    let messages = receive(&pipeline, 1).await;
-    let response = career_deliver::handle(&deliver, sqs_event(messages.clone())).await;
-    assert_eq!(response.batch_item_failures.len(), 1, "the attempt failed and will be retried");
+    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), &guarded).unwrap();
+    let messages = take(&pipeline, 1).await;
+    let response = career_deliver::handle(&deliver, sqs_event(messages)).await;
+    assert!(response.batch_item_failures.is_empty(), "the main lane is done with it");
     assert!(receiver.received().is_empty(), "nothing reached the private address");
+    let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
+    let retry: DeliveryMessage = serde_json::from_str(handed_over[0].body().unwrap()).unwrap();
+    assert_eq!(retry.earlier_attempts, 1, "the failed attempt went to the retry lane, counted");
 
-    // The same message with the setting on (local stack and tests only) does reach it.
-    let open = career_deliver::Deps::new(&dynamodb(), &sqs(), &career_service::kms(), pipeline.settings()).unwrap();
-    let response = career_deliver::handle(&open, sqs_event(messages.clone())).await;
+    // Its retry with the setting on (local stack and tests only) does reach it.
+    let open = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+    let response = career_deliver::handle(&open, sqs_event(handed_over)).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(receiver.received().len(), 1);
 }
@@ -172,7 +184,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_with_s
     let response = career_fanout::handle(&fanout, batch).await;
     assert!(response.batch_item_failures.is_empty(), "a malformed record neither blocks nor fails the batch");
 
-    let messages = receive(&pipeline, 2).await;
+    let messages = take(&pipeline, 2).await;
     let mut kinds: Vec<_> = messages.iter().map(|m| delivery(m).event.kind.as_str()).collect();
     kinds.sort();
     assert_eq!(kinds, ["assessment.completed", "profile.updated"]);
@@ -182,7 +194,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_with_s
     let mut again = StreamEvent::default();
     again.records = vec![profile];
     career_fanout::handle(&fanout, again).await;
-    let repeated = receive(&pipeline, 1).await;
+    let repeated = take(&pipeline, 1).await;
     let first = messages.iter().map(delivery).find(|d| d.event.kind.as_str() == "profile.updated").unwrap();
     assert_eq!(delivery(&repeated[0]).delivery_id, first.delivery_id);
     assert_eq!(delivery(&repeated[0]).event.id, first.event.id);
@@ -196,15 +208,172 @@ async fn one_event_for_25_subscriptions_is_one_message_for_each() {
         pipeline.subscribe(&user, "http://127.0.0.1:9/never", &["profile.updated"]).await;
     }
     let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
-    let mut batch = StreamEvent::default();
-    batch.records =
-        vec![record("9", json!({"userId": {"S": user}, "profileId": {"S": "prf_9"}}), "INSERT", json!(null))];
-    assert!(career_fanout::handle(&fanout, batch).await.batch_item_failures.is_empty());
-    let messages = receive(&pipeline, 25).await;
+    fan_out_profile_change(&fanout, &user, "9").await;
+    let messages = take(&pipeline, 25).await;
     let mut subscriptions: Vec<_> = messages.iter().map(|m| delivery(m).subscription_id).collect();
     subscriptions.sort();
     subscriptions.dedup();
     assert_eq!(subscriptions.len(), 25, "one message per subscription");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_healthy_delivery_does_not_wait_behind_a_receiver_that_hangs() {
+    let pipeline = Pipeline::start(true).await;
+    let (stuck, healthy_user) = (unique_user(), unique_user());
+    let hanging = HangingReceiver::start().await;
+    let healthy = Receiver::start(&[200], NO_DELAY).await;
+    let (stuck_subscription, _) = pipeline.subscribe(&stuck, &hanging.url, &["profile.updated"]).await;
+    pipeline.subscribe(&healthy_user, &healthy.url, &["profile.updated"]).await;
+    // More deliveries to the hanging receiver than a lane has consumers.
+    for _ in 0..2 * BATCHES_PER_QUEUE {
+        pipeline.api.admin.update_profile(&stuck).await.unwrap();
+    }
+    hanging.wait_for(1, SOON).await;
+
+    pipeline.api.admin.update_profile(&healthy_user).await.unwrap();
+    healthy.wait_for(1, SOON).await;
+    assert_eq!(hanging.closed(), 0, "the healthy delivery arrived while every hanging attempt was still waiting");
+    assert!(hanging.taken() <= BATCHES_PER_QUEUE, "one batch of the hanging subscription at a time");
+
+    // Its first attempt timed out: the subscription is failing, and what it still had
+    // queued goes to the retry lane.
+    wait_for_failure_clock(&pipeline, &stuck, &stuck_subscription, true).await;
+    assert!(hanging.closed() >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_failure_clock_starts_at_the_first_failure_and_stops_at_the_next_success() {
+    let pipeline = Pipeline::with_settings(true, |s| s.max_delivery_attempts = 4).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[500, 500, 500, 200], NO_DELAY).await;
+    let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let failing_since = || async { table.get(&user, &subscription_id).await.unwrap().unwrap().failing_since };
+    assert_eq!(failing_since().await, None);
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+
+    // An attempt is made only once the previous failure is handled, clock included.
+    receiver.wait_for(2, SOON).await;
+    let started = failing_since().await.expect("the first failure started the clock");
+    career_service::assert_rfc3339_utc(&started);
+    receiver.wait_for(3, SOON).await;
+    assert_eq!(failing_since().await, Some(started), "a later failure leaves the clock as it is");
+    receiver.wait_for(4, SOON).await;
+    wait_for_failure_clock(&pipeline, &user, &subscription_id, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], NO_DELAY).await;
+    let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    table.start_failure_clock(&user, &subscription_id, "2026-11-27T08:00:00.000Z").await.unwrap();
+
+    // The fan-out puts a new delivery on the retry lane...
+    let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
+    fan_out_profile_change(&fanout, &user, "7").await;
+    let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
+    assert_eq!(delivery(&on_retry_lane[0]).subscription_id, subscription_id);
+    assert!(pipeline.peek(&pipeline.queues.delivery, 1, Duration::from_secs(1)).await.is_empty());
+
+    // ...and one that was already on the main lane is handed over without an attempt.
+    let queues = DeliveryQueues::new(sqs(), pipeline.settings()).unwrap();
+    queues.send(Lane::Main, &[delivery(&on_retry_lane[0])]).await.unwrap();
+    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+    let response = career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert!(receiver.received().is_empty(), "no attempt on the main lane");
+    let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
+    assert_eq!(delivery(&handed_over[0]).earlier_attempts, 0, "no attempt counted");
+}
+
+#[test]
+fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
+    let logs = LogBuffer::default();
+    let _capture = tracing::subscriber::set_default(career_core::telemetry::json_subscriber(logs.clone()));
+    // One thread runs the handler, so every line it logs goes to this thread's subscriber.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    runtime.block_on(async {
+        let pipeline = Pipeline::start(false).await;
+        let user = unique_user();
+        // Stored directly: the API refuses user-info in a URL.
+        let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
+        let subscription_id = ids::new_id(ids::SUBSCRIPTION);
+        let sealer = Sealer::new(&kms(), &dynamodb(), pipeline.settings()).unwrap();
+        let sealed =
+            sealer.seal(&user, &subscription_id, &SigningSecrets::new(WebhookSecret::generate())).await.unwrap();
+        let subscription = StoredSubscription {
+            user_id: user.clone(),
+            subscription_id,
+            url,
+            events: vec![EventKind::ProfileUpdated],
+            secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
+            created_at: clock::rfc3339(clock::now()),
+            failing_since: None,
+        };
+        let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+        table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
+        let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
+        fan_out_profile_change(&fanout, &user, "8").await;
+        let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+        career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
+    });
+    let logged = logs.text();
+    assert!(logged.contains("delivery failed") && logged.contains("connection refused"), "{logged}");
+    assert!(logged.contains(&format!("http://127.0.0.1:{closed_port}/hook")), "{logged}");
+    for secret in ["s3cret", "token", "hook-user"] {
+        assert!(!logged.contains(secret), "{secret} is in the log: {logged}");
+    }
+}
+
+/// Log lines written by a test's subscriber.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl LogBuffer {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
+    type Writer = LogBuffer;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Hands the fan-out handler one stream batch: `user`'s profile `prf_<sequence>` created.
+async fn fan_out_profile_change(fanout: &career_fanout::Deps, user: &str, sequence: &str) {
+    let keys = json!({"userId": {"S": user}, "profileId": {"S": format!("prf_{sequence}")}});
+    let mut batch = StreamEvent::default();
+    batch.records = vec![record(sequence, keys, "INSERT", json!(null))];
+    assert!(career_fanout::handle(fanout, batch).await.batch_item_failures.is_empty());
+}
+
+/// Waits until the subscription's failure clock runs (`running`) or not.
+async fn wait_for_failure_clock(pipeline: &Pipeline, user: &str, subscription_id: &str, running: bool) {
+    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let deadline = std::time::Instant::now() + 2 * SOON;
+    while table.get(user, subscription_id).await.unwrap().unwrap().failing_since.is_some() != running {
+        assert!(std::time::Instant::now() < deadline, "the failure clock did not become running: {running}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 fn record(sequence: &str, keys: serde_json::Value, name: &str, old: serde_json::Value) -> EventRecord {
@@ -228,8 +397,9 @@ fn delivery(message: &aws_sdk_sqs::types::Message) -> DeliveryMessage {
     serde_json::from_str(message.body().unwrap()).unwrap()
 }
 
-/// Receives `count` messages from the delivery queue (with their receive counts).
-async fn receive(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
+/// Receives `count` messages from the main lane (with their attributes) and deletes them, so
+/// that their message groups are free again.
+async fn take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
     let mut messages = Vec::new();
     let deadline = std::time::Instant::now() + SOON;
     while messages.len() < count && std::time::Instant::now() < deadline {
@@ -242,7 +412,11 @@ async fn receive(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::M
             .send()
             .await
             .unwrap();
-        messages.extend(output.messages.unwrap_or_default());
+        for message in output.messages.unwrap_or_default() {
+            let receipt = message.receipt_handle().unwrap_or_default();
+            sqs().delete_message().queue_url(&pipeline.queues.delivery).receipt_handle(receipt).send().await.unwrap();
+            messages.push(message);
+        }
     }
     assert_eq!(messages.len(), count);
     messages

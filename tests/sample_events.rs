@@ -18,6 +18,7 @@ use career_core::auth::ApiKey;
 use career_core::config::Settings;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
+use career_core::queue::Lane;
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
@@ -237,6 +238,7 @@ async fn seed_subscription(settings: &Settings, user: &str, id: &str, url: &str,
         events,
         secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
         created_at: clock::rfc3339(clock::now()),
+        failing_since: None,
     };
     let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
     let created = table.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await.expect("subscription stored");
@@ -424,6 +426,7 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         let count = record.attributes.get("ApproximateReceiveCount").expect("ApproximateReceiveCount");
         assert!(count.parse::<u32>().is_ok_and(|n| n >= 1), "{count}");
         assert_eq!(record.event_source.as_deref(), Some("aws:sqs"));
+        assert_eq!(Lane::of(record), Lane::Main, "a batch of the main lane, the FIFO queue");
     }
     let pipeline = Pipeline::start(false).await;
     let mut receivers = Vec::new();

@@ -4,7 +4,9 @@
 
 pub mod admin;
 pub mod gateway;
+pub mod local;
 pub mod pumps;
+pub mod queue_snapshot;
 pub mod services;
 pub mod stack;
 pub mod tables;

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
@@ -12,10 +11,6 @@ use career_core::config::{Settings, TableNames};
 use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
 use careerctl::admin::{Admin, NewAlert};
-use careerctl::gateway::{self, ApiFunctions};
-use careerctl::pumps;
-use careerctl::services::Installed;
-use careerctl::stack::LocalStack;
 use clap::{Parser, Subcommand};
 
 /// Admin CLI and local stack of the career alerts, data-sharing and webhooks service.
@@ -146,7 +141,10 @@ struct LocalArgs {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Local(args) => run_local(args).await,
+        Command::Local(args) => match careerctl::local::settings_from_env() {
+            Ok(settings) => careerctl::local::run(args.port, &args.local_dir, settings).await,
+            Err(message) => Err(message),
+        },
         command => admin_command(command).await.map(|json| println!("{json}")),
     };
     match outcome {
@@ -182,78 +180,4 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
         }
         Command::Local(_) => unreachable!("handled in main"),
     }
-}
-
-/// The local stack's settings: the environment, with the local defaults of contract
-/// section 8 where a variable is not set.
-fn local_settings() -> Result<Settings, String> {
-    let mut settings = Settings::from_env().map_err(|e| e.to_string())?;
-    let unset = |name: &str| std::env::var_os(name).is_none();
-    if unset("ALLOW_INSECURE_WEBHOOK_URLS") {
-        settings.allow_insecure_webhook_urls = true;
-    }
-    if unset("DELIVERY_RETRY_BASE_SECONDS") {
-        settings.retry_base = std::time::Duration::from_secs(1);
-    }
-    if settings.cursor_signing_key.is_none() {
-        settings.cursor_signing_key = Some(career_core::secrets::random_token("cursor_"));
-    }
-    Ok(settings)
-}
-
-async fn run_local(args: LocalArgs) -> Result<(), String> {
-    let installed = Installed::at(&args.local_dir)?;
-    let settings = local_settings()?;
-    eprintln!("==> starting DynamoDB Local and moto (SQS and KMS)");
-    let data_dir = args.local_dir.join("data");
-    let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
-    let dynamodb = stack.dynamodb_client();
-    let kms = stack.kms_client();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
-        .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)", args.port))?;
-    let sqs = stack.sqs_client();
-    let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &stack.settings).map_err(|e| e.to_string())?);
-    let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
-    let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &kms, &stack.settings).map_err(|e| e.to_string())?;
-    let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
-    let checkpoints = args.local_dir.join("data/stream-checkpoints.json");
-    let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
-    // Local data from before secrets were sealed: seal it before anything is served.
-    let sealer = Sealer::new(&kms, &dynamodb, &stack.settings).map_err(|e| e.to_string())?;
-    let sealed = admin.seal_plain_secrets(&sealer).await?;
-    if sealed["sealed"] != 0 {
-        eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed["sealed"]);
-    }
-    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
-    let demo_key = demo["key"].as_str().unwrap_or_default().to_owned();
-    let api_url = format!("http://127.0.0.1:{}", args.port);
-    let env_path = args.local_dir.join("env");
-    std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
-        .map_err(|e| format!("writing {}: {e}", env_path.display()))?;
-
-    println!("Career service is up at {api_url}");
-    println!("  DynamoDB Local  {}", stack.dynamodb.endpoint);
-    println!("  SQS and KMS     {}", stack.sqs.endpoint);
-    println!("  Demo API key (user demo-user, all six scopes):\n    {demo_key}");
-    println!("  Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts");
-    println!("  For careerctl and the AWS CLI:  source {}", env_path.display());
-    println!(
-        "  Events: careerctl profiles update --user demo-user   (deliveries retry after about 1 s, 4 s, 20 s, ...)"
-    );
-    println!("Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.");
-    career_core::telemetry::init();
-
-    let (streams, delivery_queue) = (stack.streams_client(), stack.queues.delivery.clone());
-    let outcome = tokio::select! {
-        served = gateway::serve(listener, functions, gateway::IDLE_TIMEOUT) => served.map_err(|e| format!("serving the API: {e}")),
-        () = pumps::run_stream_pump(dynamodb.clone(), streams, stream_tables, &fanout, Some(checkpoints)) => Ok(()),
-        () = pumps::run_queue_pump(sqs, delivery_queue, &deliver) => Ok(()),
-        ended = stack.service_ended() => Err(format!("{ended}; stopping the local stack")),
-        _ = tokio::signal::ctrl_c() => Ok(()),
-    };
-    let _ = std::fs::remove_file(&env_path);
-    eprintln!("==> stopping the local stack");
-    drop(stack);
-    outcome
 }

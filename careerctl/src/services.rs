@@ -5,16 +5,25 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tokio::process::{Child, Command};
+use serde::{Deserialize, Serialize};
+use tokio::process::{Child, ChildStdin, Command};
 
 /// A local service process. It is stopped when this value is dropped, and also when the
 /// process that started it dies (a watchdog ends it once our end of its stdin closes).
 pub struct LocalService {
     pub endpoint: String,
     watchdog: Child,
+    /// Our end of the pipe on the watchdog's stdin: the service runs while it is open. It is
+    /// kept apart from `watchdog` because waiting for a child closes the child's stdin.
+    _lifeline: Option<ChildStdin>,
 }
 
 impl LocalService {
+    fn supervised(port: u16, mut watchdog: Child) -> Self {
+        let lifeline = watchdog.stdin.take();
+        LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog, _lifeline: lifeline }
+    }
+
     /// Waits until the service process ends (it is not meant to), and says how it ended.
     pub async fn ended(&mut self) -> String {
         match self.watchdog.wait().await {
@@ -30,6 +39,28 @@ impl LocalService {
         let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
         let is_shell = |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sh");
         children.split_whitespace().filter_map(|pid| pid.parse().ok()).find(|pid| !is_shell(pid))
+    }
+
+    /// Every message of the emulated queue `queue_url`.
+    pub async fn held_messages(&self, queue_url: &str) -> Result<Vec<HeldMessage>, String> {
+        let request = ureq::get(&self.messages_route()).query("queue", queue_url);
+        let text = blocking(move || {
+            let response = request.call().map_err(emulator_error)?;
+            response.into_string().map_err(emulator_error)
+        })
+        .await?;
+        serde_json::from_str(&text).map_err(emulator_error)
+    }
+
+    /// Puts `messages` on the emulated queue `queue_url`, each with its receive count and wait.
+    pub async fn put_back(&self, queue_url: &str, messages: &[HeldMessage]) -> Result<(), String> {
+        let request = ureq::post(&self.messages_route()).query("queue", queue_url);
+        let body = serde_json::to_string(messages).expect("messages serialize");
+        blocking(move || request.send_string(&body).map(drop).map_err(emulator_error)).await
+    }
+
+    fn messages_route(&self) -> String {
+        format!("{}/_careerctl/messages", self.endpoint)
     }
 }
 
@@ -85,33 +116,55 @@ impl Installed {
         args.push(port.to_string());
         let child = spawn_supervised("java", &args)?;
         wait_for_port(port, "DynamoDB Local").await?;
-        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
+        Ok(LocalService::supervised(port, child))
     }
 
-    /// The moto server, standing in for SQS and KMS. With `kms_state`, its KMS key is kept
-    /// there across restarts (moto itself keeps everything in memory).
+    /// moto, standing in for SQS and KMS, with the changes moto_server.py describes: its KMS
+    /// key kept under `kms_state` across restarts (moto itself keeps everything in memory), a
+    /// route to save and restore queued messages, and SQS's long poll on FIFO queues.
     pub async fn start_moto(&self, kms_state: Option<&Path>) -> Result<LocalService, String> {
-        const KEPT_KMS_KEY: &str = include_str!("moto_kms_state.py");
         let port = free_port()?;
-        let listen = ["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()];
-        let child = match kms_state {
-            None => spawn_supervised(&self.moto_server().display().to_string(), &listen)?,
-            Some(dir) => {
-                let args =
-                    [vec!["-c".into(), KEPT_KMS_KEY.into(), dir.display().to_string()], listen.to_vec()].concat();
-                spawn_supervised(&self.moto_python().display().to_string(), &args)?
-            }
-        };
+        let mut args = ["-c", MOTO_SERVER, "-H", "127.0.0.1", "-p", &port.to_string()].map(String::from).to_vec();
+        if let Some(dir) = kms_state {
+            args.extend(["--kms-state".into(), dir.display().to_string()]);
+        }
+        let child = spawn_supervised(&self.moto_python().display().to_string(), &args)?;
         wait_for_port(port, "the SQS and KMS emulator").await?;
-        Ok(LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog: child })
+        Ok(LocalService::supervised(port, child))
     }
+}
+
+const MOTO_SERVER: &str = include_str!("moto_server.py");
+
+/// A message as the SQS emulator holds it, in flight and delayed ones included.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldMessage {
+    pub body: String,
+    /// The message group, on a FIFO queue.
+    pub group_id: Option<String>,
+    pub receive_count: u32,
+    /// How long until it can be received.
+    pub wait_millis: u64,
+}
+
+fn emulator_error(err: impl std::fmt::Display) -> String {
+    format!("the SQS emulator's message route: {err}")
+}
+
+/// Runs a blocking ureq call off the async executor.
+async fn blocking<T: Send + 'static>(call: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(call).await.map_err(|e| e.to_string())?
 }
 
 /// Runs `program` under a small shell watchdog that ends it when our end of the pipe on its
 /// stdin closes, so no service outlives the tests or the local stack, however they end.
 fn spawn_supervised(program: &str, args: &[String]) -> Result<Child, String> {
     // Background jobs of a non-interactive shell read /dev/null, hence the explicit fd 3.
-    const WATCHDOG: &str = r#"exec 3<&0
+    // A Ctrl-C in the terminal signals the whole process group; the watchdog and its service
+    // ignore it and end when careerctl drops them, after it has saved what they hold.
+    const WATCHDOG: &str = r#"trap '' INT
+exec 3<&0
 "$@" </dev/null & child=$!
 (cat <&3 >/dev/null; kill "$child" 2>/dev/null) &
 wait "$child""#;

@@ -26,7 +26,7 @@ pub struct LocalStack {
 
 impl LocalStack {
     /// Starts both services (their data under `data_dir`, or in memory), creates what is
-    /// missing, and points `settings` at the delivery queue and the KMS key.
+    /// missing, and points `settings` at the delivery lanes and the KMS key.
     pub async fn start(installed: &Installed, data_dir: Option<&Path>, mut settings: Settings) -> Result<Self, String> {
         let (dynamodb_dir, kms_dir) = (data_dir.map(|d| d.join("dynamodb")), data_dir.map(|d| d.join("kms")));
         let (dynamodb, sqs) = tokio::try_join!(
@@ -41,13 +41,7 @@ impl LocalStack {
             .behavior_version(BehaviorVersion::latest())
             .timeout_config(career_core::runtime::aws_timeouts())
             .build();
-        let mut stack = LocalStack {
-            dynamodb,
-            sqs,
-            queues: QueueUrls { delivery: String::new(), dead_letter: String::new() },
-            settings: settings.clone(),
-            sdk,
-        };
+        let mut stack = LocalStack { dynamodb, sqs, queues: QueueUrls::default(), settings: settings.clone(), sdk };
         // Services that just started can take a while to answer their first calls (the JVM
         // warming up, a data file being opened), longer than a request may wait.
         let setup = stack.sdk.to_builder().timeout_config(startup_timeouts()).build();
@@ -57,6 +51,7 @@ impl LocalStack {
         stack.queues =
             create_queues(&aws_sdk_sqs::Client::from_conf(sqs), "career-", settings.max_delivery_attempts).await?;
         settings.delivery_queue_url = Some(stack.queues.delivery.clone());
+        settings.retry_queue_url = Some(stack.queues.retry.clone());
         let kms = aws_sdk_kms::config::Builder::from(&setup).endpoint_url(&stack.sqs.endpoint).build();
         settings.secrets_kms_key_id = Some(create_kms_key(&aws_sdk_kms::Client::from_conf(kms)).await?);
         stack.settings = settings;
@@ -104,6 +99,7 @@ impl LocalStack {
             ("AWS_ENDPOINT_URL_SQS", self.sqs.endpoint.clone()),
             ("AWS_ENDPOINT_URL_KMS", self.sqs.endpoint.clone()),
             ("DELIVERY_QUEUE_URL", self.queues.delivery.clone()),
+            ("DELIVERY_RETRY_QUEUE_URL", self.queues.retry.clone()),
             ("DEAD_LETTER_QUEUE_URL", self.queues.dead_letter.clone()),
             ("CAREER_API_URL", api_url.to_owned()),
             ("CAREER_DEMO_KEY", demo_key.to_owned()),

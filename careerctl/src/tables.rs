@@ -93,46 +93,88 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
     Ok(())
 }
 
-/// The delivery queue and its dead-letter queue.
-#[derive(Clone, Debug)]
+/// The delivery lanes (career_core::queue) and their dead-letter queues.
+#[derive(Clone, Debug, Default)]
 pub struct QueueUrls {
+    /// The main lane: FIFO, one message group per subscription.
     pub delivery: String,
+    /// The retry lane.
+    pub retry: String,
+    /// Where a delivery goes after its last attempt.
     pub dead_letter: String,
+    /// The main lane's own dead-letter queue (SQS wants a FIFO one for a FIFO queue): only
+    /// messages the delivery function could not process at all land there.
+    pub delivery_dead_letter: String,
 }
 
-/// Creates (or finds) `{prefix}deliveries` and `{prefix}deliveries-dlq`, with a redrive
-/// policy that moves a message to the dead-letter queue after `max_attempts` receives.
+impl QueueUrls {
+    /// Every queue: `(what it is, for people, URL)`.
+    pub fn all(&self) -> [(&'static str, &str); 4] {
+        [
+            ("main lane", &self.delivery),
+            ("retry lane", &self.retry),
+            ("dead letters", &self.dead_letter),
+            ("main lane dead letters", &self.delivery_dead_letter),
+        ]
+    }
+}
+
+/// Creates (or finds) the queues as the SAM template declares them: `{prefix}deliveries.fifo`
+/// and `{prefix}retries`, whose redrive policies move a message to `{prefix}deliveries-dlq.fifo`
+/// and `{prefix}deliveries-dlq` after `max_attempts` receives.
 pub async fn create_queues(sqs: &Sqs, prefix: &str, max_attempts: u32) -> Result<QueueUrls, String> {
-    let dead_letter = sqs
-        .create_queue()
-        .queue_name(format!("{prefix}deliveries-dlq"))
-        .send()
-        .await
-        .map_err(|e| describe("creating the dead-letter queue", e))?
-        .queue_url
-        .unwrap_or_default();
-    let dlq_arn = sqs
+    let fifo = [
+        (QueueAttributeName::FifoQueue, "true"),
+        (QueueAttributeName::DeduplicationScope, "messageGroup"),
+        (QueueAttributeName::FifoThroughputLimit, "perMessageGroupId"),
+    ];
+    let dead_letter = create_queue(sqs, &format!("{prefix}deliveries-dlq"), &[], None).await?;
+    let delivery_dead_letter = create_queue(sqs, &format!("{prefix}deliveries-dlq.fifo"), &fifo, None).await?;
+    let redrive_to = |dead_letter: &QueueUrl| Some((dead_letter.arn.clone(), max_attempts));
+    let delivery =
+        create_queue(sqs, &format!("{prefix}deliveries.fifo"), &fifo, redrive_to(&delivery_dead_letter)).await?;
+    let retry = create_queue(sqs, &format!("{prefix}retries"), &[], redrive_to(&dead_letter)).await?;
+    Ok(QueueUrls {
+        delivery: delivery.url,
+        retry: retry.url,
+        dead_letter: dead_letter.url,
+        delivery_dead_letter: delivery_dead_letter.url,
+    })
+}
+
+struct QueueUrl {
+    url: String,
+    arn: String,
+}
+
+async fn create_queue(
+    sqs: &Sqs,
+    name: &str,
+    attributes: &[(QueueAttributeName, &str)],
+    redrive: Option<(String, u32)>,
+) -> Result<QueueUrl, String> {
+    let mut request = sqs.create_queue().queue_name(name).attributes(QueueAttributeName::VisibilityTimeout, "60");
+    for (attribute, value) in attributes {
+        request = request.attributes(attribute.clone(), *value);
+    }
+    if let Some((dead_letter_arn, max_receives)) = redrive {
+        let policy =
+            serde_json::json!({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receives.to_string()});
+        request = request.attributes(QueueAttributeName::RedrivePolicy, policy.to_string());
+    }
+    let url =
+        request.send().await.map_err(|e| describe(&format!("creating queue {name}"), e))?.queue_url.unwrap_or_default();
+    let arn = sqs
         .get_queue_attributes()
-        .queue_url(&dead_letter)
+        .queue_url(&url)
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| describe("reading the dead-letter queue", e))?
+        .map_err(|e| describe(&format!("reading queue {name}"), e))?
         .attributes
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .unwrap_or_default();
-    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_attempts.to_string()});
-    let delivery = sqs
-        .create_queue()
-        .queue_name(format!("{prefix}deliveries"))
-        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
-        .attributes(QueueAttributeName::VisibilityTimeout, "60")
-        .send()
-        .await
-        .map_err(|e| describe("creating the delivery queue", e))?
-        .queue_url
-        .unwrap_or_default();
-    Ok(QueueUrls { delivery, dead_letter })
+    Ok(QueueUrl { url, arn })
 }
 
 /// An SDK error with its whole chain of causes, for a person to read.

@@ -78,8 +78,12 @@ pub struct Settings {
     pub allow_insecure_webhook_urls: bool,
     /// `CURSOR_SIGNING_KEY`: the HMAC key of alert pagination cursors.
     pub cursor_signing_key: Option<String>,
-    /// `DELIVERY_QUEUE_URL`: where the fan-out sends one message per delivery.
+    /// `DELIVERY_QUEUE_URL`: the main lane, where the fan-out sends one message per delivery
+    /// to a subscription that is not failing.
     pub delivery_queue_url: Option<String>,
+    /// `DELIVERY_RETRY_QUEUE_URL`: the retry lane, for retries and for every delivery to a
+    /// subscription that is currently failing.
+    pub retry_queue_url: Option<String>,
     /// `DELIVERY_RETRY_BASE_SECONDS`: the first retry wait; later ones are multiples.
     pub retry_base: Duration,
     /// `DELIVERY_MAX_ATTEMPTS`: attempts before a delivery goes to the dead-letter queue.
@@ -98,6 +102,7 @@ impl Settings {
             allow_insecure_webhook_urls: parse_var("ALLOW_INSECURE_WEBHOOK_URLS", false)?,
             cursor_signing_key: env::var("CURSOR_SIGNING_KEY").ok(),
             delivery_queue_url: env::var("DELIVERY_QUEUE_URL").ok(),
+            retry_queue_url: env::var("DELIVERY_RETRY_QUEUE_URL").ok(),
             retry_base: Duration::from_secs_f64(parse_var("DELIVERY_RETRY_BASE_SECONDS", 30.0)?),
             max_delivery_attempts: parse_var("DELIVERY_MAX_ATTEMPTS", 9)?,
             secrets_kms_key_id: env::var("SECRETS_KMS_KEY_ID").ok().filter(|id| !id.trim().is_empty()),
@@ -125,6 +130,13 @@ impl Settings {
         self.delivery_queue_url.as_deref().ok_or(ConfigError {
             name: "DELIVERY_QUEUE_URL",
             problem: "must be set to the delivery queue's URL".into(),
+        })
+    }
+
+    pub fn require_retry_queue_url(&self) -> Result<&str, ConfigError> {
+        self.retry_queue_url.as_deref().ok_or(ConfigError {
+            name: "DELIVERY_RETRY_QUEUE_URL",
+            problem: "must be set to the retry queue's URL".into(),
         })
     }
 }

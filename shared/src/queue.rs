@@ -1,16 +1,33 @@
-//! The delivery queue: one SQS message per delivery, sent ten to a call, and the visibility
-//! changes that schedule retries.
+//! The delivery queues: two lanes, so that a healthy subscription's delivery never waits
+//! behind a failing or slow one (contract section 5).
+//!
+//! - The main lane takes the first attempt of every delivery to a subscription that is not
+//!   failing. It is a FIFO queue with one message group per subscription, and SQS hands out
+//!   no message of a group while another of that group is in flight: a receiver that hangs
+//!   holds at most one batch (one consumer) of the main lane, for one timeout, after which
+//!   its failure clock sends its deliveries to the retry lane. FIFO order is not otherwise
+//!   relied on, nor is FIFO de-duplication (every message gets a fresh de-duplication id).
+//! - The retry lane, a standard queue with its own consumers, takes the retries (the wait
+//!   is the message's delay, then its visibility) and every delivery to a subscription
+//!   whose failure clock runs. Its redrive policy (`maxReceiveCount` = the attempts) moves
+//!   a delivery to the dead-letter queue after its last attempt.
 
 use std::time::Duration;
 
+use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use aws_sdk_sqs::Client;
 
+use crate::config::{ConfigError, Settings};
 use crate::delivery::DeliveryMessage;
+use crate::secrets;
 
 /// SQS's limit of messages per `SendMessageBatch`.
 pub const BATCH_SIZE: usize = 10;
+/// SQS's longest message delay. A hand-over to the retry lane waits at most this long, so
+/// the first retry wait (at most 1.2 × the retry base) must fit in it.
+pub const MAX_DELAY: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
@@ -24,60 +41,168 @@ fn sqs_error(err: impl std::error::Error) -> QueueError {
     QueueError::Sqs(DisplayErrorContext(err).to_string())
 }
 
-#[derive(Clone)]
-pub struct DeliveryQueue {
-    sqs: Client,
-    url: String,
+/// Which of the two queues a delivery waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// First attempts to subscriptions that are not failing.
+    Main,
+    /// Retries, and every delivery to a subscription that is currently failing.
+    Retry,
 }
 
-impl DeliveryQueue {
-    pub fn new(sqs: Client, url: impl Into<String>) -> Self {
-        Self { sqs, url: url.into() }
+impl Lane {
+    /// The lane a received message comes from. Only the main lane is a FIFO queue, and SQS
+    /// gives every message of a FIFO queue (and only those) a `MessageGroupId` attribute.
+    pub fn of(message: &SqsMessage) -> Lane {
+        if message.attributes.contains_key("MessageGroupId") {
+            Lane::Main
+        } else {
+            Lane::Retry
+        }
     }
 
-    /// Sends every message, ten per `SendMessageBatch` call.
-    pub async fn send(&self, messages: &[DeliveryMessage]) -> Result<(), QueueError> {
-        for chunk in messages.chunks(BATCH_SIZE) {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Main => "main",
+            Lane::Retry => "retry",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct DeliveryQueues {
+    sqs: Client,
+    main: String,
+    retry: String,
+}
+
+impl DeliveryQueues {
+    pub fn new(sqs: Client, settings: &Settings) -> Result<Self, ConfigError> {
+        Ok(Self {
+            sqs,
+            main: settings.require_queue_url()?.to_owned(),
+            retry: settings.require_retry_queue_url()?.to_owned(),
+        })
+    }
+
+    fn url(&self, lane: Lane) -> &str {
+        match lane {
+            Lane::Main => &self.main,
+            Lane::Retry => &self.retry,
+        }
+    }
+
+    /// Sends every message to `lane`, ten per `SendMessageBatch` call.
+    pub async fn send(&self, lane: Lane, messages: &[DeliveryMessage]) -> Result<(), QueueError> {
+        let undelayed: Vec<(&DeliveryMessage, Duration)> = messages.iter().map(|m| (m, Duration::ZERO)).collect();
+        let refused = self.send_batches(lane, &undelayed).await?;
+        match refused.first() {
+            Some((_, reason)) => Err(QueueError::Refused { count: refused.len(), reason: reason.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands messages to the retry lane, each to be received after its delay (at most
+    /// [`MAX_DELAY`]), ten per `SendMessageBatch` call. Returns the positions of the
+    /// messages SQS did not take.
+    pub async fn hand_over(&self, messages: &[(&DeliveryMessage, Duration)]) -> Result<Vec<usize>, QueueError> {
+        let refused = self.send_batches(Lane::Retry, messages).await?;
+        Ok(refused.into_iter().map(|(position, _)| position).collect())
+    }
+
+    /// The position and SQS's reason of every message it did not take.
+    async fn send_batches(
+        &self,
+        lane: Lane,
+        messages: &[(&DeliveryMessage, Duration)],
+    ) -> Result<Vec<(usize, String)>, QueueError> {
+        let mut refused = Vec::new();
+        for (chunk_index, chunk) in messages.chunks(BATCH_SIZE).enumerate() {
             let entries = chunk
                 .iter()
                 .enumerate()
-                .map(|(i, message)| {
-                    SendMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .message_body(serde_json::to_string(message).expect("messages serialize"))
-                        .build()
-                        .expect("entry has id and body")
-                })
+                .map(|(i, (message, delay))| entry(lane, (chunk_index * BATCH_SIZE + i).to_string(), message, *delay))
                 .collect();
             let output = self
                 .sqs
                 .send_message_batch()
-                .queue_url(&self.url)
+                .queue_url(self.url(lane))
                 .set_entries(Some(entries))
                 .send()
                 .await
                 .map_err(sqs_error)?;
-            if let Some(first) = output.failed.first() {
-                return Err(QueueError::Refused {
-                    count: output.failed.len(),
-                    reason: first.message.clone().unwrap_or_default(),
-                });
-            }
+            refused.extend(
+                output
+                    .failed
+                    .into_iter()
+                    .map(|failed| (failed.id.parse().unwrap_or_default(), failed.message.unwrap_or_default())),
+            );
         }
-        Ok(())
+        Ok(refused)
     }
 
-    /// Makes a received message visible again after `wait` (at most 12 hours).
-    pub async fn retry_after(&self, receipt_handle: &str, wait: Duration) -> Result<(), QueueError> {
-        let seconds = i32::try_from(wait.as_secs_f64().round() as u64).unwrap_or(i32::MAX);
+    /// Makes a received message of `lane` visible again after `wait` (at most 12 hours).
+    pub async fn retry_after(&self, lane: Lane, receipt_handle: &str, wait: Duration) -> Result<(), QueueError> {
         self.sqs
             .change_message_visibility()
-            .queue_url(&self.url)
+            .queue_url(self.url(lane))
             .receipt_handle(receipt_handle)
-            .visibility_timeout(seconds)
+            .visibility_timeout(whole_seconds(wait))
             .send()
             .await
             .map_err(sqs_error)?;
         Ok(())
+    }
+}
+
+/// One message of a `SendMessageBatch`: main-lane messages are grouped by subscription.
+fn entry(lane: Lane, id: String, message: &DeliveryMessage, delay: Duration) -> SendMessageBatchRequestEntry {
+    let mut entry = SendMessageBatchRequestEntry::builder()
+        .id(id)
+        .message_body(serde_json::to_string(message).expect("messages serialize"));
+    entry = match lane {
+        Lane::Main => {
+            entry.message_group_id(&message.subscription_id).message_deduplication_id(secrets::random_token(""))
+        }
+        Lane::Retry => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
+    };
+    entry.build().expect("entry has id and body")
+}
+
+/// SQS takes delays and visibility timeouts in whole seconds.
+fn whole_seconds(wait: Duration) -> i32 {
+    i32::try_from(wait.as_secs_f64().round() as u64).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_from_a_fifo_queue_is_on_the_main_lane() {
+        let mut message = SqsMessage::default();
+        assert_eq!(Lane::of(&message), Lane::Retry);
+        message.attributes.insert("MessageGroupId".into(), "whk_1".into());
+        assert_eq!(Lane::of(&message), Lane::Main);
+    }
+
+    #[test]
+    fn waits_are_whole_seconds_and_delays_stop_at_the_sqs_limit() {
+        assert_eq!(whole_seconds(Duration::from_millis(1600)), 2);
+        assert_eq!(whole_seconds(Duration::from_millis(200)), 0);
+        let event = crate::events::Event {
+            id: "evt_1".into(),
+            kind: crate::events::EventKind::ProfileUpdated,
+            created_at: "2026-11-27T08:00:00.000Z".into(),
+            data: serde_json::Map::new(),
+        };
+        let message = DeliveryMessage::new(&event, "u1", "whk_1");
+        let late = entry(Lane::Retry, "0".into(), &message, Duration::from_secs(3600));
+        assert_eq!(late.delay_seconds, Some(900));
+        let main = entry(Lane::Main, "0".into(), &message, Duration::ZERO);
+        assert_eq!(main.message_group_id.as_deref(), Some("whk_1"));
+        assert_eq!(main.delay_seconds, None, "FIFO queues take no per-message delay");
+        let again = entry(Lane::Main, "0".into(), &message, Duration::ZERO);
+        assert_ne!(main.message_deduplication_id, again.message_deduplication_id);
     }
 }

@@ -187,6 +187,7 @@ mod tests {
             events: vec![],
             secrets,
             created_at: "2026-11-27T08:00:00.000Z".into(),
+            failing_since: None,
         }
     }
 

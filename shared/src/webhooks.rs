@@ -68,6 +68,21 @@ impl WebhookUrl {
     }
 }
 
+/// A receiver URL as logs show it: scheme, host, port and path. The query string and the
+/// user-info are left out everywhere, as they may carry a credential (`?token=…`).
+pub struct LoggedUrl<'a>(pub &'a str);
+
+impl std::fmt::Display for LoggedUrl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Ok(url) = Url::parse(self.0) else { return f.write_str("(unparsable URL)") };
+        write!(f, "{}://{}", url.scheme(), url.host_str().unwrap_or_default())?;
+        if let Some(port) = url.port() {
+            write!(f, ":{port}")?;
+        }
+        f.write_str(url.path())
+    }
+}
+
 fn is_private_host(host: &Host<&str>) -> bool {
     match host {
         Host::Domain(name) => {
@@ -243,6 +258,18 @@ mod tests {
         ] {
             assert_eq!(parse(private), Err(InvalidUrl::PrivateTarget), "{private}");
         }
+    }
+
+    #[test]
+    fn logged_urls_keep_scheme_host_port_and_path_only() {
+        let logged = |url: &str| LoggedUrl(url).to_string();
+        assert_eq!(
+            logged("https://hooks.example.com/career/hook?token=s3cret#frag"),
+            "https://hooks.example.com/career/hook"
+        );
+        assert_eq!(logged("http://user:pass@127.0.0.1:4000/hook?x=1"), "http://127.0.0.1:4000/hook");
+        assert_eq!(logged("https://[2001:db8::1]:8443/?key=k"), "https://[2001:db8::1]:8443/");
+        assert_eq!(logged("not a url ?token=s3cret"), "(unparsable URL)");
     }
 
     #[test]

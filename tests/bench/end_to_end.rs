@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
-use careerctl::pumps::{run_queue_pump, run_stream_pump};
+use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
 
 use crate::counting::{self, Calls};
 use crate::report::{Row, Section};
@@ -42,7 +42,10 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         tokio::spawn(async move {
             run_stream_pump(career_service::dynamodb(), career_service::streams(), tables, &fanout, None).await
         }),
-        tokio::spawn(async move { run_queue_pump(career_service::sqs(), queue, &deliver).await }),
+        // Only the main lane: the receiver never fails, so nothing goes to the retry lane.
+        tokio::spawn(async move {
+            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
+        }),
     ];
 
     let receiver = Receiver::start(&[200], Duration::ZERO).await;

@@ -180,6 +180,7 @@ pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str
         ("PATH", "/usr/local/bin:/usr/bin:/bin".to_owned()),
         ("CURSOR_SIGNING_KEY", settings.cursor_signing_key.clone().unwrap_or_default()),
         ("DELIVERY_QUEUE_URL", settings.delivery_queue_url.clone().unwrap_or_default()),
+        ("DELIVERY_RETRY_QUEUE_URL", settings.retry_queue_url.clone().unwrap_or_default()),
         ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),
         ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
         ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),

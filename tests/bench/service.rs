@@ -3,8 +3,9 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets` runs some sections,
-//! `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the request counts.
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation`
+//! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
+//! request counts.
 
 mod cold_start;
 mod counting;
@@ -12,6 +13,7 @@ mod delivery;
 mod end_to_end;
 mod footprint;
 mod history;
+mod isolation;
 mod overhead;
 mod payloads;
 mod rate_limit;
@@ -134,6 +136,9 @@ fn main() {
         }
         if wanted("secrets") {
             sections.push(section(8, secrets::TITLE, secrets::run(bench.clone())).await);
+        }
+        if wanted("isolation") {
+            sections.push(section(9, isolation::TITLE, isolation::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();

@@ -72,6 +72,7 @@ pub fn base_settings() -> Settings {
         allow_insecure_webhook_urls: false,
         cursor_signing_key: Some(secrets::random_token("cursor_")),
         delivery_queue_url: None,
+        retry_queue_url: None,
         retry_base: std::time::Duration::from_millis(1000),
         max_delivery_attempts: 3,
         secrets_kms_key_id: None,
@@ -128,7 +129,12 @@ pub fn streams() -> aws_sdk_dynamodbstreams::Client {
 
 /// An SQS client for the test's own runtime.
 pub fn sqs() -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::config::Builder::from(&sdk_config()).endpoint_url(&services().sqs_endpoint).build();
+    sqs_at(&services().sqs_endpoint)
+}
+
+/// An SQS client for the SQS emulator at `endpoint`.
+pub fn sqs_at(endpoint: &str) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
     aws_sdk_sqs::Client::from_conf(config)
 }
 

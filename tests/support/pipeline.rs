@@ -1,10 +1,11 @@
 //! The event half of the service for one test: its own tables and queues (so tests do not
-//! see each other's streams), the API, and optionally the two pumps.
+//! see each other's streams), the API, and optionally the pumps (the stream's, and one per
+//! delivery lane, as `careerctl local` runs them).
 
 use std::time::Duration;
 
 use career_core::config::{Settings, TableNames};
-use careerctl::pumps::{run_queue_pump, run_stream_pump};
+use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
 use careerctl::tables::{create_queues, create_tables, QueueUrls};
 use tokio::task::JoinHandle;
 
@@ -33,16 +34,21 @@ impl Pipeline {
         create_tables(&dynamodb(), &settings.tables).await.expect("tables created");
         let queues = create_queues(&sqs(), &prefix, settings.max_delivery_attempts).await.expect("queues created");
         settings.delivery_queue_url = Some(queues.delivery.clone());
+        settings.retry_queue_url = Some(queues.retry.clone());
 
         let mut pumps = Vec::new();
         if with_pumps {
             let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), &settings).expect("fan-out settings");
-            let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), &settings).expect("delivery settings");
             let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
-            let queue = queues.delivery.clone();
             pumps
                 .push(tokio::spawn(async move { run_stream_pump(dynamodb(), streams(), tables, &fanout, None).await }));
-            pumps.push(tokio::spawn(async move { run_queue_pump(sqs(), queue, &deliver).await }));
+            for queue in [queues.delivery.clone(), queues.retry.clone()] {
+                let deliver =
+                    career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), &settings).expect("delivery settings");
+                pumps.push(tokio::spawn(async move {
+                    run_queue_pump(sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
+                }));
+            }
         }
         let api = Api::with_settings(|s| *s = settings);
         Pipeline { api, queues, pumps }

@@ -1,6 +1,8 @@
-//! A webhook receiver on loopback that records what it gets and answers from a script.
+//! Webhook receivers on loopback: one that records what it gets and answers from a script,
+//! and one that never answers.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -8,6 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use lambda_http::http::{HeaderMap, Response, StatusCode};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 /// One request as the receiver saw it.
@@ -15,6 +18,8 @@ use tokio::net::TcpListener;
 pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When the request arrived.
+    pub at: Instant,
 }
 
 impl Received {
@@ -49,9 +54,10 @@ impl Receiver {
                         async move {
                             let (parts, body) = request.into_parts();
                             let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            let at = Instant::now();
                             let n = {
                                 let mut log = log.lock().unwrap();
-                                log.push(Received { headers: parts.headers, body });
+                                log.push(Received { headers: parts.headers, body, at });
                                 log.len()
                             };
                             tokio::time::sleep(delay).await;
@@ -84,6 +90,54 @@ impl Receiver {
             }
             assert!(Instant::now() < deadline, "expected {count} requests within {within:?}, got {}", received.len());
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A receiver that hangs: it takes each connection, reads what is sent and never answers,
+/// until the sender gives up and closes the connection.
+pub struct HangingReceiver {
+    pub url: String,
+    taken: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+}
+
+impl HangingReceiver {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
+        let (taken, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counted, ended) = (taken.clone(), closed.clone());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let ended = ended.clone();
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    while matches!(stream.read(&mut buffer).await, Ok(n) if n > 0) {}
+                    ended.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        HangingReceiver { url, taken, closed }
+    }
+
+    /// Connections taken so far (each one an attempt that never got an answer).
+    pub fn taken(&self) -> usize {
+        self.taken.load(Ordering::SeqCst)
+    }
+
+    /// Connections the sender has closed, giving up on its attempt.
+    pub fn closed(&self) -> usize {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until at least `count` connections were taken (panics after `within`).
+    pub async fn wait_for(&self, count: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.taken() < count {
+            assert!(Instant::now() < deadline, "expected {count} connections within {within:?}, got {}", self.taken());
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }

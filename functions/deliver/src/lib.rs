@@ -1,22 +1,35 @@
 //! The delivery function: for each queue message, loads the subscription, signs the body and
-//! POSTs it. The messages of a batch are sent concurrently; failures are retried on the
-//! contract's schedule through the message's visibility, then go to the dead-letter queue.
+//! POSTs it. It consumes both lanes (career_core::queue), each through its own event source
+//! mapping. The messages of a batch are sent concurrently.
+//!
+//! - Main lane: a failed attempt is handed to the retry lane with the first retry wait as
+//!   its delay, and a delivery to a subscription that is currently failing is handed over
+//!   before any attempt, so the main lane only ever waits on receivers that were healthy.
+//!   What a batch hands over goes in one `SendMessageBatch`.
+//! - Retry lane: a failed attempt stays on the lane, visible again after the schedule's
+//!   wait; after the last attempt the redrive policy moves it to the dead-letter queue.
+//!
+//! The failure clock (contract section 9) is written only when a subscription's state
+//! changes: its first failure after a success, and its first success after a failure.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use career_core::clock;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::{Outcome, Sender};
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
-use career_core::queue::DeliveryQueue;
+use career_core::queue::{DeliveryQueues, Lane};
+use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
-use career_core::store::webhooks::WebhookTable;
+use career_core::store::webhooks::{StoredSubscription, WebhookTable};
+use career_core::webhooks::LoggedUrl;
 
 pub struct Deps {
     webhooks: WebhookTable,
     sealer: Sealer,
-    queue: DeliveryQueue,
+    queues: DeliveryQueues,
     sender: Sender,
     schedule: RetrySchedule,
 }
@@ -31,66 +44,104 @@ impl Deps {
         Ok(Self {
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
             sealer: Sealer::new(kms, dynamodb, settings)?,
-            queue: DeliveryQueue::new(sqs.clone(), settings.require_queue_url()?),
+            queues: DeliveryQueues::new(sqs.clone(), settings)?,
             sender: Sender::new(settings.allow_insecure_webhook_urls),
             schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
         })
     }
 }
 
+/// What becomes of a received message.
+enum Disposition {
+    /// Delivered, dropped or moved: deleted from its queue.
+    Done,
+    /// Left on its queue, visible again after the wait it was given (or the queue's
+    /// visibility timeout).
+    Stays,
+    /// Moved to the retry lane, to be received after the delay.
+    HandOver(Box<DeliveryMessage>, Duration),
+}
+
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let attempts = event.records.iter().map(|message| deliver(deps, message));
-    let delivered = futures_util::future::join_all(attempts).await;
-    let mut response = SqsBatchResponse::default();
-    for (message, ok) in event.records.iter().zip(delivered) {
-        if !ok {
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = message.message_id.clone().unwrap_or_default();
-            response.batch_item_failures.push(failure);
+    let dispositions = futures_util::future::join_all(event.records.iter().map(|message| process(deps, message))).await;
+    let mut staying: Vec<&SqsMessage> = Vec::new();
+    let mut hand_overs: Vec<(&SqsMessage, (&DeliveryMessage, Duration))> = Vec::new();
+    for (message, disposition) in event.records.iter().zip(&dispositions) {
+        match disposition {
+            Disposition::Done => {}
+            Disposition::Stays => staying.push(message),
+            Disposition::HandOver(delivery, delay) => hand_overs.push((message, (&**delivery, *delay))),
         }
+    }
+    // One call hands over what the batch moves to the retry lane; what it does not take stays.
+    let moving: Vec<(&DeliveryMessage, Duration)> = hand_overs.iter().map(|(_, moving)| *moving).collect();
+    match deps.queues.hand_over(&moving).await {
+        Ok(refused) => {
+            staying.extend(refused.into_iter().filter_map(|i| hand_overs.get(i).map(|(message, _)| *message)))
+        }
+        Err(err) => {
+            tracing::error!(error = %err, deliveries = moving.len(), "handing deliveries to the retry lane failed");
+            staying.extend(hand_overs.iter().map(|(message, _)| *message));
+        }
+    }
+    let mut response = SqsBatchResponse::default();
+    for message in staying {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = message.message_id.clone().unwrap_or_default();
+        response.batch_item_failures.push(failure);
     }
     response
 }
 
-/// `false` when the message must stay on the queue for another attempt.
-async fn deliver(deps: &Deps, message: &SqsMessage) -> bool {
+async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
+    let lane = Lane::of(message);
     let parsed = message.body.as_deref().map(serde_json::from_str::<DeliveryMessage>);
     let Some(Ok(delivery)) = parsed else {
         tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
-        return true;
+        return Disposition::Done;
     };
+    let receipt = message.receipt_handle.as_deref().unwrap_or_default();
+    let receives: u32 = message.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
+    let attempt = delivery.earlier_attempts + receives;
+    if attempt > deps.schedule.max_attempts {
+        // Every attempt is used (a message handed over after its main-lane attempt gets here
+        // one receive early): visible at once, its next receive redrives it.
+        return keep(deps, lane, receipt, &delivery, Duration::ZERO).await;
+    }
     let subscription = match deps.webhooks.get(&delivery.user_id, &delivery.subscription_id).await {
         Ok(Some(subscription)) => subscription,
         Ok(None) => {
             tracing::info!(delivery_id = %delivery.delivery_id, "subscription deleted; delivery dropped");
-            return true;
+            return Disposition::Done;
         }
         Err(err) => {
-            // Left for the queue's visibility timeout to bring back.
+            // Tried again after the retry base (rather than the queue's 15-minute visibility
+            // timeout, for which the subscription's main-lane group would wait).
             tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "loading the subscription failed");
-            return false;
+            return keep(deps, lane, receipt, &delivery, deps.schedule.base).await;
         }
     };
+    if lane == Lane::Main && subscription.failing_since.is_some() {
+        tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, "subscription failing; delivery handed to the retry lane");
+        return Disposition::HandOver(Box::new(delivery), Duration::ZERO);
+    }
     let secrets = match deps.sealer.open(&subscription).await {
         Ok(secrets) => secrets,
         Err(err) => {
             tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "opening the subscription's secrets failed");
-            return false;
+            return keep(deps, lane, receipt, &delivery, deps.schedule.base).await;
         }
     };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let signed = SignedDelivery::new(&delivery, &secrets.active_at(now), now);
-    let (sender, url) = (deps.sender.clone(), subscription.url.clone());
+
     let started = Instant::now();
-    let outcome = tokio::task::spawn_blocking(move || sender.send(&url, &signed))
-        .await
-        .unwrap_or_else(|e| Outcome::Failed(format!("the sending task failed: {e}")));
-    let attempt: u32 = message.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
+    let outcome = send(deps, &delivery, &subscription.url, &secrets).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    update_failure_clock(deps, &subscription, &outcome).await;
+    let receiver = LoggedUrl(&subscription.url);
     let failure = match outcome {
         Outcome::Delivered(status) => {
-            tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, attempt, status, latency_ms, "delivered");
-            return true;
+            tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, %receiver, lane = lane.as_str(), attempt, status, latency_ms, "delivered");
+            return Disposition::Done;
         }
         Outcome::Failed(reason) => reason,
     };
@@ -98,17 +149,52 @@ async fn deliver(deps: &Deps, message: &SqsMessage) -> bool {
     tracing::warn!(
         delivery_id = %delivery.delivery_id,
         subscription_id = %delivery.subscription_id,
+        %receiver,
+        lane = lane.as_str(),
         attempt,
         latency_ms,
         error = %failure,
         retry_in_seconds = wait.map(|w| w.as_secs_f64()),
         "delivery failed"
     );
-    // After the last attempt the message becomes visible at once, and the queue's redrive
-    // policy moves it to the dead-letter queue on its next receive.
-    let receipt = message.receipt_handle.as_deref().unwrap_or_default();
-    if let Err(err) = deps.queue.retry_after(receipt, wait.unwrap_or_default()).await {
+    // After the last attempt the wait is none: visible at once, the retry lane's redrive
+    // policy moves the message to the dead-letter queue on its next receive.
+    let wait = wait.unwrap_or_default();
+    match lane {
+        Lane::Main => Disposition::HandOver(Box::new(DeliveryMessage { earlier_attempts: attempt, ..delivery }), wait),
+        Lane::Retry => keep(deps, lane, receipt, &delivery, wait).await,
+    }
+}
+
+/// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks).
+async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &SigningSecrets) -> Outcome {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
+    let (sender, url) = (deps.sender.clone(), url.to_owned());
+    tokio::task::spawn_blocking(move || sender.send(&url, &signed))
+        .await
+        .unwrap_or_else(|e| Outcome::Failed(format!("the sending task failed: {e}")))
+}
+
+/// Writes the failure clock only when this outcome changes the subscription's state.
+async fn update_failure_clock(deps: &Deps, subscription: &StoredSubscription, outcome: &Outcome) {
+    let (user_id, subscription_id) = (&subscription.user_id, &subscription.subscription_id);
+    let written = match (outcome, &subscription.failing_since) {
+        (Outcome::Failed(_), None) => {
+            deps.webhooks.start_failure_clock(user_id, subscription_id, &clock::rfc3339(clock::now())).await
+        }
+        (Outcome::Delivered(_), Some(_)) => deps.webhooks.reset_failure_clock(user_id, subscription_id).await,
+        _ => Ok(()),
+    };
+    if let Err(err) = written {
+        tracing::error!(subscription_id = %subscription_id, error = %err, "updating the failure clock failed");
+    }
+}
+
+/// Leaves a message on its lane, visible again after `wait`.
+async fn keep(deps: &Deps, lane: Lane, receipt: &str, delivery: &DeliveryMessage, wait: Duration) -> Disposition {
+    if let Err(err) = deps.queues.retry_after(lane, receipt, wait).await {
         tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "scheduling the retry failed");
     }
-    false
+    Disposition::Stays
 }

@@ -1,18 +1,19 @@
 //! The fan-out function: each profile or assessment stream record becomes at most one event,
-//! and each event one delivery message per subscription of its user to its kind.
+//! and each event one delivery message per subscription of its user to its kind: on the
+//! main lane, or on the retry lane for a subscription that is currently failing.
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::event_from_record;
-use career_core::queue::{DeliveryQueue, QueueError};
-use career_core::store::webhooks::WebhookTable;
+use career_core::queue::{DeliveryQueues, Lane, QueueError};
+use career_core::store::webhooks::{StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 
 pub struct Deps {
     webhooks: WebhookTable,
-    queue: DeliveryQueue,
+    queues: DeliveryQueues,
 }
 
 impl Deps {
@@ -23,7 +24,7 @@ impl Deps {
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
-            queue: DeliveryQueue::new(sqs.clone(), settings.require_queue_url()?),
+            queues: DeliveryQueues::new(sqs.clone(), settings)?,
         })
     }
 }
@@ -64,9 +65,13 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     };
     let user_id = event.user_id().unwrap_or_default().to_owned();
     let subscriptions = deps.webhooks.subscribed_to(&user_id, event.kind).await?;
-    let messages: Vec<DeliveryMessage> =
-        subscriptions.iter().map(|s| DeliveryMessage::new(&event, &user_id, &s.subscription_id)).collect();
-    deps.queue.send(&messages).await?;
-    tracing::info!(event_id = %event.id, kind = event.kind.as_str(), user_id = %user_id, deliveries = messages.len(), "event fanned out");
+    let (failing, healthy): (Vec<_>, Vec<_>) = subscriptions.iter().partition(|s| s.failing_since.is_some());
+    let messages = |subscriptions: Vec<&StoredSubscription>| -> Vec<DeliveryMessage> {
+        subscriptions.iter().map(|s| DeliveryMessage::new(&event, &user_id, &s.subscription_id)).collect()
+    };
+    let (main, retry) = (messages(healthy), messages(failing));
+    deps.queues.send(Lane::Main, &main).await?;
+    deps.queues.send(Lane::Retry, &retry).await?;
+    tracing::info!(event_id = %event.id, kind = event.kind.as_str(), user_id = %user_id, deliveries = main.len() + retry.len(), to_retry_lane = retry.len(), "event fanned out");
     Ok(())
 }

@@ -107,6 +107,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         events: events.kinds().to_vec(),
         secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
         created_at: clock::rfc3339(clock::now()),
+        failing_since: None,
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: secret.into() }),

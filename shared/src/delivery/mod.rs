@@ -19,6 +19,14 @@ pub struct DeliveryMessage {
     pub user_id: String,
     pub subscription_id: String,
     pub event: Event,
+    /// Attempts made before the message was queued where it is: on the main lane none; on
+    /// the retry lane the one made on the main lane, if any. Its receive count adds the rest.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub earlier_attempts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl DeliveryMessage {
@@ -31,6 +39,7 @@ impl DeliveryMessage {
             user_id: user_id.to_owned(),
             subscription_id: subscription_id.to_owned(),
             event: event.clone(),
+            earlier_attempts: 0,
         }
     }
 }

@@ -43,7 +43,33 @@ impl Sender {
             Ok(response) if (200..300).contains(&response.status()) => Outcome::Delivered(response.status()),
             Ok(response) => Outcome::Failed(format!("answered {}", response.status())),
             Err(ureq::Error::Status(status, _)) => Outcome::Failed(format!("answered {status}")),
-            Err(ureq::Error::Transport(transport)) => Outcome::Failed(transport.to_string()),
+            Err(ureq::Error::Transport(transport)) => Outcome::Failed(failure_reason(&transport)),
+        }
+    }
+}
+
+/// A short sentence on what went wrong, without the URL: ureq's own message starts with the
+/// whole URL, whose query string or user-info may hold a credential.
+fn failure_reason(transport: &ureq::Transport) -> String {
+    use std::error::Error as _;
+    let io = transport.source().and_then(|source| source.downcast_ref::<io::Error>());
+    match io.map(io::Error::kind) {
+        Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => format!("timed out after {} s", TIMEOUT.as_secs()),
+        Some(io::ErrorKind::ConnectionRefused) => "connection refused".to_owned(),
+        // The guarded resolver's refusal names the host and the address, nothing more.
+        Some(io::ErrorKind::PermissionDenied) => format!("refused: {}", io.expect("an I/O error")),
+        _ => {
+            let mut reason = transport.kind().to_string();
+            // Only a URL that ureq cannot use is quoted in its message.
+            let quotes_url = matches!(transport.kind(), ureq::ErrorKind::InvalidUrl | ureq::ErrorKind::UnknownScheme);
+            if let Some(message) = transport.message().filter(|_| !quotes_url) {
+                reason.push_str(": ");
+                reason.push_str(message);
+            }
+            if let Some(source) = transport.source() {
+                reason.push_str(&format!(": {source}"));
+            }
+            reason
         }
     }
 }
@@ -85,6 +111,34 @@ mod tests {
         let refused = check_addresses("evil.example:80", &[public, metadata]).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
         assert!(refused.to_string().contains("169.254.169.254"));
+    }
+
+    /// A loopback port that refuses connections (bound, then closed).
+    fn closed_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn failure_reasons_never_quote_the_query_string() {
+        let delivery = SignedDelivery { body: b"{}".to_vec(), headers: Vec::new() };
+        let refused = format!("http://127.0.0.1:{}/hook?token=s3cret", closed_port());
+        let Outcome::Failed(reason) = Sender::new(true).send(&refused, &delivery) else { panic!("delivered") };
+        assert_eq!(reason, "connection refused");
+        let guarded = format!("http://localhost:{}/hook?token=s3cret", closed_port());
+        let Outcome::Failed(reason) = Sender::new(false).send(&guarded, &delivery) else { panic!("delivered") };
+        assert!(reason.starts_with("refused: localhost:") && reason.contains("non-public address"), "{reason}");
+        assert!(!reason.contains("s3cret") && !reason.contains("token"), "{reason}");
+    }
+
+    #[test]
+    fn a_receiver_that_never_answers_times_out_without_its_url_in_the_reason() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://127.0.0.1:{}/hook?token=s3cret", listener.local_addr().unwrap().port());
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_millis(200)).build();
+        let Err(ureq::Error::Transport(transport)) = agent.post(&url).send_bytes(b"{}") else { panic!("answered") };
+        assert!(transport.to_string().contains("s3cret"), "ureq's own message quotes the URL");
+        assert_eq!(failure_reason(&transport), format!("timed out after {} s", TIMEOUT.as_secs()));
+        drop(listener);
     }
 
     #[test]

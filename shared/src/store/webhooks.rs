@@ -4,6 +4,7 @@
 //! item, in a partition of its own, holds the encrypted data key of the sealed secrets.
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
@@ -31,6 +32,10 @@ pub struct StoredSubscription {
     #[serde(flatten)]
     pub secrets: StoredSecrets,
     pub created_at: String,
+    /// The failure clock (contract section 9): when the first failed attempt since the last
+    /// success was made; absent while deliveries succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<String>,
 }
 
 /// A subscription's signing secrets as the table holds them.
@@ -246,6 +251,36 @@ impl WebhookTable {
         applied(result)
     }
 
+    /// Starts the failure clock at `at` (RFC 3339), unless it already runs. Called only on a
+    /// failure of a subscription that was not failing, so the common path writes nothing.
+    pub async fn start_failure_clock(&self, user_id: &str, subscription_id: &str, at: &str) -> Result<(), StoreError> {
+        let update = self
+            .subscription_update(user_id, subscription_id)
+            .update_expression("SET failingSince = :at")
+            // Neither is an earlier start moved nor a deleted subscription brought back.
+            .condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(failingSince)")
+            .expression_attribute_values(":at", s(at));
+        // A refused condition means the clock already runs, or the subscription is gone.
+        applied(update.send().await).map(drop)
+    }
+
+    /// Stops the failure clock: called only on a success of a subscription that was failing.
+    pub async fn reset_failure_clock(&self, user_id: &str, subscription_id: &str) -> Result<(), StoreError> {
+        let update = self
+            .subscription_update(user_id, subscription_id)
+            .update_expression("REMOVE failingSince")
+            .condition_expression("attribute_exists(subscriptionId)");
+        applied(update.send().await).map(drop)
+    }
+
+    fn subscription_update(&self, user_id: &str, subscription_id: &str) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("subscriptionId", s(subscription_id))
+    }
+
     /// Deletes the subscription; `false` when the user has no such subscription.
     pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
         if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
@@ -339,6 +374,7 @@ mod tests {
             events: vec![EventKind::ProfileUpdated],
             secrets: StoredSecrets::Sealed { sealed_secrets: SealedSecrets("c2VhbGVk".into()) },
             created_at: "2026-11-27T08:00:00.000Z".into(),
+            failing_since: None,
         };
         let item: super::super::Item = serde_dynamo::to_item(&sealed).unwrap();
         assert_eq!(item.get("sealedSecrets"), Some(&s("c2VhbGVk")));

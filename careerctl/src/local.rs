@@ -1,0 +1,134 @@
+//! `careerctl local` (what `make run` runs): the whole stack in the foreground until Ctrl-C.
+//! DynamoDB Local keeps its data under `<local dir>/data/`, and what the delivery queues
+//! hold is saved there on Ctrl-C and put back on the next start (queue_snapshot).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use career_core::auth::Scopes;
+use career_core::config::Settings;
+use career_core::sealing::Sealer;
+use tokio::sync::watch;
+
+use crate::admin::Admin;
+use crate::gateway::{self, ApiFunctions};
+use crate::pumps::{self, BATCHES_PER_QUEUE};
+use crate::queue_snapshot::QueueSnapshot;
+use crate::services::Installed;
+use crate::stack::LocalStack;
+
+/// The local stack's settings: the environment, with the local defaults of contract
+/// section 8 where a variable is not set.
+pub fn settings_from_env() -> Result<Settings, String> {
+    let mut settings = Settings::from_env().map_err(|e| e.to_string())?;
+    let unset = |name: &str| std::env::var_os(name).is_none();
+    if unset("ALLOW_INSECURE_WEBHOOK_URLS") {
+        settings.allow_insecure_webhook_urls = true;
+    }
+    if unset("DELIVERY_RETRY_BASE_SECONDS") {
+        settings.retry_base = Duration::from_secs(1);
+    }
+    if settings.cursor_signing_key.is_none() {
+        settings.cursor_signing_key = Some(career_core::secrets::random_token("cursor_"));
+    }
+    Ok(settings)
+}
+
+/// Runs the stack with the API on `127.0.0.1:port`, the tools installed under `local_dir`
+/// and its data there, until Ctrl-C (SIGINT).
+pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), String> {
+    let installed = Installed::at(local_dir)?;
+    eprintln!("==> starting DynamoDB Local and moto (SQS and KMS)");
+    let data_dir = local_dir.join("data");
+    let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
+    let snapshot_path = data_dir.join("queued-deliveries.json");
+    if let Some(saved) = QueueSnapshot::read(&snapshot_path)? {
+        saved.restore(&stack.sqs, &stack.queues).await?;
+        std::fs::remove_file(&snapshot_path).map_err(|e| format!("removing {}: {e}", snapshot_path.display()))?;
+        println!("Restored {} queued deliveries from the last run ({}).", saved.len(), saved.counts());
+    }
+    let dynamodb = stack.dynamodb_client();
+    let kms = stack.kms_client();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (set PORT to use another port)"))?;
+    let sqs = stack.sqs_client();
+    let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &stack.settings).map_err(|e| e.to_string())?);
+    let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
+    let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &kms, &stack.settings).map_err(|e| e.to_string())?;
+    let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
+    let checkpoints = data_dir.join("stream-checkpoints.json");
+    let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
+    // Local data from before secrets were sealed: seal it before anything is served.
+    let sealer = Sealer::new(&kms, &dynamodb, &stack.settings).map_err(|e| e.to_string())?;
+    let sealed = admin.seal_plain_secrets(&sealer).await?;
+    if sealed["sealed"] != 0 {
+        eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed["sealed"]);
+    }
+    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
+    let demo_key = demo["key"].as_str().unwrap_or_default().to_owned();
+    let api_url = format!("http://127.0.0.1:{port}");
+    let env_path = local_dir.join("env");
+    std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
+        .map_err(|e| format!("writing {}: {e}", env_path.display()))?;
+
+    println!("Career service is up at {api_url}");
+    println!("  DynamoDB Local  {}", stack.dynamodb.endpoint);
+    println!("  SQS and KMS     {}", stack.sqs.endpoint);
+    println!("  Demo API key (user demo-user, all six scopes):\n    {demo_key}");
+    println!("  Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts");
+    println!("  For careerctl and the AWS CLI:  source {}", env_path.display());
+    println!(
+        "  Events: careerctl profiles update --user demo-user   (deliveries retry after about 1 s, 4 s, 20 s, ...)"
+    );
+    println!("Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.");
+    career_core::telemetry::init();
+
+    // The delivery pumps stop receiving on Ctrl-C and finish the batches in hand (at most
+    // one send timeout), so that nothing is in flight when the queues are saved.
+    let (stop, stopping) = watch::channel(false);
+    let stop_signal = || {
+        let mut stopping = stopping.clone();
+        async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        }
+    };
+    let (streams, lanes) = (stack.streams_client(), stack.queues.clone());
+    let front = async {
+        let outcome = tokio::select! {
+            served = gateway::serve(listener, functions, gateway::IDLE_TIMEOUT) => served.map_err(|e| format!("serving the API: {e}")),
+            () = pumps::run_stream_pump(dynamodb.clone(), streams, stream_tables, &fanout, Some(checkpoints)) => Ok(()),
+            ended = stack.service_ended() => Err(format!("{ended}; stopping the local stack")),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        };
+        eprintln!("==> stopping the local stack (deliveries in progress finish first)");
+        let _ = stop.send(true);
+        outcome
+    };
+    let delivering = async {
+        let lane =
+            |url: &str| pumps::run_queue_pump(sqs.clone(), url.to_owned(), &deliver, BATCHES_PER_QUEUE, stop_signal());
+        tokio::join!(lane(&lanes.delivery), lane(&lanes.retry))
+    };
+    let (outcome, _) = tokio::join!(front, delivering);
+    let _ = std::fs::remove_file(&env_path);
+    // After a service died there is nothing to save from.
+    let saved = match outcome {
+        Ok(()) => save_queues(&stack, &snapshot_path).await,
+        Err(_) => Ok(()),
+    };
+    drop(stack);
+    outcome.and(saved)
+}
+
+/// Writes what the delivery queues hold to `path`, to be put back on the next start.
+async fn save_queues(stack: &LocalStack, path: &Path) -> Result<(), String> {
+    let snapshot = QueueSnapshot::take(&stack.sqs, &stack.queues).await?;
+    if snapshot.is_empty() {
+        return Ok(());
+    }
+    snapshot.write(path)?;
+    eprintln!("==> saved {} queued deliveries ({}) to {}", snapshot.len(), snapshot.counts(), path.display());
+    Ok(())
+}

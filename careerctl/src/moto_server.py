@@ -1,0 +1,158 @@
+"""moto's server as the local stack runs it, standing in for SQS and KMS, with three changes
+made on moto's internals (pinned by scripts/install-local-deps.sh).
+
+- With --kms-state DIR, its KMS keys are made of a key id and key material kept in DIR, so
+  what the local stack encrypted under its key still decrypts after a restart (moto keeps
+  all its state in memory: this is the KMS counterpart of DynamoDB Local's -dbPath).
+- One more route, /_careerctl/messages. SQS has no call that lists the messages in flight
+  or delayed. `careerctl local` uses this route to save every message of a queue, with its
+  receive count and remaining wait, when it stops, and to put them back when it starts:
+  GET ?queue=<queue URL> lists them, POST ?queue=<queue URL> with such a list adds them.
+- A long poll that behaves as SQS's does on a FIFO queue. moto's decides once, when it
+  starts, which message groups are busy, so a message of a group freed meanwhile waits for
+  the poll to end (up to a second per delivery to one subscription); and while the only
+  visible messages are in busy groups it spins. This one asks again whenever the queue
+  changes (a message added, deleted or made visible) and sleeps otherwise.
+
+Unlike moto_server it leaves SIGINT as it finds it (ignored, under careerctl's watchdog): a
+Ctrl-C in the terminal must not end it before careerctl has saved the queues.
+"""
+
+import argparse
+import base64
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import moto.kms.models as kms
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.sqs.models import Queue, SQSBackend, sqs_backends
+from werkzeug.serving import run_simple
+from werkzeug.wrappers import Request, Response
+
+ROUTE = "/_careerctl/messages"
+REGION = "us-east-1"
+
+
+def backend_and_name(queue_url):
+    """A queue URL ends in /<account>/<name>."""
+    account, name = queue_url.rstrip("/").split("/")[-2:]
+    return sqs_backends[account][REGION], name
+
+
+def list_messages(queue_url):
+    backend, name = backend_and_name(queue_url)
+    now = time.time() * 1000
+    return [
+        {
+            "body": message.body,
+            "groupId": message.group_id,
+            "receiveCount": message.approximate_receive_count,
+            "waitMillis": int(max(0, message.visible_at - now, message.delayed_until - now)),
+        }
+        for message in list(backend.get_queue(name)._messages)
+    ]
+
+
+def add_messages(queue_url, saved):
+    backend, name = backend_and_name(queue_url)
+    for entry in saved:
+        group = entry.get("groupId")
+        message = backend.send_message(
+            name, entry["body"], group_id=group, deduplication_id=uuid.uuid4().hex if group else None
+        )
+        message.approximate_receive_count = entry["receiveCount"]
+        message.delayed_until = time.time() * 1000 + entry["waitMillis"]
+    return len(saved)
+
+
+moto_receive = SQSBackend.receive_message
+moto_delete = Queue.delete_message
+moto_change_visibility = SQSBackend.change_message_visibility
+
+
+def seconds_until_next_change(queue, longest):
+    """Until the next message of `queue` becomes visible or its delay ends, at most `longest`."""
+    now = time.time() * 1000
+    times = [t for m in queue._messages for t in (m.visible_at, m.delayed_until) if t > now]
+    if not times:
+        return longest
+    return min(longest, (min(times) - now) / 1000 + 0.001)
+
+
+def receive_message(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names=None):
+    queue = self.get_queue(queue_name)
+    deadline = time.time() + (wait_seconds_timeout or 0)
+    # Holding the queue's condition from the check to the wait, no change goes unnoticed.
+    with queue._messages_lock:
+        while True:
+            received = moto_receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            remaining = deadline - time.time()
+            if received or remaining <= 0:
+                return received
+            queue._messages_lock.wait(timeout=seconds_until_next_change(queue, remaining))
+
+
+def delete_message(self, receipt_handle):
+    with self._messages_lock:
+        moto_delete(self, receipt_handle)
+        self._messages_lock.notify_all()
+
+
+def change_message_visibility(self, queue_name, receipt_handle, visibility_timeout):
+    moto_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
+    queue = self.get_queue(queue_name)
+    with queue._messages_lock:
+        queue._messages_lock.notify_all()
+
+
+SQSBackend.receive_message = receive_message
+Queue.delete_message = delete_message
+SQSBackend.change_message_visibility = change_message_visibility
+
+
+class WithSavedMessages:
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") != ROUTE:
+            return self.app(environ, start_response)
+        request = Request(environ)
+        queue_url = request.args["queue"]
+        if request.method == "POST":
+            result = add_messages(queue_url, json.loads(request.get_data()))
+        else:
+            result = list_messages(queue_url)
+        return Response(json.dumps(result), mimetype="application/json")(environ, start_response)
+
+
+def keep_kms_keys_in(state):
+    state.mkdir(parents=True, exist_ok=True)
+    kept = state / "kms-key.json"
+    if not kept.exists():
+        fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump({"keyId": str(uuid.uuid4()), "material": base64.b64encode(os.urandom(32)).decode()}, out)
+    key = json.loads(kept.read_text())
+    kms.generate_key_id = lambda multi_region=False: key["keyId"]
+    kms.generate_master_key = lambda: base64.b64decode(key["material"])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-H", "--host", default="127.0.0.1")
+    parser.add_argument("-p", "--port", type=int, required=True)
+    parser.add_argument("--kms-state", type=Path)
+    args = parser.parse_args()
+    if args.kms_state:
+        keep_kms_keys_in(args.kms_state)
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+    app = WithSavedMessages(DomainDispatcherApplication(create_backend_app))
+    run_simple(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+
+
+if __name__ == "__main__":
+    main()
