@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use career_core::auth::{ApiKey, UNKNOWN_KEY_CACHE_TTL};
+use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
+use career_core::credentials::ApiKey;
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_service::{unique_user, Api};
 use lambda_http::http::Method;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use career_core::auth::Scopes;
 use career_core::config::TableNames;
+use career_core::credentials::Scopes;
 use career_service::receiver::Receiver;
 use career_service::{dynamodb_at, sqs_at, unique_user};
 use careerctl::admin::Admin;

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
-use career_core::auth::Scopes;
+use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::event_from_record;
 use career_core::webhooks::WebhookSecret;

@@ -2,8 +2,8 @@
 
 use aws_sdk_dynamodb::Client as DynamoDb;
 use career_core::alerts::{Alert, Category, Severity};
-use career_core::auth::{ApiKey, Scopes};
 use career_core::config::TableNames;
+use career_core::credentials::{ApiKey, Scopes};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;

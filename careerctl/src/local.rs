@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_core::auth::Scopes;
 use career_core::config::Settings;
+use career_core::credentials::Scopes;
 use career_core::sealing::Sealer;
 use tokio::sync::watch;
 

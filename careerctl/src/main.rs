@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
-use career_core::auth::Scopes;
 use career_core::config::{Settings, TableNames};
+use career_core::credentials::Scopes;
 use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
 use careerctl::admin::{Admin, NewAlert};

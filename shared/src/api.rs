@@ -15,8 +15,10 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::auth::{Authenticator, Principal, Scope};
+use crate::alerts::AlertAction;
+use crate::auth::{Authenticator, Principal};
 use crate::config::Settings;
+use crate::credentials::Scope;
 use crate::excerpt::Excerpt;
 use crate::ids;
 use crate::ratelimit::RateLimiter;
@@ -51,7 +53,7 @@ pub enum ApiError {
     InvalidCursor,
     #[error("The query parameter 'id' is required.")]
     AlertMissingId,
-    #[error("The action must be one of: read, dismiss, unread, undismiss.")]
+    #[error("The action must be one of: {}.", AlertAction::names())]
     AlertInvalidAction,
     #[error("No alert with id '{}'.", Excerpt(.0))]
     AlertNotFound(String),

@@ -1,19 +1,14 @@
-//! API keys and scopes (contract section 2): Bearer parsing, key hashing, and a short
-//! per-instance cache of key lookups.
+//! Authentication (contract section 2): resolves an `Authorization` header to a
+//! principal, with a short per-instance cache of key lookups.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
-
-use crate::secrets;
+use crate::credentials::{ApiKey, KeyHash, Scope, Scopes};
 use crate::store::keys::{KeyTable, StoredKey};
 use crate::store::StoreError;
 
-const KEY_PREFIX: &str = "cak_";
 /// How long a warm instance trusts a key lookup: a revoked key fails within this time.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
 /// How long a warm instance remembers that a key is unknown (or revoked), so a client
@@ -21,146 +16,6 @@ pub const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
 pub const UNKNOWN_KEY_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Unknown keys remembered at most: random ones must not grow the cache without bound.
 const MAX_UNKNOWN_KEYS: usize = 10_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
-    ReadAlerts,
-    WriteAlerts,
-    ReadDataSharing,
-    WriteDataSharing,
-    ReadWebhooks,
-    WriteWebhooks,
-}
-
-impl Scope {
-    pub const ALL: [Scope; 6] = [
-        Scope::ReadAlerts,
-        Scope::WriteAlerts,
-        Scope::ReadDataSharing,
-        Scope::WriteDataSharing,
-        Scope::ReadWebhooks,
-        Scope::WriteWebhooks,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::ReadAlerts => "read:alerts",
-            Scope::WriteAlerts => "write:alerts",
-            Scope::ReadDataSharing => "read:data_sharing",
-            Scope::WriteDataSharing => "write:data_sharing",
-            Scope::ReadWebhooks => "read:webhooks",
-            Scope::WriteWebhooks => "write:webhooks",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Scope> {
-        Scope::ALL.into_iter().find(|scope| scope.as_str() == text)
-    }
-
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A set of scopes. No scope implies another.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Scopes(u8);
-
-impl Scopes {
-    pub fn all() -> Self {
-        Scope::ALL.into_iter().collect()
-    }
-
-    pub fn contains(self, scope: Scope) -> bool {
-        self.0 & scope.bit() != 0
-    }
-
-    pub fn iter(self) -> impl Iterator<Item = Scope> {
-        Scope::ALL.into_iter().filter(move |scope| self.contains(*scope))
-    }
-
-    pub fn names(self) -> Vec<&'static str> {
-        self.iter().map(Scope::as_str).collect()
-    }
-
-    /// Parses a comma-separated list such as `read:alerts,write:alerts`.
-    pub fn parse_list(text: &str) -> Result<Self, String> {
-        let mut scopes = Scopes::default();
-        for name in text.split(',').map(str::trim).filter(|name| !name.is_empty()) {
-            let scope = Scope::parse(name).ok_or_else(|| {
-                let known: Vec<_> = Scope::ALL.iter().map(|s| s.as_str()).collect();
-                format!("unknown scope '{name}' (known: {})", known.join(", "))
-            })?;
-            scopes.0 |= scope.bit();
-        }
-        if scopes.0 == 0 {
-            return Err("at least one scope is required".into());
-        }
-        Ok(scopes)
-    }
-}
-
-impl FromIterator<Scope> for Scopes {
-    fn from_iter<I: IntoIterator<Item = Scope>>(iter: I) -> Self {
-        Scopes(iter.into_iter().fold(0, |bits, scope| bits | scope.bit()))
-    }
-}
-
-/// An API key as the client holds it. Only its hash is ever stored.
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn generate() -> Self {
-        ApiKey(secrets::random_token(KEY_PREFIX))
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        secrets::is_token(text, KEY_PREFIX).then(|| ApiKey(text.to_owned()))
-    }
-
-    /// The key of an `Authorization: Bearer <key>` header (the scheme word is case-insensitive).
-    pub fn from_authorization(header: &str) -> Option<Self> {
-        let (scheme, key) = header.trim().split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
-        Self::parse(key.trim())
-    }
-
-    pub fn hash(&self) -> KeyHash {
-        KeyHash(hex::encode(Sha256::digest(self.0.as_bytes())))
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(…)")
-    }
-}
-
-/// Lowercase hex SHA-256 of an API key: the key's identity in storage and in the rate limiter.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct KeyHash(String);
-
-impl KeyHash {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    fn matches(&self, other: &str) -> bool {
-        self.0.as_bytes().ct_eq(other.as_bytes()).into()
-    }
-}
 
 /// Who is calling: the key's owner and what the key may do.
 #[derive(Clone, Debug)]
@@ -216,7 +71,8 @@ impl Authenticator {
 }
 
 fn principal_of(hash: &KeyHash, stored: StoredKey) -> Option<Principal> {
-    if stored.revoked_at.is_some() || !hash.matches(&stored.key_hash) {
+    // The item was fetched by this very hash, so only revocation can disqualify it.
+    if stored.revoked_at.is_some() {
         return None;
     }
     Some(Principal {
@@ -231,48 +87,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bearer_scheme_is_case_insensitive_and_key_must_be_well_formed() {
-        let key = ApiKey::generate();
-        for scheme in ["Bearer", "bearer", "BEARER"] {
-            let header = format!("{scheme} {}", key.expose());
-            assert_eq!(ApiKey::from_authorization(&header).unwrap().hash(), key.hash());
-        }
-        assert!(ApiKey::from_authorization(&format!("Basic {}", key.expose())).is_none());
-        assert!(ApiKey::from_authorization("Bearer cak_tooshort").is_none());
-        assert!(ApiKey::from_authorization(key.expose()).is_none());
-    }
-
-    #[test]
-    fn hash_is_sha256_hex() {
-        let key = ApiKey::parse(&format!("cak_{}", "A".repeat(43))).unwrap();
-        assert_eq!(key.hash().as_str().len(), 64);
-        assert_eq!(key.hash().as_str(), hex::encode(Sha256::digest(key.expose().as_bytes())));
-    }
-
-    #[test]
-    fn scopes_parse_and_do_not_imply_each_other() {
-        let scopes = Scopes::parse_list("write:alerts, read:webhooks").unwrap();
-        assert!(scopes.contains(Scope::WriteAlerts));
-        assert!(!scopes.contains(Scope::ReadAlerts));
-        assert_eq!(scopes.names(), ["write:alerts", "read:webhooks"]);
-        assert!(Scopes::parse_list("admin").unwrap_err().contains("unknown scope"));
-        assert!(Scopes::parse_list("").is_err());
-        assert_eq!(Scopes::all().iter().count(), 6);
-    }
-
-    #[test]
-    fn revoked_or_mismatched_keys_are_not_principals() {
+    fn revoked_keys_are_not_principals() {
         let hash = ApiKey::generate().hash();
-        let stored = |revoked: Option<&str>, stored_hash: &str| StoredKey {
-            key_hash: stored_hash.into(),
+        let stored = |revoked: Option<&str>| StoredKey {
+            key_hash: hash.as_str().into(),
             user_id: "u1".into(),
             scopes: vec!["read:alerts".into()],
             label: None,
             created_at: "2026-01-01T00:00:00.000Z".into(),
             revoked_at: revoked.map(Into::into),
         };
-        assert!(principal_of(&hash, stored(None, hash.as_str())).is_some());
-        assert!(principal_of(&hash, stored(Some("2026-01-02T00:00:00.000Z"), hash.as_str())).is_none());
-        assert!(principal_of(&hash, stored(None, "00")).is_none());
+        assert!(principal_of(&hash, stored(None)).is_some());
+        assert!(principal_of(&hash, stored(Some("2026-01-02T00:00:00.000Z"))).is_none());
     }
 }

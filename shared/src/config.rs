@@ -50,8 +50,12 @@ impl TableNames {
     }
 
     pub fn from_env() -> Self {
+        Self::from_lookup(&|name| env::var(name).ok())
+    }
+
+    fn from_lookup(vars: &Lookup) -> Self {
         let defaults = Self::with_prefix("career-");
-        let pick = |name: &str, default: &String| env::var(name).unwrap_or_else(|_| default.clone());
+        let pick = |name: &str, default: &String| vars(name).unwrap_or_else(|| default.clone());
         Self {
             keys: pick("KEYS_TABLE", &defaults.keys),
             rate_limits: pick("RATE_LIMIT_TABLE", &defaults.rate_limits),
@@ -94,18 +98,23 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Reads and checks every setting: a bad value is a [`ConfigError`] at cold start.
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| env::var(name).ok())
+    }
+
+    fn from_lookup(vars: &Lookup) -> Result<Self, ConfigError> {
         Ok(Self {
-            tables: TableNames::from_env(),
-            rate_limit_per_minute: parse_var("RATE_LIMIT_PER_MINUTE", 600)?,
+            tables: TableNames::from_lookup(vars),
+            rate_limit_per_minute: at_least_one(vars, "RATE_LIMIT_PER_MINUTE", 600)?,
             rate_limit_window: Duration::from_secs(60),
-            allow_insecure_webhook_urls: parse_var("ALLOW_INSECURE_WEBHOOK_URLS", false)?,
-            cursor_signing_key: env::var("CURSOR_SIGNING_KEY").ok(),
-            delivery_queue_url: env::var("DELIVERY_QUEUE_URL").ok(),
-            retry_queue_url: env::var("DELIVERY_RETRY_QUEUE_URL").ok(),
-            retry_base: Duration::from_secs_f64(parse_var("DELIVERY_RETRY_BASE_SECONDS", 30.0)?),
-            max_delivery_attempts: parse_var("DELIVERY_MAX_ATTEMPTS", 9)?,
-            secrets_kms_key_id: env::var("SECRETS_KMS_KEY_ID").ok().filter(|id| !id.trim().is_empty()),
+            allow_insecure_webhook_urls: parse_var(vars, "ALLOW_INSECURE_WEBHOOK_URLS", false)?,
+            cursor_signing_key: vars("CURSOR_SIGNING_KEY"),
+            delivery_queue_url: vars("DELIVERY_QUEUE_URL"),
+            retry_queue_url: vars("DELIVERY_RETRY_QUEUE_URL"),
+            retry_base: seconds(vars, "DELIVERY_RETRY_BASE_SECONDS", 30.0)?,
+            max_delivery_attempts: at_least_one(vars, "DELIVERY_MAX_ATTEMPTS", 9)?,
+            secrets_kms_key_id: vars("SECRETS_KMS_KEY_ID").filter(|id| !id.trim().is_empty()),
         })
     }
 
@@ -141,15 +150,87 @@ impl Settings {
     }
 }
 
-fn parse_var<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
+/// Where settings come from: the process environment, or a map in the tests.
+type Lookup = dyn Fn(&str) -> Option<String>;
+
+/// The variable's value, parsed; `default` when it is unset or blank.
+fn parse_var<T: std::str::FromStr>(vars: &Lookup, name: &'static str, default: T) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
-    match env::var(name) {
-        Ok(text) if !text.trim().is_empty() => text
+    match vars(name) {
+        Some(text) if !text.trim().is_empty() => text
             .trim()
             .parse()
             .map_err(|e: T::Err| ConfigError { name, problem: format!("cannot parse {text:?}: {e}") }),
         _ => Ok(default),
+    }
+}
+
+/// A count that must be positive (a limit or a number of attempts of 0 would stop the
+/// service rather than configure it).
+fn at_least_one(vars: &Lookup, name: &'static str, default: u32) -> Result<u32, ConfigError> {
+    match parse_var(vars, name, default)? {
+        0 => Err(ConfigError { name, problem: "must be at least 1".into() }),
+        count => Ok(count),
+    }
+}
+
+/// A duration given in (possibly fractional) seconds: finite and not negative.
+fn seconds(vars: &Lookup, name: &'static str, default: f64) -> Result<Duration, ConfigError> {
+    let value: f64 = parse_var(vars, name, default)?;
+    Duration::try_from_secs_f64(value).map_err(|_| ConfigError {
+        name,
+        problem: format!("must be a finite, non-negative number of seconds, not {value}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn settings_with(pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let vars: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::from_lookup(&move |name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn unset_or_blank_numbers_take_their_defaults() {
+        let settings = settings_with(&[("DELIVERY_MAX_ATTEMPTS", " ")]).unwrap();
+        assert_eq!(settings.rate_limit_per_minute, 600);
+        assert_eq!(settings.retry_base, Duration::from_secs(30));
+        assert_eq!(settings.max_delivery_attempts, 9);
+        assert_eq!(settings.tables, TableNames::with_prefix("career-"));
+    }
+
+    #[test]
+    fn good_numbers_are_read() {
+        let settings = settings_with(&[
+            ("RATE_LIMIT_PER_MINUTE", "5"),
+            ("DELIVERY_RETRY_BASE_SECONDS", "0.25"),
+            ("DELIVERY_MAX_ATTEMPTS", "1"),
+        ])
+        .unwrap();
+        assert_eq!(settings.rate_limit_per_minute, 5);
+        assert_eq!(settings.retry_base, Duration::from_millis(250));
+        assert_eq!(settings.max_delivery_attempts, 1);
+    }
+
+    #[test]
+    fn every_bad_number_is_a_config_error_naming_its_variable() {
+        let cases = [
+            ("DELIVERY_RETRY_BASE_SECONDS", &["-1", "nan", "NaN", "inf", "-inf", "1e300", "thirty"][..]),
+            ("RATE_LIMIT_PER_MINUTE", &["0", "-5", "1.5", "many", "4294967296"][..]),
+            ("DELIVERY_MAX_ATTEMPTS", &["0", "-1", "2.5", "nine", "4294967296"][..]),
+            ("ALLOW_INSECURE_WEBHOOK_URLS", &["yes", "1"][..]),
+        ];
+        for (name, values) in cases {
+            for value in values {
+                let error = settings_with(&[(name, value)]).expect_err(&format!("{name}={value} is refused"));
+                assert!(error.to_string().starts_with(&format!("environment variable {name}: ")), "{error}");
+            }
+        }
     }
 }

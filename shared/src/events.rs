@@ -31,6 +31,11 @@ impl EventKind {
     pub fn parse(text: &str) -> Option<Self> {
         EventKind::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
+
+    /// The known kinds as a sentence fragment: `profile.updated, assessment.completed`.
+    pub fn names() -> String {
+        Self::ALL.map(Self::as_str).join(", ")
+    }
 }
 
 /// An event, exactly the body a receiver gets.

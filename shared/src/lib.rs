@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod credentials;
 pub mod delivery;
 pub mod events;
 pub mod excerpt;

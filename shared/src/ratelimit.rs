@@ -15,7 +15,7 @@ use std::ops::RangeInclusive;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::auth::KeyHash;
+use crate::credentials::KeyHash;
 use crate::store::rate_limits::{RateLimitTable, SlotCounts};
 use crate::store::StoreError;
 

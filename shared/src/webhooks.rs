@@ -102,7 +102,7 @@ pub struct EventKinds(Vec<EventKind>);
 pub enum InvalidEvents {
     #[error("events must be a non-empty array")]
     NotANonEmptyArray,
-    #[error("unknown event kind {} (known: profile.updated, assessment.completed)", Excerpt(.0))]
+    #[error("unknown event kind {} (known: {})", Excerpt(.0), EventKind::names())]
     Unknown(String),
 }
 

@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use career_core::auth::ApiKey;
 use career_core::config::Settings;
+use career_core::credentials::ApiKey;
 use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
 use careerctl::gateway::{lambda_request, ApiFunctions};

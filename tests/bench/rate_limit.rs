@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use career_core::auth::{ApiKey, UNKNOWN_KEY_CACHE_TTL};
+use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
+use career_core::credentials::ApiKey;
 use career_service::Api;
 use lambda_http::http::Method;
 

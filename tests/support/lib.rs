@@ -184,14 +184,14 @@ impl Api {
 
     /// Issues a key for `user` with the comma-separated `scopes`.
     pub async fn key(&self, user: &str, scopes: &str) -> String {
-        let scopes = career_core::auth::Scopes::parse_list(scopes).expect("valid scopes");
+        let scopes = career_core::credentials::Scopes::parse_list(scopes).expect("valid scopes");
         let issued = self.admin.create_key(user, scopes, None).await.expect("key issued");
         issued["key"].as_str().expect("key text").to_owned()
     }
 
     /// A key with all six scopes.
     pub async fn full_key(&self, user: &str) -> String {
-        self.key(user, &career_core::auth::Scopes::all().names().join(",")).await
+        self.key(user, &career_core::credentials::Scopes::all().names().join(",")).await
     }
 
     pub async fn alert(&self, user: &str, title: &str) -> String {

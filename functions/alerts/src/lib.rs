@@ -3,8 +3,8 @@
 use career_core::alerts::cursor::CursorKey;
 use career_core::alerts::{page_size, query_flag, AlertAction, ListFilter};
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::auth::Scope;
 use career_core::config::{ConfigError, Settings};
+use career_core::credentials::Scope;
 use career_core::store::alerts::AlertTable;
 use career_core::{clock, ids};
 use lambda_http::http::Method;

@@ -1,9 +1,9 @@
 //! `/api/v1/data-sharing`: read (GET) and update (PUT) the user's data-sharing preferences.
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::auth::Scope;
 use career_core::clock;
 use career_core::config::{ConfigError, Settings};
+use career_core::credentials::Scope;
 use career_core::preferences::PreferenceUpdate;
 use career_core::store::preferences::PreferenceTable;
 use lambda_http::http::Method;

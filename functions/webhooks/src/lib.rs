@@ -3,8 +3,8 @@
 //! is one line there and one arm in `handle`.
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::auth::Scope;
 use career_core::config::{ConfigError, Settings};
+use career_core::credentials::Scope;
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::webhooks::{Created, Replaced, StoredSecrets, StoredSubscription, WebhookTable};

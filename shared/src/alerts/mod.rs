@@ -85,16 +85,27 @@ pub enum AlertAction {
 pub struct InvalidAction;
 
 impl AlertAction {
-    pub const ALLOWED: [&'static str; 4] = ["read", "dismiss", "unread", "undismiss"];
+    /// Every action PATCH accepts. The one list of them.
+    pub const ALL: [AlertAction; 4] =
+        [AlertAction::Read, AlertAction::Dismiss, AlertAction::Unread, AlertAction::Undismiss];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertAction::Read => "read",
+            AlertAction::Dismiss => "dismiss",
+            AlertAction::Unread => "unread",
+            AlertAction::Undismiss => "undismiss",
+        }
+    }
+
+    /// The accepted actions as a sentence fragment: `read, dismiss, unread, undismiss`.
+    pub fn names() -> String {
+        Self::ALL.map(Self::as_str).join(", ")
+    }
 
     pub fn parse(value: &serde_json::Value) -> Result<Self, InvalidAction> {
-        match value.as_str() {
-            Some("read") => Ok(AlertAction::Read),
-            Some("dismiss") => Ok(AlertAction::Dismiss),
-            Some("unread") => Ok(AlertAction::Unread),
-            Some("undismiss") => Ok(AlertAction::Undismiss),
-            _ => Err(InvalidAction),
-        }
+        let text = value.as_str().ok_or(InvalidAction)?;
+        Self::ALL.into_iter().find(|action| action.as_str() == text).ok_or(InvalidAction)
     }
 
     pub fn flag(self) -> AlertFlag {

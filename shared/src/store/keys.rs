@@ -4,7 +4,7 @@ use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
 use super::{applied, s, StoreError};
-use crate::auth::KeyHash;
+use crate::credentials::KeyHash;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
