@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_core::config::Settings;
+use career_core::config::{SecretSetting, Settings};
 use career_core::credentials::Scopes;
 use career_core::sealing::Sealer;
 use tokio::sync::watch;
@@ -30,7 +30,7 @@ pub fn settings_from_env() -> Result<Settings, String> {
         settings.retry_base = Duration::from_secs(1);
     }
     if settings.cursor_signing_key.is_none() {
-        settings.cursor_signing_key = Some(career_core::secrets::random_token("cursor_"));
+        settings.cursor_signing_key = Some(SecretSetting::new(career_core::secrets::random_token("cursor_")));
     }
     Ok(settings)
 }

@@ -110,7 +110,10 @@ impl LocalStack {
         vars.extend([
             ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),
             ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
-            ("CURSOR_SIGNING_KEY", settings.cursor_signing_key.clone().unwrap_or_default()),
+            (
+                "CURSOR_SIGNING_KEY",
+                settings.cursor_signing_key.as_ref().map(|key| key.expose().to_owned()).unwrap_or_default(),
+            ),
             ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
             ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
             ("SECRETS_KMS_KEY_ID", settings.secrets_kms_key_id.clone().unwrap_or_default()),

@@ -11,6 +11,27 @@ pub struct ConfigError {
     problem: String,
 }
 
+/// A setting that is a secret, such as the cursor signing key: its `Debug` never prints it,
+/// so logging the settings cannot leak it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretSetting(String);
+
+impl SecretSetting {
+    pub fn new(text: impl Into<String>) -> Self {
+        SecretSetting(text.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretSetting(..)")
+    }
+}
+
 /// The names of the service's tables; each defaults to the name the local stack uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableNames {
@@ -81,7 +102,7 @@ pub struct Settings {
     /// and tests only.
     pub allow_insecure_webhook_urls: bool,
     /// `CURSOR_SIGNING_KEY`: the HMAC key of alert pagination cursors.
-    pub cursor_signing_key: Option<String>,
+    pub cursor_signing_key: Option<SecretSetting>,
     /// `DELIVERY_QUEUE_URL`: the main lane, where the fan-out sends one message per delivery
     /// to a subscription that is not failing.
     pub delivery_queue_url: Option<String>,
@@ -109,7 +130,7 @@ impl Settings {
             rate_limit_per_minute: at_least_one(vars, "RATE_LIMIT_PER_MINUTE", 600)?,
             rate_limit_window: Duration::from_secs(60),
             allow_insecure_webhook_urls: parse_var(vars, "ALLOW_INSECURE_WEBHOOK_URLS", false)?,
-            cursor_signing_key: vars("CURSOR_SIGNING_KEY"),
+            cursor_signing_key: vars("CURSOR_SIGNING_KEY").map(SecretSetting),
             delivery_queue_url: vars("DELIVERY_QUEUE_URL"),
             retry_queue_url: vars("DELIVERY_RETRY_QUEUE_URL"),
             retry_base: seconds(vars, "DELIVERY_RETRY_BASE_SECONDS", 30.0)?,
@@ -119,7 +140,7 @@ impl Settings {
     }
 
     pub fn require_cursor_key(&self) -> Result<&str, ConfigError> {
-        match self.cursor_signing_key.as_deref() {
+        match self.cursor_signing_key.as_ref().map(SecretSetting::expose) {
             Some(key) if key.len() >= 32 => Ok(key),
             _ => Err(ConfigError {
                 name: "CURSOR_SIGNING_KEY",
@@ -203,6 +224,13 @@ mod tests {
         assert_eq!(settings.retry_base, Duration::from_secs(30));
         assert_eq!(settings.max_delivery_attempts, 9);
         assert_eq!(settings.tables, TableNames::with_prefix("career-"));
+    }
+
+    #[test]
+    fn the_cursor_key_is_never_printed() {
+        let settings = settings_with(&[("CURSOR_SIGNING_KEY", "a-cursor-key-of-at-least-32-characters")]).unwrap();
+        assert_eq!(settings.require_cursor_key().unwrap(), "a-cursor-key-of-at-least-32-characters");
+        assert!(!format!("{settings:?}").contains("a-cursor-key"), "{settings:?}");
     }
 
     #[test]

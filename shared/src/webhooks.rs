@@ -141,7 +141,7 @@ pub struct Subscription {
 pub struct CreatedSubscription {
     #[serde(flatten)]
     pub subscription: Subscription,
-    pub secret: String,
+    pub secret: WebhookSecret,
 }
 
 /// A subscription's signing secret: `whsec_` + the standard base64 (with padding) of 32

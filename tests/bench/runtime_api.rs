@@ -178,7 +178,10 @@ pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str
         ("TZ", ":UTC".to_owned()),
         ("LANG", "en_US.UTF-8".to_owned()),
         ("PATH", "/usr/local/bin:/usr/bin:/bin".to_owned()),
-        ("CURSOR_SIGNING_KEY", settings.cursor_signing_key.clone().unwrap_or_default()),
+        (
+            "CURSOR_SIGNING_KEY",
+            settings.cursor_signing_key.as_ref().map(|key| key.expose().to_owned()).unwrap_or_default(),
+        ),
         ("DELIVERY_QUEUE_URL", settings.delivery_queue_url.clone().unwrap_or_default()),
         ("DELIVERY_RETRY_QUEUE_URL", settings.retry_queue_url.clone().unwrap_or_default()),
         ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
-use career_core::config::{Settings, TableNames};
+use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::secrets;
 use careerctl::admin::Admin;
 use careerctl::gateway::{lambda_request, ApiFunctions};
@@ -70,7 +70,7 @@ pub fn base_settings() -> Settings {
         rate_limit_per_minute: 600,
         rate_limit_window: std::time::Duration::from_secs(60),
         allow_insecure_webhook_urls: false,
-        cursor_signing_key: Some(secrets::random_token("cursor_")),
+        cursor_signing_key: Some(SecretSetting::new(secrets::random_token("cursor_"))),
         delivery_queue_url: None,
         retry_queue_url: None,
         retry_base: std::time::Duration::from_millis(1000),

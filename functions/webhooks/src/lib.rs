@@ -110,7 +110,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         failing_since: None,
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
-        Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: secret.into() }),
+        Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
     }
 }
