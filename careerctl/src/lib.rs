@@ -7,6 +7,7 @@ pub mod gateway;
 pub mod local;
 pub mod pumps;
 pub mod queue_snapshot;
+pub mod sdk_error;
 pub mod services;
 pub mod stack;
 pub mod tables;

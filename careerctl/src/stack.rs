@@ -138,6 +138,6 @@ async fn create_kms_key(kms: &aws_sdk_kms::Client) -> Result<String, String> {
         .description("career webhook secrets (local stack)")
         .send()
         .await
-        .map_err(|e| crate::tables::describe("creating the KMS key", e))?;
+        .map_err(|e| crate::sdk_error::describe("creating the KMS key", e))?;
     created.key_metadata.map(|metadata| metadata.key_id).ok_or_else(|| "CreateKey returned no key".into())
 }

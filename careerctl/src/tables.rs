@@ -10,6 +10,8 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client as Sqs;
 use career_core::config::TableNames;
 
+use crate::sdk_error::describe;
+
 struct TableSpec<'a> {
     name: &'a str,
     partition: &'static str,
@@ -175,9 +177,4 @@ async fn create_queue(
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .unwrap_or_default();
     Ok(QueueUrl { url, arn })
-}
-
-/// An SDK error with its whole chain of causes, for a person to read.
-pub fn describe(doing: &str, err: impl std::error::Error) -> String {
-    format!("{doing}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(err))
 }
