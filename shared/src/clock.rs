@@ -1,6 +1,9 @@
 //! Wall-clock time in the contract's format: RFC 3339 UTC with milliseconds and `Z`.
 
+use std::fmt;
+
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
 
 pub fn now() -> DateTime<Utc> {
     Utc::now()
@@ -19,6 +22,65 @@ pub fn rfc3339_from_millis(millis: u64) -> String {
     rfc3339(at)
 }
 
+/// A point in time as the contract writes it (`2026-11-27T08:00:00.123Z`). The text has a
+/// fixed width, so timestamps sort as text in DynamoDB keys and conditions as they do here.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Timestamp(String);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Timestamp(rfc3339(now()))
+    }
+
+    pub fn from_millis(millis: u64) -> Self {
+        Timestamp(rfc3339_from_millis(millis))
+    }
+
+    /// `Some` only for text in exactly the contract's format.
+    pub fn parse(text: &str) -> Option<Self> {
+        let at = DateTime::parse_from_rfc3339(text).ok()?.with_timezone(&Utc);
+        (rfc3339(at) == text).then(|| Timestamp(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn millis(&self) -> u64 {
+        DateTime::parse_from_rfc3339(&self.0)
+            .ok()
+            .and_then(|at| u64::try_from(at.timestamp_millis()).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for Timestamp {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        Timestamp::parse(&text).ok_or_else(|| format!("{text:?} is not an RFC 3339 UTC time with milliseconds"))
+    }
+}
+
+impl From<Timestamp> for String {
+    fn from(at: Timestamp) -> Self {
+        at.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +88,17 @@ mod tests {
     #[test]
     fn formats_with_millis_and_z() {
         assert_eq!(rfc3339_from_millis(1_795_766_400_123), "2026-11-27T08:00:00.123Z");
+    }
+
+    #[test]
+    fn timestamps_take_only_the_contract_format_and_sort_as_time() {
+        let at = Timestamp::from_millis(1_795_766_400_123);
+        assert_eq!(at.as_str(), "2026-11-27T08:00:00.123Z");
+        assert_eq!(at.millis(), 1_795_766_400_123);
+        assert_eq!(Timestamp::parse(at.as_str()), Some(at.clone()));
+        for other_format in ["2026-11-27T08:00:00Z", "2026-11-27T09:00:00.123+01:00", "2026-11-27", "soon"] {
+            assert_eq!(Timestamp::parse(other_format), None, "{other_format}");
+        }
+        assert!(at < Timestamp::from_millis(1_795_766_400_124));
     }
 }

@@ -1,8 +1,10 @@
 //! Identifiers: a type prefix and a ULID (48-bit millisecond time, 80 bits of randomness
 //! or of a hash), so ids sort by creation time.
 
+use std::fmt;
 use std::sync::Mutex;
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -13,6 +15,139 @@ pub const EVENT: &str = "evt_";
 pub const DELIVERY: &str = "dlv_";
 pub const PROFILE: &str = "prf_";
 pub const ASSESSMENT: &str = "asm_";
+
+/// Declares an id type of one prefix. Its only constructors check the shape (prefix and
+/// ULID) or make a fresh id, so a value of the type is always well formed, and the types of
+/// two kinds of id cannot be swapped.
+macro_rules! prefixed_id {
+    ($(#[$doc:meta])* $name:ident = $prefix:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A fresh id, later than every id this process made before.
+            pub fn generate() -> Self {
+                $name(new_id($prefix))
+            }
+
+            /// The id that the same `parts` always give (see [`derived_id`]).
+            pub fn derived(millis: u64, parts: &[&str]) -> Self {
+                $name(derived_id($prefix, millis, parts))
+            }
+
+            /// `Some` when `text` has this kind's prefix and a ULID: the one shape check.
+            pub fn parse(text: &str) -> Option<Self> {
+                has_shape(text, $prefix).then(|| $name(text.to_owned()))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// When the id was made (Unix milliseconds).
+            pub fn millis(&self) -> u64 {
+                millis_of(&self.0).unwrap_or_default()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+
+            fn try_from(text: String) -> Result<Self, String> {
+                $name::parse(&text).ok_or_else(|| format!("{text:?} is not {} id", stringify!($name)))
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> Self {
+                id.0
+            }
+        }
+    };
+}
+
+prefixed_id!(
+    /// An alert's id, `alr_…`.
+    AlertId = ALERT
+);
+prefixed_id!(
+    /// A webhook subscription's id, `whk_…`.
+    SubscriptionId = SUBSCRIPTION
+);
+prefixed_id!(
+    /// An event's id, `evt_…`.
+    EventId = EVENT
+);
+prefixed_id!(
+    /// A delivery's id (one event to one subscription), `dlv_…`.
+    DeliveryId = DELIVERY
+);
+
+/// The user an API key belongs to, and so the owner of every item it reaches. Not empty, at
+/// most [`UserId::MAX_LEN`] bytes, no control characters, no surrounding blanks, and not
+/// starting with `#`, which marks the service's own partitions.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct UserId(String);
+
+impl UserId {
+    pub const MAX_LEN: usize = 256;
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let well_formed = !text.is_empty()
+            && text.len() <= Self::MAX_LEN
+            && text.trim() == text
+            && !text.starts_with('#')
+            && !text.chars().any(char::is_control);
+        well_formed.then(|| UserId(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UserId({})", self.0)
+    }
+}
+
+impl TryFrom<String> for UserId {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        UserId::parse(&text).ok_or_else(|| format!("{text:?} is not a user id"))
+    }
+}
+
+impl From<UserId> for String {
+    fn from(id: UserId) -> Self {
+        id.0
+    }
+}
 
 /// True when `id` could be an id of this `prefix` (a cheap check before touching storage).
 pub fn has_shape(id: &str, prefix: &str) -> bool {
@@ -87,6 +222,30 @@ mod tests {
         assert!(!has_shape(&new_id(SUBSCRIPTION), ALERT));
         assert!(!has_shape("whk_short", SUBSCRIPTION));
         assert!(!has_shape("whk_0000000000000000000000000u", SUBSCRIPTION));
+    }
+
+    #[test]
+    fn typed_ids_check_their_own_prefix_only() {
+        let alert = AlertId::generate();
+        assert_eq!(AlertId::parse(alert.as_str()), Some(alert.clone()));
+        assert_eq!(SubscriptionId::parse(alert.as_str()), None);
+        assert_eq!(AlertId::parse("alr_short"), None);
+        let json = serde_json::to_string(&alert).unwrap();
+        assert_eq!(serde_json::from_str::<AlertId>(&json).unwrap(), alert);
+        assert!(serde_json::from_str::<DeliveryId>(&json).is_err(), "an alert id is no delivery id");
+        let event = EventId::derived(1_795_766_400_123, &["x"]);
+        assert_eq!(event.millis(), 1_795_766_400_123);
+        assert_eq!(event, EventId::derived(1_795_766_400_123, &["x"]));
+    }
+
+    #[test]
+    fn user_ids_are_plain_text_outside_the_service_partitions() {
+        for good in ["u1", "user@example.com", "Ünïcode user", &"x".repeat(UserId::MAX_LEN)] {
+            assert_eq!(UserId::parse(good).map(|id| id.to_string()), Some(good.to_owned()));
+        }
+        for bad in ["", " u1", "u1 ", "#service", "a\nb", &"x".repeat(UserId::MAX_LEN + 1)] {
+            assert_eq!(UserId::parse(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
