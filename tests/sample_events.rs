@@ -51,7 +51,7 @@ impl Function {
         match self {
             Function::Alerts => career_alerts::RESOURCE.path,
             Function::DataSharing => career_data_sharing::RESOURCE.path,
-            Function::Webhooks => career_webhooks::RESOURCE.path,
+            Function::Webhooks => career_webhooks::PATH,
         }
     }
 }
@@ -156,7 +156,11 @@ impl HttpSample {
                 career_data_sharing::handle(&deps, request).await
             }
             Function::Webhooks => {
-                career_webhooks::handle(&career_webhooks::Deps::new(&dynamodb, &api.settings).unwrap(), request).await
+                career_webhooks::handle(
+                    &career_webhooks::Deps::new(&dynamodb, &career_service::sqs(), &api.settings).unwrap(),
+                    request,
+                )
+                .await
             }
         };
         let (parts, body) = response.into_parts();
@@ -221,6 +225,9 @@ async fn seed_subscription(table: &WebhookTable, user: &str, id: &str, url: &str
         events,
         secret: secret.clone(),
         created_at: clock::rfc3339(clock::now()),
+        failing_since: None,
+        disabled_at: None,
+        disabled_reason: None,
     };
     let created = table.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await.expect("subscription stored");
     assert!(matches!(created, Created::Yes));

@@ -24,22 +24,27 @@ pub struct ApiFunctions {
 }
 
 impl ApiFunctions {
-    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+    pub fn new(
+        dynamodb: &aws_sdk_dynamodb::Client,
+        sqs: &aws_sdk_sqs::Client,
+        settings: &Settings,
+    ) -> Result<Self, ConfigError> {
         Ok(Self {
             alerts: career_alerts::Deps::new(dynamodb, settings)?,
             data_sharing: career_data_sharing::Deps::new(dynamodb, settings)?,
-            webhooks: career_webhooks::Deps::new(dynamodb, settings)?,
+            webhooks: career_webhooks::Deps::new(dynamodb, sqs, settings)?,
         })
     }
 
-    /// `ANY /api/v1/data-sharing` and `ANY /api/v1/webhooks` go to their functions; every
-    /// other request (`ANY /api/v1/alerts` and `$default`) to the alerts function.
+    /// `ANY /api/v1/data-sharing` and `ANY /api/v1/webhooks` (with `/api/v1/webhooks/{proxy+}`)
+    /// go to their functions; every other request (`ANY /api/v1/alerts` and `$default`) to
+    /// the alerts function.
     pub async fn handle(&self, request: Request) -> Response<Body> {
         match request.uri().path() {
             path if path == career_data_sharing::RESOURCE.path => {
                 career_data_sharing::handle(&self.data_sharing, request).await
             }
-            path if path == career_webhooks::RESOURCE.path => career_webhooks::handle(&self.webhooks, request).await,
+            path if career_webhooks::owns(path) => career_webhooks::handle(&self.webhooks, request).await,
             _ => career_alerts::handle(&self.alerts, request).await,
         }
     }

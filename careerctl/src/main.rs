@@ -195,7 +195,7 @@ async fn run_local(args: LocalArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e} (set PORT to use another port)", args.port))?;
     let sqs = stack.sqs_client();
-    let functions = Arc::new(ApiFunctions::new(&dynamodb, &stack.settings).map_err(|e| e.to_string())?);
+    let functions = Arc::new(ApiFunctions::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?);
     let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
     let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
     let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];

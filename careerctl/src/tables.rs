@@ -2,8 +2,8 @@
 //! local stack and the tests.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection, ProjectionType,
-    ScalarAttributeType, StreamSpecification, StreamViewType,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -14,24 +14,41 @@ struct TableSpec<'a> {
     name: &'a str,
     partition: &'static str,
     sort: Option<&'static str>,
-    sparse_indexes: &'static [(&'static str, &'static str)],
+    /// Local secondary indexes: `(name, sort key)`, projecting every attribute.
+    local_indexes: &'static [(&'static str, &'static str)],
+    /// Global secondary indexes: `(name, partition key)`, projecting only the keys.
+    global_indexes: &'static [(&'static str, &'static str)],
+    time_to_live: Option<&'static str>,
     stream: bool,
 }
 
-fn specs(names: &TableNames) -> [TableSpec<'_>; 7] {
-    let plain = |name, partition, sort| TableSpec { name, partition, sort, sparse_indexes: &[], stream: false };
+fn specs(names: &TableNames) -> [TableSpec<'_>; 8] {
+    let plain = |name, partition, sort| TableSpec {
+        name,
+        partition,
+        sort,
+        local_indexes: &[],
+        global_indexes: &[],
+        time_to_live: None,
+        stream: false,
+    };
     [
         plain(&names.keys, "keyHash", None),
         plain(&names.rate_limits, "bucket", None),
         TableSpec {
-            name: &names.alerts,
-            partition: "userId",
-            sort: Some("alertId"),
-            sparse_indexes: &[("active", "activeKey"), ("unread", "unreadKey"), ("undismissed", "undismissedKey")],
-            stream: false,
+            local_indexes: &[("active", "activeKey"), ("unread", "unreadKey"), ("undismissed", "undismissedKey")],
+            ..plain(&names.alerts, "userId", Some("alertId"))
         },
         plain(&names.preferences, "userId", None),
-        plain(&names.webhooks, "userId", Some("subscriptionId")),
+        TableSpec {
+            global_indexes: &[("bySubscription", "subscriptionId")],
+            ..plain(&names.webhooks, "userId", Some("subscriptionId"))
+        },
+        TableSpec {
+            local_indexes: &[("bySubscription", "subscriptionKey"), ("byStatus", "statusKey")],
+            time_to_live: Some("expiresAt"),
+            ..plain(&names.deliveries, "userId", Some("deliveryId"))
+        },
         TableSpec { stream: true, ..plain(&names.profiles, "userId", Some("profileId")) },
         TableSpec { stream: true, ..plain(&names.assessments, "userId", Some("assessmentId")) },
     ]
@@ -71,7 +88,7 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
     if let Some(sort) = spec.sort {
         request = request.key_schema(key(sort, KeyType::Range)).attribute_definitions(string_attribute(sort));
     }
-    for (index, sort) in spec.sparse_indexes {
+    for (index, sort) in spec.local_indexes {
         let lsi = LocalSecondaryIndex::builder()
             .index_name(*index)
             .key_schema(key(spec.partition, KeyType::Hash))
@@ -80,6 +97,18 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
             .build()
             .expect("complete");
         request = request.local_secondary_indexes(lsi).attribute_definitions(string_attribute(sort));
+    }
+    for (index, partition) in spec.global_indexes {
+        let gsi = GlobalSecondaryIndex::builder()
+            .index_name(*index)
+            .key_schema(key(partition, KeyType::Hash))
+            .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+            .build()
+            .expect("complete");
+        request = request.global_secondary_indexes(gsi);
+        if Some(*partition) != spec.sort {
+            request = request.attribute_definitions(string_attribute(partition));
+        }
     }
     if spec.stream {
         let stream = StreamSpecification::builder()
@@ -90,6 +119,16 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
         request = request.stream_specification(stream);
     }
     request.send().await.map_err(|e| describe(&format!("creating table {}", spec.name), e))?;
+    if let Some(attribute) = spec.time_to_live {
+        let ttl = TimeToLiveSpecification::builder().attribute_name(attribute).enabled(true).build().expect("complete");
+        dynamodb
+            .update_time_to_live()
+            .table_name(spec.name)
+            .time_to_live_specification(ttl)
+            .send()
+            .await
+            .map_err(|e| describe(&format!("enabling TTL on {}", spec.name), e))?;
+    }
     Ok(())
 }
 

@@ -70,6 +70,12 @@ pub enum ApiError {
     WebhookMissingSubscriptionId,
     #[error("No webhook subscription with id '{0}'.")]
     WebhookNotFound(String),
+    #[error("The status must be one of: pending, succeeded, failed, skipped.")]
+    WebhookInvalidStatus,
+    #[error("The query parameter 'id' is required.")]
+    WebhookMissingDeliveryId,
+    #[error("No webhook delivery with id '{0}'.")]
+    WebhookDeliveryNotFound(String),
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -80,11 +86,17 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::queue::QueueError> for ApiError {
+    fn from(err: crate::queue::QueueError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         match self {
-            NotFound | AlertNotFound(_) | WebhookNotFound(_) => StatusCode::NOT_FOUND,
+            NotFound | AlertNotFound(_) | WebhookNotFound(_) | WebhookDeliveryNotFound(_) => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden(_) => StatusCode::FORBIDDEN,
@@ -103,7 +115,9 @@ impl ApiError {
             | WebhookInvalidUrl(_)
             | WebhookInvalidEvents(_)
             | WebhookLimitExceeded
-            | WebhookMissingSubscriptionId => StatusCode::BAD_REQUEST,
+            | WebhookMissingSubscriptionId
+            | WebhookInvalidStatus
+            | WebhookMissingDeliveryId => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -131,6 +145,9 @@ impl ApiError {
             WebhookLimitExceeded => "webhooks.limit_exceeded",
             WebhookMissingSubscriptionId => "webhooks.missing_subscription_id",
             WebhookNotFound(_) => "webhooks.not_found",
+            WebhookInvalidStatus => "webhooks.invalid_status",
+            WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
+            WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
             Internal(_) => "internal_error",
         }
     }
@@ -172,6 +189,10 @@ impl Reply {
 
     pub fn created(body: impl Serialize) -> Result<Self, ApiError> {
         Self::with_status(StatusCode::CREATED, body)
+    }
+
+    pub fn accepted(body: impl Serialize) -> Result<Self, ApiError> {
+        Self::with_status(StatusCode::ACCEPTED, body)
     }
 
     fn with_status(status: StatusCode, body: impl Serialize) -> Result<Self, ApiError> {
@@ -252,8 +273,9 @@ impl Front {
         }
     }
 
-    /// Answers `request` for `resource`: the checks, then `operation`, then the request log.
-    pub async fn serve<Op, F, Fut>(&self, resource: &Resource<Op>, request: Request, operation: F) -> Response<Body>
+    /// Answers `request` for the function's `resources`: the checks, then `operation`, then
+    /// the request log.
+    pub async fn serve<Op, F, Fut>(&self, resources: &[Resource<Op>], request: Request, operation: F) -> Response<Body>
     where
         Op: Copy,
         F: FnOnce(Op, Call) -> Fut,
@@ -265,7 +287,7 @@ impl Front {
         let mut rate_limit = None;
         let mut user_id = None;
         let outcome = async {
-            let op = route_of(resource, &request)?;
+            let op = route_of(resources, &request)?;
             let principal = self.authenticate(&request).await?;
             user_id = Some(principal.user_id.clone());
             let (_, scope, op) = op;
@@ -320,10 +342,9 @@ impl Front {
     }
 }
 
-fn route_of<Op: Copy>(resource: &Resource<Op>, request: &Request) -> Result<(Method, Scope, Op), ApiError> {
-    if request.uri().path() != resource.path {
-        return Err(ApiError::NotFound);
-    }
+fn route_of<Op: Copy>(resources: &[Resource<Op>], request: &Request) -> Result<(Method, Scope, Op), ApiError> {
+    let path = request.uri().path();
+    let resource = resources.iter().find(|resource| resource.path == path).ok_or(ApiError::NotFound)?;
     let found = resource.operations.iter().find(|(method, _, _)| method == request.method());
     found.cloned().ok_or_else(|| ApiError::MethodNotAllowed {
         allow: resource.operations.iter().map(|(method, _, _)| method.as_str()).collect::<Vec<_>>().join(", "),

@@ -19,19 +19,21 @@ pub struct TableNames {
     pub alerts: String,
     pub preferences: String,
     pub webhooks: String,
+    pub deliveries: String,
     pub profiles: String,
     pub assessments: String,
 }
 
 impl TableNames {
     /// Every table: `(environment variable, name)`.
-    pub fn all(&self) -> [(&'static str, &str); 7] {
+    pub fn all(&self) -> [(&'static str, &str); 8] {
         [
             ("KEYS_TABLE", &self.keys),
             ("RATE_LIMIT_TABLE", &self.rate_limits),
             ("ALERTS_TABLE", &self.alerts),
             ("PREFERENCES_TABLE", &self.preferences),
             ("WEBHOOKS_TABLE", &self.webhooks),
+            ("DELIVERIES_TABLE", &self.deliveries),
             ("PROFILES_TABLE", &self.profiles),
             ("ASSESSMENTS_TABLE", &self.assessments),
         ]
@@ -44,6 +46,7 @@ impl TableNames {
             alerts: format!("{prefix}alerts"),
             preferences: format!("{prefix}preferences"),
             webhooks: format!("{prefix}webhooks"),
+            deliveries: format!("{prefix}deliveries"),
             profiles: format!("{prefix}profiles"),
             assessments: format!("{prefix}assessments"),
         }
@@ -58,6 +61,7 @@ impl TableNames {
             alerts: pick("ALERTS_TABLE", &defaults.alerts),
             preferences: pick("PREFERENCES_TABLE", &defaults.preferences),
             webhooks: pick("WEBHOOKS_TABLE", &defaults.webhooks),
+            deliveries: pick("DELIVERIES_TABLE", &defaults.deliveries),
             profiles: pick("PROFILES_TABLE", &defaults.profiles),
             assessments: pick("ASSESSMENTS_TABLE", &defaults.assessments),
         }
@@ -81,6 +85,11 @@ pub struct Settings {
     pub retry_base: Duration,
     /// `DELIVERY_MAX_ATTEMPTS`: attempts before a delivery goes to the dead-letter queue.
     pub max_delivery_attempts: u32,
+    /// `WEBHOOK_DISABLE_AFTER_SECONDS`: how long a subscription may fail without a success
+    /// before its last-attempt failure disables it (contract section 9).
+    pub webhook_disable_after: Duration,
+    /// `METRICS_NAMESPACE`: the CloudWatch namespace of the delivery metrics.
+    pub metrics_namespace: String,
 }
 
 impl Settings {
@@ -93,6 +102,8 @@ impl Settings {
             delivery_queue_url: env::var("DELIVERY_QUEUE_URL").ok(),
             retry_base: Duration::from_secs_f64(parse_var("DELIVERY_RETRY_BASE_SECONDS", 30.0)?),
             max_delivery_attempts: parse_var("DELIVERY_MAX_ATTEMPTS", 9)?,
+            webhook_disable_after: Duration::from_secs(parse_var("WEBHOOK_DISABLE_AFTER_SECONDS", 432_000)?),
+            metrics_namespace: env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "CareerService/Webhooks".into()),
         })
     }
 

@@ -12,6 +12,7 @@ pub mod delivery;
 pub mod events;
 pub mod ids;
 pub mod netguard;
+pub mod pagination;
 pub mod preferences;
 pub mod queue;
 pub mod ratelimit;

@@ -108,7 +108,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         pipeline.subscribe(&user, &format!("https://hooks.example.com/career/{i}"), &["profile.updated"]).await;
     }
     let fixture = Fixture {
-        functions: ApiFunctions::new(&client, &settings).map_err(|e| e.to_string())?,
+        functions: ApiFunctions::new(&client, &career_service::sqs(), &settings).map_err(|e| e.to_string())?,
         client,
         calls,
         settings,

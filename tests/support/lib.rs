@@ -67,6 +67,8 @@ fn base_settings() -> Settings {
         delivery_queue_url: None,
         retry_base: std::time::Duration::from_millis(1000),
         max_delivery_attempts: 3,
+        webhook_disable_after: std::time::Duration::from_secs(432_000),
+        metrics_namespace: "CareerService/Webhooks".into(),
     }
 }
 
@@ -128,7 +130,7 @@ impl Api {
         change(&mut settings);
         let dynamodb = dynamodb();
         Api {
-            functions: ApiFunctions::new(&dynamodb, &settings).expect("valid settings"),
+            functions: ApiFunctions::new(&dynamodb, &sqs(), &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),
             settings,
         }

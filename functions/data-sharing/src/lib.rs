@@ -39,7 +39,7 @@ pub const RESOURCE: Resource<Operation> = Resource {
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
     deps.front
-        .serve(&RESOURCE, request, |operation, call| async move {
+        .serve(&[RESOURCE], request, |operation, call| async move {
             match operation {
                 Operation::Get => Reply::ok(deps.preferences.get(call.user_id()).await?),
                 Operation::Update => update(deps, call).await,

@@ -1,8 +1,15 @@
-//! `/api/v1/webhooks`: list (GET), create (POST) and delete (DELETE) webhook subscriptions.
+//! `/api/v1/webhooks`: list (GET), create (POST) and delete (DELETE) webhook subscriptions;
+//! and under it the delivery log, manual retries, pings and re-enabling (contract section 9).
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::auth::Scope;
 use career_core::config::{ConfigError, Settings};
+use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::pagination::{page_size, CursorKey};
+use career_core::queue::DeliveryQueue;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
 use career_core::webhooks::{new_secret, CreatedSubscription, EventKinds, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
@@ -13,14 +20,24 @@ use serde_json::{json, Value};
 pub struct Deps {
     front: Front,
     webhooks: WebhookTable,
+    deliveries: DeliveryTable,
+    queue: DeliveryQueue,
+    cursors: CursorKey,
     allow_insecure_urls: bool,
 }
 
 impl Deps {
-    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+    pub fn new(
+        dynamodb: &aws_sdk_dynamodb::Client,
+        sqs: &aws_sdk_sqs::Client,
+        settings: &Settings,
+    ) -> Result<Self, ConfigError> {
         Ok(Self {
             front: Front::new(dynamodb, settings),
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
+            queue: DeliveryQueue::new(sqs.clone(), settings.require_queue_url()?),
+            cursors: CursorKey::new(settings.require_cursor_key()?),
             allow_insecure_urls: settings.allow_insecure_webhook_urls,
         })
     }
@@ -31,24 +48,55 @@ pub enum Operation {
     List,
     Create,
     Delete,
+    ListDeliveries,
+    RetryDelivery,
+    Ping,
+    Enable,
 }
 
-pub const RESOURCE: Resource<Operation> = Resource {
-    path: "/api/v1/webhooks",
-    operations: &[
-        (Method::GET, Scope::ReadWebhooks, Operation::List),
-        (Method::POST, Scope::WriteWebhooks, Operation::Create),
-        (Method::DELETE, Scope::WriteWebhooks, Operation::Delete),
-    ],
-};
+/// The path this function owns; API Gateway also sends it every path below.
+pub const PATH: &str = "/api/v1/webhooks";
+
+pub const RESOURCES: [Resource<Operation>; 5] = [
+    Resource {
+        path: PATH,
+        operations: &[
+            (Method::GET, Scope::ReadWebhooks, Operation::List),
+            (Method::POST, Scope::WriteWebhooks, Operation::Create),
+            (Method::DELETE, Scope::WriteWebhooks, Operation::Delete),
+        ],
+    },
+    Resource {
+        path: "/api/v1/webhooks/deliveries",
+        operations: &[(Method::GET, Scope::ReadWebhooks, Operation::ListDeliveries)],
+    },
+    Resource {
+        path: "/api/v1/webhooks/deliveries/retry",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::RetryDelivery)],
+    },
+    Resource { path: "/api/v1/webhooks/ping", operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Ping)] },
+    Resource {
+        path: "/api/v1/webhooks/enable",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Enable)],
+    },
+];
+
+/// True for the paths API Gateway routes to this function.
+pub fn owns(path: &str) -> bool {
+    path.strip_prefix(PATH).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
     deps.front
-        .serve(&RESOURCE, request, |operation, call| async move {
+        .serve(&RESOURCES, request, |operation, call| async move {
             match operation {
                 Operation::List => list(deps, call).await,
                 Operation::Create => create(deps, call).await,
                 Operation::Delete => delete(deps, call).await,
+                Operation::ListDeliveries => list_deliveries(deps, call).await,
+                Operation::RetryDelivery => retry_delivery(deps, call).await,
+                Operation::Ping => ping(deps, call).await,
+                Operation::Enable => enable(deps, call).await,
             }
         })
         .await
@@ -75,6 +123,9 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         events: events.kinds().to_vec(),
         secret: new_secret(),
         created_at: clock::rfc3339(clock::now()),
+        failing_since: None,
+        disabled_at: None,
+        disabled_reason: None,
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: stored.secret }),
@@ -88,4 +139,86 @@ async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         return Err(ApiError::WebhookNotFound(id.to_owned()));
     }
     Reply::ok(json!({"id": id, "deleted": Value::Bool(true)}))
+}
+
+/// The caller's subscription `id`; another user's is as missing as one that never was.
+async fn own_subscription(deps: &Deps, call: &Call, id: &str) -> Result<StoredSubscription, ApiError> {
+    let not_found = || ApiError::WebhookNotFound(id.to_owned());
+    if !ids::has_shape(id, ids::SUBSCRIPTION) {
+        return Err(not_found());
+    }
+    deps.webhooks.get(call.user_id(), id).await?.ok_or_else(not_found)
+}
+
+async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let user_id = call.user_id();
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let status = match call.query("status") {
+        Some(text) => Some(DeliveryStatus::parse(text).ok_or(ApiError::WebhookInvalidStatus)?),
+        None => None,
+    };
+    let limit = page_size(call.query("limit"));
+    // The cursor continues only this subscription's list with this filter.
+    let list = format!("deliveries/{id}/{}", status.map_or("all", DeliveryStatus::as_str));
+    let after = match call.query("cursor") {
+        Some(cursor) => Some(deps.cursors.open(user_id, &list, cursor).map_err(|_| ApiError::InvalidCursor)?),
+        None => None,
+    };
+    own_subscription(deps, &call, id).await?;
+    let page = deps.deliveries.list(user_id, id, status, limit, after.as_deref()).await?;
+    let next_cursor = page.last_id_if_more.map(|last| deps.cursors.seal(user_id, &list, &last));
+    Reply::ok(json!({"deliveries": page.deliveries, "nextCursor": next_cursor}))
+}
+
+/// Sends the delivery again, the same id and body signed anew, then on the normal schedule.
+async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let user_id = call.user_id();
+    let id = call.query("id").ok_or(ApiError::WebhookMissingDeliveryId)?;
+    let not_found = || ApiError::WebhookDeliveryNotFound(id.to_owned());
+    if !ids::has_shape(id, ids::DELIVERY) {
+        return Err(not_found());
+    }
+    let stored = deps.deliveries.get(user_id, id).await?.ok_or_else(not_found)?;
+    // A delivery of a deleted subscription cannot be retried.
+    let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
+    let event: Event = serde_json::from_str(&stored.body).map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let message = DeliveryMessage {
+        delivery_id: stored.record.id.clone(),
+        user_id: user_id.to_owned(),
+        subscription_id: subscription.subscription_id.clone(),
+        event,
+    };
+    let now = clock::now();
+    if !subscription.is_enabled() {
+        let record = deps.deliveries.record_skipped(&message, stored.body.as_bytes(), now).await?;
+        return Reply::accepted(record);
+    }
+    deps.queue.send(&[message]).await?;
+    // Conditional on no attempt having been recorded since the read: a quick delivery
+    // function may already have sent it, and its record then stands.
+    let record = match deps.deliveries.requeue(user_id, &stored.record, stored.record.attempts, now).await? {
+        Some(record) => record,
+        None => deps.deliveries.get(user_id, id).await?.ok_or_else(not_found)?.record,
+    };
+    Reply::accepted(record)
+}
+
+/// Sends a `webhook.ping` to one subscription through the queue, like any event.
+async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
+    let status = if subscription.is_enabled() {
+        deps.queue.send(std::slice::from_ref(&message)).await?;
+        DeliveryStatus::Pending
+    } else {
+        DeliveryStatus::Skipped
+    };
+    Reply::accepted(deps.deliveries.create(&message, &message.body(), status, clock::now()).await?)
+}
+
+async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let enabled = deps.webhooks.enable(call.user_id(), id).await?;
+    Reply::ok(enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }

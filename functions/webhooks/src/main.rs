@@ -1,7 +1,9 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     career_core::runtime::run_api_function(
-        |sdk, settings| career_webhooks::Deps::new(&aws_sdk_dynamodb::Client::new(sdk), settings),
+        |sdk, settings| {
+            career_webhooks::Deps::new(&aws_sdk_dynamodb::Client::new(sdk), &aws_sdk_sqs::Client::new(sdk), settings)
+        },
         career_webhooks::handle,
     )
     .await

@@ -1,6 +1,8 @@
 //! Webhook delivery (contract section 5, "Delivery"): the queue message, the signed
-//! request, the retry schedule and the guarded HTTP sender, each in its own module.
+//! request, the retry schedule, the guarded HTTP sender and the delivery log (section 9),
+//! each in its own module.
 
+pub mod log;
 pub mod retry;
 pub mod sender;
 
@@ -32,6 +34,11 @@ impl DeliveryMessage {
             event: event.clone(),
         }
     }
+
+    /// The body sent to the receiver: the event as JSON, the same bytes on every attempt.
+    pub fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.event).expect("events serialize")
+    }
 }
 
 /// The exact bytes sent and the headers that go with them.
@@ -44,7 +51,7 @@ pub const USER_AGENT: &str = concat!("career-webhooks/", env!("CARGO_PKG_VERSION
 
 impl SignedDelivery {
     pub fn new(message: &DeliveryMessage, secret: &str, unix_seconds: u64) -> Self {
-        let body = serde_json::to_vec(&message.event).expect("events serialize");
+        let body = message.body();
         let headers = vec![
             ("Content-Type", "application/json".to_owned()),
             ("User-Agent", USER_AGENT.to_owned()),

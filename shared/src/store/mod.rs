@@ -3,6 +3,7 @@
 //! partition; nothing here scans.
 
 pub mod alerts;
+pub mod deliveries;
 pub mod keys;
 pub mod platform;
 pub mod preferences;

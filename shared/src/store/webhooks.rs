@@ -3,7 +3,9 @@
 //! create and delete, that enforces the per-user limit without reading first.
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+use aws_sdk_dynamodb::types::{Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +28,13 @@ pub struct StoredSubscription {
     pub events: Vec<EventKind>,
     pub secret: String,
     pub created_at: String,
+    /// The failure clock: the first failure since the last success (contract section 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
 }
 
 impl StoredSubscription {
@@ -35,7 +44,19 @@ impl StoredSubscription {
             url: self.url.clone(),
             events: self.events.clone(),
             created_at: self.created_at.clone(),
+            enabled: self.is_enabled(),
+            disabled_at: self.disabled_at.clone(),
+            disabled_reason: self.disabled_reason.clone(),
         }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.disabled_at.is_none()
+    }
+
+    pub fn failing_since(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let since = chrono::DateTime::parse_from_rfc3339(self.failing_since.as_deref()?).ok()?;
+        Some(since.with_timezone(&chrono::Utc))
     }
 }
 
@@ -125,6 +146,78 @@ impl WebhookTable {
         Ok(output.item.map(serde_dynamo::from_item).transpose()?)
     }
 
+    /// Starts the failure clock at `at`, unless it runs already or the subscription is gone.
+    pub async fn start_failing(&self, user_id: &str, subscription_id: &str, at: &str) -> Result<(), StoreError> {
+        let update = self
+            .update(user_id, subscription_id)
+            .update_expression("SET failingSince = :at")
+            .condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(failingSince)")
+            .expression_attribute_values(":at", s(at));
+        ignoring_condition_failure(update.send().await)
+    }
+
+    /// Stops the failure clock after a success.
+    pub async fn recovered(&self, user_id: &str, subscription_id: &str) -> Result<(), StoreError> {
+        let update = self
+            .update(user_id, subscription_id)
+            .update_expression("REMOVE failingSince")
+            .condition_expression("attribute_exists(failingSince)");
+        ignoring_condition_failure(update.send().await)
+    }
+
+    /// Disables the subscription as failing, if its clock still shows `failing_since` (a
+    /// success in the meantime stopped it). `true` when this call disabled it.
+    pub async fn disable(
+        &self,
+        user_id: &str,
+        subscription_id: &str,
+        failing_since: &str,
+        at: &str,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .update(user_id, subscription_id)
+            .update_expression("SET disabledAt = :at, disabledReason = :reason")
+            .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
+            .expression_attribute_values(":at", s(at))
+            .expression_attribute_values(":reason", s(crate::webhooks::DISABLED_FAILING))
+            .expression_attribute_values(":since", s(failing_since))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if super::is_condition_failure(&err) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Turns the subscription back on and resets its failure clock; `None` when the user has
+    /// no such subscription.
+    pub async fn enable(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
+        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
+            return Ok(None);
+        }
+        let result = self
+            .update(user_id, subscription_id)
+            .update_expression("REMOVE disabledAt, disabledReason, failingSince")
+            .condition_expression("attribute_exists(subscriptionId)")
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Some(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
+            Err(err) if super::is_condition_failure(&err) => Ok(None),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn update(&self, user_id: &str, subscription_id: &str) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("subscriptionId", s(subscription_id))
+    }
+
     /// Deletes the subscription; `false` when the user has no such subscription.
     pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
         if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
@@ -175,6 +268,21 @@ impl WebhookTable {
                 Err(err) => return Err(err.into()),
             }
         }
+    }
+}
+
+/// A failure-clock write whose condition failed had nothing to do: another attempt made
+/// the same change first, or the subscription is gone.
+fn ignoring_condition_failure<R>(
+    result: Result<UpdateItemOutput, aws_sdk_dynamodb::error::SdkError<UpdateItemError, R>>,
+) -> Result<(), StoreError>
+where
+    aws_sdk_dynamodb::Error: From<aws_sdk_dynamodb::error::SdkError<UpdateItemError, R>>,
+{
+    match result {
+        Ok(_) => Ok(()),
+        Err(err) if super::is_condition_failure(&err) => Ok(()),
+        Err(err) => Err(err.into()),
     }
 }
 
