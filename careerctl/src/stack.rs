@@ -85,6 +85,8 @@ impl LocalStack {
             ("CURSOR_SIGNING_KEY", settings.cursor_signing_key.clone().unwrap_or_default()),
             ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
             ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
+            ("WEBHOOK_DISABLE_AFTER_SECONDS", settings.webhook_disable_after.as_secs().to_string()),
+            ("METRICS_NAMESPACE", settings.metrics_namespace.clone()),
         ]);
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }

@@ -1,6 +1,7 @@
 //! The webhooks table: partition `userId`, sort `subscriptionId`. Beside the subscriptions,
 //! each user's partition holds one counter item, kept in the same transaction as every
-//! create and delete, that enforces the per-user limit without reading first.
+//! create and delete, that enforces the per-user limit without reading first. A keys-only
+//! global index `bySubscription` finds a subscription's owner for the admin CLI.
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -144,6 +145,25 @@ impl WebhookTable {
             .send()
             .await?;
         Ok(output.item.map(serde_dynamo::from_item).transpose()?)
+    }
+
+    /// The user a subscription belongs to, through the keys-only `bySubscription` index (for
+    /// operators, who know a subscription id and not its owner).
+    pub async fn owner_of(&self, subscription_id: &str) -> Result<Option<String>, StoreError> {
+        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
+            return Ok(None);
+        }
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("bySubscription")
+            .key_condition_expression("subscriptionId = :id")
+            .expression_attribute_values(":id", s(subscription_id))
+            .send()
+            .await?;
+        let owner = output.items.unwrap_or_default().into_iter().next().and_then(|mut item| item.remove("userId"));
+        Ok(owner.and_then(|value| value.as_s().ok().cloned()))
     }
 
     /// Starts the failure clock at `at`, unless it runs already or the subscription is gone.
