@@ -137,3 +137,28 @@ where
         _ => Ok(default),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_delivery_settings_come_from_the_environment() {
+        // The only test of this crate that touches these variables.
+        env::set_var("WEBHOOK_DISABLE_AFTER_SECONDS", "7");
+        env::set_var("DELIVERY_MAX_ATTEMPTS", "4");
+        env::set_var("DELIVERIES_TABLE", "elsewhere");
+        let settings = Settings::from_env().unwrap();
+        assert_eq!(settings.webhook_disable_after, Duration::from_secs(7));
+        assert_eq!(settings.max_delivery_attempts, 4);
+        assert_eq!(settings.tables.deliveries, "elsewhere");
+        env::set_var("WEBHOOK_DISABLE_AFTER_SECONDS", "-1");
+        assert!(Settings::from_env().is_err(), "a negative window is refused");
+        for name in ["WEBHOOK_DISABLE_AFTER_SECONDS", "DELIVERY_MAX_ATTEMPTS", "DELIVERIES_TABLE"] {
+            env::remove_var(name);
+        }
+        let defaults = Settings::from_env().unwrap();
+        assert_eq!(defaults.webhook_disable_after, Duration::from_secs(5 * 24 * 60 * 60));
+        assert_eq!(defaults.tables.deliveries, "career-deliveries");
+    }
+}
