@@ -19,6 +19,7 @@ use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
 use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
 use career_core::webhooks::{new_secret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
@@ -44,14 +45,26 @@ enum Function {
     Alerts,
     DataSharing,
     Webhooks,
+    /// The webhooks function on a path below its own (the `{proxy+}` route).
+    WebhooksBelow(&'static str),
 }
 
 impl Function {
+    /// The request's path.
     fn path(self) -> &'static str {
         match self {
             Function::Alerts => career_alerts::RESOURCE.path,
             Function::DataSharing => career_data_sharing::RESOURCE.path,
             Function::Webhooks => career_webhooks::PATH,
+            Function::WebhooksBelow(path) => path,
+        }
+    }
+
+    /// The path of the template's route that carries it.
+    fn route(self) -> &'static str {
+        match self {
+            Function::WebhooksBelow(_) => "/api/v1/webhooks/{proxy+}",
+            other => other.path(),
         }
     }
 }
@@ -78,10 +91,10 @@ impl HttpSample {
     fn check_shape(&self, function: Function, method: &Method) {
         let (name, event) = (self.name, &self.json);
         let path = function.path();
-        let route = format!("ANY {path}");
+        let route = format!("ANY {}", function.route());
         let context = &event["requestContext"];
         assert_eq!(event["version"], "2.0", "{name}: version");
-        assert_eq!(event["routeKey"], route.as_str(), "{name}: routeKey (the template routes ANY {path})");
+        assert_eq!(event["routeKey"], route.as_str(), "{name}: routeKey (the template routes {route})");
         assert_eq!(context["routeKey"], route.as_str(), "{name}: requestContext.routeKey");
         assert_eq!(event["rawPath"], path, "{name}: rawPath");
         assert_eq!(context["http"]["method"], method.as_str(), "{name}: requestContext.http.method");
@@ -155,7 +168,7 @@ impl HttpSample {
                 let deps = career_data_sharing::Deps::new(&dynamodb, &api.settings).unwrap();
                 career_data_sharing::handle(&deps, request).await
             }
-            Function::Webhooks => {
+            Function::Webhooks | Function::WebhooksBelow(_) => {
                 career_webhooks::handle(
                     &career_webhooks::Deps::new(&dynamodb, &career_service::sqs(), &api.settings).unwrap(),
                     request,
@@ -361,6 +374,92 @@ async fn webhooks_delete_deletes_the_subscription_it_names() {
     let answer = sample.invoke(&api, Function::Webhooks, &key).await;
     assert_eq!(answer.expect(200), &json!({"id": id, "deleted": true}));
     assert!(table.get(&user, &id).await.unwrap().is_none(), "the subscription is gone");
+}
+
+/// A delivery of `subscription` with the given id, failed once, in the user's delivery log.
+async fn seed_failed_delivery(api: &Api, user: &str, subscription: &str, delivery_id: &str) {
+    use career_core::delivery::log::AttemptRecord;
+    use career_core::delivery::sender::{Answer, Outcome};
+    let message = DeliveryMessage {
+        delivery_id: delivery_id.into(),
+        user_id: user.into(),
+        subscription_id: subscription.into(),
+        event: career_core::events::Event::ping(subscription),
+    };
+    let outcome = Outcome::Rejected(Answer { status: 502, body: "bad gateway".into() });
+    let attempt = AttemptRecord::new(&outcome, clock::now(), None);
+    let table = DeliveryTable::new(dynamodb(), &api.settings.tables.deliveries);
+    table.record_attempt(&message, &message.body(), &attempt).await.expect("delivery recorded");
+}
+
+#[tokio::test]
+async fn webhooks_deliveries_list_lists_the_failed_deliveries_it_asks_for() {
+    let sample = HttpSample::load(
+        "webhooks-deliveries-list",
+        Function::WebhooksBelow("/api/v1/webhooks/deliveries"),
+        Method::GET,
+    );
+    let (id, status) = (sample.query("id"), sample.query("status"));
+    let api = Api::new();
+    let user = unique_user();
+    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
+    seed_subscription(&table, &user, &id, "https://hooks.example.com/log", vec![EventKind::ProfileUpdated]).await;
+    let delivery = ids::new_id(ids::DELIVERY);
+    seed_failed_delivery(&api, &user, &id, &delivery).await;
+    let key = api.key(&user, "read:webhooks").await;
+
+    let answer = sample.invoke(&api, Function::WebhooksBelow("/api/v1/webhooks/deliveries"), &key).await;
+    let json = answer.expect(200);
+    assert_eq!(json["deliveries"].as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(
+        (json["deliveries"][0]["id"].as_str(), json["deliveries"][0]["status"].as_str()),
+        (Some(delivery.as_str()), Some(status.as_str()))
+    );
+}
+
+#[tokio::test]
+async fn webhooks_delivery_retry_queues_the_delivery_it_names() {
+    let function = Function::WebhooksBelow("/api/v1/webhooks/deliveries/retry");
+    let sample = HttpSample::load("webhooks-delivery-retry", function, Method::POST);
+    let delivery = sample.query("id");
+    assert!(ids::has_shape(&delivery, ids::DELIVERY), "the sample's id has the shape of a delivery id: {delivery}");
+    let api = Api::new();
+    let user = unique_user();
+    let subscription = ids::new_id(ids::SUBSCRIPTION);
+    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
+    seed_subscription(&table, &user, &subscription, "https://hooks.example.com/retry", vec![EventKind::ProfileUpdated])
+        .await;
+    seed_failed_delivery(&api, &user, &subscription, &delivery).await;
+    let key = api.key(&user, "write:webhooks").await;
+
+    let answer = sample.invoke(&api, function, &key).await;
+    let json = answer.expect(202);
+    assert_eq!((json["id"].as_str(), json["status"].as_str()), (Some(delivery.as_str()), Some("pending")));
+}
+
+#[tokio::test]
+async fn webhooks_ping_and_enable_act_on_the_subscription_they_name() {
+    let ping = HttpSample::load("webhooks-ping", Function::WebhooksBelow("/api/v1/webhooks/ping"), Method::POST);
+    let enable = HttpSample::load("webhooks-enable", Function::WebhooksBelow("/api/v1/webhooks/enable"), Method::POST);
+    let id = ping.query("id");
+    assert_eq!(enable.query("id"), id);
+    let api = Api::new();
+    let user = unique_user();
+    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
+    seed_subscription(&table, &user, &id, "https://hooks.example.com/ping", vec![EventKind::AssessmentCompleted]).await;
+    let key = api.key(&user, "write:webhooks").await;
+
+    let answer = ping.invoke(&api, Function::WebhooksBelow("/api/v1/webhooks/ping"), &key).await;
+    let json = answer.expect(202);
+    assert_eq!(
+        (json["eventType"].as_str(), json["subscriptionId"].as_str()),
+        (Some("webhook.ping"), Some(id.as_str()))
+    );
+    table.start_failing(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    table.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    let answer = enable.invoke(&api, Function::WebhooksBelow("/api/v1/webhooks/enable"), &key).await;
+    assert_eq!(answer.expect(200)["enabled"], true);
+    assert!(table.get(&user, &id).await.unwrap().unwrap().is_enabled());
 }
 
 /// The delivery messages of `deliver-sqs-batch.json`.
