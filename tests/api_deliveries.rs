@@ -401,7 +401,7 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
         api.request(Method::POST, path).key(&key).send().await.assert_error(400, "webhooks.missing_subscription_id");
     }
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failing(&user, &subscription, "2026-11-01T00:00:00.000Z").await.unwrap();
+    webhooks.start_failure_clock(&user, &subscription, "2026-11-01T00:00:00.000Z").await.unwrap();
     assert!(webhooks
         .disable(&user, &subscription, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:01.000Z")
         .await

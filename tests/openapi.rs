@@ -1144,7 +1144,7 @@ async fn ping_webhook_answers_as_documented() {
     assert_eq!(answer.json["status"], "pending");
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failing(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    webhooks.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
     webhooks.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
     let skipped = api.request(Method::POST, &path).key(&key).send().await;
     checker.check(&skipped, 202, None);
@@ -1172,7 +1172,7 @@ async fn enable_webhook_answers_as_documented() {
     let (user, key, id) = subscribed(&api).await;
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failing(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    webhooks.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
     webhooks.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
     let listed = api.get("/api/v1/webhooks", &key).await;
     assert_eq!(listed.json["webhooks"][0]["enabled"], false);

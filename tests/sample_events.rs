@@ -455,7 +455,7 @@ async fn webhooks_ping_and_enable_act_on_the_subscription_they_name() {
         (json["eventType"].as_str(), json["subscriptionId"].as_str()),
         (Some("webhook.ping"), Some(id.as_str()))
     );
-    table.start_failing(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    table.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
     table.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
     let answer = enable.invoke(&api, Function::WebhooksBelow("/api/v1/webhooks/enable"), &key).await;
     assert_eq!(answer.expect(200)["enabled"], true);

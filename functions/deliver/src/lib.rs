@@ -160,8 +160,8 @@ async fn keep_failure_clock(
         ClockChange::after_attempt(subscription.failing_since(), delivered, last_attempt, now, deps.disable_after);
     let written = match change {
         ClockChange::Unchanged => return,
-        ClockChange::StartFailing => deps.webhooks.start_failing(user_id, id, &clock::rfc3339(now)).await,
-        ClockChange::Recovered => deps.webhooks.recovered(user_id, id).await,
+        ClockChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, &clock::rfc3339(now)).await,
+        ClockChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id).await,
         ClockChange::Disable => {
             let since = subscription.failing_since.as_deref().unwrap_or_default();
             let disabled = deps.webhooks.disable(user_id, id, since, &clock::rfc3339(now)).await;

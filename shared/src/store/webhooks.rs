@@ -167,7 +167,7 @@ impl WebhookTable {
     }
 
     /// Starts the failure clock at `at`, unless it runs already or the subscription is gone.
-    pub async fn start_failing(&self, user_id: &str, subscription_id: &str, at: &str) -> Result<(), StoreError> {
+    pub async fn start_failure_clock(&self, user_id: &str, subscription_id: &str, at: &str) -> Result<(), StoreError> {
         let update = self
             .update(user_id, subscription_id)
             .update_expression("SET failingSince = :at")
@@ -177,7 +177,7 @@ impl WebhookTable {
     }
 
     /// Stops the failure clock after a success.
-    pub async fn recovered(&self, user_id: &str, subscription_id: &str) -> Result<(), StoreError> {
+    pub async fn reset_failure_clock(&self, user_id: &str, subscription_id: &str) -> Result<(), StoreError> {
         let update = self
             .update(user_id, subscription_id)
             .update_expression("REMOVE failingSince")
