@@ -96,8 +96,11 @@ async fn deliver(deps: &Deps, message: &SqsMessage) -> bool {
     let delivered = matches!(outcome, Outcome::Delivered(_));
     let wait = if delivered { None } else { deps.schedule.wait_after(attempt, jitter()) };
     let finished_at = clock::now();
-    record_attempt(deps, &delivery, &body, AttemptRecord::new(&outcome, finished_at, wait)).await;
-    keep_failure_clock(deps, &subscription, delivered, wait.is_none(), finished_at).await;
+    // Two independent writes (the second only when the subscription's state changes).
+    tokio::join!(
+        record_attempt(deps, &delivery, &body, AttemptRecord::new(&outcome, finished_at, wait)),
+        keep_failure_clock(deps, &subscription, delivered, wait.is_none(), finished_at),
+    );
 
     let kind = delivery.event.kind.as_str();
     if let Outcome::Delivered(answer) = &outcome {
