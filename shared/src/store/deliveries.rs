@@ -336,10 +336,8 @@ impl DeliveryTable {
             .send()
             .await?;
         let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-        let mut deliveries: Vec<DeliveryRecord> = items.into_iter().map(|item| item.into_stored().record).collect();
-        let more = deliveries.len() > limit as usize;
-        deliveries.truncate(limit as usize);
-        let last_id_if_more = more.then(|| deliveries.last().map(|d| d.id.clone())).flatten();
+        let records = items.into_iter().map(|item| item.into_stored().record).collect();
+        let (deliveries, last_id_if_more) = super::one_page(records, limit, |d: &DeliveryRecord| &d.id);
         Ok(DeliveryPage { deliveries, last_id_if_more })
     }
 }

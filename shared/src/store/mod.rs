@@ -44,6 +44,15 @@ pub(crate) fn n(number: impl ToString) -> AttributeValue {
     AttributeValue::N(number.to_string())
 }
 
+/// One page of a query that asked for `limit + 1` items: the first `limit`, and the id of
+/// the last of them when the extra item shows that another page follows.
+pub(crate) fn one_page<T>(mut items: Vec<T>, limit: u32, id_of: impl Fn(&T) -> &str) -> (Vec<T>, Option<String>) {
+    let more = items.len() > limit as usize;
+    items.truncate(limit as usize);
+    let last_id_if_more = items.last().filter(|_| more).map(|last| id_of(last).to_owned());
+    (items, last_id_if_more)
+}
+
 /// True when an update was refused because its condition did not hold.
 pub(crate) fn is_condition_failure<R>(
     err: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
