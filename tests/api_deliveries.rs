@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use career_core::delivery::log::AttemptRecord;
+use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::sender::{Answer, Outcome};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
@@ -431,4 +431,50 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
     }
     let stored = webhooks.get(&user, &subscription).await.unwrap().unwrap();
     assert_eq!((stored.failing_since, stored.disabled_at), (None, None), "the failure clock is reset");
+}
+
+#[tokio::test]
+async fn careerctl_lists_a_subscriptions_deliveries_without_knowing_its_owner() {
+    let api = Api::new();
+    let (user, _, subscription, _) = subscriber(&api).await;
+    let older = seed(&api, &user, &subscription, rejected(500, "down"), None).await;
+    let newer = seed(&api, &user, &subscription, delivered(), None).await;
+    let listed = api.admin.list_deliveries(&subscription, None, 1, None).await.unwrap();
+    assert_eq!((&listed["userId"], &listed["subscriptionId"]), (&json!(user), &json!(subscription)));
+    assert_eq!(listed["deliveries"][0]["id"], newer.as_str());
+    assert_eq!(listed["nextAfter"], newer.as_str());
+    let next = api.admin.list_deliveries(&subscription, None, 1, Some(&newer)).await.unwrap();
+    assert_eq!((&next["deliveries"][0]["id"], &next["nextAfter"]), (&json!(older), &Value::Null));
+    let failed = api.admin.list_deliveries(&subscription, Some(DeliveryStatus::Failed), 50, None).await.unwrap();
+    assert_eq!(failed["deliveries"].as_array().map(Vec::len), Some(1));
+    let unknown = ids::new_id(ids::SUBSCRIPTION);
+    assert!(api.admin.list_deliveries(&unknown, None, 50, None).await.unwrap_err().contains("no subscription"));
+}
+
+#[tokio::test]
+async fn a_webhooks_table_from_before_the_owner_index_gets_it() {
+    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+    let names = career_core::config::TableNames::with_prefix(&format!("{}-", unique_user()));
+    let key = |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().unwrap();
+    let string = |name: &str| {
+        AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap()
+    };
+    dynamodb()
+        .create_table()
+        .table_name(&names.webhooks)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("userId", KeyType::Hash))
+        .key_schema(key("subscriptionId", KeyType::Range))
+        .attribute_definitions(string("userId"))
+        .attribute_definitions(string("subscriptionId"))
+        .send()
+        .await
+        .unwrap();
+    let created = careerctl::tables::create_tables(&dynamodb(), &names).await.unwrap();
+    assert!(!created.contains(&names.webhooks), "the table was kept: {created:?}");
+    let described = dynamodb().describe_table().table_name(&names.webhooks).send().await.unwrap();
+    let indexes: Vec<_> = described.table.unwrap().global_secondary_indexes.unwrap_or_default();
+    assert_eq!(indexes.iter().filter_map(|i| i.index_name.as_deref()).collect::<Vec<_>>(), ["bySubscription"]);
+    // Running it again changes nothing.
+    assert_eq!(careerctl::tables::create_tables(&dynamodb(), &names).await.unwrap(), Vec::<String>::new());
 }

@@ -2,8 +2,9 @@
 //! local stack and the tests.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
+    GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection, ProjectionType,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -54,19 +55,74 @@ fn specs(names: &TableNames) -> [TableSpec<'_>; 8] {
     ]
 }
 
-/// Creates every table that does not exist yet. Returns the names it created.
+/// Creates every table that does not exist yet, and the global indexes that tables kept
+/// from an older version lack. Returns the names of the tables it created.
 pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> Result<Vec<String>, String> {
     let existing = dynamodb.list_tables().send().await.map_err(|e| describe("listing tables", e))?;
     let existing = existing.table_names.unwrap_or_default();
     let mut created = Vec::new();
     for spec in specs(names) {
         if existing.iter().any(|name| name == spec.name) {
+            add_missing_global_indexes(dynamodb, &spec).await?;
             continue;
         }
         create_table(dynamodb, &spec).await?;
         created.push(spec.name.to_owned());
     }
     Ok(created)
+}
+
+/// A keys-only global index with this partition key.
+fn global_index(index: &str, partition: &str) -> GlobalSecondaryIndex {
+    let key = KeySchemaElement::builder().attribute_name(partition).key_type(KeyType::Hash).build().expect("complete");
+    GlobalSecondaryIndex::builder()
+        .index_name(index)
+        .key_schema(key)
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()
+        .expect("complete")
+}
+
+async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), String> {
+    if spec.global_indexes.is_empty() {
+        return Ok(());
+    }
+    let described = dynamodb
+        .describe_table()
+        .table_name(spec.name)
+        .send()
+        .await
+        .map_err(|e| describe(&format!("describing table {}", spec.name), e))?;
+    let present: Vec<String> = described
+        .table
+        .and_then(|table| table.global_secondary_indexes)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|index| index.index_name)
+        .collect();
+    for (index, partition) in spec.global_indexes.iter().filter(|(index, _)| !present.iter().any(|p| p == index)) {
+        let wanted = global_index(index, partition);
+        let create = CreateGlobalSecondaryIndexAction::builder()
+            .index_name(*index)
+            .set_key_schema(Some(wanted.key_schema))
+            .set_projection(wanted.projection)
+            .build()
+            .expect("complete");
+        let attribute = AttributeDefinition::builder()
+            .attribute_name(*partition)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("complete");
+        dynamodb
+            .update_table()
+            .table_name(spec.name)
+            .attribute_definitions(attribute)
+            .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
+            .send()
+            .await
+            .map_err(|e| describe(&format!("adding index {index} to {}", spec.name), e))?;
+    }
+    Ok(())
 }
 
 async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), String> {
@@ -99,13 +155,7 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
         request = request.local_secondary_indexes(lsi).attribute_definitions(string_attribute(sort));
     }
     for (index, partition) in spec.global_indexes {
-        let gsi = GlobalSecondaryIndex::builder()
-            .index_name(*index)
-            .key_schema(key(partition, KeyType::Hash))
-            .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
-            .build()
-            .expect("complete");
-        request = request.global_secondary_indexes(gsi);
+        request = request.global_secondary_indexes(global_index(index, partition));
         if Some(*partition) != spec.sort {
             request = request.attribute_definitions(string_attribute(partition));
         }
