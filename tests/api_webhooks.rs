@@ -89,8 +89,16 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     assert_eq!(answer.header("content-type"), Some("application/json"));
     let mut fields: Vec<_> = body.as_object().expect("an object").keys().cloned().collect();
     fields.sort();
-    assert_eq!(fields, ["createdAt", "events", "id", "secret", "url"], "{body}");
+    assert_eq!(
+        fields,
+        ["createdAt", "disabledAt", "disabledReason", "enabled", "events", "id", "secret", "url"],
+        "{body}"
+    );
     assert_subscription_id(body["id"].as_str().expect("id"));
+    assert_eq!(
+        (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),
+        (&json!(true), &Value::Null, &Value::Null)
+    );
     assert_eq!(body["url"], URL);
     assert_eq!(body["events"], json!(["profile.updated"]));
     assert_rfc3339_utc(body["createdAt"].as_str().expect("createdAt"));

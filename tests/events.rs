@@ -313,6 +313,8 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
             secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
             created_at: clock::rfc3339(clock::now()),
             failing_since: None,
+            disabled_at: None,
+            disabled_reason: None,
         };
         let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
         table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_service::{base_settings, dynamodb_at, kms_at};
+use career_service::{dynamodb_at, kms_at, settings_without_kms_or_queues, sqs_at};
 use careerctl::gateway::{self, ApiFunctions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -15,14 +15,14 @@ const IDLE: Duration = Duration::from_millis(500);
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// A gateway on a free loopback port. Nothing here reaches a function's storage or KMS, so
-/// its DynamoDB and KMS clients point at a port where nothing listens.
+/// its DynamoDB, KMS and SQS clients point at a port where nothing listens.
 async fn gateway() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let mut settings = base_settings();
-    settings.secrets_kms_key_id = Some("alias/unused".into());
     let unreachable = "http://127.0.0.1:9";
-    let functions = ApiFunctions::new(&dynamodb_at(unreachable), &kms_at(unreachable), &settings).unwrap();
+    let settings = settings_without_kms_or_queues(unreachable);
+    let functions =
+        ApiFunctions::new(&dynamodb_at(unreachable), &kms_at(unreachable), &sqs_at(unreachable), &settings).unwrap();
     tokio::spawn(gateway::serve(listener, Arc::new(functions), IDLE));
     address
 }

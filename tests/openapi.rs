@@ -1,6 +1,6 @@
 //! `openapi.yaml` against the contract and against the handlers' real answers.
 //!
-//! (a) The document: OpenAPI 3.1, the eight operations with exactly the contract's statuses,
+//! (a) The document: OpenAPI 3.1, the contract's operations with exactly its statuses,
 //!     scopes and error codes, every `$ref` resolvable, the documented headers, and every
 //!     example valid against its own schema.
 //! (b) The handlers: each operation is driven to every status and error code the document
@@ -50,6 +50,9 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.missing_subscription_id",
     "webhooks.not_found",
     "webhooks.invalid_grace_period",
+    "webhooks.invalid_status",
+    "webhooks.missing_delivery_id",
+    "webhooks.delivery_not_found",
 ];
 
 /// One operation: where it is, its scope, its success status and, per error status, the
@@ -155,7 +158,39 @@ const ROTATE_SECRET: Op = Op {
     ],
 };
 
-const OPERATIONS: [&Op; 8] = [
+const LIST_DELIVERIES: Op = Op {
+    method: "get",
+    path: "/api/v1/webhooks/deliveries",
+    scope: "read:webhooks",
+    success: 200,
+    errors: &[
+        (400, &["webhooks.missing_subscription_id", "webhooks.invalid_status", "request.invalid_cursor"]),
+        (404, &["webhooks.not_found"]),
+    ],
+};
+const RETRY_DELIVERY: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/deliveries/retry",
+    scope: "write:webhooks",
+    success: 202,
+    errors: &[(400, &["webhooks.missing_delivery_id"]), (404, &["webhooks.delivery_not_found"])],
+};
+const PING_WEBHOOK: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/ping",
+    scope: "write:webhooks",
+    success: 202,
+    errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
+};
+const ENABLE_WEBHOOK: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/enable",
+    scope: "write:webhooks",
+    success: 200,
+    errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
+};
+
+const OPERATIONS: [&Op; 12] = [
     &LIST_ALERTS,
     &MARK_ALERT,
     &GET_PREFERENCES,
@@ -164,6 +199,10 @@ const OPERATIONS: [&Op; 8] = [
     &CREATE_WEBHOOK,
     &DELETE_WEBHOOK,
     &ROTATE_SECRET,
+    &LIST_DELIVERIES,
+    &RETRY_DELIVERY,
+    &PING_WEBHOOK,
+    &ENABLE_WEBHOOK,
 ];
 
 impl Op {
@@ -512,7 +551,8 @@ fn the_validator_rejects_what_it_should() {
     let created = json!({"$ref": "#/components/schemas/CreatedSubscription"});
     let subscription = |secret: &str, events: Value| {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
-               "createdAt": "2026-11-21T08:00:00.000Z", "secret": secret})
+               "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
+               "disabledReason": null, "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
     assert!(doc.validate(&created, &subscription(&secret, json!(["profile.updated"]))).is_empty());
@@ -521,6 +561,20 @@ fn the_validator_rejects_what_it_should() {
     assert!(!doc.validate(&created, &subscription(&unpadded, json!(["profile.updated"]))).is_empty());
     assert!(!doc.validate(&created, &subscription(&secret, json!([]))).is_empty());
     assert!(!doc.validate(&created, &subscription(&secret, json!(["profile.updated", "profile.updated"]))).is_empty());
+    let mut disabled = subscription(&secret, json!(["profile.updated"]));
+    disabled["disabledReason"] = json!("bored");
+    assert!(!doc.validate(&created, &disabled).is_empty());
+    let record = json!({"$ref": "#/components/schemas/DeliveryRecord"});
+    let pending = json!({"id": "dlv_1", "subscriptionId": "whk_1", "eventId": "evt_1", "eventType": "webhook.ping",
+        "createdAt": "2026-11-21T08:00:00.000Z", "status": "pending", "attempts": 0, "lastAttemptAt": null,
+        "lastResponseStatus": null, "lastResponseBody": null, "lastError": null, "nextAttemptAt": null,
+        "succeededAt": null});
+    assert_eq!(doc.validate(&record, &pending), Vec::<String>::new());
+    for (field, value) in [("status", json!("done")), ("attempts", json!(-1)), ("lastResponseStatus", json!("500"))] {
+        let mut bad = pending.clone();
+        bad[field] = value;
+        assert!(!doc.validate(&record, &bad).is_empty(), "{field} = {}", bad[field]);
+    }
     let result = json!({"$ref": "#/components/schemas/DeleteResult"});
     assert!(!doc.validate(&result, &json!({"id": "whk_1", "deleted": false})).is_empty());
     let unknown = std::panic::catch_unwind(|| doc.validate(&json!({"multipleOf": 2}), &json!(4)));
@@ -1054,6 +1108,156 @@ async fn rotate_secret_answers_as_documented() {
     checker.assert_complete();
 }
 
+/// A subscription of a fresh user with a key of all scopes: `(user, key, subscription id)`.
+async fn subscribed(api: &Api) -> (String, String, String) {
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let id = create_subscription(api, &key).await;
+    (user, key, id)
+}
+
+/// A delivery of the subscription with one failed attempt in the log; its id.
+async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
+    use career_core::delivery::log::AttemptRecord;
+    use career_core::delivery::sender::{Answer as Received, Outcome};
+    let event = career_core::events::Event::ping(subscription);
+    let message = DeliveryMessage::new(&event, user, subscription);
+    let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into() });
+    let attempt = AttemptRecord::new(&outcome, career_core::clock::now(), Some(std::time::Duration::from_secs(30)));
+    let table =
+        career_core::store::deliveries::DeliveryTable::new(career_service::dynamodb(), &api.settings.tables.deliveries);
+    table.record_attempt(&message, &message.body(), &attempt).await.unwrap();
+    message.delivery_id
+}
+
+#[tokio::test]
+async fn list_deliveries_answers_as_documented() {
+    let mut checker = Checker::new(&LIST_DELIVERIES);
+    let api = Api::new();
+    let (user, key, id) = subscribed(&api).await;
+    let path = format!("/api/v1/webhooks/deliveries?id={id}");
+    checker.check(&api.get(&path, &key).await, 200, None);
+    failed_once(&api, &user, &id).await;
+    let ping = api.request(Method::POST, &format!("/api/v1/webhooks/ping?id={id}")).key(&key).send().await;
+    ping.assert_status(202);
+    let page = api.get(&format!("{path}&limit=1"), &key).await;
+    checker.check(&page, 200, None);
+    let cursor = page.json["nextCursor"].as_str().expect("a next page").to_owned();
+    let next = api.get(&format!("{path}&limit=1&cursor={cursor}"), &key).await;
+    checker.check(&next, 200, None);
+    assert_eq!(next.json["deliveries"][0]["lastResponseStatus"], 503);
+    checker.check(&api.get(&format!("{path}&status=pending"), &key).await, 200, None);
+
+    for missing in ["/api/v1/webhooks/deliveries", "/api/v1/webhooks/deliveries?id="] {
+        checker.check(&api.get(missing, &key).await, 400, Some("webhooks.missing_subscription_id"));
+    }
+    checker.check(&api.get(&format!("{path}&status=done"), &key).await, 400, Some("webhooks.invalid_status"));
+    checker.check(&api.get(&format!("{path}&cursor=nope"), &key).await, 400, Some("request.invalid_cursor"));
+    let foreign = subscribed(&api).await.2;
+    let unknown = career_core::ids::new_id(career_core::ids::SUBSCRIPTION);
+    for id in [foreign.as_str(), unknown.as_str(), "whk_nonsense"] {
+        let answer = api.get(&format!("/api/v1/webhooks/deliveries?id={id}"), &key).await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&LIST_DELIVERIES, path, None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn retry_delivery_answers_as_documented() {
+    let mut checker = Checker::new(&RETRY_DELIVERY);
+    let api = Api::new();
+    let (user, key, id) = subscribed(&api).await;
+    let delivery = failed_once(&api, &user, &id).await;
+    let path = format!("/api/v1/webhooks/deliveries/retry?id={delivery}");
+    let answer = api.request(Method::POST, &path).key(&key).send().await;
+    checker.check(&answer, 202, None);
+    assert_eq!(answer.json["status"], "pending");
+
+    for missing in ["/api/v1/webhooks/deliveries/retry", "/api/v1/webhooks/deliveries/retry?id="] {
+        let answer = api.request(Method::POST, missing).key(&key).send().await;
+        checker.check(&answer, 400, Some("webhooks.missing_delivery_id"));
+    }
+    let (other_user, _, other_id) = subscribed(&api).await;
+    let foreign = failed_once(&api, &other_user, &other_id).await;
+    let unknown = career_core::ids::new_id(career_core::ids::DELIVERY);
+    for id in [foreign.as_str(), unknown.as_str(), "dlv_nonsense"] {
+        let answer = api.request(Method::POST, &format!("/api/v1/webhooks/deliveries/retry?id={id}")).key(&key).send();
+        checker.check(&answer.await, 404, Some("webhooks.delivery_not_found"));
+    }
+
+    let valid = RequestSpec::new(&RETRY_DELIVERY, path, None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.deliveries)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn ping_webhook_answers_as_documented() {
+    let mut checker = Checker::new(&PING_WEBHOOK);
+    let api = Api::new();
+    let (user, key, id) = subscribed(&api).await;
+    let path = format!("/api/v1/webhooks/ping?id={id}");
+    let answer = api.request(Method::POST, &path).key(&key).send().await;
+    checker.check(&answer, 202, None);
+    assert_eq!(answer.json["status"], "pending");
+    let webhooks =
+        career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
+    webhooks.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    webhooks.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    let skipped = api.request(Method::POST, &path).key(&key).send().await;
+    checker.check(&skipped, 202, None);
+    assert_eq!(skipped.json["status"], "skipped");
+
+    for missing in ["/api/v1/webhooks/ping", "/api/v1/webhooks/ping?id="] {
+        let answer = api.request(Method::POST, missing).key(&key).send().await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let foreign = subscribed(&api).await.2;
+    for id in [foreign.as_str(), "whk_nonsense"] {
+        let answer = api.request(Method::POST, &format!("/api/v1/webhooks/ping?id={id}")).key(&key).send().await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&PING_WEBHOOK, path, None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn enable_webhook_answers_as_documented() {
+    let mut checker = Checker::new(&ENABLE_WEBHOOK);
+    let api = Api::new();
+    let (user, key, id) = subscribed(&api).await;
+    let webhooks =
+        career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
+    webhooks.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    webhooks.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    let listed = api.get("/api/v1/webhooks", &key).await;
+    assert_eq!(listed.json["webhooks"][0]["enabled"], false);
+    let problems = doc().validate(doc().json_schema(doc().response(&LIST_WEBHOOKS, 200)), &listed.json);
+    assert!(problems.is_empty(), "a disabled subscription as listed: {problems:?}");
+    let path = format!("/api/v1/webhooks/enable?id={id}");
+    let answer = api.request(Method::POST, &path).key(&key).send().await;
+    checker.check(&answer, 200, None);
+    assert_eq!(answer.json["enabled"], true);
+
+    for missing in ["/api/v1/webhooks/enable", "/api/v1/webhooks/enable?id="] {
+        let answer = api.request(Method::POST, missing).key(&key).send().await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let foreign = subscribed(&api).await.2;
+    for id in [foreign.as_str(), "whk_nonsense"] {
+        let answer = api.request(Method::POST, &format!("/api/v1/webhooks/enable?id={id}")).key(&key).send().await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&ENABLE_WEBHOOK, path, None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
 // ------------------------------------------------------------------------------------------
 // Webhook deliveries against the document's `webhooks` section.
 
@@ -1074,7 +1278,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
             json!({"userId": {"S": "u1"}, "assessmentId": {"S": "asm_1"}, "status": {"S": "completed"}}),
         ),
     ];
-    let mut kinds = BTreeSet::new();
+    let mut events: Vec<career_core::events::Event> = Vec::new();
     for (name, keys, old, new) in records {
         let record = serde_json::from_value(json!({
             "awsRegion": "us-east-1", "eventID": "e-1", "eventName": name, "eventSource": "aws:dynamodb",
@@ -1083,7 +1287,11 @@ fn webhook_deliveries_match_the_documented_callbacks() {
                          "SequenceNumber": "1", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
         }))
         .unwrap();
-        let event = event_from_record(&record).unwrap().expect("an event");
+        events.push(event_from_record(&record).unwrap().expect("an event"));
+    }
+    events.push(career_core::events::Event::ping("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
+    let mut kinds = BTreeSet::new();
+    for event in events {
         let kind = event.kind.as_str();
         kinds.insert(kind.to_owned());
         let message = DeliveryMessage::new(&event, "u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K");

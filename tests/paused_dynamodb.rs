@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use career_service::{base_settings, dynamodb_at, installed, kms_at, unique_user, Answer, Api};
+use career_service::{dynamodb_at, installed, kms_at, settings_without_kms_or_queues, unique_user, Answer, Api};
 use careerctl::tables::create_tables;
 
 /// `Timeout` of the API functions in template.yaml: Lambda ends an invocation after it.
@@ -41,11 +41,11 @@ async fn within_lambda_timeout(answer: impl std::future::Future<Output = Answer>
 async fn a_paused_dynamodb_gives_internal_error_before_the_lambda_timeout_then_recovers() {
     let own = installed().start_dynamodb(None).await.expect("a DynamoDB Local of this test");
     let client = dynamodb_at(&own.endpoint);
-    let mut settings = base_settings();
+    // No request here touches a webhook secret or a queue, so KMS and SQS are never called.
+    let unreachable = "http://127.0.0.1:9";
+    let settings = settings_without_kms_or_queues(unreachable);
     create_tables(&client, &settings.tables).await.expect("tables");
-    // No request here touches a webhook secret, so KMS is never called.
-    settings.secrets_kms_key_id = Some("alias/unused".into());
-    let api = Api::on(client, &kms_at("http://127.0.0.1:9"), settings);
+    let api = Api::on(client, &kms_at(unreachable), settings);
     let user = unique_user();
     let cached = api.full_key(&user).await;
     let uncached = api.full_key(&user).await;

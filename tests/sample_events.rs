@@ -23,6 +23,7 @@ use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, StoredSecrets, StoredSubscription, WebhookTable};
 use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
@@ -51,6 +52,7 @@ enum Function {
 }
 
 impl Function {
+    /// The request's path.
     fn path(self) -> &'static str {
         match self {
             Function::Alerts => career_alerts::RESOURCE.path,
@@ -170,7 +172,13 @@ impl HttpSample {
                 career_data_sharing::handle(&deps, request).await
             }
             Function::Webhooks => {
-                let deps = career_webhooks::Deps::new(&dynamodb, &career_service::kms(), &api.settings).unwrap();
+                let deps = career_webhooks::Deps::new(
+                    &dynamodb,
+                    &career_service::kms(),
+                    &career_service::sqs(),
+                    &api.settings,
+                )
+                .unwrap();
                 career_webhooks::handle(&deps, request).await
             }
         };
@@ -239,6 +247,8 @@ async fn seed_subscription(settings: &Settings, user: &str, id: &str, url: &str,
         secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
         created_at: clock::rfc3339(clock::now()),
         failing_since: None,
+        disabled_at: None,
+        disabled_reason: None,
     };
     let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
     let created = table.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await.expect("subscription stored");
@@ -400,6 +410,100 @@ async fn webhooks_rotate_secret_rotates_the_subscription_it_names() {
     let expires = chrono::DateTime::parse_from_rfc3339(json["previousSecretExpiresAt"].as_str().unwrap()).unwrap();
     let from_now = expires.timestamp() - chrono::Utc::now().timestamp();
     assert!((grace as i64 - 5..=grace as i64).contains(&from_now), "{json}");
+}
+
+/// A delivery of `subscription` with the given id, failed once, in the user's delivery log.
+async fn seed_failed_delivery(api: &Api, user: &str, subscription: &str, delivery_id: &str) {
+    use career_core::delivery::log::AttemptRecord;
+    use career_core::delivery::sender::{Answer, Outcome};
+    let message = DeliveryMessage {
+        delivery_id: delivery_id.into(),
+        user_id: user.into(),
+        subscription_id: subscription.into(),
+        event: career_core::events::Event::ping(subscription),
+        earlier_attempts: 0,
+    };
+    let outcome = Outcome::Rejected(Answer { status: 502, body: "bad gateway".into() });
+    let attempt = AttemptRecord::new(&outcome, clock::now(), None);
+    let table = DeliveryTable::new(dynamodb(), &api.settings.tables.deliveries);
+    table.record_attempt(&message, &message.body(), &attempt).await.expect("delivery recorded");
+}
+
+#[tokio::test]
+async fn webhooks_deliveries_list_lists_the_failed_deliveries_it_asks_for() {
+    let sample = HttpSample::load("webhooks-deliveries-list", Function::Webhooks, Method::GET);
+    let (id, status) = (sample.query("id"), sample.query("status"));
+    let api = Api::new();
+    let user = unique_user();
+    seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/log", vec![EventKind::ProfileUpdated])
+        .await;
+    let delivery = ids::new_id(ids::DELIVERY);
+    seed_failed_delivery(&api, &user, &id, &delivery).await;
+    let key = api.key(&user, "read:webhooks").await;
+
+    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
+    let json = answer.expect(200);
+    assert_eq!(json["deliveries"].as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(
+        (json["deliveries"][0]["id"].as_str(), json["deliveries"][0]["status"].as_str()),
+        (Some(delivery.as_str()), Some(status.as_str()))
+    );
+}
+
+#[tokio::test]
+async fn webhooks_delivery_retry_queues_the_delivery_it_names() {
+    let sample = HttpSample::load("webhooks-delivery-retry", Function::Webhooks, Method::POST);
+    let delivery = sample.query("id");
+    assert!(ids::has_shape(&delivery, ids::DELIVERY), "the sample's id has the shape of a delivery id: {delivery}");
+    let api = Api::new();
+    let user = unique_user();
+    let subscription = ids::new_id(ids::SUBSCRIPTION);
+    seed_subscription(
+        &api.settings,
+        &user,
+        &subscription,
+        "https://hooks.example.com/retry",
+        vec![EventKind::ProfileUpdated],
+    )
+    .await;
+    seed_failed_delivery(&api, &user, &subscription, &delivery).await;
+    let key = api.key(&user, "write:webhooks").await;
+
+    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
+    let json = answer.expect(202);
+    assert_eq!((json["id"].as_str(), json["status"].as_str()), (Some(delivery.as_str()), Some("pending")));
+}
+
+#[tokio::test]
+async fn webhooks_ping_and_enable_act_on_the_subscription_they_name() {
+    let ping = HttpSample::load("webhooks-ping", Function::Webhooks, Method::POST);
+    let enable = HttpSample::load("webhooks-enable", Function::Webhooks, Method::POST);
+    let id = ping.query("id");
+    assert_eq!(enable.query("id"), id);
+    let api = Api::new();
+    let user = unique_user();
+    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
+    seed_subscription(
+        &api.settings,
+        &user,
+        &id,
+        "https://hooks.example.com/ping",
+        vec![EventKind::AssessmentCompleted],
+    )
+    .await;
+    let key = api.key(&user, "write:webhooks").await;
+
+    let answer = ping.invoke(&api, Function::Webhooks, &key).await;
+    let json = answer.expect(202);
+    assert_eq!(
+        (json["eventType"].as_str(), json["subscriptionId"].as_str()),
+        (Some("webhook.ping"), Some(id.as_str()))
+    );
+    table.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
+    table.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    let answer = enable.invoke(&api, Function::Webhooks, &key).await;
+    assert_eq!(answer.expect(200)["enabled"], true);
+    assert!(table.get(&user, &id).await.unwrap().unwrap().is_enabled());
 }
 
 /// The delivery messages of `deliver-sqs-batch.json`.

@@ -79,8 +79,19 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
     let body = answer.assert_status(200).clone();
     let mut fields: Vec<_> = body.as_object().unwrap().keys().cloned().collect();
     fields.sort();
-    assert_eq!(fields, ["createdAt", "events", "id", "previousSecretExpiresAt", "secret", "url"], "{body}");
-    for field in ["id", "url", "events", "createdAt"] {
+    let expected = [
+        "createdAt",
+        "disabledAt",
+        "disabledReason",
+        "enabled",
+        "events",
+        "id",
+        "previousSecretExpiresAt",
+        "secret",
+        "url",
+    ];
+    assert_eq!(fields, expected, "{body}");
+    for field in ["id", "url", "events", "createdAt", "enabled", "disabledAt", "disabledReason"] {
         assert_eq!(body[field], created[field], "{field}");
     }
     let second = body["secret"].as_str().unwrap();

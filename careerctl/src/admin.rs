@@ -1,12 +1,16 @@
 //! The admin commands of contract section 8. Each returns the JSON object it prints.
 
 use aws_sdk_dynamodb::Client as DynamoDb;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::config::TableNames;
 use career_core::credentials::{ApiKey, Scopes};
+use career_core::delivery::log::DeliveryStatus;
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_core::store::platform::PlatformTables;
 use career_core::store::webhooks::{Replaced, StoredSecrets, WebhookTable};
@@ -123,9 +127,101 @@ impl Admin {
         Ok(json!({"sealed": sealed}))
     }
 
+    /// A subscription's delivery log, newest first: `limit` records (of one `status`, if
+    /// given) after the delivery `after`.
+    pub async fn list_deliveries(
+        &self,
+        subscription_id: &str,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<Value, String> {
+        let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
+        let owner =
+            webhooks.owner_of(subscription_id.trim()).await.map_err(|e| format!("finding the subscription: {e}"))?;
+        let user_id = owner.ok_or_else(|| format!("no subscription {subscription_id}"))?;
+        let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
+        let page = deliveries
+            .list(&user_id, subscription_id.trim(), status, limit, after)
+            .await
+            .map_err(|e| format!("listing the deliveries: {e}"))?;
+        Ok(json!({
+            "userId": user_id,
+            "subscriptionId": subscription_id.trim(),
+            "deliveries": page.deliveries,
+            "nextAfter": page.last_id_if_more,
+        }))
+    }
+
     pub async fn create_tables(&self) -> Result<Value, String> {
         let created = crate::tables::create_tables(&self.dynamodb, &self.tables).await?;
         Ok(json!({"created": created}))
+    }
+}
+
+/// Moves every message of the dead-letter queue `from` back to the delivery queue `to`, where
+/// each starts the retry schedule again. A message leaves `from` only once `to` has it.
+pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Value, String> {
+    let mut moved = 0;
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(from)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            // Out of sight long enough to be moved, back in sight if the move fails.
+            .visibility_timeout(60)
+            .send()
+            .await
+            .map_err(|e| crate::sdk_error::describe("receiving from the dead-letter queue", e))?;
+        let messages = received.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return Ok(json!({"moved": moved}));
+        }
+        let entries = messages
+            .iter()
+            .enumerate()
+            .map(|(i, message)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(message.body.clone().unwrap_or_default())
+                    .build()
+                    .expect("entry has id and body")
+            })
+            .collect();
+        let sent = sqs
+            .send_message_batch()
+            .queue_url(to)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| crate::sdk_error::describe("sending to the delivery queue", e))?;
+        let done: Vec<DeleteMessageBatchRequestEntry> = sent
+            .successful
+            .iter()
+            .filter_map(|entry| messages.get(entry.id.parse::<usize>().ok()?))
+            .enumerate()
+            .map(|(i, message)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(message.receipt_handle.clone().unwrap_or_default())
+                    .build()
+                    .expect("entry has id and receipt handle")
+            })
+            .collect();
+        if !done.is_empty() {
+            moved += done.len();
+            sqs.delete_message_batch()
+                .queue_url(from)
+                .set_entries(Some(done))
+                .send()
+                .await
+                .map_err(|e| crate::sdk_error::describe("deleting moved messages", e))?;
+        }
+        if let Some(refused) = sent.failed.first() {
+            let reason = refused.message.clone().unwrap_or_default();
+            return Err(format!("moved {moved}; the delivery queue refused {} messages: {reason}", sent.failed.len()));
+        }
     }
 }
 

@@ -32,12 +32,13 @@ impl ApiFunctions {
     pub fn new(
         dynamodb: &aws_sdk_dynamodb::Client,
         kms: &aws_sdk_kms::Client,
+        sqs: &aws_sdk_sqs::Client,
         settings: &Settings,
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             alerts: career_alerts::Deps::new(dynamodb, settings)?,
             data_sharing: career_data_sharing::Deps::new(dynamodb, settings)?,
-            webhooks: career_webhooks::Deps::new(dynamodb, kms, settings)?,
+            webhooks: career_webhooks::Deps::new(dynamodb, kms, sqs, settings)?,
         })
     }
 

@@ -54,7 +54,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (set PORT to use another port)"))?;
     let sqs = stack.sqs_client();
-    let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &stack.settings).map_err(|e| e.to_string())?);
+    let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &sqs, &stack.settings).map_err(|e| e.to_string())?);
     let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
     let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &kms, &stack.settings).map_err(|e| e.to_string())?;
     let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];

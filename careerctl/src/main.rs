@@ -8,9 +8,10 @@ use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
 use career_core::config::{Settings, TableNames};
 use career_core::credentials::Scopes;
+use career_core::delivery::log::DeliveryStatus;
 use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
-use careerctl::admin::{Admin, NewAlert};
+use careerctl::admin::{self, Admin, NewAlert};
 use clap::{Parser, Subcommand};
 
 /// Admin CLI and local stack of the career alerts, data-sharing and webhooks service.
@@ -40,6 +41,9 @@ enum Command {
     /// Complete assessments, which emits `assessment.completed` events.
     #[command(subcommand)]
     Assessments(AssessmentsCommand),
+    /// Read a subscription's delivery log; move dead-lettered deliveries back to be sent.
+    #[command(subcommand)]
+    Deliveries(DeliveriesCommand),
     /// Create the service's DynamoDB tables (those that do not exist yet).
     #[command(subcommand)]
     Tables(TablesCommand),
@@ -113,6 +117,41 @@ enum AssessmentsCommand {
 }
 
 #[derive(Subcommand)]
+enum DeliveriesCommand {
+    /// A subscription's deliveries, newest first; prints {"userId", "subscriptionId",
+    /// "deliveries": [...], "nextAfter"} (pass nextAfter as --after for the next page).
+    List {
+        #[arg(long)]
+        subscription: String,
+        /// Only deliveries in this state.
+        #[arg(long, value_parser = parse_status)]
+        status: Option<DeliveryStatus>,
+        /// How many, 1-100.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100))]
+        limit: u32,
+        /// The delivery id after which to continue (a previous nextAfter).
+        #[arg(long)]
+        after: Option<String>,
+    },
+    /// Move every message of the dead-letter queue back to the delivery queue, where each
+    /// starts the retry schedule again; prints {"moved": n}. Use it once a receiver is back
+    /// after a long outage.
+    Redrive {
+        /// The dead-letter queue's URL.
+        #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
+        from: String,
+        /// The retry lane's URL: a dead-lettered delivery starts its retries again there (the
+        /// main lane, a FIFO queue, takes first attempts only).
+        #[arg(long, env = "DELIVERY_RETRY_QUEUE_URL")]
+        to: String,
+    },
+}
+
+fn parse_status(text: &str) -> Result<DeliveryStatus, String> {
+    DeliveryStatus::parse(text).ok_or_else(|| format!("unknown status '{text}' (pending, succeeded, failed, skipped)"))
+}
+
+#[derive(Subcommand)]
 enum TablesCommand {
     /// Create every table that is missing; prints {"created": [...]}.
     Create,
@@ -170,6 +209,12 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
         Command::Profiles(ProfilesCommand::Update { user }) => admin.update_profile(&user).await,
         Command::Assessments(AssessmentsCommand::Complete { user, assessment }) => {
             admin.complete_assessment(&user, assessment).await
+        }
+        Command::Deliveries(DeliveriesCommand::List { subscription, status, limit, after }) => {
+            admin.list_deliveries(&subscription, status, limit, after.as_deref()).await
+        }
+        Command::Deliveries(DeliveriesCommand::Redrive { from, to }) => {
+            admin::redrive(&aws_sdk_sqs::Client::new(&sdk), &from, &to).await
         }
         Command::Tables(TablesCommand::Create) => admin.create_tables().await,
         Command::Webhooks(WebhooksCommand::SealSecrets) => {

@@ -117,6 +117,8 @@ impl LocalStack {
             ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
             ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
             ("SECRETS_KMS_KEY_ID", settings.secrets_kms_key_id.clone().unwrap_or_default()),
+            ("WEBHOOK_DISABLE_AFTER_SECONDS", settings.webhook_disable_after.as_secs().to_string()),
+            ("METRICS_NAMESPACE", settings.metrics_namespace.clone()),
         ]);
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }

@@ -77,6 +77,12 @@ pub enum ApiError {
     WebhookNotFound(String),
     #[error("Invalid grace period: {0}.")]
     WebhookInvalidGracePeriod(crate::rotation::InvalidGracePeriod),
+    #[error("The status must be one of: pending, succeeded, failed, skipped.")]
+    WebhookInvalidStatus,
+    #[error("The query parameter 'id' is required.")]
+    WebhookMissingDeliveryId,
+    #[error("No webhook delivery with id '{}'.", Excerpt(.0))]
+    WebhookDeliveryNotFound(String),
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -93,11 +99,17 @@ impl From<crate::sealing::SealError> for ApiError {
     }
 }
 
+impl From<crate::queue::QueueError> for ApiError {
+    fn from(err: crate::queue::QueueError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         match self {
-            NotFound | AlertNotFound(_) | WebhookNotFound(_) => StatusCode::NOT_FOUND,
+            NotFound | AlertNotFound(_) | WebhookNotFound(_) | WebhookDeliveryNotFound(_) => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden(_) => StatusCode::FORBIDDEN,
@@ -117,7 +129,9 @@ impl ApiError {
             | WebhookInvalidEvents(_)
             | WebhookLimitExceeded
             | WebhookMissingSubscriptionId
-            | WebhookInvalidGracePeriod(_) => StatusCode::BAD_REQUEST,
+            | WebhookInvalidGracePeriod(_)
+            | WebhookInvalidStatus
+            | WebhookMissingDeliveryId => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -146,6 +160,9 @@ impl ApiError {
             WebhookMissingSubscriptionId => "webhooks.missing_subscription_id",
             WebhookNotFound(_) => "webhooks.not_found",
             WebhookInvalidGracePeriod(_) => "webhooks.invalid_grace_period",
+            WebhookInvalidStatus => "webhooks.invalid_status",
+            WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
+            WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
             Internal(_) => "internal_error",
         }
     }
@@ -187,6 +204,10 @@ impl Reply {
 
     pub fn created(body: impl Serialize) -> Result<Self, ApiError> {
         Self::with_status(StatusCode::CREATED, body)
+    }
+
+    pub fn accepted(body: impl Serialize) -> Result<Self, ApiError> {
+        Self::with_status(StatusCode::ACCEPTED, body)
     }
 
     fn with_status(status: StatusCode, body: impl Serialize) -> Result<Self, ApiError> {
@@ -349,8 +370,8 @@ impl Front {
         }
     }
 
-    /// Answers `request` for the resource of its path: the checks, then `operation`, then the
-    /// request log.
+    /// Answers `request` for the function's `resources`: the checks, then `operation`, then
+    /// the request log.
     pub async fn serve<Op, F, Fut>(&self, resources: &[Resource<Op>], request: Request, operation: F) -> Response<Body>
     where
         Op: Copy,

@@ -40,19 +40,21 @@ pub struct TableNames {
     pub alerts: String,
     pub preferences: String,
     pub webhooks: String,
+    pub deliveries: String,
     pub profiles: String,
     pub assessments: String,
 }
 
 impl TableNames {
     /// Every table: `(environment variable, name)`.
-    pub fn all(&self) -> [(&'static str, &str); 7] {
+    pub fn all(&self) -> [(&'static str, &str); 8] {
         [
             ("KEYS_TABLE", &self.keys),
             ("RATE_LIMIT_TABLE", &self.rate_limits),
             ("ALERTS_TABLE", &self.alerts),
             ("PREFERENCES_TABLE", &self.preferences),
             ("WEBHOOKS_TABLE", &self.webhooks),
+            ("DELIVERIES_TABLE", &self.deliveries),
             ("PROFILES_TABLE", &self.profiles),
             ("ASSESSMENTS_TABLE", &self.assessments),
         ]
@@ -65,6 +67,7 @@ impl TableNames {
             alerts: format!("{prefix}alerts"),
             preferences: format!("{prefix}preferences"),
             webhooks: format!("{prefix}webhooks"),
+            deliveries: format!("{prefix}deliveries"),
             profiles: format!("{prefix}profiles"),
             assessments: format!("{prefix}assessments"),
         }
@@ -83,6 +86,7 @@ impl TableNames {
             alerts: pick("ALERTS_TABLE", &defaults.alerts),
             preferences: pick("PREFERENCES_TABLE", &defaults.preferences),
             webhooks: pick("WEBHOOKS_TABLE", &defaults.webhooks),
+            deliveries: pick("DELIVERIES_TABLE", &defaults.deliveries),
             profiles: pick("PROFILES_TABLE", &defaults.profiles),
             assessments: pick("ASSESSMENTS_TABLE", &defaults.assessments),
         }
@@ -116,6 +120,11 @@ pub struct Settings {
     /// `SECRETS_KMS_KEY_ID`: the KMS key (id, ARN or alias) that protects the data key of
     /// the webhook secrets.
     pub secrets_kms_key_id: Option<String>,
+    /// `WEBHOOK_DISABLE_AFTER_SECONDS`: how long a subscription may fail without a success
+    /// before its last-attempt failure disables it (contract section 9).
+    pub webhook_disable_after: Duration,
+    /// `METRICS_NAMESPACE`: the CloudWatch namespace of the delivery metrics.
+    pub metrics_namespace: String,
 }
 
 impl Settings {
@@ -136,6 +145,8 @@ impl Settings {
             retry_base: seconds(vars, "DELIVERY_RETRY_BASE_SECONDS", 30.0)?,
             max_delivery_attempts: at_least_one(vars, "DELIVERY_MAX_ATTEMPTS", 9)?,
             secrets_kms_key_id: vars("SECRETS_KMS_KEY_ID").filter(|id| !id.trim().is_empty()),
+            webhook_disable_after: seconds(vars, "WEBHOOK_DISABLE_AFTER_SECONDS", 432_000.0)?,
+            metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
         })
     }
 
@@ -223,7 +234,9 @@ mod tests {
         assert_eq!(settings.rate_limit_per_minute, 600);
         assert_eq!(settings.retry_base, Duration::from_secs(30));
         assert_eq!(settings.max_delivery_attempts, 9);
+        assert_eq!(settings.webhook_disable_after, Duration::from_secs(5 * 24 * 60 * 60));
         assert_eq!(settings.tables, TableNames::with_prefix("career-"));
+        assert_eq!(settings.tables.deliveries, "career-deliveries");
     }
 
     #[test]
@@ -239,8 +252,12 @@ mod tests {
             ("RATE_LIMIT_PER_MINUTE", "5"),
             ("DELIVERY_RETRY_BASE_SECONDS", "0.25"),
             ("DELIVERY_MAX_ATTEMPTS", "1"),
+            ("WEBHOOK_DISABLE_AFTER_SECONDS", "7"),
+            ("DELIVERIES_TABLE", "elsewhere"),
         ])
         .unwrap();
+        assert_eq!(settings.webhook_disable_after, Duration::from_secs(7));
+        assert_eq!(settings.tables.deliveries, "elsewhere");
         assert_eq!(settings.rate_limit_per_minute, 5);
         assert_eq!(settings.retry_base, Duration::from_millis(250));
         assert_eq!(settings.max_delivery_attempts, 1);
@@ -250,6 +267,7 @@ mod tests {
     fn every_bad_number_is_a_config_error_naming_its_variable() {
         let cases = [
             ("DELIVERY_RETRY_BASE_SECONDS", &["-1", "nan", "NaN", "inf", "-inf", "1e300", "thirty"][..]),
+            ("WEBHOOK_DISABLE_AFTER_SECONDS", &["-1", "nan", "inf", "five days"][..]),
             ("RATE_LIMIT_PER_MINUTE", &["0", "-5", "1.5", "many", "4294967296"][..]),
             ("DELIVERY_MAX_ATTEMPTS", &["0", "-1", "2.5", "nine", "4294967296"][..]),
             ("ALLOW_INSECURE_WEBHOOK_URLS", &["yes", "1"][..]),

@@ -9,32 +9,38 @@ use serde_dynamo::AttributeValue;
 
 use crate::{clock, ids};
 
-/// Every event kind a subscription can name. The one list of them.
+/// Every event kind. The one list of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventKind {
     #[serde(rename = "profile.updated")]
     ProfileUpdated,
     #[serde(rename = "assessment.completed")]
     AssessmentCompleted,
+    /// A test event sent on request to one subscription (contract section 9).
+    #[serde(rename = "webhook.ping")]
+    WebhookPing,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 2] = [EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
+    /// The kinds a subscription can list; `webhook.ping` needs no listing.
+    pub const SUBSCRIBABLE: [EventKind; 2] = [EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
 
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::ProfileUpdated => "profile.updated",
             EventKind::AssessmentCompleted => "assessment.completed",
+            EventKind::WebhookPing => "webhook.ping",
         }
     }
 
-    pub fn parse(text: &str) -> Option<Self> {
-        EventKind::ALL.into_iter().find(|kind| kind.as_str() == text)
+    /// The subscribable kind named `text`.
+    pub fn subscribable(text: &str) -> Option<Self> {
+        EventKind::SUBSCRIBABLE.into_iter().find(|kind| kind.as_str() == text)
     }
 
-    /// The known kinds as a sentence fragment: `profile.updated, assessment.completed`.
-    pub fn names() -> String {
-        Self::ALL.map(Self::as_str).join(", ")
+    /// The subscribable kinds as a sentence fragment: `profile.updated, assessment.completed`.
+    pub fn subscribable_names() -> String {
+        Self::SUBSCRIBABLE.map(Self::as_str).join(", ")
     }
 }
 
@@ -52,6 +58,18 @@ pub struct Event {
 impl Event {
     pub fn user_id(&self) -> Option<&str> {
         self.data.get("userId").and_then(|v| v.as_str())
+    }
+
+    /// A `webhook.ping` for one subscription, created now.
+    pub fn ping(subscription_id: &str) -> Self {
+        let mut data = serde_json::Map::new();
+        data.insert("subscriptionId".into(), subscription_id.into());
+        Event {
+            id: ids::new_id(ids::EVENT),
+            kind: EventKind::WebhookPing,
+            created_at: clock::rfc3339(clock::now()),
+            data,
+        }
     }
 }
 
@@ -86,11 +104,10 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     if new.is_empty() {
         return Err(malformed("no new image (the stream must carry new and old images)"));
     }
-    let happened = match kind {
-        EventKind::ProfileUpdated => record.event_name == "INSERT" || change.old_image != *new,
-        EventKind::AssessmentCompleted => {
-            is_completed(new) && (record.event_name == "INSERT" || !is_completed(&change.old_image))
-        }
+    let happened = if kind == EventKind::ProfileUpdated {
+        record.event_name == "INSERT" || change.old_image != *new
+    } else {
+        is_completed(new) && (record.event_name == "INSERT" || !is_completed(&change.old_image))
     };
     if !happened {
         return Ok(None);
@@ -196,6 +213,16 @@ mod tests {
         assert_eq!(completed(assessment("started"), assessment("in_progress")), None);
         let inserted = event_from_record(&record("INSERT", ASSESSMENT_KEYS(), json!(null), assessment("completed")));
         assert!(inserted.unwrap().is_some());
+    }
+
+    #[test]
+    fn a_ping_names_its_subscription_and_cannot_be_subscribed_to() {
+        let ping = Event::ping("whk_1");
+        assert_eq!(ping.kind.as_str(), "webhook.ping");
+        assert!(ids::has_shape(&ping.id, ids::EVENT));
+        assert_eq!(serde_json::Value::Object(ping.data), json!({"subscriptionId": "whk_1"}));
+        assert_eq!(EventKind::subscribable("webhook.ping"), None);
+        assert_eq!(EventKind::subscribable("profile.updated"), Some(EventKind::ProfileUpdated));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod events;
 pub mod excerpt;
 pub mod ids;
 pub mod netguard;
+pub mod pagination;
 pub mod preferences;
 pub mod queue;
 pub mod ratelimit;

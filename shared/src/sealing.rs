@@ -188,6 +188,8 @@ mod tests {
             secrets,
             created_at: "2026-11-27T08:00:00.000Z".into(),
             failing_since: None,
+            disabled_at: None,
+            disabled_reason: None,
         }
     }
 

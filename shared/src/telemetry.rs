@@ -1,8 +1,21 @@
-//! Structured JSON logs on stdout: one line per request, never a key, secret or body.
+//! Structured JSON logs on stdout: one line per request and per delivery attempt, never a
+//! key, secret or body. Delivery lines also carry their figures as CloudWatch Embedded
+//! Metric Format, so CloudWatch Logs turns them into metrics without an API call.
 
-use tracing::Subscriber;
+use std::fmt;
+
+use chrono::SecondsFormat;
+use serde_json::{json, Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
 use tracing_subscriber::filter::LevelFilter;
-use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::registry::LookupSpan;
+
+/// A field of this name holding a JSON object is merged into the root of its line (EMF
+/// reads its `_aws` directive and the metric values there).
+pub const EMF_FIELD: &str = "emf";
 
 /// Installs the JSON log subscriber on stdout.
 pub fn init() {
@@ -17,21 +30,191 @@ where
     let _ = tracing::subscriber::set_global_default(json_subscriber(writer));
 }
 
-/// The service's log format, writing to `writer` (tests capture it in a buffer). `RUST_LOG`
-/// names the level (`info` by default); a plain level, rather than env-filter's directives,
+/// The service's log format, writing to `writer` (tests capture it in a buffer). The level
+/// is Lambda's `AWS_LAMBDA_LOG_LEVEL` (set by the function's logging configuration) or
+/// `RUST_LOG`, `info` by default; a plain level, rather than env-filter's directives,
 /// keeps the filter out of the cold start.
 pub fn json_subscriber<W>(writer: W) -> impl Subscriber + Send + Sync
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let level = std::env::var("RUST_LOG").ok().and_then(|text| text.trim().parse().ok()).unwrap_or(LevelFilter::INFO);
-    tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_target(false)
-        .with_max_level(level)
-        .with_writer(writer)
-        .finish()
+    let level = ["AWS_LAMBDA_LOG_LEVEL", "RUST_LOG"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().and_then(|text| text.trim().parse().ok()))
+        .unwrap_or(LevelFilter::INFO);
+    tracing_subscriber::fmt().event_format(JsonLines).with_max_level(level).with_writer(writer).finish()
+}
+
+/// One JSON object per event: `timestamp`, `level`, then the event's fields in order.
+struct JsonLines;
+
+impl<S, N> FormatEvent<S, N> for JsonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, _: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let mut line = Map::new();
+        line.insert("timestamp".into(), crate::clock::now().to_rfc3339_opts(SecondsFormat::Micros, true).into());
+        line.insert("level".into(), event.metadata().level().as_str().into());
+        event.record(&mut Fields(&mut line));
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+struct Fields<'a>(&'a mut Map<String, Value>);
+
+impl Visit for Fields<'_> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let text = format!("{value:?}");
+        if field.name() == EMF_FIELD {
+            if let Ok(Value::Object(members)) = serde_json::from_str(&text) {
+                self.0.extend(members);
+                return;
+            }
+        }
+        self.0.insert(field.name().into(), text.into());
+    }
+}
+
+/// How a delivery's turn ended, for the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliveryResult {
+    Succeeded,
+    /// Failed; `exhausted` when it was the last attempt.
+    Failed {
+        exhausted: bool,
+    },
+    /// The subscription was disabled: nothing was sent.
+    Skipped,
+}
+
+/// One delivery's figures in Embedded Metric Format: `Attempts`, `Successes`, `Failures`,
+/// `Exhausted`, `Skipped` and `SendLatency`, by event type and in total.
+pub fn delivery_metrics(namespace: &str, event_type: &str, result: DeliveryResult, send_latency_ms: f64) -> Value {
+    let count = |yes: bool| u32::from(yes);
+    let sent = result != DeliveryResult::Skipped;
+    let mut metrics = vec![
+        json!({"Name": "Attempts", "Unit": "Count"}),
+        json!({"Name": "Successes", "Unit": "Count"}),
+        json!({"Name": "Failures", "Unit": "Count"}),
+        json!({"Name": "Exhausted", "Unit": "Count"}),
+        json!({"Name": "Skipped", "Unit": "Count"}),
+    ];
+    if sent {
+        metrics.push(json!({"Name": "SendLatency", "Unit": "Milliseconds"}));
+    }
+    let mut line = json!({
+        "_aws": {
+            "Timestamp": crate::clock::now_millis(),
+            "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [["EventType"], []], "Metrics": metrics}],
+        },
+        "EventType": event_type,
+        "Attempts": count(sent),
+        "Successes": count(result == DeliveryResult::Succeeded),
+        "Failures": count(matches!(result, DeliveryResult::Failed { .. })),
+        "Exhausted": count(result == DeliveryResult::Failed { exhausted: true }),
+        "Skipped": count(!sent),
+    });
+    if sent {
+        line["SendLatency"] = json!((send_latency_ms * 1000.0).round() / 1000.0);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_are_json_objects_with_the_metrics_at_their_root() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = json_subscriber(move || writer.clone());
+        let metrics = delivery_metrics("Career/Webhooks", "profile.updated", DeliveryResult::Succeeded, 12.3456);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(delivery_id = "dlv_1", attempt = 2u32, ok = true, emf = %metrics, "delivered");
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let line: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["message"], "delivered");
+        assert_eq!(
+            (line["delivery_id"].clone(), line["attempt"].clone(), line["ok"].clone()),
+            (json!("dlv_1"), json!(2), json!(true))
+        );
+        assert!(line["timestamp"].as_str().unwrap().ends_with('Z'));
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "Career/Webhooks");
+        assert_eq!(directive["Dimensions"], json!([["EventType"], []]));
+        assert!(line["_aws"]["Timestamp"].is_u64());
+        // Every metric the directive names is a number at the root, as EMF requires.
+        for metric in directive["Metrics"].as_array().unwrap() {
+            let name = metric["Name"].as_str().unwrap();
+            assert!(line[name].is_number(), "{name}: {line}");
+        }
+        assert_eq!(
+            (line["Attempts"].clone(), line["Successes"].clone(), line["Failures"].clone()),
+            (json!(1), json!(1), json!(0))
+        );
+        assert_eq!(line["SendLatency"], 12.346);
+        assert_eq!(line["EventType"], "profile.updated");
+        assert!(line.get(EMF_FIELD).is_none());
+    }
+
+    #[test]
+    fn each_result_counts_once_and_a_skip_sends_nothing() {
+        let value = |result| delivery_metrics("n", "webhook.ping", result, 5.0);
+        let counts = |line: &Value| {
+            ["Attempts", "Successes", "Failures", "Exhausted", "Skipped"].map(|name| line[name].as_u64().unwrap())
+        };
+        assert_eq!(counts(&value(DeliveryResult::Failed { exhausted: false })), [1, 0, 1, 0, 0]);
+        assert_eq!(counts(&value(DeliveryResult::Failed { exhausted: true })), [1, 0, 1, 1, 0]);
+        let skipped = value(DeliveryResult::Skipped);
+        assert_eq!(counts(&skipped), [0, 0, 0, 0, 1]);
+        assert!(skipped.get("SendLatency").is_none());
+        let names: Vec<_> = skipped["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(!names.contains(&"SendLatency".to_owned()));
+    }
 }

@@ -375,8 +375,13 @@ async fn first_requests(
     }
     // DynamoDB Local compiles its code paths as they are first used: warm them (in process,
     // on the same tables) so the fresh processes' first requests do not pay for that.
-    let warm = ApiFunctions::new(&career_service::dynamodb(), &career_service::kms(), pipeline.settings())
-        .map_err(|e| e.to_string())?;
+    let warm = ApiFunctions::new(
+        &career_service::dynamodb(),
+        &career_service::kms(),
+        &career_service::sqs(),
+        pipeline.settings(),
+    )
+    .map_err(|e| e.to_string())?;
     for _ in 0..WARM_DYNAMODB_LOCAL {
         for (_, path, _) in &cases {
             let (parts, ()) = http::Request::builder()

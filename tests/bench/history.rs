@@ -159,8 +159,8 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 
     let calls = Calls::default();
     let counted = counting::dynamodb(&bench.dynamodb_endpoint, &calls);
-    let functions =
-        ApiFunctions::new(&counted, &career_service::kms(), pipeline.settings()).map_err(|e| e.to_string())?;
+    let functions = ApiFunctions::new(&counted, &career_service::kms(), &career_service::sqs(), pipeline.settings())
+        .map_err(|e| e.to_string())?;
     let (mut heavy_trips, mut light_trips) = (Vec::new(), Vec::new());
     let heavy_key = pipeline.api.key(&heavy, "read:alerts").await;
     let light_key = pipeline.api.key(&light, "read:alerts").await;

@@ -108,7 +108,8 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         pipeline.subscribe(&user, &format!("https://hooks.example.com/career/{i}"), &["profile.updated"]).await;
     }
     let fixture = Fixture {
-        functions: ApiFunctions::new(&client, &career_service::kms(), &settings).map_err(|e| e.to_string())?,
+        functions: ApiFunctions::new(&client, &career_service::kms(), &career_service::sqs(), &settings)
+            .map_err(|e| e.to_string())?,
         client,
         calls,
         settings,

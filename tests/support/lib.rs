@@ -76,7 +76,19 @@ pub fn base_settings() -> Settings {
         retry_base: std::time::Duration::from_millis(1000),
         max_delivery_attempts: 3,
         secrets_kms_key_id: None,
+        webhook_disable_after: std::time::Duration::from_secs(432_000),
+        metrics_namespace: "CareerService/Webhooks".into(),
     }
+}
+
+/// [`base_settings`] for functions whose KMS key and delivery queues lie at `unreachable`:
+/// for tests in which no request touches a secret or a queue.
+pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
+    let mut settings = base_settings();
+    settings.secrets_kms_key_id = Some("alias/unused".into());
+    settings.delivery_queue_url = Some(format!("{unreachable}/queue/unused.fifo"));
+    settings.retry_queue_url = Some(format!("{unreachable}/queue/unused-retry"));
+    settings
 }
 
 fn sdk_config() -> SdkConfig {
@@ -176,7 +188,7 @@ impl Api {
     /// The functions on the DynamoDB and the KMS that these clients talk to.
     pub fn on(dynamodb: aws_sdk_dynamodb::Client, kms: &aws_sdk_kms::Client, settings: Settings) -> Self {
         Api {
-            functions: ApiFunctions::new(&dynamodb, kms, &settings).expect("valid settings"),
+            functions: ApiFunctions::new(&dynamodb, kms, &sqs(), &settings).expect("valid settings"),
             admin: Admin::new(dynamodb, settings.tables.clone()),
             settings,
         }

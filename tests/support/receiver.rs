@@ -40,6 +40,11 @@ pub struct Receiver {
 impl Receiver {
     /// Answers the n-th request with `statuses[n]` (the last one repeats), after `delay`.
     pub async fn start(statuses: &[u16], delay: Duration) -> Self {
+        Self::answering(statuses, "", delay).await
+    }
+
+    /// Like `start`, every answer carrying the body `answer`.
+    pub async fn answering(statuses: &[u16], answer: &'static str, delay: Duration) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -62,7 +67,7 @@ impl Receiver {
                             };
                             tokio::time::sleep(delay).await;
                             let status = statuses.get(n - 1).or(statuses.last()).copied().unwrap_or(200);
-                            let mut response = Response::new(Full::new(Bytes::new()));
+                            let mut response = Response::new(Full::new(Bytes::from_static(answer.as_bytes())));
                             *response.status_mut() = StatusCode::from_u16(status).unwrap();
                             Ok::<_, Infallible>(response)
                         }

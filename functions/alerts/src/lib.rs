@@ -1,10 +1,10 @@
 //! `/api/v1/alerts`: list alerts (GET) and set or clear their read and dismissed flags (PATCH).
 
-use career_core::alerts::cursor::CursorKey;
-use career_core::alerts::{page_size, query_flag, AlertAction, ListFilter};
+use career_core::alerts::{query_flag, AlertAction, ListFilter};
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
+use career_core::pagination::{page_size, CursorKey};
 use career_core::store::alerts::AlertTable;
 use career_core::{clock, ids};
 use lambda_http::http::Method;
@@ -57,11 +57,11 @@ async fn list(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let filter = ListFilter::new(query_flag(call.query("includeRead")), query_flag(call.query("includeDismissed")));
     let limit = page_size(call.query("limit"));
     let after = match call.query("cursor") {
-        Some(cursor) => Some(deps.cursors.open(user_id, filter, cursor).map_err(|_| ApiError::InvalidCursor)?),
+        Some(cursor) => Some(deps.cursors.open(user_id, filter.name(), cursor).map_err(|_| ApiError::InvalidCursor)?),
         None => None,
     };
     let page = deps.alerts.list(user_id, filter, limit, after.as_deref()).await?;
-    let next_cursor = page.last_id_if_more.map(|id| deps.cursors.seal(user_id, filter, &id));
+    let next_cursor = page.last_id_if_more.map(|id| deps.cursors.seal(user_id, filter.name(), &id));
     Reply::ok(json!({"alerts": page.alerts, "nextCursor": next_cursor}))
 }
 

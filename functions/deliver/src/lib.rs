@@ -9,29 +9,38 @@
 //! - Retry lane: a failed attempt stays on the lane, visible again after the schedule's
 //!   wait; after the last attempt the redrive policy moves it to the dead-letter queue.
 //!
-//! The failure clock (contract section 9) is written only when a subscription's state
-//! changes: its first failure after a success, and its first success after a failure.
+//! Every attempt is written to the delivery log with one write. The subscription's failure
+//! clock (contract section 9) is written only when its state changes: its first failure
+//! after a success, its first success after a failure, or its disabling. A disabled
+//! subscription is sent nothing; its deliveries are logged `skipped`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::clock;
 use career_core::config::{ConfigError, Settings};
+use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::{Outcome, Sender};
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{StoredSubscription, WebhookTable};
-use career_core::webhooks::LoggedUrl;
+use career_core::telemetry::{delivery_metrics, DeliveryResult};
+use career_core::webhooks::{ClockChange, LoggedUrl};
+use chrono::{DateTime, Utc};
 
 pub struct Deps {
     webhooks: WebhookTable,
+    deliveries: DeliveryTable,
     sealer: Sealer,
     queues: DeliveryQueues,
     sender: Sender,
     schedule: RetrySchedule,
+    disable_after: Duration,
+    metrics_namespace: String,
 }
 
 impl Deps {
@@ -43,17 +52,20 @@ impl Deps {
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
             sealer: Sealer::new(kms, dynamodb, settings)?,
             queues: DeliveryQueues::new(sqs.clone(), settings)?,
             sender: Sender::new(settings.allow_insecure_webhook_urls),
             schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
+            disable_after: settings.webhook_disable_after,
+            metrics_namespace: settings.metrics_namespace.clone(),
         })
     }
 }
 
 /// What becomes of a received message.
 enum Disposition {
-    /// Delivered, dropped or moved: deleted from its queue.
+    /// Delivered, skipped, dropped or moved: deleted from its queue.
     Done,
     /// Left on its queue, visible again after the wait it was given (or the queue's
     /// visibility timeout).
@@ -121,6 +133,9 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
             return keep(deps, lane, receipt, &delivery, deps.schedule.base).await;
         }
     };
+    if !subscription.is_enabled() {
+        return skip(deps, lane, receipt, &delivery).await;
+    }
     if lane == Lane::Main && subscription.failing_since.is_some() {
         tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, "subscription failing; delivery handed to the retry lane");
         return Disposition::HandOver(Box::new(delivery), Duration::ZERO);
@@ -134,18 +149,30 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
     };
 
     let started = Instant::now();
-    let outcome = send(deps, &delivery, &subscription.url, &secrets).await;
+    let (outcome, body) = send(deps, &delivery, &subscription.url, &secrets).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    update_failure_clock(deps, &subscription, &outcome).await;
+    let delivered = matches!(outcome, Outcome::Delivered(_));
+    let wait = if delivered { None } else { deps.schedule.wait_after(attempt, jitter()) };
+    let finished_at = clock::now();
+    // Two independent writes (the second only when the subscription's state changes).
+    tokio::join!(
+        record_attempt(deps, &delivery, &body, AttemptRecord::new(&outcome, finished_at, wait)),
+        keep_failure_clock(deps, &subscription, delivered, wait.is_none(), finished_at),
+    );
+
+    let kind = delivery.event.kind.as_str();
     let receiver = LoggedUrl(&subscription.url);
-    let failure = match outcome {
-        Outcome::Delivered(status) => {
-            tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, %receiver, lane = lane.as_str(), attempt, status, latency_ms, "delivered");
-            return Disposition::Done;
-        }
-        Outcome::Failed(reason) => reason,
-    };
-    let wait = deps.schedule.wait_after(attempt, jitter());
+    if let Outcome::Delivered(answer) = &outcome {
+        let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Succeeded, latency_ms);
+        tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, %receiver, lane = lane.as_str(), attempt, status = answer.status, latency_ms, emf = %metrics, "delivered");
+        return Disposition::Done;
+    }
+    let metrics = delivery_metrics(
+        &deps.metrics_namespace,
+        kind,
+        DeliveryResult::Failed { exhausted: wait.is_none() },
+        latency_ms,
+    );
     tracing::warn!(
         delivery_id = %delivery.delivery_id,
         subscription_id = %delivery.subscription_id,
@@ -153,8 +180,9 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
         lane = lane.as_str(),
         attempt,
         latency_ms,
-        error = %failure,
+        error = outcome.error().unwrap_or_default(),
         retry_in_seconds = wait.map(|w| w.as_secs_f64()),
+        emf = %metrics,
         "delivery failed"
     );
     // After the last attempt the wait is none: visible at once, the retry lane's redrive
@@ -167,27 +195,63 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
 }
 
 /// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks).
-async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &SigningSecrets) -> Outcome {
+/// Returns the outcome and the exact bytes sent.
+async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &SigningSecrets) -> (Outcome, Vec<u8>) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
     let (sender, url) = (deps.sender.clone(), url.to_owned());
-    tokio::task::spawn_blocking(move || sender.send(&url, &signed))
+    tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body))
         .await
-        .unwrap_or_else(|e| Outcome::Failed(format!("the sending task failed: {e}")))
+        .unwrap_or_else(|e| (Outcome::NoAnswer(format!("the sending task failed: {e}")), delivery.body()))
 }
 
-/// Writes the failure clock only when this outcome changes the subscription's state.
-async fn update_failure_clock(deps: &Deps, subscription: &StoredSubscription, outcome: &Outcome) {
-    let (user_id, subscription_id) = (&subscription.user_id, &subscription.subscription_id);
-    let written = match (outcome, &subscription.failing_since) {
-        (Outcome::Failed(_), None) => {
-            deps.webhooks.start_failure_clock(user_id, subscription_id, &clock::rfc3339(clock::now())).await
+/// A disabled subscription is sent nothing: the delivery is logged `skipped` and dropped.
+async fn skip(deps: &Deps, lane: Lane, receipt: &str, delivery: &DeliveryMessage) -> Disposition {
+    if let Err(err) = deps.deliveries.record_skipped(delivery, &delivery.body(), clock::now()).await {
+        // Nothing was sent; the message comes back to be recorded.
+        tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "recording a skipped delivery failed");
+        return keep(deps, lane, receipt, delivery, deps.schedule.base).await;
+    }
+    let metrics = delivery_metrics(&deps.metrics_namespace, delivery.event.kind.as_str(), DeliveryResult::Skipped, 0.0);
+    tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, emf = %metrics, "delivery skipped: the subscription is disabled");
+    Disposition::Done
+}
+
+/// One write per attempt. The receiver already has its answer, so a failure here is
+/// logged and the delivery carries on.
+async fn record_attempt(deps: &Deps, delivery: &DeliveryMessage, body: &[u8], attempt: AttemptRecord) {
+    if let Err(err) = deps.deliveries.record_attempt(delivery, body, &attempt).await {
+        tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "recording the attempt failed");
+    }
+}
+
+/// Writes the subscription only when the attempt changes its state: the first failure
+/// after a success, the first success after a failure, or disabling it.
+async fn keep_failure_clock(
+    deps: &Deps,
+    subscription: &StoredSubscription,
+    delivered: bool,
+    last_attempt: bool,
+    now: DateTime<Utc>,
+) {
+    let (user_id, id) = (&subscription.user_id, &subscription.subscription_id);
+    let change =
+        ClockChange::after_attempt(subscription.failing_since(), delivered, last_attempt, now, deps.disable_after);
+    let written = match change {
+        ClockChange::Unchanged => return,
+        ClockChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, &clock::rfc3339(now)).await,
+        ClockChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id).await,
+        ClockChange::Disable => {
+            let since = subscription.failing_since.as_deref().unwrap_or_default();
+            let disabled = deps.webhooks.disable(user_id, id, since, &clock::rfc3339(now)).await;
+            if let Ok(true) = disabled {
+                tracing::warn!(subscription_id = %id, failing_since = %since, "subscription disabled: failing too long");
+            }
+            disabled.map(drop)
         }
-        (Outcome::Delivered(_), Some(_)) => deps.webhooks.reset_failure_clock(user_id, subscription_id).await,
-        _ => Ok(()),
     };
     if let Err(err) = written {
-        tracing::error!(subscription_id = %subscription_id, error = %err, "updating the failure clock failed");
+        tracing::error!(subscription_id = %id, error = %err, "updating the failure clock failed");
     }
 }
 

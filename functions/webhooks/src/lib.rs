@@ -1,12 +1,19 @@
-//! `/api/v1/webhooks`: list (GET), create (POST) and delete (DELETE) webhook subscriptions,
-//! and `/api/v1/webhooks/rotate-secret` (POST). Each path is a resource below; an operation
-//! is one line there and one arm in `handle`.
+//! `/api/v1/webhooks`: list (GET), create (POST) and delete (DELETE) webhook subscriptions;
+//! below it secret rotation (contract section 10), and the delivery log, manual retries,
+//! pings and re-enabling (section 9). Each path is a resource below; an operation is one
+//! line there and one arm in `handle`.
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
+use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::pagination::{page_size, CursorKey};
+use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, Replaced, StoredSecrets, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::{CreatedSubscription, EventKinds, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
@@ -21,6 +28,9 @@ const ROTATION_ATTEMPTS: usize = 5;
 pub struct Deps {
     front: Front,
     webhooks: WebhookTable,
+    deliveries: DeliveryTable,
+    queues: DeliveryQueues,
+    cursors: CursorKey,
     sealer: Sealer,
     allow_insecure_urls: bool,
 }
@@ -29,11 +39,15 @@ impl Deps {
     pub fn new(
         dynamodb: &aws_sdk_dynamodb::Client,
         kms: &aws_sdk_kms::Client,
+        sqs: &aws_sdk_sqs::Client,
         settings: &Settings,
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             front: Front::new(dynamodb, settings),
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
+            queues: DeliveryQueues::new(sqs.clone(), settings)?,
+            cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(kms, dynamodb, settings)?,
             allow_insecure_urls: settings.allow_insecure_webhook_urls,
         })
@@ -46,9 +60,13 @@ pub enum Operation {
     Create,
     Delete,
     RotateSecret,
+    ListDeliveries,
+    RetryDelivery,
+    Ping,
+    Enable,
 }
 
-pub const RESOURCES: [Resource<Operation>; 2] = [
+pub const RESOURCES: [Resource<Operation>; 6] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
@@ -60,6 +78,19 @@ pub const RESOURCES: [Resource<Operation>; 2] = [
     Resource {
         path: "/api/v1/webhooks/rotate-secret",
         operations: &[(Method::POST, Scope::WriteWebhooks, Operation::RotateSecret)],
+    },
+    Resource {
+        path: "/api/v1/webhooks/deliveries",
+        operations: &[(Method::GET, Scope::ReadWebhooks, Operation::ListDeliveries)],
+    },
+    Resource {
+        path: "/api/v1/webhooks/deliveries/retry",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::RetryDelivery)],
+    },
+    Resource { path: "/api/v1/webhooks/ping", operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Ping)] },
+    Resource {
+        path: "/api/v1/webhooks/enable",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Enable)],
     },
 ];
 
@@ -78,6 +109,10 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
                 Operation::Create => create(deps, call).await,
                 Operation::Delete => delete(deps, call).await,
                 Operation::RotateSecret => rotate_secret(deps, call).await,
+                Operation::ListDeliveries => list_deliveries(deps, call).await,
+                Operation::RetryDelivery => retry_delivery(deps, call).await,
+                Operation::Ping => ping(deps, call).await,
+                Operation::Enable => enable(deps, call).await,
             }
         })
         .await
@@ -108,6 +143,8 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
         created_at: clock::rfc3339(clock::now()),
         failing_since: None,
+        disabled_at: None,
+        disabled_reason: None,
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
@@ -150,4 +187,87 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         }
     }
     Err(StoreError::Contention.into())
+}
+
+/// The caller's subscription `id`; another user's is as missing as one that never was.
+async fn own_subscription(deps: &Deps, call: &Call, id: &str) -> Result<StoredSubscription, ApiError> {
+    let not_found = || ApiError::WebhookNotFound(id.to_owned());
+    if !ids::has_shape(id, ids::SUBSCRIPTION) {
+        return Err(not_found());
+    }
+    deps.webhooks.get(call.user_id(), id).await?.ok_or_else(not_found)
+}
+
+async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let user_id = call.user_id();
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let status = match call.query("status") {
+        Some(text) => Some(DeliveryStatus::parse(text).ok_or(ApiError::WebhookInvalidStatus)?),
+        None => None,
+    };
+    let limit = page_size(call.query("limit"));
+    // The cursor continues only this subscription's list with this filter.
+    let list = format!("deliveries/{id}/{}", status.map_or("all", DeliveryStatus::as_str));
+    let after = match call.query("cursor") {
+        Some(cursor) => Some(deps.cursors.open(user_id, &list, cursor).map_err(|_| ApiError::InvalidCursor)?),
+        None => None,
+    };
+    own_subscription(deps, &call, id).await?;
+    let page = deps.deliveries.list(user_id, id, status, limit, after.as_deref()).await?;
+    let next_cursor = page.last_id_if_more.map(|last| deps.cursors.seal(user_id, &list, &last));
+    Reply::ok(json!({"deliveries": page.deliveries, "nextCursor": next_cursor}))
+}
+
+/// Sends the delivery again, the same id and body signed anew, then on the normal schedule.
+async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let user_id = call.user_id();
+    let id = call.query("id").ok_or(ApiError::WebhookMissingDeliveryId)?;
+    let not_found = || ApiError::WebhookDeliveryNotFound(id.to_owned());
+    if !ids::has_shape(id, ids::DELIVERY) {
+        return Err(not_found());
+    }
+    let stored = deps.deliveries.get(user_id, id).await?.ok_or_else(not_found)?;
+    // A delivery of a deleted subscription cannot be retried.
+    let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
+    let event: Event = serde_json::from_str(&stored.body).map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let message = DeliveryMessage {
+        delivery_id: stored.record.id.clone(),
+        user_id: user_id.to_owned(),
+        subscription_id: subscription.subscription_id.clone(),
+        event,
+        earlier_attempts: 0,
+    };
+    let now = clock::now();
+    if !subscription.is_enabled() {
+        let record = deps.deliveries.record_skipped(&message, stored.body.as_bytes(), now).await?;
+        return Reply::accepted(record);
+    }
+    deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
+    // Conditional on no attempt having been recorded since the read: a quick delivery
+    // function may already have sent it, and its record then stands.
+    let record = match deps.deliveries.requeue(user_id, &stored.record, stored.record.attempts, now).await? {
+        Some(record) => record,
+        None => deps.deliveries.get(user_id, id).await?.ok_or_else(not_found)?.record,
+    };
+    Reply::accepted(record)
+}
+
+/// Sends a `webhook.ping` to one subscription through the queue, like any event.
+async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
+    let status = if subscription.is_enabled() {
+        deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
+        DeliveryStatus::Pending
+    } else {
+        DeliveryStatus::Skipped
+    };
+    Reply::accepted(deps.deliveries.create(&message, &message.body(), status, clock::now()).await?)
+}
+
+async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let enabled = deps.webhooks.enable(call.user_id(), id).await?;
+    Reply::ok(enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }

@@ -1,7 +1,5 @@
 //! Career alerts (contract section 3): the alert object, the list filters and the actions.
 
-pub mod cursor;
-
 use serde::{Deserialize, Serialize};
 
 /// The alert object as the API returns it.
@@ -145,13 +143,13 @@ impl ListFilter {
         }
     }
 
-    /// A short name, bound into cursors so a cursor only continues the list it came from.
+    /// The list's name, bound into cursors so a cursor only continues the list it came from.
     pub fn name(self) -> &'static str {
         match self {
-            ListFilter::Active => "active",
-            ListFilter::NotDismissed => "notDismissed",
-            ListFilter::NotRead => "notRead",
-            ListFilter::All => "all",
+            ListFilter::Active => "alerts/active",
+            ListFilter::NotDismissed => "alerts/notDismissed",
+            ListFilter::NotRead => "alerts/notRead",
+            ListFilter::All => "alerts/all",
         }
     }
 }
@@ -159,17 +157,6 @@ impl ListFilter {
 /// A boolean query parameter: `true`/`1` mean true, anything else (or nothing) false.
 pub fn query_flag(value: Option<&str>) -> bool {
     matches!(value, Some("true" | "1"))
-}
-
-pub const DEFAULT_PAGE_SIZE: u32 = 50;
-pub const MAX_PAGE_SIZE: u32 = 100;
-
-/// `limit`: 1–100, default 50; out-of-range values are clamped, unreadable ones ignored.
-pub fn page_size(value: Option<&str>) -> u32 {
-    match value.map(str::trim).and_then(|text| text.parse::<i64>().ok()) {
-        Some(n) => n.clamp(1, i64::from(MAX_PAGE_SIZE)) as u32,
-        None => DEFAULT_PAGE_SIZE,
-    }
 }
 
 #[cfg(test)]
@@ -205,16 +192,6 @@ mod tests {
         for other in [None, Some("false"), Some("0"), Some("yes"), Some("TRUE"), Some("")] {
             assert!(!query_flag(other), "{other:?}");
         }
-    }
-
-    #[test]
-    fn page_size_defaults_and_clamps() {
-        assert_eq!(page_size(None), 50);
-        assert_eq!(page_size(Some("abc")), 50);
-        assert_eq!(page_size(Some("0")), 1);
-        assert_eq!(page_size(Some("-5")), 1);
-        assert_eq!(page_size(Some("7")), 7);
-        assert_eq!(page_size(Some("1000")), 100);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Webhook delivery (contract section 5, "Delivery"): the queue message, the signed
-//! request, the retry schedule and the guarded HTTP sender, each in its own module.
+//! request, the retry schedule, the guarded HTTP sender and the delivery log (section 9),
+//! each in its own module.
 
+pub mod log;
 pub mod retry;
 pub mod sender;
 
@@ -42,6 +44,11 @@ impl DeliveryMessage {
             earlier_attempts: 0,
         }
     }
+
+    /// The body sent to the receiver: the event as JSON, the same bytes on every attempt.
+    pub fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.event).expect("events serialize")
+    }
 }
 
 /// The exact bytes sent and the headers that go with them.
@@ -57,7 +64,7 @@ impl SignedDelivery {
     /// seed's `X-Webhook-Signature` and the Standard Webhooks headers (section 11), whose
     /// timestamp is this attempt's, `unix_seconds`.
     pub fn new(message: &DeliveryMessage, secrets: &[&WebhookSecret], unix_seconds: u64) -> Self {
-        let body = serde_json::to_vec(&message.event).expect("events serialize");
+        let body = message.body();
         let id = &message.delivery_id;
         let hex: Vec<String> = secrets.iter().map(|secret| signing::sign_hex(secret.expose(), &body)).collect();
         let standard: Vec<String> =

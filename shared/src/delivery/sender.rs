@@ -2,10 +2,11 @@
 //! allowed) a resolver that refuses hosts resolving to private addresses and hands the
 //! connection only the addresses it checked, so DNS rebinding cannot slip through.
 
-use std::io;
+use std::io::{self, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use super::log::{response_excerpt, MAX_RESPONSE_BODY_BYTES};
 use super::SignedDelivery;
 use crate::netguard;
 
@@ -15,9 +16,38 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// A 2xx answer.
-    Delivered(u16),
-    /// Any other answer, a timeout, a refused address or a transport error.
-    Failed(String),
+    Delivered(Answer),
+    /// Any other answer (redirects are not followed, so they land here too).
+    Rejected(Answer),
+    /// No HTTP answer: a short sentence saying why (a timeout, a refused connection, a
+    /// private address).
+    NoAnswer(String),
+}
+
+/// The receiver's answer: its status and the start of its body.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    /// At most the first 1024 bytes, as text.
+    pub body: String,
+}
+
+impl Outcome {
+    pub fn answer(&self) -> Option<&Answer> {
+        match self {
+            Outcome::Delivered(answer) | Outcome::Rejected(answer) => Some(answer),
+            Outcome::NoAnswer(_) => None,
+        }
+    }
+
+    /// What went wrong, in a short sentence; `None` after a success.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            Outcome::Delivered(_) => None,
+            Outcome::Rejected(answer) => Some(format!("answered {}", answer.status)),
+            Outcome::NoAnswer(reason) => Some(reason.clone()),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -40,37 +70,41 @@ impl Sender {
         let request =
             delivery.headers.iter().fold(self.agent.post(url), |request, (name, value)| request.set(name, value));
         match request.send_bytes(&delivery.body) {
-            Ok(response) if (200..300).contains(&response.status()) => Outcome::Delivered(response.status()),
-            Ok(response) => Outcome::Failed(format!("answered {}", response.status())),
-            Err(ureq::Error::Status(status, _)) => Outcome::Failed(format!("answered {status}")),
-            Err(ureq::Error::Transport(transport)) => Outcome::Failed(failure_reason(&transport)),
+            Ok(response) if (200..300).contains(&response.status()) => Outcome::Delivered(answer(response)),
+            Ok(response) | Err(ureq::Error::Status(_, response)) => Outcome::Rejected(answer(response)),
+            Err(ureq::Error::Transport(transport)) => Outcome::NoAnswer(reason(&transport)),
         }
     }
 }
 
-/// A short sentence on what went wrong, without the URL: ureq's own message starts with the
-/// whole URL, whose query string or user-info may hold a credential.
-fn failure_reason(transport: &ureq::Transport) -> String {
-    use std::error::Error as _;
-    let io = transport.source().and_then(|source| source.downcast_ref::<io::Error>());
-    match io.map(io::Error::kind) {
-        Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => format!("timed out after {} s", TIMEOUT.as_secs()),
-        Some(io::ErrorKind::ConnectionRefused) => "connection refused".to_owned(),
-        // The guarded resolver's refusal names the host and the address, nothing more.
-        Some(io::ErrorKind::PermissionDenied) => format!("refused: {}", io.expect("an I/O error")),
-        _ => {
-            let mut reason = transport.kind().to_string();
-            // Only a URL that ureq cannot use is quoted in its message.
-            let quotes_url = matches!(transport.kind(), ureq::ErrorKind::InvalidUrl | ureq::ErrorKind::UnknownScheme);
-            if let Some(message) = transport.message().filter(|_| !quotes_url) {
-                reason.push_str(": ");
-                reason.push_str(message);
-            }
-            if let Some(source) = transport.source() {
-                reason.push_str(&format!(": {source}"));
-            }
-            reason
+/// The status and the start of the body (what arrives of it within the timeout).
+fn answer(response: ureq::Response) -> Answer {
+    let status = response.status();
+    let mut body = Vec::new();
+    let _ = response.into_reader().take(MAX_RESPONSE_BODY_BYTES as u64).read_to_end(&mut body);
+    Answer { status, body: response_excerpt(&body) }
+}
+
+/// A short sentence for a receiver's developer; no internals of ours.
+fn reason(transport: &ureq::Transport) -> String {
+    let io_kind =
+        std::error::Error::source(transport).and_then(|source| source.downcast_ref::<io::Error>()).map(io::Error::kind);
+    match (transport.kind(), io_kind) {
+        (_, Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)) => {
+            format!("timed out after {} s", TIMEOUT.as_secs())
         }
+        (ureq::ErrorKind::Dns, Some(io::ErrorKind::PermissionDenied)) => {
+            "refused: resolves to a private address".into()
+        }
+        (ureq::ErrorKind::Dns, _) => "the host name does not resolve".into(),
+        (_, Some(io::ErrorKind::ConnectionRefused)) => "connection refused".into(),
+        (_, Some(io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::UnexpectedEof)) => {
+            "the connection closed before an answer".into()
+        }
+        (ureq::ErrorKind::BadStatus | ureq::ErrorKind::BadHeader, _) => "answered with an invalid HTTP response".into(),
+        (ureq::ErrorKind::ConnectionFailed, _) => "could not connect".into(),
+        (ureq::ErrorKind::InvalidUrl | ureq::ErrorKind::UnknownScheme, _) => "the URL cannot be used".into(),
+        _ => "the connection failed".into(),
     }
 }
 
@@ -102,6 +136,76 @@ fn check_addresses(netloc: &str, addresses: &[SocketAddr]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    fn delivery() -> SignedDelivery {
+        SignedDelivery { body: b"{}".to_vec(), headers: vec![("Content-Type", "application/json".into())] }
+    }
+
+    /// A loopback server that answers one request with `response`; its URL.
+    fn answering(response: &'static [u8]) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(response);
+        });
+        url
+    }
+
+    #[test]
+    fn an_answer_keeps_its_status_and_the_start_of_its_body() {
+        let sender = Sender::new(true);
+        let url = answering(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
+        let outcome = sender.send(&url, &delivery());
+        assert_eq!(outcome, Outcome::Rejected(Answer { status: 500, body: "oops".into() }));
+        assert_eq!(outcome.error().as_deref(), Some("answered 500"));
+
+        let url = answering(b"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok");
+        let outcome = sender.send(&url, &delivery());
+        assert_eq!(outcome, Outcome::Delivered(Answer { status: 202, body: "ok".into() }));
+        assert_eq!(outcome.error(), None);
+
+        let url = answering(b"HTTP/1.1 301 Moved\r\nLocation: http://127.0.0.1:9/\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(sender.send(&url, &delivery()).error().as_deref(), Some("answered 301"), "not followed");
+    }
+
+    #[test]
+    fn no_answer_is_said_in_a_short_sentence() {
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let url = format!("http://{closed}/hook");
+        assert_eq!(Sender::new(true).send(&url, &delivery()), Outcome::NoAnswer("connection refused".into()));
+        assert_eq!(
+            Sender::new(false).send(&url, &delivery()),
+            Outcome::NoAnswer("refused: resolves to a private address".into())
+        );
+    }
+
+    #[test]
+    fn no_answer_never_quotes_the_url() {
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        for (allow_insecure, host) in [(true, "127.0.0.1"), (false, "localhost")] {
+            let url = format!("http://{host}:{}/hook?token=s3cret", closed.port());
+            let Outcome::NoAnswer(reason) = Sender::new(allow_insecure).send(&url, &delivery()) else {
+                panic!("answered")
+            };
+            assert!(!reason.contains("s3cret") && !reason.contains("token") && !reason.contains(host), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_receiver_that_never_answers_times_out_without_its_url_in_the_reason() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://127.0.0.1:{}/hook?token=s3cret", listener.local_addr().unwrap().port());
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_millis(200)).build();
+        let Err(ureq::Error::Transport(transport)) = agent.post(&url).send_bytes(b"{}") else { panic!("answered") };
+        assert!(transport.to_string().contains("s3cret"), "ureq's own message quotes the URL");
+        assert_eq!(reason(&transport), format!("timed out after {} s", TIMEOUT.as_secs()));
+        drop(listener);
+    }
 
     #[test]
     fn refuses_hosts_with_any_private_address() {
@@ -111,34 +215,6 @@ mod tests {
         let refused = check_addresses("evil.example:80", &[public, metadata]).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
         assert!(refused.to_string().contains("169.254.169.254"));
-    }
-
-    /// A loopback port that refuses connections (bound, then closed).
-    fn closed_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-    }
-
-    #[test]
-    fn failure_reasons_never_quote_the_query_string() {
-        let delivery = SignedDelivery { body: b"{}".to_vec(), headers: Vec::new() };
-        let refused = format!("http://127.0.0.1:{}/hook?token=s3cret", closed_port());
-        let Outcome::Failed(reason) = Sender::new(true).send(&refused, &delivery) else { panic!("delivered") };
-        assert_eq!(reason, "connection refused");
-        let guarded = format!("http://localhost:{}/hook?token=s3cret", closed_port());
-        let Outcome::Failed(reason) = Sender::new(false).send(&guarded, &delivery) else { panic!("delivered") };
-        assert!(reason.starts_with("refused: localhost:") && reason.contains("non-public address"), "{reason}");
-        assert!(!reason.contains("s3cret") && !reason.contains("token"), "{reason}");
-    }
-
-    #[test]
-    fn a_receiver_that_never_answers_times_out_without_its_url_in_the_reason() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://127.0.0.1:{}/hook?token=s3cret", listener.local_addr().unwrap().port());
-        let agent = ureq::AgentBuilder::new().timeout(Duration::from_millis(200)).build();
-        let Err(ureq::Error::Transport(transport)) = agent.post(&url).send_bytes(b"{}") else { panic!("answered") };
-        assert!(transport.to_string().contains("s3cret"), "ureq's own message quotes the URL");
-        assert_eq!(failure_reason(&transport), format!("timed out after {} s", TIMEOUT.as_secs()));
-        drop(listener);
     }
 
     #[test]

@@ -153,10 +153,7 @@ impl AlertTable {
             .send()
             .await?;
         let items: Vec<AlertItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-        let mut alerts: Vec<Alert> = items.into_iter().map(Alert::from).collect();
-        let more = alerts.len() > limit as usize;
-        alerts.truncate(limit as usize);
-        let last_id_if_more = more.then(|| alerts.last().map(|a| a.id.clone())).flatten();
+        let (alerts, last_id_if_more) = super::one_page(items.into_iter().map(Alert::from).collect(), limit, |a| &a.id);
         Ok(AlertPage { alerts, last_id_if_more })
     }
 

@@ -3,6 +3,7 @@
 //! partition; nothing here scans.
 
 pub mod alerts;
+pub mod deliveries;
 pub mod keys;
 pub mod platform;
 pub mod preferences;
@@ -41,6 +42,15 @@ pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
 
 pub(crate) fn n(number: impl ToString) -> AttributeValue {
     AttributeValue::N(number.to_string())
+}
+
+/// One page of a query that asked for `limit + 1` items: the first `limit`, and the id of
+/// the last of them when the extra item shows that another page follows.
+pub(crate) fn one_page<T>(mut items: Vec<T>, limit: u32, id_of: impl Fn(&T) -> &str) -> (Vec<T>, Option<String>) {
+    let more = items.len() > limit as usize;
+    items.truncate(limit as usize);
+    let last_id_if_more = items.last().filter(|_| more).map(|last| id_of(last).to_owned());
+    (items, last_id_if_more)
 }
 
 /// Whether a conditional write was applied: `false` when its condition did not hold.

@@ -1,12 +1,13 @@
 //! The webhooks table: partition `userId`, sort `subscriptionId`. Beside the subscriptions,
 //! each user's partition holds one counter item, kept in the same transaction as every
 //! create and delete, that enforces the per-user limit without reading first. One more
-//! item, in a partition of its own, holds the encrypted data key of the sealed secrets.
+//! item, in a partition of its own, holds the encrypted data key of the sealed secrets. A
+//! keys-only global index `bySubscription` finds a subscription's owner for the admin CLI.
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -32,10 +33,13 @@ pub struct StoredSubscription {
     #[serde(flatten)]
     pub secrets: StoredSecrets,
     pub created_at: String,
-    /// The failure clock (contract section 9): when the first failed attempt since the last
-    /// success was made; absent while deliveries succeed.
+    /// The failure clock: the first failure since the last success (contract section 9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
 }
 
 /// A subscription's signing secrets as the table holds them.
@@ -61,7 +65,7 @@ pub struct SealedSecrets(pub String);
 #[derive(Debug, PartialEq)]
 pub enum Replaced {
     /// The new secrets are stored; the subscription as it now is.
-    Yes(StoredSubscription),
+    Yes(Box<StoredSubscription>),
     /// The stored secrets were not the expected ones any more (or the subscription is gone).
     Changed,
 }
@@ -73,7 +77,19 @@ impl StoredSubscription {
             url: self.url.clone(),
             events: self.events.clone(),
             created_at: self.created_at.clone(),
+            enabled: self.is_enabled(),
+            disabled_at: self.disabled_at.clone(),
+            disabled_reason: self.disabled_reason.clone(),
         }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.disabled_at.is_none()
+    }
+
+    pub fn failing_since(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let since = chrono::DateTime::parse_from_rfc3339(self.failing_since.as_deref()?).ok()?;
+        Some(since.with_timezone(&chrono::Utc))
     }
 }
 
@@ -186,14 +202,54 @@ impl WebhookTable {
             .condition_expression(condition)
             .expression_attribute_values(":old", s(old))
             .expression_attribute_values(":new", s(&new.0))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match result {
-            Ok(output) => Ok(Replaced::Yes(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
+            Ok(output) => Ok(Replaced::Yes(Box::new(serde_dynamo::from_item(output.attributes.unwrap_or_default())?))),
             Err(err) if is_condition_failure(&err) => Ok(Replaced::Changed),
             Err(err) => Err(err.into()),
         }
+    }
+
+    /// The user a subscription belongs to, through the keys-only `bySubscription` index (for
+    /// operators, who know a subscription id and not its owner).
+    pub async fn owner_of(&self, subscription_id: &str) -> Result<Option<String>, StoreError> {
+        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
+            return Ok(None);
+        }
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("bySubscription")
+            .key_condition_expression("subscriptionId = :id")
+            .expression_attribute_values(":id", s(subscription_id))
+            .send()
+            .await?;
+        let owner = output.items.unwrap_or_default().into_iter().next().and_then(|mut item| item.remove("userId"));
+        Ok(owner.and_then(|value| value.as_s().ok().cloned()))
+    }
+
+    /// Disables the subscription as failing, if its clock still shows `failing_since` (a
+    /// success in the meantime stopped it). `true` when this call disabled it.
+    pub async fn disable(
+        &self,
+        user_id: &str,
+        subscription_id: &str,
+        failing_since: &str,
+        at: &str,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .subscription_update(user_id, subscription_id)
+            .update_expression("SET disabledAt = :at, disabledReason = :reason")
+            .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
+            .expression_attribute_values(":at", s(at))
+            .expression_attribute_values(":reason", s(crate::webhooks::DISABLED_FAILING))
+            .expression_attribute_values(":since", s(failing_since))
+            .send()
+            .await;
+        applied(result)
     }
 
     /// Every subscription whose secret is still stored in plain text (an admin's scan).
@@ -271,6 +327,26 @@ impl WebhookTable {
             .update_expression("REMOVE failingSince")
             .condition_expression("attribute_exists(subscriptionId)");
         applied(update.send().await).map(drop)
+    }
+
+    /// Turns the subscription back on and resets its failure clock; `None` when the user has
+    /// no such subscription.
+    pub async fn enable(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
+        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
+            return Ok(None);
+        }
+        let result = self
+            .subscription_update(user_id, subscription_id)
+            .update_expression("REMOVE disabledAt, disabledReason, failingSince")
+            .condition_expression("attribute_exists(subscriptionId)")
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Some(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
+            Err(err) if is_condition_failure(&err) => Ok(None),
+            Err(err) => Err(err.into()),
+        }
     }
 
     fn subscription_update(&self, user_id: &str, subscription_id: &str) -> UpdateItemFluentBuilder {
@@ -375,6 +451,8 @@ mod tests {
             secrets: StoredSecrets::Sealed { sealed_secrets: SealedSecrets("c2VhbGVk".into()) },
             created_at: "2026-11-27T08:00:00.000Z".into(),
             failing_since: None,
+            disabled_at: None,
+            disabled_reason: None,
         };
         let item: super::super::Item = serde_dynamo::to_item(&sealed).unwrap();
         assert_eq!(item.get("sealedSecrets"), Some(&s("c2VhbGVk")));

@@ -1,0 +1,223 @@
+//! The delivery log end to end (contract section 9): events and pings through the streams,
+//! the queue and the delivery function to receivers on loopback, each attempt in the log;
+//! disabling a failing subscription, enabling it, manual retries and the dead-letter redrive.
+
+use std::time::{Duration, Instant};
+
+use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::signing::verify_hex;
+use career_core::store::deliveries::DeliveryTable;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::{Received, Receiver};
+use career_service::{dynamodb, sqs, unique_user};
+use lambda_http::http::Method;
+use serde_json::{json, Value};
+
+const SOON: Duration = Duration::from_secs(20);
+const NO_DELAY: Duration = Duration::ZERO;
+
+/// Waits until the delivery's record satisfies `done`.
+async fn record_when(
+    pipeline: &Pipeline,
+    user: &str,
+    delivery_id: &str,
+    done: impl Fn(&DeliveryRecord) -> bool,
+) -> DeliveryRecord {
+    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let deadline = Instant::now() + SOON;
+    loop {
+        let record = table.get(user, delivery_id).await.unwrap().map(|stored| stored.record);
+        match record {
+            Some(record) if done(&record) => return record,
+            other => assert!(Instant::now() < deadline, "{delivery_id}: still {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The subscription's records of one status, through the API.
+async fn listed(pipeline: &Pipeline, key: &str, subscription: &str, status: &str) -> Vec<Value> {
+    let path = format!("/api/v1/webhooks/deliveries?id={subscription}&status={status}");
+    let answer = pipeline.api.get(&path, key).await;
+    answer.assert_status(200)["deliveries"].as_array().unwrap().clone()
+}
+
+async fn post(pipeline: &Pipeline, key: &str, path: &str) -> Value {
+    let answer = pipeline.api.request(Method::POST, path).key(key).send().await;
+    answer.json.clone()
+}
+
+fn delivery_id(received: &Received) -> String {
+    received.header("x-webhook-delivery").to_owned()
+}
+
+async fn dead_letters(pipeline: &Pipeline) -> usize {
+    let attributes = sqs()
+        .get_queue_attributes()
+        .queue_url(&pipeline.queues.dead_letter)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap_or_default();
+    let count = attributes.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages);
+    count.and_then(|n| n.parse().ok()).unwrap_or_default()
+}
+
+async fn until_dead_lettered(pipeline: &Pipeline, count: usize) {
+    let deadline = Instant::now() + SOON;
+    while dead_letters(pipeline).await < count {
+        assert!(Instant::now() < deadline, "expected {count} dead-lettered deliveries");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_success_is_logged_under_the_delivery_id_the_receiver_saw() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::answering(&[200], "thanks", NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let received = receiver.wait_for(1, SOON).await.remove(0);
+    let id = delivery_id(&received);
+
+    let record = record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!((record.attempts, record.last_response_status), (1, Some(200)));
+    assert_eq!((record.last_response_body.as_deref(), record.last_error.as_deref()), (Some("thanks"), None));
+    assert_eq!(record.next_attempt_at, None);
+    assert_eq!(record.succeeded_at, record.last_attempt_at);
+    assert_eq!(record.event_id, received.json()["id"].as_str().unwrap());
+    assert_eq!(
+        (record.subscription_id.as_str(), record.event_type.as_str()),
+        (subscription.as_str(), "profile.updated")
+    );
+    let key = pipeline.api.key(&user, "read:webhooks").await;
+    let shown = listed(&pipeline, &key, &subscription, "succeeded").await;
+    assert_eq!(shown, [serde_json::to_value(&record).unwrap()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_receiver_failing_every_attempt_leaves_a_failed_record_with_its_last_answer() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::answering(&[500], "maintenance until 10:00", NO_DELAY).await;
+    pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let attempts = receiver.wait_for(3, SOON).await;
+    let id = delivery_id(&attempts[0]);
+
+    let record = record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Failed).await;
+    assert_eq!((record.attempts, record.last_response_status), (3, Some(500)));
+    assert_eq!(record.last_response_body.as_deref(), Some("maintenance until 10:00"));
+    assert_eq!(record.last_error.as_deref(), Some("answered 500"));
+    assert_eq!((record.next_attempt_at, record.succeeded_at), (None, None));
+    until_dead_lettered(&pipeline, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscription_failing_past_the_window_is_disabled_and_comes_back_with_enable_and_retry() {
+    let pipeline = Pipeline::with_settings(true, |s| s.webhook_disable_after = Duration::from_millis(500)).await;
+    let user = unique_user();
+    let receiver = Receiver::answering(&[500, 500, 500, 200], "busy", NO_DELAY).await;
+    let (subscription, secret) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let key = pipeline.api.full_key(&user).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let attempts = receiver.wait_for(3, SOON).await;
+    let failed = delivery_id(&attempts[0]);
+    record_when(&pipeline, &user, &failed, |r| r.status == DeliveryStatus::Failed).await;
+
+    // The last attempt came more than the window after the first failure: disabled.
+    let deadline = Instant::now() + SOON;
+    let shown = loop {
+        let answer = pipeline.api.get("/api/v1/webhooks", &key).await;
+        let shown = answer.assert_status(200)["webhooks"][0].clone();
+        if shown["enabled"] == false || Instant::now() > deadline {
+            break shown;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((&shown["enabled"], &shown["disabledReason"]), (&json!(false), &json!("failing")), "{shown}");
+    assert!(shown["disabledAt"].is_string());
+
+    // A new event is logged skipped and not sent.
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let deadline = Instant::now() + SOON;
+    let skipped = loop {
+        let skipped = listed(&pipeline, &key, &subscription, "skipped").await;
+        if !skipped.is_empty() || Instant::now() > deadline {
+            break skipped;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!((&skipped[0]["attempts"], &skipped[0]["lastAttemptAt"]), (&json!(0), &Value::Null));
+    let skipped = skipped[0]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(receiver.received().len(), 3, "a disabled subscription is sent nothing");
+
+    // Enabling does not resend the skipped delivery; a manual retry does.
+    let enabled = post(&pipeline, &key, &format!("/api/v1/webhooks/enable?id={subscription}")).await;
+    assert_eq!(enabled["enabled"], true);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(receiver.received().len(), 3);
+    let retried = post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={failed}")).await;
+    assert_eq!((retried["id"].as_str(), &retried["status"]), (Some(failed.as_str()), &json!("pending")));
+    let again = receiver.wait_for(4, SOON).await.remove(3);
+    assert_eq!(delivery_id(&again), failed, "the same delivery id");
+    assert_eq!(again.body, attempts[0].body, "the same body bytes");
+    assert!(verify_hex(&secret, &again.body, again.header("x-webhook-signature")), "signed anew");
+    let record = record_when(&pipeline, &user, &failed, |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!((record.attempts, record.last_response_status, record.last_error), (4, Some(200), None));
+
+    let retried = post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={skipped}")).await;
+    assert_eq!(retried["status"], "pending");
+    let resent = receiver.wait_for(5, SOON).await.remove(4);
+    assert_eq!(delivery_id(&resent), skipped);
+    assert_eq!(resent.json()["type"], "profile.updated");
+    record_when(&pipeline, &user, &skipped, |r| r.status == DeliveryStatus::Succeeded && r.attempts == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_ping_arrives_signed_and_is_logged() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[204], NO_DELAY).await;
+    // The subscription lists no kind a ping could match: pings need none.
+    let (subscription, secret) = pipeline.subscribe(&user, &receiver.url, &["assessment.completed"]).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let queued = post(&pipeline, &key, &format!("/api/v1/webhooks/ping?id={subscription}")).await;
+    assert_eq!(queued["status"], "pending");
+
+    let ping = receiver.wait_for(1, SOON).await.remove(0);
+    assert!(verify_hex(&secret, &ping.body, ping.header("x-webhook-signature")));
+    assert_eq!(ping.header("x-webhook-event"), "webhook.ping");
+    assert_eq!(delivery_id(&ping), queued["id"].as_str().unwrap());
+    let body = ping.json();
+    assert_eq!((&body["type"], &body["data"]), (&json!("webhook.ping"), &json!({"subscriptionId": subscription})));
+    assert_eq!(body["id"], queued["eventId"]);
+    let record = record_when(&pipeline, &user, &delivery_id(&ping), |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!((record.attempts, record.last_response_status), (1, Some(204)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redrive_moves_dead_lettered_deliveries_back_and_they_are_delivered() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[503, 503, 503, 200], NO_DELAY).await;
+    pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let attempts = receiver.wait_for(3, SOON).await;
+    until_dead_lettered(&pipeline, 1).await;
+
+    let moved = careerctl::admin::redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
+    assert_eq!(moved, Ok(json!({"moved": 1})));
+    let delivered = receiver.wait_for(4, SOON).await.remove(3);
+    assert_eq!(delivery_id(&delivered), delivery_id(&attempts[0]));
+    assert_eq!(delivered.body, attempts[0].body);
+    record_when(&pipeline, &user, &delivery_id(&delivered), |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!(dead_letters(&pipeline).await, 0);
+    let again = careerctl::admin::redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
+    assert_eq!(again, Ok(json!({"moved": 0})));
+}
