@@ -50,8 +50,8 @@ deploy:
 
 ## bench: figures and ratios on the local stack (tests/bench), written to BENCHMARKS.md
 bench:
-	@scripts/install-local-deps.sh
-	$(CARGO) build --release --bins
+	@scripts/install-local-deps.sh --bench
+	$(CARGO) build --release $(foreach f,$(FUNCTIONS) hello-lambda,-p $(f))
 	$(CARGO) bench --bench service
 
 ## reset: wipe the local stack's DynamoDB data and stream checkpoints

@@ -343,4 +343,36 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
     Api::new().get("/api/v1/alerts", key.expose()).await.assert_status(200);
     tokio::time::sleep(UNKNOWN_KEY_CACHE_TTL).await;
     api.get("/api/v1/alerts", key.expose()).await.assert_status(200);
+
+/// The SDK configuration the functions build on Lambda (shared/src/runtime.rs), against
+/// DynamoDB Local behind a TLS terminator whose root is made at run time.
+async fn list_tables_through(environment: Vec<(String, String)>) -> Result<(), String> {
+    let sdk = career_core::runtime::sdk_config(environment).map_err(|e| e.to_string())?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    client.list_tables().limit(1).send().await.map(|_| ()).map_err(|e| format!("{e:?}"))
+}
+
+#[tokio::test]
+async fn on_lambda_only_aws_roots_are_trusted_unless_the_test_hook_names_another() {
+    let terminator =
+        career_service::tls::TlsTerminator::start(&career_service::services().dynamodb_endpoint).await.unwrap();
+    let environment = |extra: Option<(&str, String)>| {
+        let mut vars: Vec<(String, String)> = [
+            ("AWS_REGION", "us-east-1".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", terminator.url.clone()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+        vars.extend(extra.map(|(name, value)| (name.to_owned(), value)));
+        vars
+    };
+    let refused = list_tables_through(environment(None)).await.expect_err("the run-time root is not trusted");
+    assert!(refused.to_lowercase().contains("certificate") || refused.contains("Tls"), "{refused}");
+    let root = terminator.root_pem.display().to_string();
+    list_tables_through(environment(Some((career_core::runtime::EXTRA_ROOT_CERT_VAR, root))))
+        .await
+        .expect("trusted through the test hook");
 }

@@ -167,7 +167,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          every round; {WARMUP_ROUNDS} warm-up rounds are not counted). Each process gets Lambda's environment \
          (`AWS_LAMBDA_*`, region, session credentials, `LAMBDA_TASK_ROOT`, `TZ`, …) and the service's \
          settings, and nothing else; it is killed once it asks for work. `hello-lambda` \
-         (tests/bench/hello_lambda.rs) is `lambda_runtime::run` on an echo handler, built in the same \
+         (tests/bench/hello-lambda) is `lambda_runtime::run` on an echo handler, built in the same \
          `cargo build --release --bins`.\n"
     );
     body.push_str(

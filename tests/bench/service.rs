@@ -3,9 +3,11 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit` runs some sections,
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,lambda` runs some sections,
 //! `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the request counts.
 
+mod cgroup;
+mod cold_request;
 mod cold_start;
 mod counting;
 mod delivery;
@@ -29,7 +31,7 @@ use report::Section;
 /// What every section needs: where things are and how many requests to time.
 pub struct Bench {
     pub root: PathBuf,
-    /// Where `cargo build --release --bins` put the binaries.
+    /// Where `make bench`'s release build put the binaries.
     pub release: PathBuf,
     pub dynamodb_endpoint: String,
     pub sqs_endpoint: String,
@@ -48,7 +50,7 @@ impl Bench {
         if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("{} is missing: run `cargo build --release --bins` (make bench does)", path.display()))
+            Err(format!("{} is missing: run `make bench` (it builds the release binaries)", path.display()))
         }
     }
 }
@@ -130,6 +132,9 @@ fn main() {
         }
         if wanted("ratelimit") {
             sections.push(section(7, rate_limit::TITLE, rate_limit::run(bench.clone())).await);
+        }
+        if wanted("lambda") {
+            sections.push(section(8, cold_request::TITLE, cold_request::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();

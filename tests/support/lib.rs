@@ -4,6 +4,7 @@
 
 pub mod pipeline;
 pub mod receiver;
+pub mod tls;
 
 use std::path::Path;
 use std::sync::mpsc;
