@@ -168,7 +168,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          (`AWS_LAMBDA_*`, region, session credentials, `LAMBDA_TASK_ROOT`, `TZ`, …) and the service's \
          settings, and nothing else; it is killed once it asks for work. `hello-lambda` \
          (tests/bench/hello-lambda) is `lambda_runtime::run` on an echo handler, built in the same \
-         `cargo build --release --bins`.\n"
+         `make bench` release build.\n"
     );
     body.push_str(
         "| Binary | Median | p90 | Min | Ratio to hello-world (median) | Page faults by then | RSS by then |\n\

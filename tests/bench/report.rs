@@ -77,7 +77,7 @@ pub fn render(sections: &[Section], root: &Path, took: Duration) -> String {
     let _ = writeln!(md, "Reproduce with:\n\n```sh\nmake bench\n```\n");
     let _ = writeln!(
         md,
-        "(`scripts/install-local-deps.sh`, `cargo build --release --bins`, then `cargo bench --bench service`, \
+        "(`scripts/install-local-deps.sh --bench`, `cargo build --release -p <each function> -p hello-lambda`, then `cargo bench --bench service`, \
          which writes this file.) This run took {:.0} s after the build; {} of {} targets met.\n",
         took.as_secs_f64(),
         targets - unmet,
