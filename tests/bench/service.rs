@@ -4,7 +4,9 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
 //! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,lambda` runs some sections,
-//! `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the request counts.
+//! `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the request counts,
+//! `BENCH_COLD_ROUNDS=n` the cold-request rounds, and `BENCH_BINARIES=dir` takes the
+//! functions' binaries from another build (another profile, to compare).
 
 mod cgroup;
 mod cold_request;
@@ -89,7 +91,8 @@ fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // target/release/deps/service-… → target/release
     let exe = std::env::current_exe().expect("the bench's own path");
-    let release = exe.parent().and_then(|deps| deps.parent()).expect("target/release").to_path_buf();
+    let built = exe.parent().and_then(|deps| deps.parent()).expect("target/release").to_path_buf();
+    let release = std::env::var("BENCH_BINARIES").map(PathBuf::from).unwrap_or(built);
     let only: Option<Vec<String>> =
         std::env::var("BENCH_ONLY").ok().map(|list| list.split(',').map(|s| s.trim().to_owned()).collect());
     let output = std::env::var("BENCH_OUTPUT").map(PathBuf::from).unwrap_or_else(|_| root.join("BENCHMARKS.md"));
