@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use career_core::auth::{ApiKey, UNKNOWN_KEY_CACHE_TTL};
 use career_core::store::keys::{KeyTable, StoredKey};
+use career_service::calls::{Call, Calls};
 use career_service::{unique_user, Api};
 use lambda_http::http::Method;
 
@@ -160,6 +161,53 @@ async fn a_missing_scope_is_reported_before_the_rate_limit_and_is_not_counted() 
     let forbidden = api.get("/api/v1/webhooks", &key).await;
     forbidden.assert_error(403, "auth.forbidden");
     assert_eq!(forbidden.header("ratelimit-remaining"), Some("0"));
+}
+
+#[tokio::test]
+async fn a_get_reads_while_it_is_counted_and_a_write_waits_for_the_count() {
+    let calls = Calls::default();
+    let api = Api::on(career_service::dynamodb_logged(&calls), career_service::services().settings.clone());
+    let key = api.full_key(&unique_user()).await;
+    let sent = |name: &str| Call::Sent(name.to_owned());
+    for (path, read) in
+        [("/api/v1/alerts", "Query"), ("/api/v1/data-sharing", "GetItem"), ("/api/v1/webhooks", "Query")]
+    {
+        api.get(path, &key).await.assert_status(200); // the function caches the key
+        let mark = calls.len();
+        api.get(path, &key).await.assert_status(200);
+        // Both requests are out before either answer is in.
+        let mut log = calls.log_since(mark);
+        assert_eq!(log.split_off(2), [Call::Answered, Call::Answered], "{path}");
+        log.sort_by_key(|call| format!("{call:?}"));
+        let mut expected = [sent("UpdateItem"), sent(read)];
+        expected.sort_by_key(|call| format!("{call:?}"));
+        assert_eq!(log, expected, "{path}");
+    }
+    let mark = calls.len();
+    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, r#"{"shareProfileData":true}"#).await.assert_status(200);
+    assert_eq!(calls.log_since(mark), [sent("UpdateItem"), Call::Answered, sent("UpdateItem"), Call::Answered]);
+}
+
+#[tokio::test]
+async fn a_get_over_the_limit_drops_its_read_and_an_instance_that_knows_skips_it() {
+    let calls = Calls::default();
+    let mut settings = career_service::services().settings.clone();
+    settings.rate_limit_per_minute = 1;
+    let api = Api::on(career_service::dynamodb_logged(&calls), settings.clone());
+    let key = api.full_key(&unique_user()).await;
+    api.get("/api/v1/alerts", &key).await.assert_status(200);
+    let mark = calls.len();
+    let refused = api.get("/api/v1/alerts", &key).await;
+    refused.assert_error(429, "rate_limited");
+    assert_eq!((refused.header("ratelimit-remaining"), refused.json.get("alerts")), (Some("0"), None));
+    let refused_calls = calls.since(mark);
+    assert!(refused_calls.iter().any(|call| call == "Query"), "counted and read at once: {refused_calls:?}");
+    let mark = calls.len();
+    api.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
+    assert_eq!(calls.since(mark), Vec::<String>::new(), "known to be refused: answered from memory, not read");
+    // Another instance does not know yet: it reads along, and drops the read.
+    let other = Api::on(career_service::dynamodb_logged(&calls), settings);
+    other.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
 }
 
 #[tokio::test]

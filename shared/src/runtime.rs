@@ -11,8 +11,8 @@ use lambda_http::{Body, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider, SharedHttpClient};
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider, SharedHttpClient};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 use aws_types::SdkConfig;
