@@ -88,6 +88,7 @@ fn main() {
         return;
     }
     let started = *STARTED.get_or_init(Instant::now);
+    let load_at_start = report::load_average();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // target/release/deps/service-… → target/release
     let exe = std::env::current_exe().expect("the bench's own path");
@@ -141,7 +142,7 @@ fn main() {
         }
     });
     let took = started.elapsed();
-    let markdown = report::render(&sections, &root, took);
+    let markdown = report::render(&sections, &root, took, &load_at_start);
     std::fs::write(&output, &markdown).unwrap_or_else(|e| panic!("writing {}: {e}", output.display()));
     progress(format!("wrote {} ({:.0} s)", output.display(), took.as_secs_f64()));
     for section in &sections {
