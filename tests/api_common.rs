@@ -391,6 +391,7 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
     Api::new().get("/api/v1/alerts", key.expose()).await.assert_status(200);
     tokio::time::sleep(UNKNOWN_KEY_CACHE_TTL).await;
     api.get("/api/v1/alerts", key.expose()).await.assert_status(200);
+}
 
 /// The SDK configuration the functions build on Lambda (shared/src/runtime.rs), against
 /// DynamoDB Local behind a TLS terminator whose root is made at run time.

@@ -297,7 +297,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         }
         let remaining = "The `SdkConfig` is already built by hand and the SDK crates are without their default \
              features; what is left is mostly the size of the AWS SDK's generated code that init maps and faults \
-             in, and the first run of its client set-up. Section 7 measures what that costs under Lambda's CPU \
+             in, and the first run of its client set-up. Section 8 measures what that costs under Lambda's CPU \
              share.";
         let distance = format!(
             "Distance: the functions start in {} (mean of the five medians) against {} for hello-world; the \
