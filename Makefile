@@ -50,6 +50,7 @@ deploy: build
 bench:
 	@scripts/install-local-deps.sh --bench
 	$(CARGO) build --release $(foreach f,$(FUNCTIONS) hello-lambda,-p $(f))
+	$(CARGO) build --release --bin careerctl   # separately, so its features do not reach the functions
 	$(CARGO) bench --bench service
 
 ## reset: wipe the local stack's DynamoDB data and stream checkpoints
