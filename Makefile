@@ -35,24 +35,23 @@ template-lint:
 	$(LINT)/cfn-lint template.yaml
 	AWS_DEFAULT_REGION=us-east-1 $(LINT)/sam validate --lint --template template.yaml
 
-## build: every function as an arm64 Lambda bootstrap zip under target/lambda/
+## build: every function as an arm64 Lambda bootstrap zip under target/lambda/, in one cargo build
 build:
 	@scripts/install-local-deps.sh --tools
 	PATH="$(TOOLS):$$PATH" $(TOOLS)/cargo-lambda lambda build --release --arm64 --output-format zip \
-		$(foreach f,$(FUNCTIONS),--bin $(f))
+		$(foreach f,$(FUNCTIONS),-p $(f))
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap.zip | awk -v f=$$f '{printf "%-22s %8.1f KiB\n", f, $$5/1024}'; done
 
-## deploy: sam build and a guided sam deploy to your AWS account
-deploy:
-	@scripts/install-local-deps.sh --tools
+## deploy: make build (the workspace compiled once), then a guided sam deploy of those zips
+deploy: build
 	@scripts/install-local-deps.sh --lint
-	PATH="$(TOOLS):$(LINT):$$PATH" sam build --beta-features
-	PATH="$(TOOLS):$(LINT):$$PATH" sam deploy --guided
+	$(LINT)/sam deploy --guided --template-file template.yaml
 
 ## bench: figures and ratios on the local stack (tests/bench), written to BENCHMARKS.md
 bench:
-	@scripts/install-local-deps.sh
-	$(CARGO) build --release --bins
+	@scripts/install-local-deps.sh --bench
+	$(CARGO) build --release $(foreach f,$(FUNCTIONS) hello-lambda,-p $(f))
+	$(CARGO) build --release --bin careerctl   # separately, so its features do not reach the functions
 	$(CARGO) bench --bench service
 
 ## reset: wipe the local stack's DynamoDB data and stream checkpoints

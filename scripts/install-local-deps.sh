@@ -12,6 +12,9 @@
 #   scripts/install-local-deps.sh --receivers   # the webhook receivers the tests run:
 #       the Standard Webhooks libraries in .local/receivers-venv (Python) and
 #       .local/receivers-node/node_modules (Node.js, with TypeScript for the README's snippet)
+#   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
+#       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
+#       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
 #
 # Each part writes a stamp file holding its pinned versions once it is complete, so
 # a second run finds everything in place and returns at once. Progress lines and the
@@ -109,10 +112,25 @@ install_receivers() {
   fi
 }
 
+install_bench() {
+  command -v node >/dev/null || apt_install nodejs npm
+  local peer="$LOCAL/node-peer" source="$ROOT/tests/bench/node-peer"
+  # The lock file pins every package, so its hash is the stamp.
+  local stamp
+  stamp="node-peer $(sha256sum "$source/package-lock.json" | cut -d' ' -f1)"
+  stamped "$peer" "$stamp" && return 0
+  say "installing the Node.js peer's packages (tests/bench/node-peer/package-lock.json) ..."
+  rm -rf "$peer" && mkdir -p "$peer"
+  cp "$source/package.json" "$source/package-lock.json" "$peer/"
+  (cd "$peer" && npm ci --omit=dev --no-audit --no-fund --loglevel=error >&2)
+  echo "$stamp" >"$peer/.stamp"
+}
+
 case "${1:-}" in
   "") install_core ;;
   --lint) install_lint ;;
   --tools) install_tools ;;
   --receivers) install_receivers ;;
-  *) echo "usage: $0 [--lint|--tools|--receivers]" >&2; exit 2 ;;
+  --bench) install_core; install_bench ;;
+  *) echo "usage: $0 [--lint|--tools|--receivers|--bench]" >&2; exit 2 ;;
 esac

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
 use career_core::credentials::ApiKey;
 use career_core::store::keys::{KeyTable, StoredKey};
+use career_service::calls::{Call, Calls};
 use career_service::{unique_user, Api};
 use lambda_http::http::Method;
 
@@ -161,6 +162,57 @@ async fn a_missing_scope_is_reported_before_the_rate_limit_and_is_not_counted() 
     let forbidden = api.get("/api/v1/webhooks", &key).await;
     forbidden.assert_error(403, "auth.forbidden");
     assert_eq!(forbidden.header("ratelimit-remaining"), Some("0"));
+}
+
+#[tokio::test]
+async fn a_get_reads_while_it_is_counted_and_a_write_waits_for_the_count() {
+    let calls = Calls::default();
+    let api = Api::on(
+        career_service::dynamodb_logged(&calls),
+        &career_service::kms(),
+        career_service::services().settings.clone(),
+    );
+    let key = api.full_key(&unique_user()).await;
+    let sent = |name: &str| Call::Sent(name.to_owned());
+    for (path, read) in
+        [("/api/v1/alerts", "Query"), ("/api/v1/data-sharing", "GetItem"), ("/api/v1/webhooks", "Query")]
+    {
+        api.get(path, &key).await.assert_status(200); // the function caches the key
+        let mark = calls.len();
+        api.get(path, &key).await.assert_status(200);
+        // Both requests are out before either answer is in.
+        let mut log = calls.log_since(mark);
+        assert_eq!(log.split_off(2), [Call::Answered, Call::Answered], "{path}");
+        log.sort_by_key(|call| format!("{call:?}"));
+        let mut expected = [sent("UpdateItem"), sent(read)];
+        expected.sort_by_key(|call| format!("{call:?}"));
+        assert_eq!(log, expected, "{path}");
+    }
+    let mark = calls.len();
+    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, r#"{"shareProfileData":true}"#).await.assert_status(200);
+    assert_eq!(calls.log_since(mark), [sent("UpdateItem"), Call::Answered, sent("UpdateItem"), Call::Answered]);
+}
+
+#[tokio::test]
+async fn a_get_over_the_limit_drops_its_read_and_an_instance_that_knows_skips_it() {
+    let calls = Calls::default();
+    let mut settings = career_service::services().settings.clone();
+    settings.rate_limit_per_minute = 1;
+    let api = Api::on(career_service::dynamodb_logged(&calls), &career_service::kms(), settings.clone());
+    let key = api.full_key(&unique_user()).await;
+    api.get("/api/v1/alerts", &key).await.assert_status(200);
+    let mark = calls.len();
+    let refused = api.get("/api/v1/alerts", &key).await;
+    refused.assert_error(429, "rate_limited");
+    assert_eq!((refused.header("ratelimit-remaining"), refused.json.get("alerts")), (Some("0"), None));
+    let refused_calls = calls.since(mark);
+    assert!(refused_calls.iter().any(|call| call == "Query"), "counted and read at once: {refused_calls:?}");
+    let mark = calls.len();
+    api.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
+    assert_eq!(calls.since(mark), Vec::<String>::new(), "known to be refused: answered from memory, not read");
+    // Another instance does not know yet: it reads along, and drops the read.
+    let other = Api::on(career_service::dynamodb_logged(&calls), &career_service::kms(), settings);
+    other.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
 }
 
 #[tokio::test]
@@ -344,4 +396,37 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
     Api::new().get("/api/v1/alerts", key.expose()).await.assert_status(200);
     tokio::time::sleep(UNKNOWN_KEY_CACHE_TTL).await;
     api.get("/api/v1/alerts", key.expose()).await.assert_status(200);
+}
+
+/// The SDK configuration the functions build on Lambda (shared/src/runtime.rs), against
+/// DynamoDB Local behind a TLS terminator whose root is made at run time.
+async fn list_tables_through(environment: Vec<(String, String)>) -> Result<(), String> {
+    let sdk = career_core::runtime::sdk_config(environment).map_err(|e| e.to_string())?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    client.list_tables().limit(1).send().await.map(|_| ()).map_err(|e| format!("{e:?}"))
+}
+
+#[tokio::test]
+async fn on_lambda_only_aws_roots_are_trusted_unless_the_test_hook_names_another() {
+    let terminator =
+        career_service::tls::TlsTerminator::start(&career_service::services().dynamodb_endpoint).await.unwrap();
+    let environment = |extra: Option<(&str, String)>| {
+        let mut vars: Vec<(String, String)> = [
+            ("AWS_REGION", "us-east-1".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", terminator.url.clone()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+        vars.extend(extra.map(|(name, value)| (name.to_owned(), value)));
+        vars
+    };
+    let refused = list_tables_through(environment(None)).await.expect_err("the run-time root is not trusted");
+    assert!(refused.to_lowercase().contains("certificate") || refused.contains("Tls"), "{refused}");
+    let root = terminator.root_pem.display().to_string();
+    list_tables_through(environment(Some((career_core::runtime::EXTRA_ROOT_CERT_VAR, root))))
+        .await
+        .expect("trusted through the test hook");
 }

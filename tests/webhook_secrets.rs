@@ -17,7 +17,7 @@ use career_core::signing::{sign_standard, verify_hex};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::WebhookSecret;
 use career_core::{clock, ids};
-use career_service::counting::Calls;
+use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::{counted_kms, dynamodb, kms, sqs, unique_user, Answer, Api};

@@ -32,6 +32,12 @@ impl std::fmt::Debug for SecretSetting {
     }
 }
 
+impl ConfigError {
+    pub fn new(name: &'static str, problem: impl Into<String>) -> Self {
+        Self { name, problem: problem.into() }
+    }
+}
+
 /// The names of the service's tables; each defaults to the name the local stack uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableNames {

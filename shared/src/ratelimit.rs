@@ -120,6 +120,12 @@ impl RateLimiter {
         Ok(RateLimitStatus::of(self.limit, &counted, &window, false))
     }
 
+    /// Whether this instance already knows that `key` is refused now (so counting it
+    /// answers from memory, and a read for it would be dropped).
+    pub fn known_refused(&self, key: &KeyHash) -> bool {
+        self.still_refused(key).is_some()
+    }
+
     fn still_refused(&self, key: &KeyHash) -> Option<RateLimitStatus> {
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         let until = *refused.get(key)?;

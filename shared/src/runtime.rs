@@ -2,6 +2,7 @@
 //! dependencies are set up once per cold start, then every event goes to its handler.
 //! This is the only module that starts a Lambda runtime.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -10,13 +11,19 @@ use lambda_http::{Body, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use aws_config::environment::EnvironmentVariableCredentialsProvider;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::SharedHttpClient;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider, SharedHttpClient};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
+use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
+use aws_types::SdkConfig;
 
 use crate::config::{ConfigError, Settings};
+
+/// Test hook: the path of a PEM file whose certificate the functions trust besides AWS's
+/// roots, so a benchmark can put a TLS terminator with a certificate of its own in front of
+/// DynamoDB Local. Unset (the default, and on AWS: the template never sets it), only AWS's
+/// roots are trusted.
+pub const EXTRA_ROOT_CERT_VAR: &str = "TEST_EXTRA_ROOT_CERT_FILE";
 
 /// Setup shared by both kinds of function. The dependencies live as long as the process,
 /// like the Lambda execution environment, hence the leak.
@@ -26,18 +33,54 @@ async fn cold_start<D: 'static>(
 ) -> Result<&'static D, lambda_runtime::Error> {
     crate::telemetry::init();
     let settings = Settings::from_env()?;
-    let mut loader =
-        aws_config::defaults(BehaviorVersion::latest()).http_client(aws_https_client()?).timeout_config(aws_timeouts());
-    // Lambda puts the region and the role's credentials in the environment; naming them
-    // spares every cold start the default provider chains (profile files, IMDS, ECS).
-    if let Ok(region) = std::env::var("AWS_REGION") {
-        loader = loader.region(Region::new(region));
-    }
-    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
-        loader = loader.credentials_provider(EnvironmentVariableCredentialsProvider::new());
-    }
-    let sdk = loader.load().await;
+    let sdk = sdk_config(std::env::vars())?;
     Ok(Box::leak(Box::new(build(&sdk, &settings)?)))
+}
+
+/// The SDK configuration that Lambda's environment describes, built by hand: the region,
+/// the role's credentials and any `AWS_ENDPOINT_URL`/`AWS_ENDPOINT_URL_<SERVICE>` come
+/// from `environment`. `aws_config`'s loader would also look for profile files and run
+/// its provider chains, which Lambda never needs and every cold start paid for.
+pub fn sdk_config(environment: impl IntoIterator<Item = (String, String)>) -> Result<SdkConfig, ConfigError> {
+    let environment: HashMap<String, String> = environment.into_iter().collect();
+    let var = |name: &str| environment.get(name).filter(|value| !value.is_empty()).cloned();
+    let extra_root = match var(EXTRA_ROOT_CERT_VAR) {
+        Some(path) => Some(std::fs::read(&path).map_err(|e| ConfigError::new(EXTRA_ROOT_CERT_VAR, e.to_string()))?),
+        None => None,
+    };
+    let mut builder = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .http_client(aws_https_client(extra_root)?)
+        .timeout_config(aws_timeouts())
+        .region(var("AWS_REGION").map(Region::new));
+    let (Some(id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) else {
+        return Err(ConfigError::new("AWS_ACCESS_KEY_ID", "and AWS_SECRET_ACCESS_KEY must be set (Lambda sets both)"));
+    };
+    builder.set_endpoint_url(var(GLOBAL_ENDPOINT_VAR));
+    let credentials = Credentials::new(id, secret, var("AWS_SESSION_TOKEN"), None, "environment");
+    builder = builder.credentials_provider(SharedCredentialsProvider::new(credentials));
+    let endpoints = ServiceEndpoints(
+        environment
+            .into_iter()
+            .filter(|(name, value)| name.starts_with(GLOBAL_ENDPOINT_VAR) && !value.is_empty())
+            .collect(),
+    );
+    Ok(builder.service_config(endpoints).build())
+}
+
+const GLOBAL_ENDPOINT_VAR: &str = "AWS_ENDPOINT_URL";
+
+/// The service-specific endpoints of the environment (`AWS_ENDPOINT_URL_DYNAMODB`, …),
+/// named as the SDK's own environment loader names them: the service id in capitals,
+/// spaces as underscores.
+#[derive(Debug)]
+struct ServiceEndpoints(HashMap<String, String>);
+
+impl LoadServiceConfig for ServiceEndpoints {
+    fn load_config(&self, key: ServiceConfigKey<'_>) -> Option<String> {
+        let name = format!("{}_{}", key.env(), key.service_id().to_uppercase().replace(' ', "_"));
+        self.0.get(&name).cloned()
+    }
 }
 
 /// Time limits of every AWS call, here, in the local stack and in the tests. A hung
@@ -57,12 +100,18 @@ pub const AWS_OPERATION_TIMEOUT: Duration = Duration::from_secs(4);
 /// The roots that AWS service endpoints chain to (Amazon Trust Services).
 const AWS_ROOT_CERTIFICATES: &[u8] = include_bytes!("amazon-trust-services-roots.pem");
 
-/// The SDK's HTTPS client trusting only the roots AWS endpoints use. The default client
-/// reads and parses the platform's whole certificate store at every cold start, which was
-/// most of the functions' start-up time (BENCHMARKS.md, cold start).
-fn aws_https_client() -> Result<SharedHttpClient, lambda_runtime::Error> {
-    let trust = TrustStore::empty().with_pem_certificate(AWS_ROOT_CERTIFICATES);
-    let context = TlsContext::builder().with_trust_store(trust).build()?;
+/// The SDK's HTTPS client trusting only the roots AWS endpoints use (plus the test hook's
+/// certificate when it is set). The default client reads and parses the platform's whole
+/// certificate store at every cold start.
+fn aws_https_client(extra_root: Option<Vec<u8>>) -> Result<SharedHttpClient, ConfigError> {
+    let mut trust = TrustStore::empty().with_pem_certificate(AWS_ROOT_CERTIFICATES);
+    if let Some(pem) = extra_root {
+        trust = trust.with_pem_certificate(pem);
+    }
+    let context = TlsContext::builder()
+        .with_trust_store(trust)
+        .build()
+        .map_err(|e| ConfigError::new(EXTRA_ROOT_CERT_VAR, e.to_string()))?;
     Ok(aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc))
         .tls_context(context)
@@ -103,4 +152,54 @@ where
         async move { Ok::<_, std::convert::Infallible>(response.await) }
     }))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lambda_environment(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        [("AWS_REGION", "eu-west-1"), ("AWS_ACCESS_KEY_ID", "ASIAEXAMPLE"), ("AWS_SECRET_ACCESS_KEY", "secret")]
+            .iter()
+            .chain(extra)
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    }
+
+    fn endpoint_of(sdk: &SdkConfig, service_id: &str) -> Option<String> {
+        let key = ServiceConfigKey::builder()
+            .service_id(service_id)
+            .env(GLOBAL_ENDPOINT_VAR)
+            .profile("endpoint_url")
+            .build()
+            .expect("a complete key");
+        sdk.service_config()?.load_config(key)
+    }
+
+    #[test]
+    fn region_credentials_and_service_endpoints_come_from_the_environment() {
+        let sdk = sdk_config(lambda_environment(&[
+            ("AWS_ENDPOINT_URL_DYNAMODB", "https://127.0.0.1:8443"),
+            ("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9324"),
+        ]))
+        .expect("a configuration");
+        assert_eq!(sdk.region().map(|r| r.as_ref()), Some("eu-west-1"));
+        assert!(sdk.credentials_provider().is_some());
+        assert_eq!(sdk.endpoint_url(), None);
+        assert_eq!(endpoint_of(&sdk, "DynamoDB").as_deref(), Some("https://127.0.0.1:8443"));
+        assert_eq!(endpoint_of(&sdk, "SQS").as_deref(), Some("http://127.0.0.1:9324"));
+        assert_eq!(endpoint_of(&sdk, "DynamoDB Streams"), None);
+
+        let global = sdk_config(lambda_environment(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")])).unwrap();
+        assert_eq!(global.endpoint_url(), Some("http://127.0.0.1:4566"));
+        assert_eq!(endpoint_of(&global, "DynamoDB"), None);
+    }
+
+    #[test]
+    fn credentials_must_be_in_the_environment_and_the_extra_root_must_be_readable() {
+        let missing = sdk_config([("AWS_REGION".to_owned(), "eu-west-1".to_owned())]).unwrap_err();
+        assert!(missing.to_string().contains("AWS_ACCESS_KEY_ID"), "{missing}");
+        let unreadable = sdk_config(lambda_environment(&[(EXTRA_ROOT_CERT_VAR, "/nonexistent/root.pem")])).unwrap_err();
+        assert!(unreadable.to_string().contains(EXTRA_ROOT_CERT_VAR), "{unreadable}");
+    }
 }

@@ -1,11 +1,11 @@
-//! SDK clients that log every request they transmit (each attempt, so retries count too),
-//! with the operation name taken from the `X-Amz-Target` header both SDKs send.
+//! SDK clients that log every request they transmit (tests/support/calls.rs), and the
+//! per-request breakdown of such a log.
 
 use std::collections::BTreeMap;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
-pub use career_service::counting::Calls;
+pub use career_service::calls::Calls;
 
 /// Per-request average of each operation over `requests` (one list of names per request).
 pub fn per_request(requests: &[Vec<String>]) -> (f64, String) {

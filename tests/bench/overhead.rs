@@ -39,6 +39,12 @@ enum Op {
 }
 
 impl Op {
+    /// A GET: its read goes out with the rate-limit count, so its floor is the slower of
+    /// the two bare calls rather than their sum.
+    fn is_read(self) -> bool {
+        matches!(self, Op::ListAlerts | Op::GetPreferences | Op::ListWebhooks)
+    }
+
     fn label(self) -> &'static str {
         match self {
             Op::ListAlerts => "GET /api/v1/alerts",
@@ -80,6 +86,9 @@ struct Fixture {
 struct Measured {
     handler: Vec<Duration>,
     bare: Vec<Duration>,
+    /// The two bare calls, each timed on its own (the rate-limit count, then the operation's).
+    bare_count: Vec<Duration>,
+    bare_operation: Vec<Duration>,
     handler_calls: Vec<Vec<String>>,
     bare_calls: Vec<Vec<String>>,
     unexpected: Vec<String>,
@@ -87,7 +96,15 @@ struct Measured {
 
 impl Measured {
     fn new() -> Self {
-        Measured { handler: vec![], bare: vec![], handler_calls: vec![], bare_calls: vec![], unexpected: vec![] }
+        Measured {
+            handler: vec![],
+            bare: vec![],
+            bare_count: vec![],
+            bare_operation: vec![],
+            handler_calls: vec![],
+            bare_calls: vec![],
+            unexpected: vec![],
+        }
     }
 }
 
@@ -185,10 +202,14 @@ impl Fixture {
     async fn time_bare(&self, op: Op, i: usize, id: Option<&str>, record: bool, m: &mut Measured) -> Option<String> {
         let mark = self.calls.len();
         let started = Instant::now();
-        let created = self.bare(op, i, id).await;
+        self.bare_count().await;
+        let counted = started.elapsed();
+        let created = self.bare_operation(op, i, id).await;
         let took = started.elapsed();
         if record {
             m.bare.push(took);
+            m.bare_count.push(counted);
+            m.bare_operation.push(took - counted);
             m.bare_calls.push(self.calls.since(mark));
         }
         created
@@ -239,16 +260,15 @@ impl Fixture {
         (took, Ok(created))
     }
 
-    /// The calls the operation cannot avoid, as the handler would issue them.
-    async fn bare(&self, op: Op, i: usize, id: Option<&str>) -> Option<String> {
-        let tables = &self.settings.tables;
+    /// The rate-limit count every operation cannot avoid, as the handler issues it.
+    async fn bare_count(&self) {
         let s = |text: &str| AttributeValue::S(text.to_owned());
         let n = |number: u64| AttributeValue::N(number.to_string());
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let window = now / 60;
         self.client
             .update_item()
-            .table_name(&tables.rate_limits)
+            .table_name(&self.settings.tables.rate_limits)
             .key("bucket", s(&format!("{}#{window}", self.key_hash)))
             .update_expression("ADD requests :one SET expiresAt = if_not_exists(expiresAt, :exp)")
             .expression_attribute_values(":one", n(1))
@@ -257,6 +277,13 @@ impl Fixture {
             .send()
             .await
             .expect("rate-limit update");
+    }
+
+    /// The operation's own call, as the handler issues it.
+    async fn bare_operation(&self, op: Op, i: usize, id: Option<&str>) -> Option<String> {
+        let tables = &self.settings.tables;
+        let s = |text: &str| AttributeValue::S(text.to_owned());
+        let n = |number: u64| AttributeValue::N(number.to_string());
         let flag = i.is_multiple_of(2);
         match op {
             Op::ListAlerts => {
@@ -421,39 +448,50 @@ fn render(n: usize, results: &[(Op, Measured)], cold_trips: f64, cold_breakdown:
         "Each operation in process through its function's handler (`careerctl::gateway::ApiFunctions`, the \
          functions' own `Deps` and `handle`, request log on as on Lambda) against the bare DynamoDB calls \
          the operation cannot avoid — the rate-limit `UpdateItem` and the operation's own call, issued with \
-         the same SDK client to the same DynamoDB Local. {WARMUP} warm-up requests (which also cache the key \
+         the same SDK client to the same DynamoDB Local, one after the other, each also timed on its own. \
+         {WARMUP} warm-up requests (which also cache the key \
          lookup), then {n} timed requests of each, handler and bare calls alternating (and alternating which \
-         goes first). Round trips are counted by an interceptor on that client (`read_before_transmit`, so \
+         goes first). Calls are counted by an interceptor on that client (`read_before_transmit`, so \
          retries would count).\n"
     );
     body.push_str(
-        "| Operation | Handler median | Handler p99 | Bare median | Bare p99 | Median ratio | p99 ratio | Round trips per request (warm) | Bare calls |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+        "| Operation | Handler median | Handler p99 | Bare median (both calls) | Bare p99 | Rate-limit call alone | Operation's call alone | Median ratio (GET: to the slower call) | p99 ratio | DynamoDB calls per request (warm) | Bare calls |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut unexpected = Vec::new();
     for (op, m) in results {
         let (h, b): (Summary, Summary) = (summarize(&m.handler), summarize(&m.bare));
-        let r = ratio(h.median, b.median);
+        let (count, operation) = (summarize(&m.bare_count).median, summarize(&m.bare_operation).median);
+        // A GET is held to the slower of its two bare calls; a write to their sum.
+        let floor = if op.is_read() { count.max(operation) } else { b.median };
+        let r = ratio(h.median, floor);
         let (trips, breakdown) = per_request(&m.handler_calls);
         let (bare_trips, _) = per_request(&m.bare_calls);
         let _ = writeln!(
             body,
-            "| `{}` | {} | {} | {} | {} | {r:.2}× | {:.2}× | {trips:.2} ({breakdown}) | {bare_trips:.0}: {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {r:.2}× | {:.2}× | {trips:.2} ({breakdown}) | {bare_trips:.0}: {} |",
             op.label(),
             ms(h.median),
             ms(h.p99),
             ms(b.median),
             ms(b.p99),
+            ms(count),
+            ms(operation),
             ratio(h.p99, b.p99),
             op.bare()
         );
-        let measured = format!("{} vs {} → {r:.2}×, {trips:.0} round trips", ms(h.median), ms(b.median));
-        rows.push(Row::new(
-            format!("Overhead `{}`", op.label()),
-            format!("median ≤ {TARGET}× bare"),
-            measured,
-            Some(r <= TARGET),
-        ));
+        let (target, measured) = if op.is_read() {
+            (
+                format!("median ≤ {TARGET}× the slower bare call"),
+                format!("{} vs {} → {r:.2}×, {trips:.0} calls at once", ms(h.median), ms(floor)),
+            )
+        } else {
+            (
+                format!("median ≤ {TARGET}× bare"),
+                format!("{} vs {} → {r:.2}×, {trips:.0} round trips", ms(h.median), ms(floor)),
+            )
+        };
+        rows.push(Row::new(format!("Overhead `{}`", op.label()), target, measured, Some(r <= TARGET)));
         if !m.unexpected.is_empty() {
             unexpected.push(format!(
                 "`{}`: {} unexpected answers, e.g. {}",
@@ -476,8 +514,12 @@ fn render(n: usize, results: &[(Op, Measured)], cold_trips: f64, cold_breakdown:
     if all_minimal {
         let _ = writeln!(
             body,
-            "\nOn a warm instance every operation makes exactly its two unavoidable round trips: the key lookup \
-             is served from the per-instance cache (60 s), and nothing else is read or written."
+            "\nOn a warm instance every operation makes exactly its two unavoidable DynamoDB calls: the key lookup \
+             is served from the per-instance cache (60 s), and nothing else is read or written. A GET issues \
+             its two at the same time (shared/src/api.rs `Front::serve`: the read does not wait for the \
+             rate-limit count, and a 429 drops it), so it waits for one round trip; its target is the slower \
+             of the two bare calls timed alone. A write waits for the count before it writes, because a \
+             refused write must change nothing: its target is the two bare calls in sequence."
         );
     } else {
         let _ = writeln!(body, "\nSome operations make more than the two unavoidable round trips; see the table.");

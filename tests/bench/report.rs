@@ -64,7 +64,13 @@ fn verdict(met: Option<bool>) -> &'static str {
     }
 }
 
-pub fn render(sections: &[Section], root: &Path, took: Duration) -> String {
+/// The load averages (1, 5 and 15 minutes) from /proc/loadavg.
+pub fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+pub fn render(sections: &[Section], root: &Path, took: Duration, load_at_start: &str) -> String {
     let mut md = String::new();
     let unmet: usize = sections.iter().flat_map(|s| &s.rows).filter(|r| r.met == Some(false)).count();
     let targets: usize = sections.iter().flat_map(|s| &s.rows).filter(|r| r.met.is_some()).count();
@@ -77,12 +83,27 @@ pub fn render(sections: &[Section], root: &Path, took: Duration) -> String {
     let _ = writeln!(md, "Reproduce with:\n\n```sh\nmake bench\n```\n");
     let _ = writeln!(
         md,
-        "(`scripts/install-local-deps.sh`, `cargo build --release --bins`, then `cargo bench --bench service`, \
+        "(`scripts/install-local-deps.sh --bench`, `cargo build --release -p <each function> -p hello-lambda`, then `cargo bench --bench service`, \
          which writes this file.) This run took {:.0} s after the build; {} of {} targets met.\n",
         took.as_secs_f64(),
         targets - unmet,
         targets
     );
+    let load_at_end = load_average();
+    let busiest = [load_at_start, load_at_end.as_str()]
+        .iter()
+        .filter_map(|load| load.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0f64, f64::max);
+    if busiest >= 1.0 {
+        let _ = writeln!(
+            md,
+            "**These figures come from a loaded machine**: the load average (1, 5, 15 min) was {load_at_start} \
+             when the run started and {load_at_end} when it ended, on {} CPUs shared with other work. Ratios \
+             within one run still compare like with like, but absolute times, and the cold-request figures \
+             under a CPU quota most of all, are longer and noisier than on a quiet machine.\n",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        );
+    }
     md.push_str("## Summary\n\n| # | What | Target | Measured | |\n|---|---|---|---|---|\n");
     for section in sections {
         for row in &section.rows {
@@ -116,13 +137,13 @@ pub fn render(sections: &[Section], root: &Path, took: Duration) -> String {
         md.push('\n');
     }
     md.push_str("## Machine\n\n");
-    for (name, value) in machine(root) {
+    for (name, value) in machine(root, load_at_start, &load_at_end) {
         let _ = writeln!(md, "- {name}: {value}");
     }
     md
 }
 
-fn machine(root: &Path) -> Vec<(&'static str, String)> {
+fn machine(root: &Path, load_at_start: &str, load_at_end: &str) -> Vec<(&'static str, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -154,6 +175,7 @@ fn machine(root: &Path) -> Vec<(&'static str, String)> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     vec![
         ("Date (UTC)", career_core::clock::rfc3339(career_core::clock::now())),
+        ("Load average (1, 5, 15 min) at start / end", format!("{load_at_start} / {load_at_end}")),
         ("nproc", std::thread::available_parallelism().map(|n| n.get().to_string()).unwrap_or_default()),
         ("CPU model name", model),
         ("Memory", memory),

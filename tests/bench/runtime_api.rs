@@ -209,10 +209,15 @@ pub struct LambdaProcess {
 impl LambdaProcess {
     /// Starts `binary` with exactly `env` (nothing inherited) and the runtime API address.
     pub async fn spawn(binary: &Path, function: &str, env: &[(String, String)]) -> Result<Self, String> {
+        Self::start(Command::new(binary), function, env).await
+    }
+
+    /// Starts `command` (a program and its arguments, perhaps confined to a CPU group) as
+    /// [`LambdaProcess::spawn`] starts a binary.
+    pub async fn start(mut command: Command, function: &str, env: &[(String, String)]) -> Result<Self, String> {
         let api = RuntimeApi::start(function).await;
         let stderr = std::env::temp_dir().join(format!("career-bench-{}-{function}.stderr", std::process::id()));
         let stderr_file = std::fs::File::create(&stderr).map_err(|e| format!("{}: {e}", stderr.display()))?;
-        let mut command = Command::new(binary);
         command
             .env_clear()
             .envs(env.iter().map(|(name, value)| (name, value)))
@@ -221,7 +226,7 @@ impl LambdaProcess {
             .stdout(Stdio::null())
             .stderr(stderr_file);
         let spawned_at = Instant::now();
-        let child = command.spawn().map_err(|e| format!("starting {}: {e}", binary.display()))?;
+        let child = command.spawn().map_err(|e| format!("starting {:?}: {e}", command.get_program()))?;
         Ok(LambdaProcess { api, child, spawned_at, stderr })
     }
 
@@ -244,6 +249,16 @@ impl LambdaProcess {
             }
             let _ = tokio::time::timeout(left, self.api.shared.polled.notified()).await;
         }
+    }
+
+    /// The first invocation of a process just started: hands `event` over at once (it waits
+    /// for the function's first request for work, as on Lambda) and returns the time from
+    /// spawn to the complete response, and the part of it before the first request for
+    /// work (init).
+    pub async fn cold_invoke(&self, event: &serde_json::Value) -> Result<(Duration, Duration, Reply), String> {
+        let (_, reply) = self.api.invoke(event).await?;
+        let init = self.api.shared.first_poll.get().map_or(Duration::ZERO, |at| *at - self.spawned_at);
+        Ok((reply.at - self.spawned_at, init, reply))
     }
 
     /// `VmHWM` (peak resident set) and `VmRSS` from /proc, in KiB.

@@ -3,10 +3,13 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
-//! request counts.
+//! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, and `BENCH_BINARIES=dir`
+//! takes the functions' binaries from another build (another profile, to compare).
 
+mod cgroup;
+mod cold_request;
 mod cold_start;
 mod counting;
 mod delivery;
@@ -32,7 +35,7 @@ use report::Section;
 /// What every section needs: where things are and how many requests to time.
 pub struct Bench {
     pub root: PathBuf,
-    /// Where `cargo build --release --bins` put the binaries.
+    /// Where `make bench`'s release build put the binaries.
     pub release: PathBuf,
     pub dynamodb_endpoint: String,
     pub sqs_endpoint: String,
@@ -51,7 +54,7 @@ impl Bench {
         if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("{} is missing: run `cargo build --release --bins` (make bench does)", path.display()))
+            Err(format!("{} is missing: run `make bench` (it builds the release binaries)", path.display()))
         }
     }
 }
@@ -87,10 +90,12 @@ fn main() {
         return;
     }
     let started = *STARTED.get_or_init(Instant::now);
+    let load_at_start = report::load_average();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // target/release/deps/service-… → target/release
     let exe = std::env::current_exe().expect("the bench's own path");
-    let release = exe.parent().and_then(|deps| deps.parent()).expect("target/release").to_path_buf();
+    let built = exe.parent().and_then(|deps| deps.parent()).expect("target/release").to_path_buf();
+    let release = std::env::var("BENCH_BINARIES").map(PathBuf::from).unwrap_or(built);
     let only: Option<Vec<String>> =
         std::env::var("BENCH_ONLY").ok().map(|list| list.split(',').map(|s| s.trim().to_owned()).collect());
     let output = std::env::var("BENCH_OUTPUT").map(PathBuf::from).unwrap_or_else(|_| root.join("BENCHMARKS.md"));
@@ -140,9 +145,12 @@ fn main() {
         if wanted("isolation") {
             sections.push(section(9, isolation::TITLE, isolation::run(bench.clone())).await);
         }
+        if wanted("lambda") {
+            sections.push(section(10, cold_request::TITLE, cold_request::run(bench.clone())).await);
+        }
     });
     let took = started.elapsed();
-    let markdown = report::render(&sections, &root, took);
+    let markdown = report::render(&sections, &root, took, &load_at_start);
     std::fs::write(&output, &markdown).unwrap_or_else(|e| panic!("writing {}: {e}", output.display()));
     progress(format!("wrote {} ({:.0} s)", output.display(), took.as_secs_f64()));
     for section in &sections {

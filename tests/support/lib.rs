@@ -2,10 +2,11 @@
 //! test binary on free ports (by the same code as `careerctl local`), and helpers that
 //! drive the functions' handlers with real requests.
 
-pub mod counting;
+pub mod calls;
 pub mod pipeline;
 pub mod receiver;
 pub mod script_receiver;
+pub mod tls;
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -112,7 +113,7 @@ pub fn kms_at(endpoint: &str) -> aws_sdk_kms::Client {
 }
 
 /// A KMS client that logs its calls in `calls`.
-pub fn counted_kms(calls: &counting::Calls) -> aws_sdk_kms::Client {
+pub fn counted_kms(calls: &calls::Calls) -> aws_sdk_kms::Client {
     let config = aws_sdk_kms::config::Builder::from(&sdk_config())
         .endpoint_url(&services().sqs_endpoint)
         .interceptor(calls.clone())
@@ -128,6 +129,15 @@ pub fn dynamodb() -> aws_sdk_dynamodb::Client {
 /// A DynamoDB client for the test's own runtime, talking to `endpoint`.
 pub fn dynamodb_at(endpoint: &str) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// A DynamoDB client that logs its calls in `calls`.
+pub fn dynamodb_logged(calls: &calls::Calls) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config())
+        .endpoint_url(&services().dynamodb_endpoint)
+        .interceptor(calls.clone())
+        .build();
     aws_sdk_dynamodb::Client::from_conf(config)
 }
 
