@@ -385,10 +385,10 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
     }
     let stored = StoredKey {
         key_hash: key.hash().as_str().to_owned(),
-        user_id: unique_user(),
+        user_id: career_service::typed(unique_user()),
         scopes: vec!["read:alerts".into()],
         label: None,
-        created_at: "2026-01-01T00:00:00.000Z".into(),
+        created_at: career_service::typed("2026-01-01T00:00:00.000Z"),
         revoked_at: None,
     };
     KeyTable::new(career_service::dynamodb(), &api.settings.tables.keys).insert(&stored).await.unwrap();

@@ -11,6 +11,7 @@ use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::{clock, ids};
+use career_service::typed;
 use career_service::{assert_rfc3339_utc, dynamodb, sqs, unique_user, Answer as Reply, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -37,9 +38,9 @@ fn profile_event(user: &str) -> Event {
     data.insert("userId".into(), user.into());
     data.insert("profileId".into(), "prf_1".into());
     Event {
-        id: ids::new_id(ids::EVENT),
+        id: career_core::ids::EventId::generate(),
         kind: EventKind::ProfileUpdated,
-        created_at: clock::rfc3339(clock::now()),
+        created_at: career_core::clock::Timestamp::now(),
         data,
     }
 }
@@ -49,10 +50,10 @@ fn profile_event(user: &str) -> Event {
 async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry_in: Option<Duration>) -> String {
     // Distinct milliseconds, so creation order is id order.
     tokio::time::sleep(Duration::from_millis(3)).await;
-    let message = DeliveryMessage::new(&profile_event(user), user, subscription);
+    let message = DeliveryMessage::new(&profile_event(user), &typed(user), &typed(subscription));
     let attempt = AttemptRecord::new(&outcome, clock::now(), retry_in);
     deliveries(api).record_attempt(&message, &message.body(), &attempt).await.expect("attempt recorded");
-    message.delivery_id
+    message.delivery_id.to_string()
 }
 
 fn rejected(status: u16, body: &str) -> Outcome {
@@ -206,7 +207,7 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
         .item
         .expect("the stored record");
     let stored = format!("{item:?}");
-    let message = DeliveryMessage::new(&profile_event(&user), &user, &subscription);
+    let message = DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&subscription));
     let signature = career_core::signing::sign_hex(&secret, &message.body());
     for text in [answer.json.to_string(), stored] {
         assert!(!text.contains(&secret) && !text.contains("whsec_"), "{text}");
@@ -301,7 +302,7 @@ async fn another_users_subscription_or_delivery_is_not_found() {
         }
     }
     // Nothing of the owner's changed.
-    let record = deliveries(&api).get(&owner, &delivery).await.unwrap().unwrap().record;
+    let record = deliveries(&api).get(&typed(&owner), &typed(&delivery)).await.unwrap().unwrap().record;
     assert_eq!((record.status.as_str(), record.attempts), ("succeeded", 1));
 }
 
@@ -331,7 +332,7 @@ async fn a_ping_is_queued_and_logged_pending() {
     let queued = find_queued(&api, record["id"].as_str().unwrap()).await;
     assert_eq!((queued.user_id.as_str(), queued.subscription_id.as_str()), (user.as_str(), subscription.as_str()));
     assert_eq!(queued.event.kind, EventKind::WebhookPing);
-    assert_eq!(queued.event.id, record["eventId"].as_str().unwrap());
+    assert_eq!(queued.event.id.as_str(), record["eventId"].as_str().unwrap());
     assert_eq!(Value::Object(queued.event.data), json!({"subscriptionId": subscription}));
 }
 
@@ -357,7 +358,7 @@ async fn find_queued(api: &Api, delivery_id: &str) -> DeliveryMessage {
             .unwrap();
         for message in output.messages.unwrap_or_default() {
             let parsed: DeliveryMessage = serde_json::from_str(message.body().unwrap()).unwrap();
-            if parsed.delivery_id == delivery_id {
+            if parsed.delivery_id.as_str() == delivery_id {
                 return parsed;
             }
         }
@@ -382,10 +383,10 @@ async fn a_manual_retry_queues_the_same_delivery_again() {
     );
     assert_rfc3339_utc(record["nextAttemptAt"].as_str().unwrap());
     assert_eq!(record["lastResponseBody"], "down", "the last attempt's answer stays until the next one");
-    let stored = deliveries(&api).get(&user, &id).await.unwrap().unwrap();
+    let stored = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap();
     let queued = find_queued(&api, &id).await;
     assert_eq!(queued.body(), stored.body.as_bytes(), "the same body bytes are sent again");
-    assert_eq!(queued.subscription_id, subscription);
+    assert_eq!(queued.subscription_id.as_str(), subscription);
 
     // A delivery of a deleted subscription cannot be retried.
     let delete = format!("/api/v1/webhooks?id={subscription}");
@@ -401,9 +402,17 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
         api.request(Method::POST, path).key(&key).send().await.assert_error(400, "webhooks.missing_subscription_id");
     }
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&user, &subscription, "2026-11-01T00:00:00.000Z").await.unwrap();
+    webhooks
+        .start_failure_clock(&typed(&user), &typed(&subscription), &typed("2026-11-01T00:00:00.000Z"))
+        .await
+        .unwrap();
     assert!(webhooks
-        .disable(&user, &subscription, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:01.000Z")
+        .disable(
+            &typed(&user),
+            &typed(&subscription),
+            &typed("2026-11-01T00:00:00.000Z"),
+            &typed("2026-11-06T00:00:01.000Z")
+        )
         .await
         .unwrap());
     let listed = api.get("/api/v1/webhooks", &key).await;
@@ -429,7 +438,7 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
         );
         assert!(body.get("secret").is_none());
     }
-    let stored = webhooks.get(&user, &subscription).await.unwrap().unwrap();
+    let stored = webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap();
     assert_eq!((stored.failing_since, stored.disabled_at), (None, None), "the failure clock is reset");
 }
 

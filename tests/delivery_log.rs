@@ -9,6 +9,7 @@ use career_core::signing::verify_hex;
 use career_core::store::deliveries::DeliveryTable;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
+use career_service::typed;
 use career_service::{dynamodb, sqs, unique_user};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -26,7 +27,7 @@ async fn record_when(
     let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
     let deadline = Instant::now() + SOON;
     loop {
-        let record = table.get(user, delivery_id).await.unwrap().map(|stored| stored.record);
+        let record = table.get(&typed(user), &typed(delivery_id)).await.unwrap().map(|stored| stored.record);
         match record {
             Some(record) if done(&record) => return record,
             other => assert!(Instant::now() < deadline, "{delivery_id}: still {other:?}"),
@@ -88,7 +89,7 @@ async fn a_success_is_logged_under_the_delivery_id_the_receiver_saw() {
     assert_eq!((record.last_response_body.as_deref(), record.last_error.as_deref()), (Some("thanks"), None));
     assert_eq!(record.next_attempt_at, None);
     assert_eq!(record.succeeded_at, record.last_attempt_at);
-    assert_eq!(record.event_id, received.json()["id"].as_str().unwrap());
+    assert_eq!(record.event_id.as_str(), received.json()["id"].as_str().unwrap());
     assert_eq!(
         (record.subscription_id.as_str(), record.event_type.as_str()),
         (subscription.as_str(), "profile.updated")

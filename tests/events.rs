@@ -7,15 +7,16 @@ use std::time::Duration;
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
+use career_core::ids;
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
 use career_core::store::webhooks::{StoredSecrets, StoredSubscription, WebhookTable};
 use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
-use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
+use career_service::typed;
 use career_service::{dynamodb, kms, sqs, unique_user};
 use careerctl::pumps::{sqs_event, BATCHES_PER_QUEUE};
 use serde_json::json;
@@ -106,8 +107,8 @@ async fn an_always_failing_delivery_ends_in_the_dead_letter_queue_after_the_last
     let dead = pipeline.peek(&pipeline.queues.dead_letter.clone(), 1, SOON).await;
     assert_eq!(dead.len(), 1);
     let message: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
-    assert_eq!(message.subscription_id, subscription_id);
-    assert_eq!(message.delivery_id, attempts[0].header("x-webhook-delivery"));
+    assert_eq!(message.subscription_id.as_str(), subscription_id);
+    assert_eq!(message.delivery_id.as_str(), attempts[0].header("x-webhook-delivery"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(receiver.received().len(), pipeline.settings().max_delivery_attempts as usize);
 }
@@ -188,7 +189,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_with_s
     let mut kinds: Vec<_> = messages.iter().map(|m| delivery(m).event.kind.as_str()).collect();
     kinds.sort();
     assert_eq!(kinds, ["assessment.completed", "profile.updated"]);
-    assert!(messages.iter().all(|m| delivery(m).subscription_id == subscription_id));
+    assert!(messages.iter().all(|m| delivery(m).subscription_id.as_str() == subscription_id));
 
     // The same record processed again yields the same event and delivery ids.
     let mut again = StreamEvent::default();
@@ -248,7 +249,8 @@ async fn the_failure_clock_starts_at_the_first_failure_and_stops_at_the_next_suc
     let receiver = Receiver::start(&[500, 500, 500, 200], NO_DELAY).await;
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let failing_since = || async { table.get(&user, &subscription_id).await.unwrap().unwrap().failing_since };
+    let failing_since =
+        || async { table.get(&typed(&user), &typed(&subscription_id)).await.unwrap().unwrap().failing_since };
     assert_eq!(failing_since().await, None);
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
@@ -269,13 +271,16 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     let receiver = Receiver::start(&[200], NO_DELAY).await;
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    table.start_failure_clock(&user, &subscription_id, "2026-11-27T08:00:00.000Z").await.unwrap();
+    table
+        .start_failure_clock(&typed(&user), &typed(&subscription_id), &typed("2026-11-27T08:00:00.000Z"))
+        .await
+        .unwrap();
 
     // The fan-out puts a new delivery on the retry lane...
     let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
     fan_out_profile_change(&fanout, &user, "7").await;
     let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
-    assert_eq!(delivery(&on_retry_lane[0]).subscription_id, subscription_id);
+    assert_eq!(delivery(&on_retry_lane[0]).subscription_id.as_str(), subscription_id);
     assert!(pipeline.peek(&pipeline.queues.delivery, 1, Duration::from_secs(1)).await.is_empty());
 
     // ...and one that was already on the main lane is handed over without an attempt.
@@ -303,15 +308,17 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
         let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
         let subscription_id = ids::new_id(ids::SUBSCRIPTION);
         let sealer = Sealer::new(&kms(), &dynamodb(), pipeline.settings()).unwrap();
-        let sealed =
-            sealer.seal(&user, &subscription_id, &SigningSecrets::new(WebhookSecret::generate())).await.unwrap();
+        let sealed = sealer
+            .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate()))
+            .await
+            .unwrap();
         let subscription = StoredSubscription {
-            user_id: user.clone(),
-            subscription_id,
+            user_id: typed(&user),
+            subscription_id: typed(&subscription_id),
             url,
             events: vec![EventKind::ProfileUpdated],
             secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-            created_at: clock::rfc3339(clock::now()),
+            created_at: career_core::clock::Timestamp::now(),
             failing_since: None,
             disabled_at: None,
             disabled_reason: None,
@@ -372,7 +379,7 @@ async fn fan_out_profile_change(fanout: &career_fanout::Deps, user: &str, sequen
 async fn wait_for_failure_clock(pipeline: &Pipeline, user: &str, subscription_id: &str, running: bool) {
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let deadline = std::time::Instant::now() + 2 * SOON;
-    while table.get(user, subscription_id).await.unwrap().unwrap().failing_since.is_some() != running {
+    while table.get(&typed(user), &typed(subscription_id)).await.unwrap().unwrap().failing_since.is_some() != running {
         assert!(std::time::Instant::now() < deadline, "the failure clock did not become running: {running}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

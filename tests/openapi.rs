@@ -18,6 +18,7 @@ use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::event_from_record;
 use career_core::webhooks::WebhookSecret;
+use career_service::typed;
 use career_service::{unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -1120,14 +1121,14 @@ async fn subscribed(api: &Api) -> (String, String, String) {
 async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
     use career_core::delivery::log::AttemptRecord;
     use career_core::delivery::sender::{Answer as Received, Outcome};
-    let event = career_core::events::Event::ping(subscription);
-    let message = DeliveryMessage::new(&event, user, subscription);
+    let event = career_core::events::Event::ping(&typed(subscription));
+    let message = DeliveryMessage::new(&event, &typed(user), &typed(subscription));
     let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into() });
     let attempt = AttemptRecord::new(&outcome, career_core::clock::now(), Some(std::time::Duration::from_secs(30)));
     let table =
         career_core::store::deliveries::DeliveryTable::new(career_service::dynamodb(), &api.settings.tables.deliveries);
     table.record_attempt(&message, &message.body(), &attempt).await.unwrap();
-    message.delivery_id
+    message.delivery_id.to_string()
 }
 
 #[tokio::test]
@@ -1204,8 +1205,11 @@ async fn ping_webhook_answers_as_documented() {
     assert_eq!(answer.json["status"], "pending");
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
-    webhooks.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    webhooks
+        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .await
+        .unwrap();
     let skipped = api.request(Method::POST, &path).key(&key).send().await;
     checker.check(&skipped, 202, None);
     assert_eq!(skipped.json["status"], "skipped");
@@ -1232,8 +1236,11 @@ async fn enable_webhook_answers_as_documented() {
     let (user, key, id) = subscribed(&api).await;
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
-    webhooks.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    webhooks
+        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .await
+        .unwrap();
     let listed = api.get("/api/v1/webhooks", &key).await;
     assert_eq!(listed.json["webhooks"][0]["enabled"], false);
     let problems = doc().validate(doc().json_schema(doc().response(&LIST_WEBHOOKS, 200)), &listed.json);
@@ -1289,12 +1296,12 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         .unwrap();
         events.push(event_from_record(&record).unwrap().expect("an event"));
     }
-    events.push(career_core::events::Event::ping("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
+    events.push(career_core::events::Event::ping(&typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K")));
     let mut kinds = BTreeSet::new();
     for event in events {
         let kind = event.kind.as_str();
         kinds.insert(kind.to_owned());
-        let message = DeliveryMessage::new(&event, "u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
+        let message = DeliveryMessage::new(&event, &typed("u1"), &typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
         let (current, previous) = (WebhookSecret::generate(), WebhookSecret::generate());
         let signed = SignedDelivery::new(&message, &[&current], 1_795_766_400);
         // During a rotation's grace period, both signature headers hold two signatures.

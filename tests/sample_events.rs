@@ -29,6 +29,7 @@ use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
+use career_service::typed;
 use career_service::{dynamodb, sqs, unique_user, Api};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
@@ -220,9 +221,9 @@ impl Invoked {
 }
 
 fn alert(id: String, read: bool, dismissed: bool) -> Alert {
-    let now = clock::rfc3339(clock::now());
+    let now = career_core::clock::Timestamp::now();
     Alert {
-        id,
+        id: typed(id),
         category: Category::RiskSignal,
         severity: Severity::Info,
         title: "Sample alert".into(),
@@ -238,14 +239,14 @@ fn alert(id: String, read: bool, dismissed: bool) -> Alert {
 async fn seed_subscription(settings: &Settings, user: &str, id: &str, url: &str, events: Vec<EventKind>) -> String {
     let secret = WebhookSecret::generate();
     let sealer = Sealer::new(&career_service::kms(), &dynamodb(), settings).expect("sealer settings");
-    let sealed = sealer.seal(user, id, &SigningSecrets::new(secret.clone())).await.expect("sealed");
+    let sealed = sealer.seal(&typed(user), &typed(id), &SigningSecrets::new(secret.clone())).await.expect("sealed");
     let stored = StoredSubscription {
-        user_id: user.into(),
-        subscription_id: id.into(),
+        user_id: typed(user),
+        subscription_id: typed(id),
         url: url.into(),
         events,
         secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-        created_at: clock::rfc3339(clock::now()),
+        created_at: career_core::clock::Timestamp::now(),
         failing_since: None,
         disabled_at: None,
         disabled_reason: None,
@@ -264,9 +265,9 @@ async fn alerts_list_lists_read_alerts_as_its_query_asks() {
     let user = unique_user();
     let table = AlertTable::new(dynamodb(), &api.settings.tables.alerts);
     let (dismissed, read, unread) = (ids::new_id(ids::ALERT), ids::new_id(ids::ALERT), ids::new_id(ids::ALERT));
-    table.insert(&user, &alert(dismissed, false, true)).await.unwrap();
-    table.insert(&user, &alert(read.clone(), true, false)).await.unwrap();
-    table.insert(&user, &alert(unread.clone(), false, false)).await.unwrap();
+    table.insert(&typed(&user), &alert(dismissed, false, true)).await.unwrap();
+    table.insert(&typed(&user), &alert(read.clone(), true, false)).await.unwrap();
+    table.insert(&typed(&user), &alert(unread.clone(), false, false)).await.unwrap();
     let key = api.key(&user, "read:alerts").await;
 
     let answer = sample.invoke(&api, Function::Alerts, &key).await;
@@ -286,7 +287,7 @@ async fn alerts_mark_read_marks_the_alert_it_names() {
     let api = Api::new();
     let user = unique_user();
     let table = AlertTable::new(dynamodb(), &api.settings.tables.alerts);
-    table.insert(&user, &alert(id.clone(), false, false)).await.unwrap();
+    table.insert(&typed(&user), &alert(id.clone(), false, false)).await.unwrap();
     let key = api.key(&user, "write:alerts").await;
 
     let answer = sample.invoke(&api, Function::Alerts, &key).await;
@@ -368,7 +369,7 @@ async fn webhooks_create_creates_the_subscription_it_describes() {
         json["secret"].as_str().is_some_and(|s| WebhookSecret::parse(s).is_some_and(|p| p.expose().len() == 6 + 44)),
         "{json}"
     );
-    let stored = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks).list(&user).await.unwrap();
+    let stored = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks).list(&typed(&user)).await.unwrap();
     assert_eq!(stored.iter().map(|s| s.subscription_id.as_str()).collect::<Vec<_>>(), [json["id"].as_str().unwrap()]);
 }
 
@@ -386,7 +387,7 @@ async fn webhooks_delete_deletes_the_subscription_it_names() {
     let answer = sample.invoke(&api, Function::Webhooks, &key).await;
     assert_eq!(answer.expect(200), &json!({"id": id, "deleted": true}));
     let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
-    assert!(table.get(&user, &id).await.unwrap().is_none(), "the subscription is gone");
+    assert!(table.get(&typed(&user), &typed(&id)).await.unwrap().is_none(), "the subscription is gone");
 }
 
 #[tokio::test]
@@ -417,10 +418,10 @@ async fn seed_failed_delivery(api: &Api, user: &str, subscription: &str, deliver
     use career_core::delivery::log::AttemptRecord;
     use career_core::delivery::sender::{Answer, Outcome};
     let message = DeliveryMessage {
-        delivery_id: delivery_id.into(),
-        user_id: user.into(),
-        subscription_id: subscription.into(),
-        event: career_core::events::Event::ping(subscription),
+        delivery_id: typed(delivery_id),
+        user_id: typed(user),
+        subscription_id: typed(subscription),
+        event: career_core::events::Event::ping(&typed(subscription)),
         earlier_attempts: 0,
     };
     let outcome = Outcome::Rejected(Answer { status: 502, body: "bad gateway".into() });
@@ -499,11 +500,14 @@ async fn webhooks_ping_and_enable_act_on_the_subscription_they_name() {
         (json["eventType"].as_str(), json["subscriptionId"].as_str()),
         (Some("webhook.ping"), Some(id.as_str()))
     );
-    table.start_failure_clock(&user, &id, "2026-11-01T00:00:00.000Z").await.unwrap();
-    table.disable(&user, &id, "2026-11-01T00:00:00.000Z", "2026-11-06T00:00:00.000Z").await.unwrap();
+    table.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    table
+        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .await
+        .unwrap();
     let answer = enable.invoke(&api, Function::Webhooks, &key).await;
     assert_eq!(answer.expect(200)["enabled"], true);
-    assert!(table.get(&user, &id).await.unwrap().unwrap().is_enabled());
+    assert!(table.get(&typed(&user), &typed(&id)).await.unwrap().unwrap().is_enabled());
 }
 
 /// The delivery messages of `deliver-sqs-batch.json`.
@@ -538,8 +542,8 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         let receiver = Receiver::start(&[200], Duration::ZERO).await;
         let secret = seed_subscription(
             pipeline.settings(),
-            &message.user_id,
-            &message.subscription_id,
+            message.user_id.as_str(),
+            message.subscription_id.as_str(),
             &receiver.url,
             vec![message.event.kind],
         )
@@ -555,7 +559,7 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         let received = receiver.received();
         assert_eq!(received.len(), 1, "one request for {}", message.delivery_id);
         let delivery = &received[0];
-        assert_eq!(delivery.header("x-webhook-delivery"), message.delivery_id);
+        assert_eq!(delivery.header("x-webhook-delivery"), message.delivery_id.as_str());
         assert_eq!(delivery.header("x-webhook-event"), message.event.kind.as_str());
         assert_eq!(delivery.header("content-type"), "application/json");
         assert!(verify_hex(secret, &delivery.body, delivery.header("x-webhook-signature")), "signature verifies");
@@ -586,7 +590,14 @@ async fn fanout_stream_batch_becomes_exactly_the_sample_delivery_messages() {
     // subscription to both kinds, which must get nothing.
     for message in &expected {
         let url = "http://127.0.0.1:9/unused";
-        seed_subscription(pipeline.settings(), &user, &message.subscription_id, url, vec![message.event.kind]).await;
+        seed_subscription(
+            pipeline.settings(),
+            user.as_str(),
+            message.subscription_id.as_str(),
+            url,
+            vec![message.event.kind],
+        )
+        .await;
     }
     let all = vec![EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
     let other = ids::new_id(ids::SUBSCRIPTION);

@@ -20,6 +20,7 @@ use career_core::{clock, ids};
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
+use career_service::typed;
 use career_service::{counted_kms, dynamodb, kms, sqs, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -58,7 +59,8 @@ async fn raw_item(api: &Api, user: &str, id: &str) -> Value {
 
 /// The secrets a delivery to this subscription is signed with now.
 async fn signing_secrets(settings: &career_core::config::Settings, user: &str, id: &str) -> SigningSecrets {
-    let stored = WebhookTable::new(dynamodb(), &settings.tables.webhooks).get(user, id).await.unwrap().unwrap();
+    let stored =
+        WebhookTable::new(dynamodb(), &settings.tables.webhooks).get(&typed(user), &typed(id)).await.unwrap().unwrap();
     Sealer::new(&kms(), &dynamodb(), settings).unwrap().open(&stored).await.unwrap()
 }
 
@@ -281,7 +283,7 @@ async fn the_webhooks_function_calls_kms_once_per_cold_start_and_only_when_it_ne
 
 fn sqs_message(message: &DeliveryMessage) -> SqsMessage {
     let mut sqs_message = SqsMessage::default();
-    sqs_message.message_id = Some(message.delivery_id.clone());
+    sqs_message.message_id = Some(message.delivery_id.to_string());
     sqs_message.receipt_handle = Some("unused: every delivery succeeds".into());
     sqs_message.body = Some(serde_json::to_string(message).unwrap());
     sqs_message
@@ -292,9 +294,9 @@ fn profile_event(user: &str) -> Event {
     data.insert("userId".into(), user.into());
     data.insert("profileId".into(), "prf_1".into());
     Event {
-        id: ids::new_id(ids::EVENT),
+        id: career_core::ids::EventId::generate(),
         kind: EventKind::ProfileUpdated,
-        created_at: clock::rfc3339(clock::now()),
+        created_at: career_core::clock::Timestamp::now(),
         data,
     }
 }
@@ -308,7 +310,7 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
     let mut secrets = Vec::new();
     for _ in 0..3 {
         let (id, secret) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
-        batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &user, &id)));
+        batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&id))));
         secrets.push(secret);
     }
     let calls = Calls::default();
@@ -362,7 +364,7 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
     let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
     let deliver_to = |id: String| {
         let mut batch = SqsEvent::default();
-        batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &user, &id)));
+        batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&id))));
         career_deliver::handle(&deliver, batch)
     };
 

@@ -4,9 +4,11 @@ use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
 use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
+use career_core::clock::Timestamp;
 use career_core::config::TableNames;
 use career_core::credentials::{ApiKey, Scopes};
 use career_core::delivery::log::DeliveryStatus;
+use career_core::ids::{self, AlertId, DeliveryId, SubscriptionId, UserId};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;
@@ -14,7 +16,6 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_core::store::platform::PlatformTables;
 use career_core::store::webhooks::{Replaced, StoredSecrets, WebhookTable};
-use career_core::{clock, ids};
 use serde_json::{json, Value};
 
 pub struct Admin {
@@ -42,15 +43,20 @@ impl Admin {
         PlatformTables::new(self.dynamodb.clone(), &self.tables.profiles, &self.tables.assessments)
     }
 
-    pub async fn create_key(&self, user_id: &str, scopes: Scopes, label: Option<String>) -> Result<Value, String> {
-        let user_id = non_empty("--user", user_id)?;
+    pub async fn create_key(
+        &self,
+        user_id: impl AsRef<str>,
+        scopes: Scopes,
+        label: Option<String>,
+    ) -> Result<Value, String> {
+        let user_id = user(user_id.as_ref())?;
         let key = ApiKey::generate();
         let stored = StoredKey {
             key_hash: key.hash().as_str().to_owned(),
-            user_id: user_id.to_owned(),
+            user_id: user_id.clone(),
             scopes: scopes.names().into_iter().map(String::from).collect(),
             label,
-            created_at: clock::rfc3339(clock::now()),
+            created_at: Timestamp::now(),
             revoked_at: None,
         };
         self.keys().insert(&stored).await.map_err(|e| format!("storing the key: {e}"))?;
@@ -59,50 +65,54 @@ impl Admin {
 
     pub async fn revoke_key(&self, key: &str) -> Result<Value, String> {
         let key = ApiKey::parse(key.trim()).ok_or("--key is not an API key (cak_ followed by 43 characters)")?;
-        let now = clock::rfc3339(clock::now());
-        match self.keys().revoke(&key.hash(), &now).await.map_err(|e| format!("revoking the key: {e}"))? {
+        match self.keys().revoke(&key.hash(), &Timestamp::now()).await.map_err(|e| format!("revoking the key: {e}"))? {
             true => Ok(json!({"revoked": true})),
             false => Err("no such key".into()),
         }
     }
 
-    pub async fn create_alert(&self, user_id: &str, new: NewAlert) -> Result<Value, String> {
-        let user_id = non_empty("--user", user_id)?;
+    pub async fn create_alert(&self, user_id: impl AsRef<str>, new: NewAlert) -> Result<Value, String> {
+        let user_id = user(user_id.as_ref())?;
         let alert = Alert {
-            id: ids::new_id(ids::ALERT),
+            id: AlertId::generate(),
             category: new.category,
             severity: new.severity,
             title: non_empty("--title", &new.title)?.to_owned(),
             message: new.message,
-            created_at: clock::rfc3339(clock::now()),
+            created_at: Timestamp::now(),
             read: false,
             read_at: None,
             dismissed: false,
             dismissed_at: None,
         };
         let table = AlertTable::new(self.dynamodb.clone(), &self.tables.alerts);
-        table.insert(user_id, &alert).await.map_err(|e| format!("storing the alert: {e}"))?;
+        table.insert(&user_id, &alert).await.map_err(|e| format!("storing the alert: {e}"))?;
         serde_json::to_value(alert).map_err(|e| e.to_string())
     }
 
     /// Changes the user's profile (creating one on first use), so a `profile.updated` follows.
-    pub async fn update_profile(&self, user_id: &str) -> Result<Value, String> {
-        let user_id = non_empty("--user", user_id)?;
+    pub async fn update_profile(&self, user_id: impl AsRef<str>) -> Result<Value, String> {
+        let user_id = user(user_id.as_ref())?;
         let platform = self.platform();
-        let existing = platform.first_profile_id(user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
+        let existing = platform.first_profile_id(&user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
         let profile_id = existing.unwrap_or_else(|| ids::new_id(ids::PROFILE));
-        let now = clock::rfc3339(clock::now());
-        platform.touch_profile(user_id, &profile_id, &now).await.map_err(|e| format!("updating the profile: {e}"))?;
+        platform
+            .touch_profile(&user_id, &profile_id, &Timestamp::now())
+            .await
+            .map_err(|e| format!("updating the profile: {e}"))?;
         Ok(json!({"userId": user_id, "profileId": profile_id}))
     }
 
     /// Completes an assessment (a new one unless `assessment_id` is given).
-    pub async fn complete_assessment(&self, user_id: &str, assessment_id: Option<String>) -> Result<Value, String> {
-        let user_id = non_empty("--user", user_id)?;
+    pub async fn complete_assessment(
+        &self,
+        user_id: impl AsRef<str>,
+        assessment_id: Option<String>,
+    ) -> Result<Value, String> {
+        let user_id = user(user_id.as_ref())?;
         let assessment_id = assessment_id.unwrap_or_else(|| ids::new_id(ids::ASSESSMENT));
-        let now = clock::rfc3339(clock::now());
         self.platform()
-            .complete_assessment(user_id, &assessment_id, &now)
+            .complete_assessment(&user_id, &assessment_id, &Timestamp::now())
             .await
             .map_err(|e| format!("completing the assessment: {e}"))?;
         Ok(json!({"userId": user_id, "assessmentId": assessment_id}))
@@ -136,18 +146,23 @@ impl Admin {
         limit: u32,
         after: Option<&str>,
     ) -> Result<Value, String> {
+        let no_subscription = || format!("no subscription {subscription_id}");
+        let subscription_id = SubscriptionId::parse(subscription_id.trim()).ok_or_else(no_subscription)?;
+        let after = match after {
+            Some(id) => Some(DeliveryId::parse(id.trim()).ok_or_else(|| format!("--after {id} is not a delivery id"))?),
+            None => None,
+        };
         let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
-        let owner =
-            webhooks.owner_of(subscription_id.trim()).await.map_err(|e| format!("finding the subscription: {e}"))?;
-        let user_id = owner.ok_or_else(|| format!("no subscription {subscription_id}"))?;
+        let owner = webhooks.owner_of(&subscription_id).await.map_err(|e| format!("finding the subscription: {e}"))?;
+        let user_id = owner.ok_or_else(no_subscription)?;
         let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
         let page = deliveries
-            .list(&user_id, subscription_id.trim(), status, limit, after)
+            .list(&user_id, &subscription_id, status, limit, after.as_ref())
             .await
             .map_err(|e| format!("listing the deliveries: {e}"))?;
         Ok(json!({
             "userId": user_id,
-            "subscriptionId": subscription_id.trim(),
+            "subscriptionId": subscription_id,
             "deliveries": page.deliveries,
             "nextAfter": page.last_id_if_more,
         }))
@@ -223,6 +238,16 @@ pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Value, String> {
             return Err(format!("moved {moved}; the delivery queue refused {} messages: {reason}", sent.failed.len()));
         }
     }
+}
+
+/// `--user` as a user id (surrounding blanks dropped).
+fn user(text: &str) -> Result<UserId, String> {
+    UserId::parse(text.trim()).ok_or_else(|| {
+        format!(
+            "--user must be a user id: not empty, at most {} bytes, no control characters, not starting with #",
+            UserId::MAX_LEN
+        )
+    })
 }
 
 fn non_empty<'a>(flag: &str, value: &'a str) -> Result<&'a str, String> {

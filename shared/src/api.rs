@@ -20,7 +20,7 @@ use crate::auth::{Authenticator, Principal};
 use crate::config::Settings;
 use crate::credentials::Scope;
 use crate::excerpt::Excerpt;
-use crate::ids;
+use crate::ids::{self, UserId};
 use crate::ratelimit::{RateLimitStatus, RateLimiter};
 use crate::store::keys::KeyTable;
 use crate::store::rate_limits::RateLimitTable;
@@ -230,7 +230,7 @@ pub struct Call {
 }
 
 impl Call {
-    pub fn user_id(&self) -> &str {
+    pub fn user_id(&self) -> &UserId {
         &self.principal.user_id
     }
 
@@ -438,7 +438,7 @@ impl Front {
             route = %route,
             status = status.as_u16(),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            user_id = user_id.as_deref().unwrap_or("-"),
+            user_id = user_id.as_ref().map_or("-", UserId::as_str),
             "request"
         );
         response

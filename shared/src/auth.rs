@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::credentials::{ApiKey, KeyHash, Scope, Scopes};
+use crate::ids::UserId;
 use crate::store::keys::{KeyTable, StoredKey};
 use crate::store::StoreError;
 
@@ -20,7 +21,7 @@ const MAX_UNKNOWN_KEYS: usize = 10_000;
 /// Who is calling: the key's owner and what the key may do.
 #[derive(Clone, Debug)]
 pub struct Principal {
-    pub user_id: String,
+    pub user_id: UserId,
     pub scopes: Scopes,
     pub key_hash: KeyHash,
 }
@@ -91,11 +92,11 @@ mod tests {
         let hash = ApiKey::generate().hash();
         let stored = |revoked: Option<&str>| StoredKey {
             key_hash: hash.as_str().into(),
-            user_id: "u1".into(),
+            user_id: "u1".parse().unwrap(),
             scopes: vec!["read:alerts".into()],
             label: None,
-            created_at: "2026-01-01T00:00:00.000Z".into(),
-            revoked_at: revoked.map(Into::into),
+            created_at: "2026-01-01T00:00:00.000Z".parse().unwrap(),
+            revoked_at: revoked.map(|at| at.parse().unwrap()),
         };
         assert!(principal_of(&hash, stored(None)).is_some());
         assert!(principal_of(&hash, stored(Some("2026-01-02T00:00:00.000Z"))).is_none());

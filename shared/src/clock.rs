@@ -37,6 +37,14 @@ impl Timestamp {
         Timestamp(rfc3339_from_millis(millis))
     }
 
+    pub fn from_datetime(at: DateTime<Utc>) -> Self {
+        Timestamp(rfc3339(at))
+    }
+
+    pub fn datetime(&self) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(&self.0).map(|at| at.with_timezone(&Utc)).unwrap_or_default()
+    }
+
     /// `Some` only for text in exactly the contract's format.
     pub fn parse(text: &str) -> Option<Self> {
         let at = DateTime::parse_from_rfc3339(text).ok()?.with_timezone(&Utc);
@@ -48,10 +56,7 @@ impl Timestamp {
     }
 
     pub fn millis(&self) -> u64 {
-        DateTime::parse_from_rfc3339(&self.0)
-            .ok()
-            .and_then(|at| u64::try_from(at.timestamp_millis()).ok())
-            .unwrap_or_default()
+        u64::try_from(self.datetime().timestamp_millis()).unwrap_or_default()
     }
 }
 
@@ -78,6 +83,20 @@ impl TryFrom<String> for Timestamp {
 impl From<Timestamp> for String {
     fn from(at: Timestamp) -> Self {
         at.0
+    }
+}
+
+impl AsRef<str> for Timestamp {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Timestamp {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Timestamp::try_from(text.to_owned())
     }
 }
 

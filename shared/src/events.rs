@@ -7,7 +7,8 @@ use aws_lambda_events::dynamodb::{EventRecord, StreamRecord};
 use serde::{Deserialize, Serialize};
 use serde_dynamo::AttributeValue;
 
-use crate::{clock, ids};
+use crate::clock::Timestamp;
+use crate::ids::{EventId, SubscriptionId, UserId};
 
 /// Every event kind. The one list of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -48,28 +49,23 @@ impl EventKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
-    pub id: String,
+    pub id: EventId,
     #[serde(rename = "type")]
     pub kind: EventKind,
-    pub created_at: String,
+    pub created_at: Timestamp,
     pub data: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Event {
-    pub fn user_id(&self) -> Option<&str> {
-        self.data.get("userId").and_then(|v| v.as_str())
+    pub fn user_id(&self) -> Option<UserId> {
+        self.data.get("userId").and_then(|v| v.as_str()).and_then(UserId::parse)
     }
 
     /// A `webhook.ping` for one subscription, created now.
-    pub fn ping(subscription_id: &str) -> Self {
+    pub fn ping(subscription_id: &SubscriptionId) -> Self {
         let mut data = serde_json::Map::new();
-        data.insert("subscriptionId".into(), subscription_id.into());
-        Event {
-            id: ids::new_id(ids::EVENT),
-            kind: EventKind::WebhookPing,
-            created_at: clock::rfc3339(clock::now()),
-            data,
-        }
+        data.insert("subscriptionId".into(), subscription_id.as_str().into());
+        Event { id: EventId::generate(), kind: EventKind::WebhookPing, created_at: Timestamp::now(), data }
     }
 }
 
@@ -119,13 +115,12 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     data.insert("userId".into(), user_id.into());
     data.insert(id_attribute.into(), item_id.into());
     Ok(Some(Event {
-        id: ids::derived_id(
-            ids::EVENT,
+        id: EventId::derived(
             created_millis,
             &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id],
         ),
         kind,
-        created_at: clock::rfc3339_from_millis(created_millis),
+        created_at: Timestamp::from_millis(created_millis),
         data,
     }))
 }
@@ -190,8 +185,8 @@ mod tests {
         let event = event_from_record(&record("INSERT", PROFILE_KEYS(), json!(null), profile("1"))).unwrap().unwrap();
         assert_eq!(event.kind, EventKind::ProfileUpdated);
         assert_eq!(serde_json::Value::Object(event.data.clone()), json!({"userId": "u1", "profileId": "prf_1"}));
-        assert_eq!(event.created_at, "2026-11-27T08:00:05.250Z");
-        assert!(ids::has_shape(&event.id, ids::EVENT));
+        assert_eq!(event.created_at.as_str(), "2026-11-27T08:00:05.250Z");
+        assert_eq!(event.id.millis(), event.created_at.millis(), "the id sorts by the change's time");
         let changed = event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), profile("2"))).unwrap();
         assert!(changed.is_some());
     }
@@ -207,8 +202,8 @@ mod tests {
         let completed = |old, new| event_from_record(&record("MODIFY", ASSESSMENT_KEYS(), old, new)).unwrap();
         let event = completed(assessment("in_progress"), assessment("completed")).unwrap();
         assert_eq!(event.kind, EventKind::AssessmentCompleted);
-        assert_eq!(event.user_id(), Some("u1"));
-        assert_eq!(event.created_at, "2026-11-27T08:00:00.000Z", "no item timestamp: the stream's time");
+        assert_eq!(event.user_id(), "u1".parse().ok());
+        assert_eq!(event.created_at.as_str(), "2026-11-27T08:00:00.000Z", "no item timestamp: the stream's time");
         assert_eq!(completed(assessment("completed"), assessment("completed")), None);
         assert_eq!(completed(assessment("started"), assessment("in_progress")), None);
         let inserted = event_from_record(&record("INSERT", ASSESSMENT_KEYS(), json!(null), assessment("completed")));
@@ -217,10 +212,9 @@ mod tests {
 
     #[test]
     fn a_ping_names_its_subscription_and_cannot_be_subscribed_to() {
-        let ping = Event::ping("whk_1");
+        let ping = Event::ping(&"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
         assert_eq!(ping.kind.as_str(), "webhook.ping");
-        assert!(ids::has_shape(&ping.id, ids::EVENT));
-        assert_eq!(serde_json::Value::Object(ping.data), json!({"subscriptionId": "whk_1"}));
+        assert_eq!(serde_json::Value::Object(ping.data), json!({"subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}));
         assert_eq!(EventKind::subscribable("webhook.ping"), None);
         assert_eq!(EventKind::subscribable("profile.updated"), Some(EventKind::ProfileUpdated));
     }

@@ -79,6 +79,20 @@ macro_rules! prefixed_id {
                 id.0
             }
         }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                $name::try_from(text.to_owned())
+            }
+        }
     };
 }
 
@@ -146,6 +160,20 @@ impl TryFrom<String> for UserId {
 impl From<UserId> for String {
     fn from(id: UserId) -> Self {
         id.0
+    }
+}
+
+impl AsRef<str> for UserId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for UserId {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        UserId::try_from(text.to_owned())
     }
 }
 

@@ -5,6 +5,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
+use crate::ids::UserId;
 use crate::signing;
 
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -31,15 +32,22 @@ impl CursorKey {
     }
 
     /// A cursor after `last_id` on `list`, a name that says which list with which filters.
-    pub fn seal(&self, user_id: &str, list: &str, last_id: &str) -> String {
+    pub fn seal(&self, user_id: &UserId, list: &str, last_id: &impl AsRef<str>) -> String {
+        let last_id = last_id.as_ref();
         let tag = signing::hmac_sha256(&self.0, &message(user_id, list, last_id));
         let mut bytes = last_id.as_bytes().to_vec();
         bytes.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
-    /// The id after which the next page starts.
-    pub fn open(&self, user_id: &str, list: &str, cursor: &str) -> Result<String, InvalidCursor> {
+    /// The id after which the next page starts, as `parse` reads it.
+    pub fn open<Id>(
+        &self,
+        user_id: &UserId,
+        list: &str,
+        cursor: &str,
+        parse: impl Fn(&str) -> Option<Id>,
+    ) -> Result<Id, InvalidCursor> {
         let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| InvalidCursor)?;
         if bytes.len() <= TAG_LEN {
             return Err(InvalidCursor);
@@ -49,11 +57,11 @@ impl CursorKey {
         if !signing::verify(&self.0, &message(user_id, list, id), tag) {
             return Err(InvalidCursor);
         }
-        Ok(id.to_owned())
+        parse(id).ok_or(InvalidCursor)
     }
 }
 
-fn message(user_id: &str, list: &str, last_id: &str) -> Vec<u8> {
+fn message(user_id: &UserId, list: &str, last_id: &str) -> Vec<u8> {
     format!("cursor.v1\n{user_id}\n{list}\n{last_id}").into_bytes()
 }
 
@@ -61,7 +69,17 @@ fn message(user_id: &str, list: &str, last_id: &str) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    use crate::ids::AlertId;
+
     const ID: &str = "alr_01JD0000000000000000000000";
+
+    fn user(name: &str) -> UserId {
+        UserId::parse(name).unwrap()
+    }
+
+    fn open(key: &CursorKey, user_id: &str, list: &str, cursor: &str) -> Result<AlertId, InvalidCursor> {
+        key.open(&user(user_id), list, cursor, AlertId::parse)
+    }
 
     #[test]
     fn page_size_defaults_and_clamps() {
@@ -76,25 +94,27 @@ mod tests {
     #[test]
     fn round_trips_for_the_same_user_and_filter() {
         let key = CursorKey::new("k".repeat(32).as_str());
-        let cursor = key.seal("u1", "alerts/active", ID);
-        assert_eq!(key.open("u1", "alerts/active", &cursor), Ok(ID.to_owned()));
+        let cursor = key.seal(&user("u1"), "alerts/active", &ID);
+        assert_eq!(open(&key, "u1", "alerts/active", &cursor), Ok(AlertId::parse(ID).unwrap()));
+        let not_an_alert = key.seal(&user("u1"), "alerts/active", &"whk_01JD0000000000000000000000");
+        assert_eq!(open(&key, "u1", "alerts/active", &not_an_alert), Err(InvalidCursor), "signed, but no alert id");
     }
 
     #[test]
     fn refuses_other_users_filters_keys_and_edits() {
         let key = CursorKey::new("k".repeat(32).as_str());
-        let cursor = key.seal("u1", "alerts/active", ID);
-        assert_eq!(key.open("u2", "alerts/active", &cursor), Err(InvalidCursor));
-        assert_eq!(key.open("u1", "alerts/all", &cursor), Err(InvalidCursor));
+        let cursor = key.seal(&user("u1"), "alerts/active", &ID);
+        assert_eq!(open(&key, "u2", "alerts/active", &cursor), Err(InvalidCursor));
+        assert_eq!(open(&key, "u1", "alerts/all", &cursor), Err(InvalidCursor));
         let other_key = CursorKey::new("x".repeat(32).as_str());
-        assert_eq!(other_key.open("u1", "alerts/active", &cursor), Err(InvalidCursor));
+        assert_eq!(open(&other_key, "u1", "alerts/active", &cursor), Err(InvalidCursor));
 
         let mut bytes = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
         bytes[5] ^= 1;
         let edited = URL_SAFE_NO_PAD.encode(bytes);
-        assert_eq!(key.open("u1", "alerts/active", &edited), Err(InvalidCursor));
+        assert_eq!(open(&key, "u1", "alerts/active", &edited), Err(InvalidCursor));
         for junk in ["", "!!!", "abc", &URL_SAFE_NO_PAD.encode([0u8; 32])] {
-            assert_eq!(key.open("u1", "alerts/active", junk), Err(InvalidCursor), "{junk}");
+            assert_eq!(open(&key, "u1", "alerts/active", junk), Err(InvalidCursor), "{junk}");
         }
     }
 }

@@ -162,7 +162,7 @@ fn entry(lane: Lane, id: String, message: &DeliveryMessage, delay: Duration) -> 
         .message_body(serde_json::to_string(message).expect("messages serialize"));
     entry = match lane {
         Lane::Main => {
-            entry.message_group_id(&message.subscription_id).message_deduplication_id(secrets::random_token(""))
+            entry.message_group_id(message.subscription_id.as_str()).message_deduplication_id(secrets::random_token(""))
         }
         Lane::Retry => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
     };
@@ -191,16 +191,17 @@ mod tests {
         assert_eq!(whole_seconds(Duration::from_millis(1600)), 2);
         assert_eq!(whole_seconds(Duration::from_millis(200)), 0);
         let event = crate::events::Event {
-            id: "evt_1".into(),
+            id: crate::ids::EventId::generate(),
             kind: crate::events::EventKind::ProfileUpdated,
-            created_at: "2026-11-27T08:00:00.000Z".into(),
+            created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             data: serde_json::Map::new(),
         };
-        let message = DeliveryMessage::new(&event, "u1", "whk_1");
+        let message =
+            DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
         let late = entry(Lane::Retry, "0".into(), &message, Duration::from_secs(3600));
         assert_eq!(late.delay_seconds, Some(900));
         let main = entry(Lane::Main, "0".into(), &message, Duration::ZERO);
-        assert_eq!(main.message_group_id.as_deref(), Some("whk_1"));
+        assert_eq!(main.message_group_id.as_deref(), Some("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
         assert_eq!(main.delay_seconds, None, "FIFO queues take no per-message delay");
         let again = entry(Lane::Main, "0".into(), &message, Duration::ZERO);
         assert_ne!(main.message_deduplication_id, again.message_deduplication_id);

@@ -16,11 +16,13 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use tokio::sync::OnceCell;
 
+use crate::clock::Timestamp;
 use crate::config::{ConfigError, Settings};
+use crate::ids::{SubscriptionId, UserId};
 use crate::rotation::SigningSecrets;
+use crate::secrets;
 use crate::store::webhooks::{SealedSecrets, StoredSecrets, StoredSubscription, WebhookTable};
 use crate::store::StoreError;
-use crate::{clock, secrets};
 
 const NONCE_LEN: usize = 12;
 /// Bound into every KMS call on the data key, so the key's policy can require it and a
@@ -66,8 +68,8 @@ impl Sealer {
     /// The secrets as stored for this subscription.
     pub async fn seal(
         &self,
-        user_id: &str,
-        subscription_id: &str,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
         secrets: &SigningSecrets,
     ) -> Result<SealedSecrets, SealError> {
         let cipher = self.cipher(true).await?;
@@ -143,7 +145,7 @@ impl Sealer {
         let (Some(plaintext), Some(encrypted)) = (output.plaintext, output.ciphertext_blob) else {
             return Err(SealError::Kms("GenerateDataKey returned no key".into()));
         };
-        if self.webhooks.insert_data_key(encrypted.as_ref(), &clock::rfc3339(clock::now())).await? {
+        if self.webhooks.insert_data_key(encrypted.as_ref(), &Timestamp::now()).await? {
             return Ok(plaintext.into_inner());
         }
         let stored = self.webhooks.data_key().await?.ok_or(SealError::NoDataKey)?;
@@ -152,8 +154,8 @@ impl Sealer {
 }
 
 /// Binds a sealed value to its item, so it does not open when copied into another one.
-fn associated_data(user_id: &str, subscription_id: &str) -> Vec<u8> {
-    [user_id.as_bytes(), &[0], subscription_id.as_bytes()].concat()
+fn associated_data(user_id: &UserId, subscription_id: &SubscriptionId) -> Vec<u8> {
+    [user_id.as_str().as_bytes(), &[0], subscription_id.as_str().as_bytes()].concat()
 }
 
 #[cfg(test)]
@@ -181,12 +183,12 @@ mod tests {
 
     fn stored(user_id: &str, subscription_id: &str, secrets: StoredSecrets) -> StoredSubscription {
         StoredSubscription {
-            user_id: user_id.into(),
-            subscription_id: subscription_id.into(),
+            user_id: user_id.parse().unwrap(),
+            subscription_id: subscription_id.parse().unwrap(),
             url: "https://hooks.example.com/".into(),
             events: vec![],
             secrets,
-            created_at: "2026-11-27T08:00:00.000Z".into(),
+            created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             failing_since: None,
             disabled_at: None,
             disabled_reason: None,
@@ -198,13 +200,20 @@ mod tests {
         let sealer = sealer();
         let secrets =
             SigningSecrets::new(WebhookSecret::generate()).rotated(WebhookSecret::generate(), 1, GracePeriod::DEFAULT);
-        let sealed_secrets = sealer.seal("u1", "whk_1", &secrets).await.unwrap();
+        let sealed_secrets = sealer
+            .seal(&"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap(), &secrets)
+            .await
+            .unwrap();
         assert!(!sealed_secrets.0.contains("whsec_"));
         assert!(!sealed_secrets.0.contains(&STANDARD.encode(secrets.current.key())));
         let sealed = StoredSecrets::Sealed { sealed_secrets: sealed_secrets.clone() };
-        assert_eq!(sealer.open(&stored("u1", "whk_1", sealed.clone())).await.unwrap(), secrets);
+        assert_eq!(
+            sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", sealed.clone())).await.unwrap(),
+            secrets
+        );
 
-        for (user, subscription) in [("u2", "whk_1"), ("u1", "whk_2"), ("u1\0whk_1", "")] {
+        for (user, subscription) in [("u2", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"), ("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9M")]
+        {
             let moved = sealer.open(&stored(user, subscription, sealed.clone())).await;
             assert!(matches!(moved, Err(SealError::Unopenable)), "{user}/{subscription}");
         }
@@ -212,24 +221,33 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         let altered = StoredSecrets::Sealed { sealed_secrets: SealedSecrets(STANDARD.encode(bytes)) };
-        assert!(matches!(sealer.open(&stored("u1", "whk_1", altered)).await, Err(SealError::Unopenable)));
+        assert!(matches!(
+            sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", altered)).await,
+            Err(SealError::Unopenable)
+        ));
         let garbage = StoredSecrets::Sealed { sealed_secrets: SealedSecrets("not base64!".into()) };
-        assert!(matches!(sealer.open(&stored("u1", "whk_1", garbage)).await, Err(SealError::Unopenable)));
+        assert!(matches!(
+            sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", garbage)).await,
+            Err(SealError::Unopenable)
+        ));
     }
 
     #[tokio::test]
     async fn each_seal_uses_a_fresh_nonce() {
         let sealer = sealer();
         let secrets = SigningSecrets::new(WebhookSecret::generate());
-        let (a, b) =
-            (sealer.seal("u1", "whk_1", &secrets).await.unwrap(), sealer.seal("u1", "whk_1", &secrets).await.unwrap());
+        let (user, subscription) = ("u1".parse().unwrap(), "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
+        let (a, b) = (
+            sealer.seal(&user, &subscription, &secrets).await.unwrap(),
+            sealer.seal(&user, &subscription, &secrets).await.unwrap(),
+        );
         assert_ne!(a, b);
     }
 
     #[tokio::test]
     async fn a_plain_secret_stored_before_sealing_opens_without_a_key() {
         let secret = WebhookSecret::parse("whsec_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE").unwrap();
-        let plain = stored("u1", "whk_1", StoredSecrets::Plain { secret: secret.clone() });
+        let plain = stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", StoredSecrets::Plain { secret: secret.clone() });
         let sealer = Sealer { cipher: OnceCell::new(), ..sealer() };
         assert_eq!(sealer.open(&plain).await.unwrap(), SigningSecrets::new(secret));
     }

@@ -10,8 +10,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
+use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::excerpt::Excerpt;
+use crate::ids::SubscriptionId;
 use crate::{netguard, secrets};
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -133,12 +135,12 @@ impl EventKinds {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subscription {
-    pub id: String,
+    pub id: SubscriptionId,
     pub url: String,
     pub events: Vec<EventKind>,
-    pub created_at: String,
+    pub created_at: Timestamp,
     pub enabled: bool,
-    pub disabled_at: Option<String>,
+    pub disabled_at: Option<Timestamp>,
     pub disabled_reason: Option<String>,
 }
 

@@ -9,6 +9,7 @@ use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
+use career_service::typed;
 
 use crate::counting::{self, per_request, Calls};
 use crate::payloads::{batch, profile_record};
@@ -254,7 +255,7 @@ async fn log_calls(
     let mut template = batch.records[0].clone();
     let body: career_core::delivery::DeliveryMessage =
         serde_json::from_str(template.body.as_deref().unwrap_or_default()).map_err(|e| e.to_string())?;
-    let message = career_core::delivery::DeliveryMessage::new(&body.event, user, &subscription);
+    let message = career_core::delivery::DeliveryMessage::new(&body.event, &typed(user), &typed(&subscription));
     template.body = Some(serde_json::to_string(&message).map_err(|e| e.to_string())?);
     let mut attempts = Vec::new();
     for receive_count in 1..=3 {

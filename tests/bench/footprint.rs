@@ -6,11 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use career_core::clock;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
-use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
+use career_service::typed;
 use serde_json::{json, Value};
 
 use crate::payloads::{api_request, batch, profile_record, sqs_record};
@@ -109,12 +110,12 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         data.insert("userId".into(), events_user.clone().into());
         data.insert("profileId".into(), "prf_footprint".into());
         let event = Event {
-            id: ids::new_id(ids::EVENT),
+            id: career_core::ids::EventId::generate(),
             kind: EventKind::ProfileUpdated,
-            created_at: clock::rfc3339(clock::now()),
+            created_at: career_core::clock::Timestamp::now(),
             data,
         };
-        let message = DeliveryMessage::new(&event, &events_user, &subscription);
+        let message = DeliveryMessage::new(&event, &typed(&events_user), &typed(&subscription));
         deliveries.push(serde_json::to_string(&message).expect("messages serialize"));
     }
     let mut workload = Workload { key, user: events_user, alert, deliveries, last_created: None };

@@ -14,7 +14,7 @@ use career_core::signing;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
-use career_service::{counted_kms, dynamodb};
+use career_service::{counted_kms, dynamodb, typed};
 
 use crate::counting::Calls;
 use crate::report::{Row, Section};
@@ -31,14 +31,15 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     // Created through the webhooks function: the data key exists and the secrets are sealed.
     let (id, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/unused", &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
-    let stored = table.get(&user, &id).await.map_err(|e| e.to_string())?.ok_or("the subscription is missing")?;
+    let stored =
+        table.get(&typed(&user), &typed(&id)).await.map_err(|e| e.to_string())?.ok_or("the subscription is missing")?;
 
     progress(format!("   {COLD_STARTS} fresh instances: first opening of a subscription's secrets"));
     let (mut first_opens, mut gets, mut kms_calls) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..COLD_STARTS {
         // The GetItem of the subscription that every delivery makes anyway: the baseline.
         let started = Instant::now();
-        table.get(&user, &id).await.map_err(|e| e.to_string())?;
+        table.get(&typed(&user), &typed(&id)).await.map_err(|e| e.to_string())?;
         gets.push(started.elapsed());
         let calls = Calls::default();
         let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), &settings).map_err(|e| e.to_string())?;
@@ -66,7 +67,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let warm_kms_calls = calls.since(0).len() - after_first;
     let open = summarize(&opens);
 
-    let message = DeliveryMessage::new(&event(&user), &user, &id);
+    let message = DeliveryMessage::new(&event(&user), &typed(&user), &typed(&id));
     let rotated = secrets.rotated(WebhookSecret::generate(), 0, GracePeriod::DEFAULT);
     let time = |run: &dyn Fn()| {
         let samples: Vec<Duration> = (0..warm_n)
@@ -163,9 +164,9 @@ fn event(user: &str) -> Event {
     data.insert("userId".into(), user.into());
     data.insert("profileId".into(), "prf_bench".into());
     Event {
-        id: career_core::ids::new_id(career_core::ids::EVENT),
+        id: career_core::ids::EventId::generate(),
         kind: EventKind::ProfileUpdated,
-        created_at: "2026-11-27T08:00:00.000Z".into(),
+        created_at: typed("2026-11-27T08:00:00.000Z"),
         data,
     }
 }

@@ -165,9 +165,16 @@ pub fn unique_user() -> String {
     format!("user-{}", &secrets::random_token("")[..12])
 }
 
+/// Test text as the typed value the store takes (a user id, an id, a timestamp).
+#[track_caller]
+pub fn typed<T: std::str::FromStr<Err = String>>(text: impl AsRef<str>) -> T {
+    text.as_ref().parse().unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The contract's time format: RFC 3339 in UTC with a `Z`.
 #[track_caller]
-pub fn assert_rfc3339_utc(text: &str) {
+pub fn assert_rfc3339_utc(text: impl AsRef<str>) {
+    let text = text.as_ref();
     let parsed = chrono::DateTime::parse_from_rfc3339(text);
     assert!(parsed.is_ok() && text.ends_with('Z'), "not an RFC 3339 UTC time: {text:?}");
 }
@@ -205,18 +212,18 @@ impl Api {
     }
 
     /// Issues a key for `user` with the comma-separated `scopes`.
-    pub async fn key(&self, user: &str, scopes: &str) -> String {
+    pub async fn key(&self, user: impl AsRef<str>, scopes: &str) -> String {
         let scopes = career_core::credentials::Scopes::parse_list(scopes).expect("valid scopes");
         let issued = self.admin.create_key(user, scopes, None).await.expect("key issued");
         issued["key"].as_str().expect("key text").to_owned()
     }
 
     /// A key with all six scopes.
-    pub async fn full_key(&self, user: &str) -> String {
+    pub async fn full_key(&self, user: impl AsRef<str>) -> String {
         self.key(user, &career_core::credentials::Scopes::all().names().join(",")).await
     }
 
-    pub async fn alert(&self, user: &str, title: &str) -> String {
+    pub async fn alert(&self, user: impl AsRef<str>, title: &str) -> String {
         let new = careerctl::admin::NewAlert {
             title: title.into(),
             message: format!("{title} details"),

@@ -59,7 +59,7 @@ impl Pipeline {
     }
 
     /// Creates a subscription through the API and returns its id and secret.
-    pub async fn subscribe(&self, user: &str, url: &str, events: &[&str]) -> (String, String) {
+    pub async fn subscribe(&self, user: impl AsRef<str>, url: &str, events: &[&str]) -> (String, String) {
         let key = self.api.key(user, "write:webhooks").await;
         let body = serde_json::json!({"url": url, "events": events}).to_string();
         let created = self.api.send_json(lambda_http::http::Method::POST, "/api/v1/webhooks", &key, &body).await;

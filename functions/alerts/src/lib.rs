@@ -2,11 +2,12 @@
 
 use career_core::alerts::{query_flag, AlertAction, ListFilter};
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
+use career_core::ids::AlertId;
 use career_core::pagination::{page_size, CursorKey};
 use career_core::store::alerts::AlertTable;
-use career_core::{clock, ids};
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
@@ -57,10 +58,12 @@ async fn list(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let filter = ListFilter::new(query_flag(call.query("includeRead")), query_flag(call.query("includeDismissed")));
     let limit = page_size(call.query("limit"));
     let after = match call.query("cursor") {
-        Some(cursor) => Some(deps.cursors.open(user_id, filter.name(), cursor).map_err(|_| ApiError::InvalidCursor)?),
+        Some(cursor) => Some(
+            deps.cursors.open(user_id, filter.name(), cursor, AlertId::parse).map_err(|_| ApiError::InvalidCursor)?,
+        ),
         None => None,
     };
-    let page = deps.alerts.list(user_id, filter, limit, after.as_deref()).await?;
+    let page = deps.alerts.list(user_id, filter, limit, after.as_ref()).await?;
     let next_cursor = page.last_id_if_more.map(|id| deps.cursors.seal(user_id, filter.name(), &id));
     Reply::ok(json!({"alerts": page.alerts, "nextCursor": next_cursor}))
 }
@@ -71,10 +74,7 @@ async fn mark(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let action =
         AlertAction::parse(body.get("action").unwrap_or(&Value::Null)).map_err(|_| ApiError::AlertInvalidAction)?;
     let not_found = || ApiError::AlertNotFound(id.to_owned());
-    if !ids::has_shape(id, ids::ALERT) {
-        return Err(not_found());
-    }
-    let now = clock::rfc3339(clock::now());
-    let alert = deps.alerts.apply(call.user_id(), id, action, &now).await?.ok_or_else(not_found)?;
+    let id = AlertId::parse(id).ok_or_else(not_found)?;
+    let alert = deps.alerts.apply(call.user_id(), &id, action, &Timestamp::now()).await?.ok_or_else(not_found)?;
     Reply::ok(alert)
 }

@@ -1,7 +1,7 @@
 //! `/api/v1/data-sharing`: read (GET) and update (PUT) the user's data-sharing preferences.
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::clock;
+use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::preferences::PreferenceUpdate;
@@ -50,6 +50,5 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
 
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let update = PreferenceUpdate::parse(&call.json_body()?)?;
-    let now = clock::rfc3339(clock::now());
-    Reply::ok(deps.preferences.update(call.user_id(), &update, &now).await?)
+    Reply::ok(deps.preferences.update(call.user_id(), &update, &Timestamp::now()).await?)
 }

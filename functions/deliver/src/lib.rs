@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use career_core::clock;
+use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::retry::{jitter, RetrySchedule};
@@ -239,11 +239,14 @@ async fn keep_failure_clock(
         ClockChange::after_attempt(subscription.failing_since(), delivered, last_attempt, now, deps.disable_after);
     let written = match change {
         ClockChange::Unchanged => return,
-        ClockChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, &clock::rfc3339(now)).await,
+        ClockChange::StartFailing => {
+            deps.webhooks.start_failure_clock(user_id, id, &Timestamp::from_datetime(now)).await
+        }
         ClockChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id).await,
         ClockChange::Disable => {
-            let since = subscription.failing_since.as_deref().unwrap_or_default();
-            let disabled = deps.webhooks.disable(user_id, id, since, &clock::rfc3339(now)).await;
+            // Disable follows only a running clock.
+            let Some(since) = &subscription.failing_since else { return };
+            let disabled = deps.webhooks.disable(user_id, id, since, &Timestamp::from_datetime(now)).await;
             if let Ok(true) = disabled {
                 tracing::warn!(subscription_id = %id, failing_since = %since, "subscription disabled: failing too long");
             }

@@ -63,7 +63,11 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
             return Ok(());
         }
     };
-    let user_id = event.user_id().unwrap_or_default().to_owned();
+    let Some(user_id) = event.user_id() else {
+        // Nobody can have subscribed to an event of no (or no valid) user.
+        tracing::warn!(event_id = %event.id, "skipping an event without a valid user id");
+        return Ok(());
+    };
     let subscriptions = deps.webhooks.subscribed_to(&user_id, event.kind).await?;
     let (failing, healthy): (Vec<_>, Vec<_>) = subscriptions.iter().partition(|s| s.failing_since.is_some());
     let messages = |subscriptions: Vec<&StoredSubscription>| -> Vec<DeliveryMessage> {

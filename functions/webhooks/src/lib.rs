@@ -4,11 +4,13 @@
 //! line there and one arm in `handle`.
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
+use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
@@ -17,7 +19,6 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, Replaced, StoredSecrets, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::{CreatedSubscription, EventKinds, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
-use career_core::{clock, ids};
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
@@ -132,7 +133,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     };
     let url = WebhookUrl::parse(url, deps.allow_insecure_urls).map_err(ApiError::WebhookInvalidUrl)?;
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
-    let (user_id, subscription_id) = (call.user_id().to_owned(), ids::new_id(ids::SUBSCRIPTION));
+    let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secret = WebhookSecret::generate();
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone())).await?;
     let stored = StoredSubscription {
@@ -141,7 +142,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         url: url.as_str().to_owned(),
         events: events.kinds().to_vec(),
         secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-        created_at: clock::rfc3339(clock::now()),
+        created_at: Timestamp::now(),
         failing_since: None,
         disabled_at: None,
         disabled_reason: None,
@@ -154,7 +155,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
-    if !deps.webhooks.delete(call.user_id(), id).await? {
+    if !deps.webhooks.delete(call.user_id(), &subscription_id(id)?).await? {
         return Err(ApiError::WebhookNotFound(id.to_owned()));
     }
     Reply::ok(json!({"id": id, "deleted": Value::Bool(true)}))
@@ -167,13 +168,9 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let body = call.optional_json_object()?;
     let grace = GracePeriod::parse(body.as_ref().and_then(|body| body.get("gracePeriodSeconds")))
         .map_err(ApiError::WebhookInvalidGracePeriod)?;
-    let not_found = || ApiError::WebhookNotFound(id.to_owned());
-    if !ids::has_shape(id, ids::SUBSCRIPTION) {
-        return Err(not_found());
-    }
     let next = WebhookSecret::generate();
     for _ in 0..ROTATION_ATTEMPTS {
-        let stored = deps.webhooks.get(call.user_id(), id).await?.ok_or_else(not_found)?;
+        let stored = own_subscription(deps, &call, id).await?;
         let now = clock::now_millis() / 1000;
         let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), now, grace);
         let sealed = deps.sealer.seal(&stored.user_id, &stored.subscription_id, &rotated).await?;
@@ -189,13 +186,15 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     Err(StoreError::Contention.into())
 }
 
+/// `id` as a subscription id; one of another shape is as missing as one that never was.
+fn subscription_id(id: &str) -> Result<SubscriptionId, ApiError> {
+    SubscriptionId::parse(id).ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))
+}
+
 /// The caller's subscription `id`; another user's is as missing as one that never was.
 async fn own_subscription(deps: &Deps, call: &Call, id: &str) -> Result<StoredSubscription, ApiError> {
-    let not_found = || ApiError::WebhookNotFound(id.to_owned());
-    if !ids::has_shape(id, ids::SUBSCRIPTION) {
-        return Err(not_found());
-    }
-    deps.webhooks.get(call.user_id(), id).await?.ok_or_else(not_found)
+    let typed = subscription_id(id)?;
+    deps.webhooks.get(call.user_id(), &typed).await?.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))
 }
 
 async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
@@ -209,11 +208,13 @@ async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     // The cursor continues only this subscription's list with this filter.
     let list = format!("deliveries/{id}/{}", status.map_or("all", DeliveryStatus::as_str));
     let after = match call.query("cursor") {
-        Some(cursor) => Some(deps.cursors.open(user_id, &list, cursor).map_err(|_| ApiError::InvalidCursor)?),
+        Some(cursor) => {
+            Some(deps.cursors.open(user_id, &list, cursor, DeliveryId::parse).map_err(|_| ApiError::InvalidCursor)?)
+        }
         None => None,
     };
-    own_subscription(deps, &call, id).await?;
-    let page = deps.deliveries.list(user_id, id, status, limit, after.as_deref()).await?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    let page = deps.deliveries.list(user_id, &subscription.subscription_id, status, limit, after.as_ref()).await?;
     let next_cursor = page.last_id_if_more.map(|last| deps.cursors.seal(user_id, &list, &last));
     Reply::ok(json!({"deliveries": page.deliveries, "nextCursor": next_cursor}))
 }
@@ -223,16 +224,14 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let user_id = call.user_id();
     let id = call.query("id").ok_or(ApiError::WebhookMissingDeliveryId)?;
     let not_found = || ApiError::WebhookDeliveryNotFound(id.to_owned());
-    if !ids::has_shape(id, ids::DELIVERY) {
-        return Err(not_found());
-    }
-    let stored = deps.deliveries.get(user_id, id).await?.ok_or_else(not_found)?;
+    let delivery_id = DeliveryId::parse(id).ok_or_else(not_found)?;
+    let stored = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?;
     // A delivery of a deleted subscription cannot be retried.
     let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
     let event: Event = serde_json::from_str(&stored.body).map_err(|e| ApiError::Internal(Box::new(e)))?;
     let message = DeliveryMessage {
         delivery_id: stored.record.id.clone(),
-        user_id: user_id.to_owned(),
+        user_id: user_id.clone(),
         subscription_id: subscription.subscription_id.clone(),
         event,
         earlier_attempts: 0,
@@ -247,7 +246,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     // function may already have sent it, and its record then stands.
     let record = match deps.deliveries.requeue(user_id, &stored.record, stored.record.attempts, now).await? {
         Some(record) => record,
-        None => deps.deliveries.get(user_id, id).await?.ok_or_else(not_found)?.record,
+        None => deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record,
     };
     Reply::accepted(record)
 }
@@ -256,6 +255,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let subscription = own_subscription(deps, &call, id).await?;
+    let id = &subscription.subscription_id;
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
     let status = if subscription.is_enabled() {
         deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
@@ -268,6 +268,6 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 
 async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
-    let enabled = deps.webhooks.enable(call.user_id(), id).await?;
+    let enabled = deps.webhooks.enable(call.user_id(), &subscription_id(id)?).await?;
     Reply::ok(enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }

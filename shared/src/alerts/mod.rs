@@ -2,20 +2,23 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::Timestamp;
+use crate::ids::AlertId;
+
 /// The alert object as the API returns it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Alert {
-    pub id: String,
+    pub id: AlertId,
     pub category: Category,
     pub severity: Severity,
     pub title: String,
     pub message: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
     pub read: bool,
-    pub read_at: Option<String>,
+    pub read_at: Option<Timestamp>,
     pub dismissed: bool,
-    pub dismissed_at: Option<String>,
+    pub dismissed_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,16 +200,16 @@ mod tests {
     #[test]
     fn alert_serializes_in_camel_case_with_nulls() {
         let alert = Alert {
-            id: "alr_1".into(),
+            id: AlertId::generate(),
             category: Category::RiskSignal,
             severity: Severity::Critical,
             title: "t".into(),
             message: "m".into(),
-            created_at: "2026-11-21T08:00:00.000Z".into(),
+            created_at: "2026-11-21T08:00:00.000Z".parse().unwrap(),
             read: false,
             read_at: None,
             dismissed: true,
-            dismissed_at: Some("2026-11-21T09:00:00.000Z".into()),
+            dismissed_at: Some("2026-11-21T09:00:00.000Z".parse().unwrap()),
         };
         let value = serde_json::to_value(&alert).unwrap();
         assert_eq!(value["category"], "risk_signal");

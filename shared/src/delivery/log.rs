@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::sender::Outcome;
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::events::EventKind;
+use crate::ids::{DeliveryId, EventId, SubscriptionId};
 
 /// How long a record is kept after its last change (DynamoDB TTL).
 pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
@@ -50,19 +51,19 @@ impl DeliveryStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryRecord {
-    pub id: String,
-    pub subscription_id: String,
-    pub event_id: String,
+    pub id: DeliveryId,
+    pub subscription_id: SubscriptionId,
+    pub event_id: EventId,
     pub event_type: EventKind,
-    pub created_at: String,
+    pub created_at: Timestamp,
     pub status: DeliveryStatus,
     pub attempts: u32,
-    pub last_attempt_at: Option<String>,
+    pub last_attempt_at: Option<Timestamp>,
     pub last_response_status: Option<u16>,
     pub last_response_body: Option<String>,
     pub last_error: Option<String>,
-    pub next_attempt_at: Option<String>,
-    pub succeeded_at: Option<String>,
+    pub next_attempt_at: Option<Timestamp>,
+    pub succeeded_at: Option<Timestamp>,
 }
 
 /// What one attempt changes in its record.
@@ -73,7 +74,7 @@ pub struct AttemptRecord {
     /// The answer's status and the start of its body; `None` when no answer came.
     pub response: Option<(u16, String)>,
     pub error: Option<String>,
-    pub next_attempt_at: Option<String>,
+    pub next_attempt_at: Option<Timestamp>,
 }
 
 impl AttemptRecord {
@@ -81,7 +82,7 @@ impl AttemptRecord {
     pub fn new(outcome: &Outcome, at: DateTime<Utc>, retry_in: Option<Duration>) -> Self {
         let (status, next_attempt_at) = match (outcome, retry_in) {
             (Outcome::Delivered(_), _) => (DeliveryStatus::Succeeded, None),
-            (_, Some(wait)) => (DeliveryStatus::Pending, Some(clock::rfc3339(at + wait))),
+            (_, Some(wait)) => (DeliveryStatus::Pending, Some(Timestamp::from_datetime(at + wait))),
             (_, None) => (DeliveryStatus::Failed, None),
         };
         AttemptRecord {
@@ -127,7 +128,7 @@ mod tests {
                 status: DeliveryStatus::Pending,
                 response: Some((500, "oops".into())),
                 error: Some("answered 500".into()),
-                next_attempt_at: Some("2026-11-21T08:00:30.000Z".into()),
+                next_attempt_at: Some("2026-11-21T08:00:30.000Z".parse().unwrap()),
             }
         );
         let failed = AttemptRecord::new(&Outcome::NoAnswer("connection refused".into()), at, None);

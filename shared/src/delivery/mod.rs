@@ -9,7 +9,7 @@ pub mod sender;
 use serde::{Deserialize, Serialize};
 
 use crate::events::Event;
-use crate::ids;
+use crate::ids::{DeliveryId, SubscriptionId, UserId};
 use crate::signing;
 use crate::webhooks::WebhookSecret;
 
@@ -17,9 +17,9 @@ use crate::webhooks::WebhookSecret;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryMessage {
-    pub delivery_id: String,
-    pub user_id: String,
-    pub subscription_id: String,
+    pub delivery_id: DeliveryId,
+    pub user_id: UserId,
+    pub subscription_id: SubscriptionId,
     pub event: Event,
     /// Attempts made before the message was queued where it is: on the main lane none; on
     /// the retry lane the one made on the main lane, if any. Its receive count adds the rest.
@@ -34,12 +34,11 @@ fn is_zero(n: &u32) -> bool {
 impl DeliveryMessage {
     /// The delivery id depends only on the event and the subscription, so a repeated stream
     /// record or a retry carries the same `X-Webhook-Delivery`.
-    pub fn new(event: &Event, user_id: &str, subscription_id: &str) -> Self {
-        let millis = ids::millis_of(&event.id).unwrap_or_default();
+    pub fn new(event: &Event, user_id: &UserId, subscription_id: &SubscriptionId) -> Self {
         DeliveryMessage {
-            delivery_id: ids::derived_id(ids::DELIVERY, millis, &[&event.id, subscription_id]),
-            user_id: user_id.to_owned(),
-            subscription_id: subscription_id.to_owned(),
+            delivery_id: DeliveryId::derived(event.id.millis(), &[event.id.as_str(), subscription_id.as_str()]),
+            user_id: user_id.clone(),
+            subscription_id: subscription_id.clone(),
             event: event.clone(),
             earlier_attempts: 0,
         }
@@ -67,16 +66,18 @@ impl SignedDelivery {
         let body = message.body();
         let id = &message.delivery_id;
         let hex: Vec<String> = secrets.iter().map(|secret| signing::sign_hex(secret.expose(), &body)).collect();
-        let standard: Vec<String> =
-            secrets.iter().map(|secret| signing::sign_standard(secret.key(), id, unix_seconds, &body)).collect();
+        let standard: Vec<String> = secrets
+            .iter()
+            .map(|secret| signing::sign_standard(secret.key(), id.as_str(), unix_seconds, &body))
+            .collect();
         let headers = vec![
             ("Content-Type", "application/json".to_owned()),
             ("User-Agent", USER_AGENT.to_owned()),
             ("X-Webhook-Event", message.event.kind.as_str().to_owned()),
-            ("X-Webhook-Delivery", id.clone()),
+            ("X-Webhook-Delivery", id.to_string()),
             ("X-Webhook-Signature", hex.join(" ")),
             ("X-Webhook-Timestamp", unix_seconds.to_string()),
-            ("webhook-id", id.clone()),
+            ("webhook-id", id.to_string()),
             ("webhook-timestamp", unix_seconds.to_string()),
             ("webhook-signature", standard.join(" ")),
         ];
@@ -88,25 +89,34 @@ impl SignedDelivery {
 mod tests {
     use super::*;
     use crate::events::EventKind;
+    use crate::ids::EventId;
+
+    fn user() -> UserId {
+        "u1".parse().unwrap()
+    }
+
+    fn subscription(n: u8) -> SubscriptionId {
+        format!("whk_01JDQ40A1B2C3D4E5F6G7H8J9{n}").parse().unwrap()
+    }
 
     fn event() -> Event {
         let mut data = serde_json::Map::new();
         data.insert("userId".into(), "u1".into());
         data.insert("profileId".into(), "prf_1".into());
         Event {
-            id: ids::derived_id(ids::EVENT, 1_795_766_400_000, &["arn", "record-1"]),
+            id: EventId::derived(1_795_766_400_000, &["arn", "record-1"]),
             kind: EventKind::ProfileUpdated,
-            created_at: "2026-11-27T08:00:00.000Z".into(),
+            created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             data,
         }
     }
 
     #[test]
     fn delivery_ids_are_stable_per_event_and_subscription() {
-        let a = DeliveryMessage::new(&event(), "u1", "whk_1");
-        assert_eq!(a.delivery_id, DeliveryMessage::new(&event(), "u1", "whk_1").delivery_id);
-        assert_ne!(a.delivery_id, DeliveryMessage::new(&event(), "u1", "whk_2").delivery_id);
-        assert!(ids::has_shape(&a.delivery_id, ids::DELIVERY));
+        let a = DeliveryMessage::new(&event(), &user(), &subscription(1));
+        assert_eq!(a.delivery_id, DeliveryMessage::new(&event(), &user(), &subscription(1)).delivery_id);
+        assert_ne!(a.delivery_id, DeliveryMessage::new(&event(), &user(), &subscription(2)).delivery_id);
+        assert_eq!(a.delivery_id.millis(), event().id.millis(), "sorts with its event");
     }
 
     fn header<'a>(signed: &'a SignedDelivery, name: &str) -> &'a str {
@@ -115,17 +125,17 @@ mod tests {
 
     #[test]
     fn the_signature_covers_the_exact_body_sent() {
-        let message = DeliveryMessage::new(&event(), "u1", "whk_1");
+        let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
         let secret = WebhookSecret::generate();
         let signed = SignedDelivery::new(&message, &[&secret], 1_795_766_400);
         let header = |name| header(&signed, name);
         assert!(signing::verify_hex(secret.expose(), &signed.body, header("X-Webhook-Signature")));
         assert_eq!(header("X-Webhook-Event"), "profile.updated");
-        assert_eq!(header("X-Webhook-Delivery"), message.delivery_id);
+        assert_eq!(header("X-Webhook-Delivery"), message.delivery_id.as_str());
         assert_eq!(header("X-Webhook-Timestamp"), "1795766400");
-        assert_eq!(header("webhook-id"), message.delivery_id);
+        assert_eq!(header("webhook-id"), message.delivery_id.as_str());
         assert_eq!(header("webhook-timestamp"), "1795766400");
-        let standard = signing::sign_standard(secret.key(), &message.delivery_id, 1_795_766_400, &signed.body);
+        let standard = signing::sign_standard(secret.key(), message.delivery_id.as_str(), 1_795_766_400, &signed.body);
         assert_eq!(header("webhook-signature"), standard);
         let body: serde_json::Value = serde_json::from_slice(&signed.body).unwrap();
         assert_eq!(
@@ -137,7 +147,7 @@ mod tests {
 
     #[test]
     fn during_a_grace_period_both_headers_carry_both_signatures_new_first() {
-        let message = DeliveryMessage::new(&event(), "u1", "whk_1");
+        let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
         let (new, old) = (WebhookSecret::generate(), WebhookSecret::generate());
         let signed = SignedDelivery::new(&message, &[&new, &old], 1_795_766_400);
         let hex: Vec<&str> = header(&signed, "X-Webhook-Signature").split(' ').collect();
@@ -145,7 +155,7 @@ mod tests {
         assert!(signing::verify_hex(new.expose(), &signed.body, hex[0]));
         assert!(signing::verify_hex(old.expose(), &signed.body, hex[1]));
         let sign = |secret: &WebhookSecret| {
-            signing::sign_standard(secret.key(), &message.delivery_id, 1_795_766_400, &signed.body)
+            signing::sign_standard(secret.key(), message.delivery_id.as_str(), 1_795_766_400, &signed.body)
         };
         assert_eq!(header(&signed, "webhook-signature"), format!("{} {}", sign(&new), sign(&old)));
     }

@@ -10,26 +10,29 @@ use serde::{Deserialize, Serialize};
 
 use super::{s, Item, StoreError};
 use crate::alerts::{Alert, AlertAction, AlertFlag, Category, ListFilter, Severity};
-use crate::ids;
+use crate::clock::Timestamp;
+use crate::ids::{AlertId, UserId};
 
 const ACTIVE_KEY: &str = "activeKey";
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct AlertItem {
-    user_id: String,
-    alert_id: String,
+    user_id: UserId,
+    alert_id: AlertId,
     category: Category,
     severity: Severity,
     title: String,
     message: String,
-    created_at: String,
+    created_at: Timestamp,
     read: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    read_at: Option<String>,
+    read_at: Option<Timestamp>,
     dismissed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    dismissed_at: Option<String>,
+    dismissed_at: Option<Timestamp>,
+    // The sparse index keys hold the alert id, or a timestamp that puts the item outside
+    // every list's key range (see `apply`), so they stay text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     active_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,7 +86,7 @@ fn index_of(filter: ListFilter) -> (Option<&'static str>, &'static str) {
 /// One page of a list and the id of its last alert when more follow.
 pub struct AlertPage {
     pub alerts: Vec<Alert>,
-    pub last_id_if_more: Option<String>,
+    pub last_id_if_more: Option<AlertId>,
 }
 
 #[derive(Clone)]
@@ -97,10 +100,10 @@ impl AlertTable {
         Self { client, table: table.into() }
     }
 
-    pub async fn insert(&self, user_id: &str, alert: &Alert) -> Result<(), StoreError> {
+    pub async fn insert(&self, user_id: &UserId, alert: &Alert) -> Result<(), StoreError> {
         let active = !alert.read && !alert.dismissed;
         let item = AlertItem {
-            user_id: user_id.to_owned(),
+            user_id: user_id.clone(),
             alert_id: alert.id.clone(),
             category: alert.category,
             severity: alert.severity,
@@ -111,9 +114,9 @@ impl AlertTable {
             read_at: alert.read_at.clone(),
             dismissed: alert.dismissed,
             dismissed_at: alert.dismissed_at.clone(),
-            active_key: active.then(|| alert.id.clone()),
-            unread_key: (!alert.read).then(|| alert.id.clone()),
-            undismissed_key: (!alert.dismissed).then(|| alert.id.clone()),
+            active_key: active.then(|| alert.id.to_string()),
+            unread_key: (!alert.read).then(|| alert.id.to_string()),
+            undismissed_key: (!alert.dismissed).then(|| alert.id.to_string()),
         };
         self.client
             .put_item()
@@ -128,10 +131,10 @@ impl AlertTable {
     /// Newest first, `limit` alerts after `after` (an alert id from the previous page).
     pub async fn list(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         filter: ListFilter,
         limit: u32,
-        after: Option<&str>,
+        after: Option<&AlertId>,
     ) -> Result<AlertPage, StoreError> {
         let (index, sort_key) = index_of(filter);
         let start_key = after
@@ -145,7 +148,7 @@ impl AlertTable {
             .key_condition_expression("userId = :u AND begins_with(#sort, :alert)")
             .expression_attribute_names("#sort", sort_key)
             .expression_attribute_values(":u", s(user_id))
-            .expression_attribute_values(":alert", s(ids::ALERT))
+            .expression_attribute_values(":alert", s(AlertId::PREFIX))
             .scan_index_forward(false)
             .consistent_read(true)
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
@@ -163,10 +166,10 @@ impl AlertTable {
     /// result does not depend on what the caller last read.
     pub async fn apply(
         &self,
-        user_id: &str,
-        alert_id: &str,
+        user_id: &UserId,
+        alert_id: &AlertId,
         action: AlertAction,
-        now: &str,
+        now: &Timestamp,
     ) -> Result<Option<Alert>, StoreError> {
         let own = columns(action.flag());
         let update = self
@@ -202,8 +205,8 @@ impl AlertTable {
 
     fn update(
         &self,
-        user_id: &str,
-        alert_id: &str,
+        user_id: &UserId,
+        alert_id: &AlertId,
     ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
         self.client
             .update_item()

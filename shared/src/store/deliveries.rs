@@ -11,10 +11,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{is_condition_failure, n, s, Item, StoreError};
-use crate::clock;
+use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
+use crate::ids::{DeliveryId, EventId, SubscriptionId, UserId};
 
 const BY_SUBSCRIPTION: &str = "bySubscription";
 const BY_STATUS: &str = "byStatus";
@@ -22,16 +23,16 @@ const BY_STATUS: &str = "byStatus";
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct DeliveryItem {
-    user_id: String,
-    delivery_id: String,
-    subscription_id: String,
-    event_id: String,
+    user_id: UserId,
+    delivery_id: DeliveryId,
+    subscription_id: SubscriptionId,
+    event_id: EventId,
     event_type: EventKind,
-    created_at: String,
+    created_at: Timestamp,
     status: DeliveryStatus,
     attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_attempt_at: Option<String>,
+    last_attempt_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_response_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,9 +40,9 @@ struct DeliveryItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    next_attempt_at: Option<String>,
+    next_attempt_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    succeeded_at: Option<String>,
+    succeeded_at: Option<Timestamp>,
     /// The exact body that was signed and sent (a JSON text), for manual retries.
     body: String,
     /// Unix seconds; DynamoDB's TTL removes the record after it.
@@ -81,14 +82,14 @@ pub struct StoredDelivery {
 /// One page of a list and the id of its last record when more follow.
 pub struct DeliveryPage {
     pub deliveries: Vec<DeliveryRecord>,
-    pub last_id_if_more: Option<String>,
+    pub last_id_if_more: Option<DeliveryId>,
 }
 
-fn subscription_key(subscription_id: &str, delivery_id: &str) -> String {
+fn subscription_key(subscription_id: &SubscriptionId, delivery_id: &DeliveryId) -> String {
     format!("{subscription_id}#{delivery_id}")
 }
 
-fn status_key(subscription_id: &str, status: DeliveryStatus, delivery_id: &str) -> String {
+fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus, delivery_id: &DeliveryId) -> String {
     format!("{subscription_id}#{}#{delivery_id}", status.as_str())
 }
 
@@ -117,7 +118,7 @@ impl DeliveryTable {
         status: DeliveryStatus,
         at: DateTime<Utc>,
     ) -> Result<DeliveryRecord, StoreError> {
-        let now = clock::rfc3339(at);
+        let now = Timestamp::from_datetime(at);
         let item = DeliveryItem {
             user_id: message.user_id.clone(),
             delivery_id: message.delivery_id.clone(),
@@ -256,7 +257,7 @@ impl DeliveryTable {
     /// was read with `seen_attempts` (then `None`: the record has moved on by itself).
     pub async fn requeue(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         record: &DeliveryRecord,
         seen_attempts: u32,
         at: DateTime<Utc>,
@@ -285,7 +286,7 @@ impl DeliveryTable {
         }
     }
 
-    pub async fn get(&self, user_id: &str, delivery_id: &str) -> Result<Option<StoredDelivery>, StoreError> {
+    pub async fn get(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<StoredDelivery>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -302,11 +303,11 @@ impl DeliveryTable {
     /// `after` (a delivery id from the previous page).
     pub async fn list(
         &self,
-        user_id: &str,
-        subscription_id: &str,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
         status: Option<DeliveryStatus>,
         limit: u32,
-        after: Option<&str>,
+        after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
         let (index, sort_key, prefix) = match status {
             Some(status) => (BY_STATUS, "statusKey", format!("{subscription_id}#{}#", status.as_str())),

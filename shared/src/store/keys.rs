@@ -4,19 +4,21 @@ use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
 use super::{applied, s, StoreError};
+use crate::clock::Timestamp;
 use crate::credentials::KeyHash;
+use crate::ids::UserId;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredKey {
     pub key_hash: String,
-    pub user_id: String,
+    pub user_id: UserId,
     pub scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    pub created_at: String,
+    pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<String>,
+    pub revoked_at: Option<Timestamp>,
 }
 
 #[derive(Clone)]
@@ -54,7 +56,7 @@ impl KeyTable {
     }
 
     /// Marks a key revoked; `false` when there is no such key.
-    pub async fn revoke(&self, hash: &KeyHash, at: &str) -> Result<bool, StoreError> {
+    pub async fn revoke(&self, hash: &KeyHash, at: &Timestamp) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()

@@ -36,8 +36,8 @@ where
 
 pub type Item = HashMap<String, AttributeValue>;
 
-pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(text.into())
+pub(crate) fn s(text: impl AsRef<str>) -> AttributeValue {
+    AttributeValue::S(text.as_ref().to_owned())
 }
 
 pub(crate) fn n(number: impl ToString) -> AttributeValue {
@@ -46,10 +46,10 @@ pub(crate) fn n(number: impl ToString) -> AttributeValue {
 
 /// One page of a query that asked for `limit + 1` items: the first `limit`, and the id of
 /// the last of them when the extra item shows that another page follows.
-pub(crate) fn one_page<T>(mut items: Vec<T>, limit: u32, id_of: impl Fn(&T) -> &str) -> (Vec<T>, Option<String>) {
+pub(crate) fn one_page<T, Id: Clone>(mut items: Vec<T>, limit: u32, id_of: impl Fn(&T) -> &Id) -> (Vec<T>, Option<Id>) {
     let more = items.len() > limit as usize;
     items.truncate(limit as usize);
-    let last_id_if_more = items.last().filter(|_| more).map(|last| id_of(last).to_owned());
+    let last_id_if_more = items.last().filter(|_| more).map(|last| id_of(last).clone());
     (items, last_id_if_more)
 }
 

@@ -6,6 +6,8 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
 use super::{s, StoreError};
+use crate::clock::Timestamp;
+use crate::ids::UserId;
 
 #[derive(Clone)]
 pub struct PlatformTables {
@@ -20,7 +22,7 @@ impl PlatformTables {
     }
 
     /// Changes the profile (a new revision and timestamp), creating it if needed.
-    pub async fn touch_profile(&self, user_id: &str, profile_id: &str, now: &str) -> Result<(), StoreError> {
+    pub async fn touch_profile(&self, user_id: &UserId, profile_id: &str, now: &Timestamp) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.profiles)
@@ -36,7 +38,7 @@ impl PlatformTables {
     }
 
     /// The id of one of the user's profiles, if there is one.
-    pub async fn first_profile_id(&self, user_id: &str) -> Result<Option<String>, StoreError> {
+    pub async fn first_profile_id(&self, user_id: &UserId) -> Result<Option<String>, StoreError> {
         let output = self
             .client
             .query()
@@ -56,7 +58,12 @@ impl PlatformTables {
     }
 
     /// Marks the assessment completed (creating it if needed).
-    pub async fn complete_assessment(&self, user_id: &str, assessment_id: &str, now: &str) -> Result<(), StoreError> {
+    pub async fn complete_assessment(
+        &self,
+        user_id: &UserId,
+        assessment_id: &str,
+        now: &Timestamp,
+    ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.assessments)

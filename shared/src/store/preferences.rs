@@ -5,6 +5,8 @@ use aws_sdk_dynamodb::Client;
 use serde::Serialize;
 
 use super::{s, Item, StoreError};
+use crate::clock::Timestamp;
+use crate::ids::UserId;
 use crate::preferences::{PreferenceUpdate, PREFERENCE_FLAGS};
 
 /// Every known flag and when they last changed: the GET and PUT response.
@@ -36,7 +38,7 @@ impl PreferenceTable {
         Self { client, table: table.into() }
     }
 
-    pub async fn get(&self, user_id: &str) -> Result<Preferences, StoreError> {
+    pub async fn get(&self, user_id: &UserId) -> Result<Preferences, StoreError> {
         let output = self
             .client
             .get_item()
@@ -49,7 +51,12 @@ impl PreferenceTable {
     }
 
     /// Sets the given flags in one atomic update; the others keep their values.
-    pub async fn update(&self, user_id: &str, update: &PreferenceUpdate, at: &str) -> Result<Preferences, StoreError> {
+    pub async fn update(
+        &self,
+        user_id: &UserId,
+        update: &PreferenceUpdate,
+        at: &Timestamp,
+    ) -> Result<Preferences, StoreError> {
         let mut request = self
             .client
             .update_item()

@@ -12,8 +12,9 @@ use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
 use super::{applied, is_condition_failure, n, s, StoreError};
+use crate::clock::Timestamp;
 use crate::events::EventKind;
-use crate::ids;
+use crate::ids::{SubscriptionId, UserId};
 use crate::webhooks::{Subscription, WebhookSecret};
 
 const COUNTER_ID: &str = "#count";
@@ -26,18 +27,18 @@ const CONFLICT_RETRIES: u32 = 5;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredSubscription {
-    pub user_id: String,
-    pub subscription_id: String,
+    pub user_id: UserId,
+    pub subscription_id: SubscriptionId,
     pub url: String,
     pub events: Vec<EventKind>,
     #[serde(flatten)]
     pub secrets: StoredSecrets,
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// The failure clock: the first failure since the last success (contract section 9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failing_since: Option<String>,
+    pub failing_since: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled_at: Option<String>,
+    pub disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_reason: Option<String>,
 }
@@ -88,8 +89,7 @@ impl StoredSubscription {
     }
 
     pub fn failing_since(&self) -> Option<chrono::DateTime<chrono::Utc>> {
-        let since = chrono::DateTime::parse_from_rfc3339(self.failing_since.as_deref()?).ok()?;
-        Some(since.with_timezone(&chrono::Utc))
+        self.failing_since.as_ref().map(Timestamp::datetime)
     }
 }
 
@@ -138,23 +138,27 @@ impl WebhookTable {
     }
 
     /// The user's subscriptions, oldest first.
-    pub async fn list(&self, user_id: &str) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn list(&self, user_id: &UserId) -> Result<Vec<StoredSubscription>, StoreError> {
         self.query(user_id, None).await
     }
 
     /// The user's subscriptions that list `kind`.
-    pub async fn subscribed_to(&self, user_id: &str, kind: EventKind) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn subscribed_to(
+        &self,
+        user_id: &UserId,
+        kind: EventKind,
+    ) -> Result<Vec<StoredSubscription>, StoreError> {
         self.query(user_id, Some(kind)).await
     }
 
-    async fn query(&self, user_id: &str, kind: Option<EventKind>) -> Result<Vec<StoredSubscription>, StoreError> {
+    async fn query(&self, user_id: &UserId, kind: Option<EventKind>) -> Result<Vec<StoredSubscription>, StoreError> {
         let mut request = self
             .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("userId = :u AND begins_with(subscriptionId, :prefix)")
             .expression_attribute_values(":u", s(user_id))
-            .expression_attribute_values(":prefix", s(ids::SUBSCRIPTION))
+            .expression_attribute_values(":prefix", s(SubscriptionId::PREFIX))
             .consistent_read(true);
         if let Some(kind) = kind {
             request = request
@@ -166,7 +170,11 @@ impl WebhookTable {
         Ok(serde_dynamo::from_items(output.items.unwrap_or_default())?)
     }
 
-    pub async fn get(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
+    pub async fn get(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+    ) -> Result<Option<StoredSubscription>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -214,10 +222,7 @@ impl WebhookTable {
 
     /// The user a subscription belongs to, through the keys-only `bySubscription` index (for
     /// operators, who know a subscription id and not its owner).
-    pub async fn owner_of(&self, subscription_id: &str) -> Result<Option<String>, StoreError> {
-        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
-            return Ok(None);
-        }
+    pub async fn owner_of(&self, subscription_id: &SubscriptionId) -> Result<Option<UserId>, StoreError> {
         let output = self
             .client
             .query()
@@ -228,17 +233,17 @@ impl WebhookTable {
             .send()
             .await?;
         let owner = output.items.unwrap_or_default().into_iter().next().and_then(|mut item| item.remove("userId"));
-        Ok(owner.and_then(|value| value.as_s().ok().cloned()))
+        Ok(owner.and_then(|value| value.as_s().ok().and_then(|text| UserId::parse(text))))
     }
 
     /// Disables the subscription as failing, if its clock still shows `failing_since` (a
     /// success in the meantime stopped it). `true` when this call disabled it.
     pub async fn disable(
         &self,
-        user_id: &str,
-        subscription_id: &str,
-        failing_since: &str,
-        at: &str,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        failing_since: &Timestamp,
+        at: &Timestamp,
     ) -> Result<bool, StoreError> {
         let result = self
             .subscription_update(user_id, subscription_id)
@@ -292,7 +297,7 @@ impl WebhookTable {
     }
 
     /// Stores the encrypted data key unless one exists; `false` when one did.
-    pub async fn insert_data_key(&self, encrypted: &[u8], created_at: &str) -> Result<bool, StoreError> {
+    pub async fn insert_data_key(&self, encrypted: &[u8], created_at: &Timestamp) -> Result<bool, StoreError> {
         let result = self
             .client
             .put_item()
@@ -309,7 +314,12 @@ impl WebhookTable {
 
     /// Starts the failure clock at `at` (RFC 3339), unless it already runs. Called only on a
     /// failure of a subscription that was not failing, so the common path writes nothing.
-    pub async fn start_failure_clock(&self, user_id: &str, subscription_id: &str, at: &str) -> Result<(), StoreError> {
+    pub async fn start_failure_clock(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        at: &Timestamp,
+    ) -> Result<(), StoreError> {
         let update = self
             .subscription_update(user_id, subscription_id)
             .update_expression("SET failingSince = :at")
@@ -321,7 +331,11 @@ impl WebhookTable {
     }
 
     /// Stops the failure clock: called only on a success of a subscription that was failing.
-    pub async fn reset_failure_clock(&self, user_id: &str, subscription_id: &str) -> Result<(), StoreError> {
+    pub async fn reset_failure_clock(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+    ) -> Result<(), StoreError> {
         let update = self
             .subscription_update(user_id, subscription_id)
             .update_expression("REMOVE failingSince")
@@ -331,10 +345,11 @@ impl WebhookTable {
 
     /// Turns the subscription back on and resets its failure clock; `None` when the user has
     /// no such subscription.
-    pub async fn enable(&self, user_id: &str, subscription_id: &str) -> Result<Option<StoredSubscription>, StoreError> {
-        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
-            return Ok(None);
-        }
+    pub async fn enable(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+    ) -> Result<Option<StoredSubscription>, StoreError> {
         let result = self
             .subscription_update(user_id, subscription_id)
             .update_expression("REMOVE disabledAt, disabledReason, failingSince")
@@ -349,7 +364,7 @@ impl WebhookTable {
         }
     }
 
-    fn subscription_update(&self, user_id: &str, subscription_id: &str) -> UpdateItemFluentBuilder {
+    fn subscription_update(&self, user_id: &UserId, subscription_id: &SubscriptionId) -> UpdateItemFluentBuilder {
         self.client
             .update_item()
             .table_name(&self.table)
@@ -358,10 +373,7 @@ impl WebhookTable {
     }
 
     /// Deletes the subscription; `false` when the user has no such subscription.
-    pub async fn delete(&self, user_id: &str, subscription_id: &str) -> Result<bool, StoreError> {
-        if !ids::has_shape(subscription_id, ids::SUBSCRIPTION) {
-            return Ok(false);
-        }
+    pub async fn delete(&self, user_id: &UserId, subscription_id: &SubscriptionId) -> Result<bool, StoreError> {
         let delete = Delete::builder()
             .table_name(&self.table)
             .key("userId", s(user_id))
@@ -444,12 +456,12 @@ mod tests {
     #[test]
     fn items_hold_sealed_secrets_or_a_plain_secret_of_before() {
         let sealed = StoredSubscription {
-            user_id: "u1".into(),
-            subscription_id: "whk_1".into(),
+            user_id: "u1".parse().unwrap(),
+            subscription_id: "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap(),
             url: "https://hooks.example.com/".into(),
             events: vec![EventKind::ProfileUpdated],
             secrets: StoredSecrets::Sealed { sealed_secrets: SealedSecrets("c2VhbGVk".into()) },
-            created_at: "2026-11-27T08:00:00.000Z".into(),
+            created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             failing_since: None,
             disabled_at: None,
             disabled_reason: None,
