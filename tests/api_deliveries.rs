@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
-use career_core::delivery::sender::{Answer, Outcome};
+use career_core::delivery::sender::{Answer, Outcome, SendFailure};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::DeliveryTable;
@@ -80,7 +80,7 @@ async fn the_list_is_newest_first_in_pages_and_filters_by_status() {
         (delivered(), None),
         (rejected(503, "still down"), None),
         (delivered(), None),
-        (Outcome::NoAnswer("connection refused".into()), SOON),
+        (Outcome::NoAnswer(SendFailure::ConnectionRefused), SOON),
     ] {
         created.push(seed(&api, &user, &subscription, outcome, retry_in).await);
     }

@@ -14,14 +14,14 @@
 //! after a success, its first success after a failure, or its disabling. A disabled
 //! subscription is sent nothing; its deliveries are logged `skipped`.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::retry::{jitter, RetrySchedule};
-use career_core::delivery::sender::{Outcome, Sender};
+use career_core::delivery::sender::{Outcome, SendFailure, Sender};
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
@@ -197,12 +197,13 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
 /// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks).
 /// Returns the outcome and the exact bytes sent.
 async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &SigningSecrets) -> (Outcome, Vec<u8>) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let now = clock::now_millis() / 1000;
     let signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
     let (sender, url) = (deps.sender.clone(), url.to_owned());
-    tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body))
-        .await
-        .unwrap_or_else(|e| (Outcome::NoAnswer(format!("the sending task failed: {e}")), delivery.body()))
+    tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body)).await.unwrap_or_else(|err| {
+        tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "the sending task failed");
+        (Outcome::NoAnswer(SendFailure::TaskFailed), delivery.body())
+    })
 }
 
 /// A disabled subscription is sent nothing: the delivery is logged `skipped` and dropped.

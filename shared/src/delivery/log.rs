@@ -103,6 +103,7 @@ pub fn response_excerpt(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delivery::sender::SendFailure;
 
     #[test]
     fn statuses_parse_only_the_four_names() {
@@ -131,7 +132,7 @@ mod tests {
                 next_attempt_at: Some("2026-11-21T08:00:30.000Z".parse().unwrap()),
             }
         );
-        let failed = AttemptRecord::new(&Outcome::NoAnswer("connection refused".into()), at, None);
+        let failed = AttemptRecord::new(&Outcome::NoAnswer(SendFailure::ConnectionRefused), at, None);
         assert_eq!((failed.status, failed.response, failed.next_attempt_at), (DeliveryStatus::Failed, None, None));
         assert_eq!(failed.error.as_deref(), Some("connection refused"));
         let delivered = Outcome::Delivered(Answer { status: 204, body: String::new() });

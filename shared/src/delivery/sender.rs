@@ -19,9 +19,36 @@ pub enum Outcome {
     Delivered(Answer),
     /// Any other answer (redirects are not followed, so they land here too).
     Rejected(Answer),
-    /// No HTTP answer: a short sentence saying why (a timeout, a refused connection, a
-    /// private address).
-    NoAnswer(String),
+    /// No HTTP answer, and why.
+    NoAnswer(SendFailure),
+}
+
+/// Why an attempt got no HTTP answer. Its text, the record's `lastError`, is a short
+/// sentence for a receiver's developer: no URL (whose query may hold a credential) and no
+/// internals of ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SendFailure {
+    #[error("timed out after {} s", TIMEOUT.as_secs())]
+    TimedOut,
+    #[error("refused: resolves to a private address")]
+    PrivateAddress,
+    #[error("the host name does not resolve")]
+    UnknownHost,
+    #[error("connection refused")]
+    ConnectionRefused,
+    #[error("the connection closed before an answer")]
+    ConnectionClosed,
+    #[error("answered with an invalid HTTP response")]
+    InvalidResponse,
+    #[error("could not connect")]
+    ConnectionFailed,
+    #[error("the URL cannot be used")]
+    UnusableUrl,
+    #[error("the connection failed")]
+    Other,
+    /// The blocking task that sends could not run to its end (a panic or a shutdown).
+    #[error("the sending task failed")]
+    TaskFailed,
 }
 
 /// The receiver's answer: its status and the start of its body.
@@ -45,7 +72,7 @@ impl Outcome {
         match self {
             Outcome::Delivered(_) => None,
             Outcome::Rejected(answer) => Some(format!("answered {}", answer.status)),
-            Outcome::NoAnswer(reason) => Some(reason.clone()),
+            Outcome::NoAnswer(failure) => Some(failure.to_string()),
         }
     }
 }
@@ -85,26 +112,21 @@ fn answer(response: ureq::Response) -> Answer {
     Answer { status, body: response_excerpt(&body) }
 }
 
-/// A short sentence for a receiver's developer; no internals of ours.
-fn reason(transport: &ureq::Transport) -> String {
+fn reason(transport: &ureq::Transport) -> SendFailure {
     let io_kind =
         std::error::Error::source(transport).and_then(|source| source.downcast_ref::<io::Error>()).map(io::Error::kind);
     match (transport.kind(), io_kind) {
-        (_, Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)) => {
-            format!("timed out after {} s", TIMEOUT.as_secs())
-        }
-        (ureq::ErrorKind::Dns, Some(io::ErrorKind::PermissionDenied)) => {
-            "refused: resolves to a private address".into()
-        }
-        (ureq::ErrorKind::Dns, _) => "the host name does not resolve".into(),
-        (_, Some(io::ErrorKind::ConnectionRefused)) => "connection refused".into(),
+        (_, Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)) => SendFailure::TimedOut,
+        (ureq::ErrorKind::Dns, Some(io::ErrorKind::PermissionDenied)) => SendFailure::PrivateAddress,
+        (ureq::ErrorKind::Dns, _) => SendFailure::UnknownHost,
+        (_, Some(io::ErrorKind::ConnectionRefused)) => SendFailure::ConnectionRefused,
         (_, Some(io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::UnexpectedEof)) => {
-            "the connection closed before an answer".into()
+            SendFailure::ConnectionClosed
         }
-        (ureq::ErrorKind::BadStatus | ureq::ErrorKind::BadHeader, _) => "answered with an invalid HTTP response".into(),
-        (ureq::ErrorKind::ConnectionFailed, _) => "could not connect".into(),
-        (ureq::ErrorKind::InvalidUrl | ureq::ErrorKind::UnknownScheme, _) => "the URL cannot be used".into(),
-        _ => "the connection failed".into(),
+        (ureq::ErrorKind::BadStatus | ureq::ErrorKind::BadHeader, _) => SendFailure::InvalidResponse,
+        (ureq::ErrorKind::ConnectionFailed, _) => SendFailure::ConnectionFailed,
+        (ureq::ErrorKind::InvalidUrl | ureq::ErrorKind::UnknownScheme, _) => SendFailure::UnusableUrl,
+        _ => SendFailure::Other,
     }
 }
 
@@ -177,11 +199,8 @@ mod tests {
     fn no_answer_is_said_in_a_short_sentence() {
         let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let url = format!("http://{closed}/hook");
-        assert_eq!(Sender::new(true).send(&url, &delivery()), Outcome::NoAnswer("connection refused".into()));
-        assert_eq!(
-            Sender::new(false).send(&url, &delivery()),
-            Outcome::NoAnswer("refused: resolves to a private address".into())
-        );
+        assert_eq!(Sender::new(true).send(&url, &delivery()), Outcome::NoAnswer(SendFailure::ConnectionRefused));
+        assert_eq!(Sender::new(false).send(&url, &delivery()), Outcome::NoAnswer(SendFailure::PrivateAddress));
     }
 
     #[test]
@@ -189,9 +208,10 @@ mod tests {
         let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         for (allow_insecure, host) in [(true, "127.0.0.1"), (false, "localhost")] {
             let url = format!("http://{host}:{}/hook?token=s3cret", closed.port());
-            let Outcome::NoAnswer(reason) = Sender::new(allow_insecure).send(&url, &delivery()) else {
+            let Outcome::NoAnswer(failure) = Sender::new(allow_insecure).send(&url, &delivery()) else {
                 panic!("answered")
             };
+            let reason = failure.to_string();
             assert!(!reason.contains("s3cret") && !reason.contains("token") && !reason.contains(host), "{reason}");
         }
     }
@@ -203,7 +223,7 @@ mod tests {
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_millis(200)).build();
         let Err(ureq::Error::Transport(transport)) = agent.post(&url).send_bytes(b"{}") else { panic!("answered") };
         assert!(transport.to_string().contains("s3cret"), "ureq's own message quotes the URL");
-        assert_eq!(reason(&transport), format!("timed out after {} s", TIMEOUT.as_secs()));
+        assert_eq!(reason(&transport).to_string(), format!("timed out after {} s", TIMEOUT.as_secs()));
         drop(listener);
     }
 
