@@ -8,9 +8,10 @@ use chrono::SecondsFormat;
 use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
 /// A field of this name holding a JSON object is merged into the root of its line (EMF
@@ -42,10 +43,16 @@ where
         .iter()
         .find_map(|name| std::env::var(name).ok().and_then(|text| text.trim().parse().ok()))
         .unwrap_or(LevelFilter::INFO);
-    tracing_subscriber::fmt().event_format(JsonLines).with_max_level(level).with_writer(writer).finish()
+    tracing_subscriber::fmt()
+        .fmt_fields(JsonSpanFields)
+        .event_format(JsonLines)
+        .with_max_level(level)
+        .with_writer(writer)
+        .finish()
 }
 
-/// One JSON object per event: `timestamp`, `level`, then the event's fields in order.
+/// One JSON object per event: `timestamp`, `level`, the fields of the spans it happens in
+/// (a delivery's ids, say, given once on its span), then the event's own fields.
 struct JsonLines;
 
 impl<S, N> FormatEvent<S, N> for JsonLines
@@ -53,12 +60,30 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, _: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+    fn format_event(&self, context: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
         let mut line = Map::new();
         line.insert("timestamp".into(), crate::clock::now().to_rfc3339_opts(SecondsFormat::Micros, true).into());
         line.insert("level".into(), event.metadata().level().as_str().into());
+        for span in context.event_scope().into_iter().flat_map(|scope| scope.from_root()) {
+            let extensions = span.extensions();
+            let fields = extensions.get::<FormattedFields<N>>().map(|fields| fields.fields.as_str());
+            if let Some(Ok(Value::Object(members))) = fields.map(serde_json::from_str::<Value>) {
+                line.extend(members);
+            }
+        }
         event.record(&mut Fields(&mut line));
         writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+/// Keeps a span's fields as a JSON object, for [`JsonLines`] to merge into each line.
+struct JsonSpanFields;
+
+impl<'writer> FormatFields<'writer> for JsonSpanFields {
+    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut members = Map::new();
+        fields.record(&mut Fields(&mut members));
+        write!(writer, "{}", Value::Object(members))
     }
 }
 
@@ -168,7 +193,8 @@ mod tests {
         let subscriber = json_subscriber(move || writer.clone());
         let metrics = delivery_metrics("Career/Webhooks", "profile.updated", DeliveryResult::Succeeded, 12.3456);
         tracing::subscriber::with_default(subscriber, || {
-            tracing::info!(delivery_id = "dlv_1", attempt = 2u32, ok = true, emf = %metrics, "delivered");
+            let _delivery = tracing::info_span!("delivery", delivery_id = "dlv_1", attempt = 2u32).entered();
+            tracing::info!(ok = true, emf = %metrics, "delivered");
         });
         let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");

@@ -31,6 +31,7 @@ use career_core::store::webhooks::{StoredSubscription, WebhookTable};
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
 use career_core::webhooks::{ClockChange, LoggedUrl};
 use chrono::{DateTime, Utc};
+use tracing::Instrument;
 
 pub struct Deps {
     webhooks: WebhookTable,
@@ -112,73 +113,112 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
         tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
         return Disposition::Done;
     };
-    let receipt = message.receipt_handle.as_deref().unwrap_or_default();
     let receives: u32 = message.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
-    let attempt = delivery.earlier_attempts + receives;
-    if attempt > deps.schedule.max_attempts {
+    let turn = Turn {
+        lane,
+        receipt: message.receipt_handle.as_deref().unwrap_or_default(),
+        attempt: delivery.earlier_attempts + receives,
+        delivery,
+    };
+    // Every line of this delivery's turn carries these fields once, from its span.
+    let span = tracing::info_span!(
+        "delivery",
+        delivery_id = %turn.delivery.delivery_id,
+        subscription_id = %turn.delivery.subscription_id,
+        lane = lane.as_str(),
+        attempt = turn.attempt,
+    );
+    take_turn(deps, turn).instrument(span).await
+}
+
+/// One received delivery message: which lane, its receipt, which attempt this is.
+struct Turn<'a> {
+    lane: Lane,
+    receipt: &'a str,
+    attempt: u32,
+    delivery: DeliveryMessage,
+}
+
+/// Load → sign and send → decide.
+async fn take_turn(deps: &Deps, turn: Turn<'_>) -> Disposition {
+    if turn.attempt > deps.schedule.max_attempts {
         // Every attempt is used (a message handed over after its main-lane attempt gets here
         // one receive early): visible at once, its next receive redrives it.
-        return keep(deps, lane, receipt, &delivery, Duration::ZERO).await;
+        return keep(deps, &turn, Duration::ZERO).await;
     }
+    let (subscription, secrets) = match load(deps, &turn).await {
+        Ok(loaded) => loaded,
+        Err(disposition) => return disposition,
+    };
+    let started = Instant::now();
+    let (outcome, body) = send(deps, &turn.delivery, &subscription.url, &secrets).await;
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    decide(deps, turn, &subscription, outcome, &body, latency_ms).await
+}
+
+/// The subscription and its secrets, or what becomes of the message when there are none
+/// to send with (deleted, disabled, failing on the main lane, or storage failing).
+async fn load(deps: &Deps, turn: &Turn<'_>) -> Result<(StoredSubscription, SigningSecrets), Disposition> {
+    let delivery = &turn.delivery;
     let subscription = match deps.webhooks.get(&delivery.user_id, &delivery.subscription_id).await {
         Ok(Some(subscription)) => subscription,
         Ok(None) => {
-            tracing::info!(delivery_id = %delivery.delivery_id, "subscription deleted; delivery dropped");
-            return Disposition::Done;
+            tracing::info!("subscription deleted; delivery dropped");
+            return Err(Disposition::Done);
         }
         Err(err) => {
             // Tried again after the retry base (rather than the queue's 15-minute visibility
             // timeout, for which the subscription's main-lane group would wait).
-            tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "loading the subscription failed");
-            return keep(deps, lane, receipt, &delivery, deps.schedule.base).await;
+            tracing::error!(error = %err, "loading the subscription failed");
+            return Err(keep(deps, turn, deps.schedule.base).await);
         }
     };
     if !subscription.is_enabled() {
-        return skip(deps, lane, receipt, &delivery).await;
+        return Err(skip(deps, turn).await);
     }
-    if lane == Lane::Main && subscription.failing_since.is_some() {
-        tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, "subscription failing; delivery handed to the retry lane");
-        return Disposition::HandOver(Box::new(delivery), Duration::ZERO);
+    if turn.lane == Lane::Main && subscription.failing_since.is_some() {
+        tracing::info!("subscription failing; delivery handed to the retry lane");
+        return Err(Disposition::HandOver(Box::new(delivery.clone()), Duration::ZERO));
     }
-    let secrets = match deps.sealer.open(&subscription).await {
-        Ok(secrets) => secrets,
+    match deps.sealer.open(&subscription).await {
+        Ok(secrets) => Ok((subscription, secrets)),
         Err(err) => {
-            tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "opening the subscription's secrets failed");
-            return keep(deps, lane, receipt, &delivery, deps.schedule.base).await;
+            tracing::error!(error = %err, "opening the subscription's secrets failed");
+            Err(keep(deps, turn, deps.schedule.base).await)
         }
-    };
+    }
+}
 
-    let started = Instant::now();
-    let (outcome, body) = send(deps, &delivery, &subscription.url, &secrets).await;
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+/// Records the attempt, keeps the failure clock, logs the outcome with its metrics, and
+/// says what becomes of the message: done, or retried after the schedule's wait.
+async fn decide(
+    deps: &Deps,
+    turn: Turn<'_>,
+    subscription: &StoredSubscription,
+    outcome: Outcome,
+    body: &[u8],
+    latency_ms: f64,
+) -> Disposition {
     let delivered = matches!(outcome, Outcome::Delivered(_));
-    let wait = if delivered { None } else { deps.schedule.wait_after(attempt, jitter()) };
+    let wait = if delivered { None } else { deps.schedule.wait_after(turn.attempt, jitter()) };
     let finished_at = clock::now();
     // Two independent writes (the second only when the subscription's state changes).
     tokio::join!(
-        record_attempt(deps, &delivery, &body, AttemptRecord::new(&outcome, finished_at, wait)),
-        keep_failure_clock(deps, &subscription, delivered, wait.is_none(), finished_at),
+        record_attempt(deps, &turn.delivery, body, AttemptRecord::new(&outcome, finished_at, wait)),
+        keep_failure_clock(deps, subscription, delivered, wait.is_none(), finished_at),
     );
 
-    let kind = delivery.event.kind.as_str();
+    let kind = turn.delivery.event.kind.as_str();
     let receiver = LoggedUrl(&subscription.url);
     if let Outcome::Delivered(answer) = &outcome {
         let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Succeeded, latency_ms);
-        tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, %receiver, lane = lane.as_str(), attempt, status = answer.status, latency_ms, emf = %metrics, "delivered");
+        tracing::info!(%receiver, status = answer.status, latency_ms, emf = %metrics, "delivered");
         return Disposition::Done;
     }
-    let metrics = delivery_metrics(
-        &deps.metrics_namespace,
-        kind,
-        DeliveryResult::Failed { exhausted: wait.is_none() },
-        latency_ms,
-    );
+    let result = DeliveryResult::Failed { exhausted: wait.is_none() };
+    let metrics = delivery_metrics(&deps.metrics_namespace, kind, result, latency_ms);
     tracing::warn!(
-        delivery_id = %delivery.delivery_id,
-        subscription_id = %delivery.subscription_id,
         %receiver,
-        lane = lane.as_str(),
-        attempt,
         latency_ms,
         error = outcome.error().unwrap_or_default(),
         retry_in_seconds = wait.map(|w| w.as_secs_f64()),
@@ -188,9 +228,12 @@ async fn process(deps: &Deps, message: &SqsMessage) -> Disposition {
     // After the last attempt the wait is none: visible at once, the retry lane's redrive
     // policy moves the message to the dead-letter queue on its next receive.
     let wait = wait.unwrap_or_default();
-    match lane {
-        Lane::Main => Disposition::HandOver(Box::new(DeliveryMessage { earlier_attempts: attempt, ..delivery }), wait),
-        Lane::Retry => keep(deps, lane, receipt, &delivery, wait).await,
+    match turn.lane {
+        Lane::Main => {
+            let retried = DeliveryMessage { earlier_attempts: turn.attempt, ..turn.delivery };
+            Disposition::HandOver(Box::new(retried), wait)
+        }
+        Lane::Retry => keep(deps, &turn, wait).await,
     }
 }
 
@@ -207,14 +250,15 @@ async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &Sign
 }
 
 /// A disabled subscription is sent nothing: the delivery is logged `skipped` and dropped.
-async fn skip(deps: &Deps, lane: Lane, receipt: &str, delivery: &DeliveryMessage) -> Disposition {
+async fn skip(deps: &Deps, turn: &Turn<'_>) -> Disposition {
+    let delivery = &turn.delivery;
     if let Err(err) = deps.deliveries.record_skipped(delivery, &delivery.body(), clock::now()).await {
         // Nothing was sent; the message comes back to be recorded.
-        tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "recording a skipped delivery failed");
-        return keep(deps, lane, receipt, delivery, deps.schedule.base).await;
+        tracing::error!(error = %err, "recording a skipped delivery failed");
+        return keep(deps, turn, deps.schedule.base).await;
     }
     let metrics = delivery_metrics(&deps.metrics_namespace, delivery.event.kind.as_str(), DeliveryResult::Skipped, 0.0);
-    tracing::info!(delivery_id = %delivery.delivery_id, subscription_id = %delivery.subscription_id, emf = %metrics, "delivery skipped: the subscription is disabled");
+    tracing::info!(emf = %metrics, "delivery skipped: the subscription is disabled");
     Disposition::Done
 }
 
@@ -222,7 +266,7 @@ async fn skip(deps: &Deps, lane: Lane, receipt: &str, delivery: &DeliveryMessage
 /// logged and the delivery carries on.
 async fn record_attempt(deps: &Deps, delivery: &DeliveryMessage, body: &[u8], attempt: AttemptRecord) {
     if let Err(err) = deps.deliveries.record_attempt(delivery, body, &attempt).await {
-        tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "recording the attempt failed");
+        tracing::error!(error = %err, "recording the attempt failed");
     }
 }
 
@@ -249,20 +293,20 @@ async fn keep_failure_clock(
             let Some(since) = &subscription.failing_since else { return };
             let disabled = deps.webhooks.disable(user_id, id, since, &Timestamp::from_datetime(now)).await;
             if let Ok(true) = disabled {
-                tracing::warn!(subscription_id = %id, failing_since = %since, "subscription disabled: failing too long");
+                tracing::warn!(failing_since = %since, "subscription disabled: failing too long");
             }
             disabled.map(drop)
         }
     };
     if let Err(err) = written {
-        tracing::error!(subscription_id = %id, error = %err, "updating the failure clock failed");
+        tracing::error!(error = %err, "updating the failure clock failed");
     }
 }
 
 /// Leaves a message on its lane, visible again after `wait`.
-async fn keep(deps: &Deps, lane: Lane, receipt: &str, delivery: &DeliveryMessage, wait: Duration) -> Disposition {
-    if let Err(err) = deps.queues.retry_after(lane, receipt, wait).await {
-        tracing::error!(delivery_id = %delivery.delivery_id, error = %err, "scheduling the retry failed");
+async fn keep(deps: &Deps, turn: &Turn<'_>, wait: Duration) -> Disposition {
+    if let Err(err) = deps.queues.retry_after(turn.lane, turn.receipt, wait).await {
+        tracing::error!(error = %err, "scheduling the retry failed");
     }
     Disposition::Stays
 }
