@@ -111,7 +111,7 @@ async fn a_revoked_key_is_refused_by_an_instance_that_has_not_cached_it() {
     let warm = Api::new();
     let key = warm.full_key(&unique_user()).await;
     warm.get("/api/v1/alerts", &key).await.assert_status(200);
-    assert_eq!(warm.admin.revoke_key(&key).await.unwrap(), serde_json::json!({"revoked": true}));
+    assert!(warm.admin.revoke_key(&key).await.unwrap().revoked);
     // The warm instance trusts its cached lookup for at most 60 s; a new instance asks again.
     Api::new().get("/api/v1/alerts", &key).await.assert_error(401, "auth.unauthorized");
     assert!(warm.admin.revoke_key(&format!("cak_{}", "B".repeat(43))).await.is_err());

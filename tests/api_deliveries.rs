@@ -448,14 +448,15 @@ async fn careerctl_lists_a_subscriptions_deliveries_without_knowing_its_owner() 
     let (user, _, subscription, _) = subscriber(&api).await;
     let older = seed(&api, &user, &subscription, rejected(500, "down"), None).await;
     let newer = seed(&api, &user, &subscription, delivered(), None).await;
-    let listed = api.admin.list_deliveries(&subscription, None, 1, None).await.unwrap();
+    let listed = serde_json::to_value(api.admin.list_deliveries(&subscription, None, 1, None).await.unwrap()).unwrap();
     assert_eq!((&listed["userId"], &listed["subscriptionId"]), (&json!(user), &json!(subscription)));
     assert_eq!(listed["deliveries"][0]["id"], newer.as_str());
     assert_eq!(listed["nextAfter"], newer.as_str());
-    let next = api.admin.list_deliveries(&subscription, None, 1, Some(&newer)).await.unwrap();
+    let next =
+        serde_json::to_value(api.admin.list_deliveries(&subscription, None, 1, Some(&newer)).await.unwrap()).unwrap();
     assert_eq!((&next["deliveries"][0]["id"], &next["nextAfter"]), (&json!(older), &Value::Null));
     let failed = api.admin.list_deliveries(&subscription, Some(DeliveryStatus::Failed), 50, None).await.unwrap();
-    assert_eq!(failed["deliveries"].as_array().map(Vec::len), Some(1));
+    assert_eq!(failed.deliveries.len(), 1);
     let unknown = ids::new_id(ids::SUBSCRIPTION);
     assert!(api.admin.list_deliveries(&unknown, None, 50, None).await.unwrap_err().contains("no subscription"));
 }

@@ -213,12 +213,12 @@ async fn redrive_moves_dead_lettered_deliveries_back_and_they_are_delivered() {
     until_dead_lettered(&pipeline, 1).await;
 
     let moved = careerctl::admin::redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
-    assert_eq!(moved, Ok(json!({"moved": 1})));
+    assert_eq!(moved, Ok(careerctl::admin::Redriven { moved: 1 }));
     let delivered = receiver.wait_for(4, SOON).await.remove(3);
     assert_eq!(delivery_id(&delivered), delivery_id(&attempts[0]));
     assert_eq!(delivered.body, attempts[0].body);
     record_when(&pipeline, &user, &delivery_id(&delivered), |r| r.status == DeliveryStatus::Succeeded).await;
     assert_eq!(dead_letters(&pipeline).await, 0);
     let again = careerctl::admin::redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
-    assert_eq!(again, Ok(json!({"moved": 0})));
+    assert_eq!(again, Ok(careerctl::admin::Redriven { moved: 0 }));
 }

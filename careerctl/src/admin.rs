@@ -1,4 +1,5 @@
-//! The admin commands of contract section 8. Each returns the JSON object it prints.
+//! The admin commands of contract section 8. Each returns a typed result; `main` prints it
+//! as the JSON object the contract shows.
 
 use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
@@ -7,7 +8,7 @@ use career_core::alerts::{Alert, Category, Severity};
 use career_core::clock::Timestamp;
 use career_core::config::TableNames;
 use career_core::credentials::{ApiKey, Scopes};
-use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::ids::{self, AlertId, DeliveryId, SubscriptionId, UserId};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
@@ -16,11 +17,71 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_core::store::platform::PlatformTables;
 use career_core::store::webhooks::{Replaced, StoredSecrets, WebhookTable};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 pub struct Admin {
     dynamodb: DynamoDb,
     tables: TableNames,
+}
+
+/// `keys create`: the key, shown this once.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedKey {
+    pub key: String,
+    pub user_id: UserId,
+    pub scopes: Vec<&'static str>,
+}
+
+/// `keys revoke`.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Revoked {
+    pub revoked: bool,
+}
+
+/// `profiles update`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileUpdate {
+    pub user_id: UserId,
+    pub profile_id: String,
+}
+
+/// `assessments complete`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssessmentCompletion {
+    pub user_id: UserId,
+    pub assessment_id: String,
+}
+
+/// `webhooks seal-secrets`: how many plain-text secrets were sealed.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Sealed {
+    pub sealed: usize,
+}
+
+/// `deliveries list`: one page of a subscription's delivery log.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryLog {
+    pub user_id: UserId,
+    pub subscription_id: SubscriptionId,
+    pub deliveries: Vec<DeliveryRecord>,
+    /// The `--after` of the next page, if there is one.
+    pub next_after: Option<DeliveryId>,
+}
+
+/// `tables create`: the tables that were missing.
+#[derive(Debug, Serialize)]
+pub struct CreatedTables {
+    pub created: Vec<String>,
+}
+
+/// `deliveries redrive`: how many dead-lettered deliveries went back.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Redriven {
+    pub moved: usize,
 }
 
 pub struct NewAlert {
@@ -48,7 +109,7 @@ impl Admin {
         user_id: impl AsRef<str>,
         scopes: Scopes,
         label: Option<String>,
-    ) -> Result<Value, String> {
+    ) -> Result<IssuedKey, String> {
         let user_id = user(user_id.as_ref())?;
         let key = ApiKey::generate();
         let stored = StoredKey {
@@ -60,18 +121,18 @@ impl Admin {
             revoked_at: None,
         };
         self.keys().insert(&stored).await.map_err(|e| format!("storing the key: {e}"))?;
-        Ok(json!({"key": key.expose(), "userId": user_id, "scopes": scopes.names()}))
+        Ok(IssuedKey { key: key.expose().to_owned(), user_id, scopes: scopes.names() })
     }
 
-    pub async fn revoke_key(&self, key: &str) -> Result<Value, String> {
+    pub async fn revoke_key(&self, key: &str) -> Result<Revoked, String> {
         let key = ApiKey::parse(key.trim()).ok_or("--key is not an API key (cak_ followed by 43 characters)")?;
         match self.keys().revoke(&key.hash(), &Timestamp::now()).await.map_err(|e| format!("revoking the key: {e}"))? {
-            true => Ok(json!({"revoked": true})),
+            true => Ok(Revoked { revoked: true }),
             false => Err("no such key".into()),
         }
     }
 
-    pub async fn create_alert(&self, user_id: impl AsRef<str>, new: NewAlert) -> Result<Value, String> {
+    pub async fn create_alert(&self, user_id: impl AsRef<str>, new: NewAlert) -> Result<Alert, String> {
         let user_id = user(user_id.as_ref())?;
         let alert = Alert {
             id: AlertId::generate(),
@@ -87,11 +148,11 @@ impl Admin {
         };
         let table = AlertTable::new(self.dynamodb.clone(), &self.tables.alerts);
         table.insert(&user_id, &alert).await.map_err(|e| format!("storing the alert: {e}"))?;
-        serde_json::to_value(alert).map_err(|e| e.to_string())
+        Ok(alert)
     }
 
     /// Changes the user's profile (creating one on first use), so a `profile.updated` follows.
-    pub async fn update_profile(&self, user_id: impl AsRef<str>) -> Result<Value, String> {
+    pub async fn update_profile(&self, user_id: impl AsRef<str>) -> Result<ProfileUpdate, String> {
         let user_id = user(user_id.as_ref())?;
         let platform = self.platform();
         let existing = platform.first_profile_id(&user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
@@ -100,7 +161,7 @@ impl Admin {
             .touch_profile(&user_id, &profile_id, &Timestamp::now())
             .await
             .map_err(|e| format!("updating the profile: {e}"))?;
-        Ok(json!({"userId": user_id, "profileId": profile_id}))
+        Ok(ProfileUpdate { user_id, profile_id })
     }
 
     /// Completes an assessment (a new one unless `assessment_id` is given).
@@ -108,19 +169,19 @@ impl Admin {
         &self,
         user_id: impl AsRef<str>,
         assessment_id: Option<String>,
-    ) -> Result<Value, String> {
+    ) -> Result<AssessmentCompletion, String> {
         let user_id = user(user_id.as_ref())?;
         let assessment_id = assessment_id.unwrap_or_else(|| ids::new_id(ids::ASSESSMENT));
         self.platform()
             .complete_assessment(&user_id, &assessment_id, &Timestamp::now())
             .await
             .map_err(|e| format!("completing the assessment: {e}"))?;
-        Ok(json!({"userId": user_id, "assessmentId": assessment_id}))
+        Ok(AssessmentCompletion { user_id, assessment_id })
     }
 
     /// Seals every webhook secret still stored in plain text (subscriptions created before
     /// secrets were sealed), each in one conditional write; the secret itself is unchanged.
-    pub async fn seal_plain_secrets(&self, sealer: &Sealer) -> Result<Value, String> {
+    pub async fn seal_plain_secrets(&self, sealer: &Sealer) -> Result<Sealed, String> {
         let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
         let plain = webhooks.plain_secrets().await.map_err(|e| format!("finding plain-text secrets: {e}"))?;
         let mut sealed = 0;
@@ -134,7 +195,7 @@ impl Admin {
                 sealed += 1;
             }
         }
-        Ok(json!({"sealed": sealed}))
+        Ok(Sealed { sealed })
     }
 
     /// A subscription's delivery log, newest first: `limit` records (of one `status`, if
@@ -145,7 +206,7 @@ impl Admin {
         status: Option<DeliveryStatus>,
         limit: u32,
         after: Option<&str>,
-    ) -> Result<Value, String> {
+    ) -> Result<DeliveryLog, String> {
         let no_subscription = || format!("no subscription {subscription_id}");
         let subscription_id = SubscriptionId::parse(subscription_id.trim()).ok_or_else(no_subscription)?;
         let after = match after {
@@ -160,23 +221,18 @@ impl Admin {
             .list(&user_id, &subscription_id, status, limit, after.as_ref())
             .await
             .map_err(|e| format!("listing the deliveries: {e}"))?;
-        Ok(json!({
-            "userId": user_id,
-            "subscriptionId": subscription_id,
-            "deliveries": page.deliveries,
-            "nextAfter": page.last_id_if_more,
-        }))
+        Ok(DeliveryLog { user_id, subscription_id, deliveries: page.deliveries, next_after: page.last_id_if_more })
     }
 
-    pub async fn create_tables(&self) -> Result<Value, String> {
+    pub async fn create_tables(&self) -> Result<CreatedTables, String> {
         let created = crate::tables::create_tables(&self.dynamodb, &self.tables).await?;
-        Ok(json!({"created": created}))
+        Ok(CreatedTables { created })
     }
 }
 
 /// Moves every message of the dead-letter queue `from` back to the delivery queue `to`, where
 /// each starts the retry schedule again. A message leaves `from` only once `to` has it.
-pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Value, String> {
+pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String> {
     let mut moved = 0;
     loop {
         let received = sqs
@@ -191,7 +247,7 @@ pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Value, String> {
             .map_err(|e| crate::sdk_error::describe("receiving from the dead-letter queue", e))?;
         let messages = received.messages.unwrap_or_default();
         if messages.is_empty() {
-            return Ok(json!({"moved": moved}));
+            return Ok(Redriven { moved });
         }
         let entries = messages
             .iter()

@@ -63,11 +63,11 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     // Local data from before secrets were sealed: seal it before anything is served.
     let sealer = Sealer::new(&kms, &dynamodb, &stack.settings).map_err(|e| e.to_string())?;
     let sealed = admin.seal_plain_secrets(&sealer).await?;
-    if sealed["sealed"] != 0 {
-        eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed["sealed"]);
+    if sealed.sealed != 0 {
+        eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
     }
     let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
-    let demo_key = demo["key"].as_str().unwrap_or_default().to_owned();
+    let demo_key = demo.key;
     let api_url = format!("http://127.0.0.1:{port}");
     let env_path = local_dir.join("env");
     std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))

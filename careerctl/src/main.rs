@@ -200,29 +200,34 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
     let admin = Admin::new(aws_sdk_dynamodb::Client::new(&sdk), TableNames::from_env());
     match command {
         Command::Keys(KeysCommand::Create { user, scopes, label }) => {
-            admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await
+            json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await)
         }
-        Command::Keys(KeysCommand::Revoke { key }) => admin.revoke_key(&key).await,
+        Command::Keys(KeysCommand::Revoke { key }) => json(admin.revoke_key(&key).await),
         Command::Alerts(AlertsCommand::Create { user, title, message, category, severity }) => {
-            admin.create_alert(&user, NewAlert { title, message, category, severity }).await
+            json(admin.create_alert(&user, NewAlert { title, message, category, severity }).await)
         }
-        Command::Profiles(ProfilesCommand::Update { user }) => admin.update_profile(&user).await,
+        Command::Profiles(ProfilesCommand::Update { user }) => json(admin.update_profile(&user).await),
         Command::Assessments(AssessmentsCommand::Complete { user, assessment }) => {
-            admin.complete_assessment(&user, assessment).await
+            json(admin.complete_assessment(&user, assessment).await)
         }
         Command::Deliveries(DeliveriesCommand::List { subscription, status, limit, after }) => {
-            admin.list_deliveries(&subscription, status, limit, after.as_deref()).await
+            json(admin.list_deliveries(&subscription, status, limit, after.as_deref()).await)
         }
         Command::Deliveries(DeliveriesCommand::Redrive { from, to }) => {
-            admin::redrive(&aws_sdk_sqs::Client::new(&sdk), &from, &to).await
+            json(admin::redrive(&aws_sdk_sqs::Client::new(&sdk), &from, &to).await)
         }
-        Command::Tables(TablesCommand::Create) => admin.create_tables().await,
+        Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
         Command::Webhooks(WebhooksCommand::SealSecrets) => {
             let settings = Settings::from_env().map_err(|e| e.to_string())?;
             let sealer = Sealer::new(&aws_sdk_kms::Client::new(&sdk), &aws_sdk_dynamodb::Client::new(&sdk), &settings)
                 .map_err(|e| e.to_string())?;
-            admin.seal_plain_secrets(&sealer).await
+            json(admin.seal_plain_secrets(&sealer).await)
         }
         Command::Local(_) => unreachable!("handled in main"),
     }
+}
+
+/// An admin command's result as the JSON object it prints (contract section 8).
+fn json(result: Result<impl serde::Serialize, String>) -> Result<serde_json::Value, String> {
+    serde_json::to_value(result?).map_err(|e| e.to_string())
 }

@@ -215,7 +215,7 @@ impl Api {
     pub async fn key(&self, user: impl AsRef<str>, scopes: &str) -> String {
         let scopes = career_core::credentials::Scopes::parse_list(scopes).expect("valid scopes");
         let issued = self.admin.create_key(user, scopes, None).await.expect("key issued");
-        issued["key"].as_str().expect("key text").to_owned()
+        issued.key
     }
 
     /// A key with all six scopes.
@@ -231,7 +231,7 @@ impl Api {
             severity: career_core::alerts::Severity::Warning,
         };
         let alert = self.admin.create_alert(user, new).await.expect("alert created");
-        alert["id"].as_str().expect("alert id").to_owned()
+        alert.id.to_string()
     }
 
     /// Sends a request through the gateway's conversion and the owning function's handler.
