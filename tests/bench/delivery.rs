@@ -150,7 +150,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     );
     body.push_str("| Attempt | Reads | Writes | Calls |\n|---|---|---|---|\n");
     for (what, calls) in [
-        ("Success, healthy subscription (10 attempts)", &log.healthy),
+        ("Success, healthy subscription (9 attempts of a warm instance)", &log.healthy),
         ("First failure after a success: the failure clock starts", &log.first_failure),
         ("A later failure of a failing subscription", &log.later_failure),
         ("First success after failures: the clock stops", &log.recovery),
@@ -188,7 +188,8 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         "The deliveries of a batch run concurrently (`join_all`, each sending on the blocking pool), so a \
          batch should take one receiver delay plus one `GetItem` and local overhead. Over the limit, compare \
          the first and warm runs: a slow first run is the fresh instance's set-up (clients, the HTTP agent, \
-         blocking threads), slow warm runs are this machine being busy. Fan-out: {sqs_count:.0} SQS calls \
+         blocking threads, and, since secrets are sealed, one read and KMS decryption of the data key: section \
+         8), slow warm runs are this machine being busy. Fan-out: {sqs_count:.0} SQS calls \
          ({sqs_breakdown}); the target is one `SendMessageBatch` per 10 messages."
     )];
     Ok(Section { number: 4, title: TITLE, rows, body, unmet_notes })
@@ -243,8 +244,12 @@ async fn log_calls(
         event.records = vec![message];
         event
     };
+    // The instance's first delivery also reads the sealed secrets' data key, once per
+    // instance (section 8): a warm-up, left out of the counts.
+    let (warm_up, counted) = batch.records.split_first().ok_or("an empty batch")?;
+    career_deliver::handle(&deliver, one_by_one(warm_up.clone())).await;
     let mut healthy = Vec::new();
-    for message in &batch.records {
+    for message in counted {
         let mark = calls.len();
         career_deliver::handle(&deliver, one_by_one(message.clone())).await;
         healthy.push(calls.since(mark));
@@ -257,11 +262,18 @@ async fn log_calls(
         serde_json::from_str(template.body.as_deref().unwrap_or_default()).map_err(|e| e.to_string())?;
     let message = career_core::delivery::DeliveryMessage::new(&body.event, &typed(user), &typed(&subscription));
     template.body = Some(serde_json::to_string(&message).map_err(|e| e.to_string())?);
+    // The first attempt on the main lane; the two after it on the retry lane, where the
+    // failed first attempt hands the delivery over (no `MessageGroupId`, one earlier attempt).
+    let mut retried = template.clone();
+    retried.attributes.remove("MessageGroupId");
+    let handed_over = career_core::delivery::DeliveryMessage { earlier_attempts: 1, ..message };
+    retried.body = Some(serde_json::to_string(&handed_over).map_err(|e| e.to_string())?);
     let mut attempts = Vec::new();
-    for receive_count in 1..=3 {
-        template.attributes.insert("ApproximateReceiveCount".into(), receive_count.to_string());
+    for (lane_message, receive_count) in [(&template, 1), (&retried, 1), (&retried, 2)] {
+        let mut received = lane_message.clone();
+        received.attributes.insert("ApproximateReceiveCount".into(), receive_count.to_string());
         let mark = calls.len();
-        career_deliver::handle(&deliver, one_by_one(template.clone())).await;
+        career_deliver::handle(&deliver, one_by_one(received)).await;
         attempts.push(calls.since(mark));
     }
     if flaky.received().len() != 3 {
