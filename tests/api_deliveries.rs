@@ -34,15 +34,8 @@ fn deliveries(api: &Api) -> DeliveryTable {
 }
 
 fn profile_event(user: &str) -> Event {
-    let mut data = serde_json::Map::new();
-    data.insert("userId".into(), user.into());
-    data.insert("profileId".into(), "prf_1".into());
-    Event {
-        id: career_core::ids::EventId::generate(),
-        kind: EventKind::ProfileUpdated,
-        created_at: career_core::clock::Timestamp::now(),
-        data,
-    }
+    let data = career_core::events::EventData::ProfileUpdated { user_id: typed(user), profile_id: "prf_1".into() };
+    Event { id: career_core::ids::EventId::generate(), created_at: career_core::clock::Timestamp::now(), data }
 }
 
 /// Records one attempt of a new delivery for the subscription, as the delivery function
@@ -331,9 +324,9 @@ async fn a_ping_is_queued_and_logged_pending() {
     // The message on the queue carries the ping's delivery id, event and subscription.
     let queued = find_queued(&api, record["id"].as_str().unwrap()).await;
     assert_eq!((queued.user_id.as_str(), queued.subscription_id.as_str()), (user.as_str(), subscription.as_str()));
-    assert_eq!(queued.event.kind, EventKind::WebhookPing);
+    assert_eq!(queued.event.kind(), EventKind::WebhookPing);
     assert_eq!(queued.event.id.as_str(), record["eventId"].as_str().unwrap());
-    assert_eq!(Value::Object(queued.event.data), json!({"subscriptionId": subscription}));
+    assert_eq!(serde_json::to_value(&queued.event.data).unwrap(), json!({"subscriptionId": subscription}));
 }
 
 /// An API whose delivery queue is this test's own.

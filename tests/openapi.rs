@@ -1299,7 +1299,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
     events.push(career_core::events::Event::ping(&typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K")));
     let mut kinds = BTreeSet::new();
     for event in events {
-        let kind = event.kind.as_str();
+        let kind = event.kind().as_str();
         kinds.insert(kind.to_owned());
         let message = DeliveryMessage::new(&event, &typed("u1"), &typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
         let (current, previous) = (WebhookSecret::generate(), WebhookSecret::generate());

@@ -545,7 +545,7 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
             message.user_id.as_str(),
             message.subscription_id.as_str(),
             &receiver.url,
-            vec![message.event.kind],
+            vec![message.event.kind()],
         )
         .await;
         receivers.push((receiver, secret));
@@ -560,7 +560,7 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         assert_eq!(received.len(), 1, "one request for {}", message.delivery_id);
         let delivery = &received[0];
         assert_eq!(delivery.header("x-webhook-delivery"), message.delivery_id.as_str());
-        assert_eq!(delivery.header("x-webhook-event"), message.event.kind.as_str());
+        assert_eq!(delivery.header("x-webhook-event"), message.event.kind().as_str());
         assert_eq!(delivery.header("content-type"), "application/json");
         assert!(verify_hex(secret, &delivery.body, delivery.header("x-webhook-signature")), "signature verifies");
         assert_eq!(delivery.json(), serde_json::to_value(&message.event).unwrap(), "the body is the event");
@@ -595,7 +595,7 @@ async fn fanout_stream_batch_becomes_exactly_the_sample_delivery_messages() {
             user.as_str(),
             message.subscription_id.as_str(),
             url,
-            vec![message.event.kind],
+            vec![message.event.kind()],
         )
         .await;
     }

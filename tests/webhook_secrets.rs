@@ -10,7 +10,7 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use career_core::delivery::DeliveryMessage;
-use career_core::events::{Event, EventKind};
+use career_core::events::Event;
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::{sign_standard, verify_hex};
@@ -290,15 +290,8 @@ fn sqs_message(message: &DeliveryMessage) -> SqsMessage {
 }
 
 fn profile_event(user: &str) -> Event {
-    let mut data = serde_json::Map::new();
-    data.insert("userId".into(), user.into());
-    data.insert("profileId".into(), "prf_1".into());
-    Event {
-        id: career_core::ids::EventId::generate(),
-        kind: EventKind::ProfileUpdated,
-        created_at: career_core::clock::Timestamp::now(),
-        data,
-    }
+    let data = career_core::events::EventData::ProfileUpdated { user_id: typed(user), profile_id: "prf_1".into() };
+    Event { id: career_core::ids::EventId::generate(), created_at: career_core::clock::Timestamp::now(), data }
 }
 
 #[tokio::test]

@@ -45,27 +45,78 @@ impl EventKind {
     }
 }
 
-/// An event, exactly the body a receiver gets.
+/// An event, exactly the body a receiver gets: `{"id", "type", "createdAt", "data"}`, the
+/// type given by its data, so the two cannot disagree.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(try_from = "EventBody", into = "EventBody")]
 pub struct Event {
     pub id: EventId,
-    #[serde(rename = "type")]
-    pub kind: EventKind,
     pub created_at: Timestamp,
-    pub data: serde_json::Map<String, serde_json::Value>,
+    pub data: EventData,
+}
+
+/// Each kind's data (contract section 5, "Events").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum EventData {
+    #[serde(rename_all = "camelCase")]
+    ProfileUpdated { user_id: UserId, profile_id: String },
+    #[serde(rename_all = "camelCase")]
+    AssessmentCompleted { user_id: UserId, assessment_id: String },
+    #[serde(rename_all = "camelCase")]
+    WebhookPing { subscription_id: SubscriptionId },
 }
 
 impl Event {
-    pub fn user_id(&self) -> Option<UserId> {
-        self.data.get("userId").and_then(|v| v.as_str()).and_then(UserId::parse)
+    pub fn kind(&self) -> EventKind {
+        match self.data {
+            EventData::ProfileUpdated { .. } => EventKind::ProfileUpdated,
+            EventData::AssessmentCompleted { .. } => EventKind::AssessmentCompleted,
+            EventData::WebhookPing { .. } => EventKind::WebhookPing,
+        }
+    }
+
+    /// The user whose subscriptions the event goes to; a ping names its subscription instead.
+    pub fn user_id(&self) -> Option<&UserId> {
+        match &self.data {
+            EventData::ProfileUpdated { user_id, .. } | EventData::AssessmentCompleted { user_id, .. } => Some(user_id),
+            EventData::WebhookPing { .. } => None,
+        }
     }
 
     /// A `webhook.ping` for one subscription, created now.
     pub fn ping(subscription_id: &SubscriptionId) -> Self {
-        let mut data = serde_json::Map::new();
-        data.insert("subscriptionId".into(), subscription_id.as_str().into());
-        Event { id: EventId::generate(), kind: EventKind::WebhookPing, created_at: Timestamp::now(), data }
+        let data = EventData::WebhookPing { subscription_id: subscription_id.clone() };
+        Event { id: EventId::generate(), created_at: Timestamp::now(), data }
+    }
+}
+
+/// The event as JSON, in the contract's field order.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventBody {
+    id: EventId,
+    #[serde(rename = "type")]
+    kind: EventKind,
+    created_at: Timestamp,
+    data: EventData,
+}
+
+impl From<Event> for EventBody {
+    fn from(event: Event) -> Self {
+        EventBody { id: event.id.clone(), kind: event.kind(), created_at: event.created_at, data: event.data }
+    }
+}
+
+impl TryFrom<EventBody> for Event {
+    type Error = String;
+
+    fn try_from(body: EventBody) -> Result<Self, String> {
+        let event = Event { id: body.id, created_at: body.created_at, data: body.data };
+        match event.kind() == body.kind {
+            true => Ok(event),
+            false => Err(format!("an event of type {} with the data of {}", body.kind.as_str(), event.kind().as_str())),
+        }
     }
 }
 
@@ -108,18 +159,19 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     if !happened {
         return Ok(None);
     }
-    let user_id = string_attribute(&change.keys, "userId").ok_or_else(|| malformed("no userId key"))?;
-    let item_id = string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?;
+    let user_id = string_attribute(&change.keys, "userId").and_then(UserId::parse);
+    let user_id = user_id.ok_or_else(|| malformed("no userId key, or not a user id"))?;
+    let item_id = string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?.to_owned();
     let created_millis = created_millis(change);
-    let mut data = serde_json::Map::new();
-    data.insert("userId".into(), user_id.into());
-    data.insert(id_attribute.into(), item_id.into());
+    let data = match kind {
+        EventKind::ProfileUpdated => EventData::ProfileUpdated { user_id, profile_id: item_id },
+        _ => EventData::AssessmentCompleted { user_id, assessment_id: item_id },
+    };
     Ok(Some(Event {
         id: EventId::derived(
             created_millis,
             &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id],
         ),
-        kind,
         created_at: Timestamp::from_millis(created_millis),
         data,
     }))
@@ -183,8 +235,8 @@ mod tests {
     #[test]
     fn a_created_or_changed_profile_is_one_event() {
         let event = event_from_record(&record("INSERT", PROFILE_KEYS(), json!(null), profile("1"))).unwrap().unwrap();
-        assert_eq!(event.kind, EventKind::ProfileUpdated);
-        assert_eq!(serde_json::Value::Object(event.data.clone()), json!({"userId": "u1", "profileId": "prf_1"}));
+        assert_eq!(event.kind(), EventKind::ProfileUpdated);
+        assert_eq!(serde_json::to_value(&event.data).unwrap(), json!({"userId": "u1", "profileId": "prf_1"}));
         assert_eq!(event.created_at.as_str(), "2026-11-27T08:00:05.250Z");
         assert_eq!(event.id.millis(), event.created_at.millis(), "the id sorts by the change's time");
         let changed = event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), profile("2"))).unwrap();
@@ -201,8 +253,8 @@ mod tests {
     fn only_the_transition_to_completed_is_an_event() {
         let completed = |old, new| event_from_record(&record("MODIFY", ASSESSMENT_KEYS(), old, new)).unwrap();
         let event = completed(assessment("in_progress"), assessment("completed")).unwrap();
-        assert_eq!(event.kind, EventKind::AssessmentCompleted);
-        assert_eq!(event.user_id(), "u1".parse().ok());
+        assert_eq!(event.kind(), EventKind::AssessmentCompleted);
+        assert_eq!(event.user_id().map(UserId::as_str), Some("u1"));
         assert_eq!(event.created_at.as_str(), "2026-11-27T08:00:00.000Z", "no item timestamp: the stream's time");
         assert_eq!(completed(assessment("completed"), assessment("completed")), None);
         assert_eq!(completed(assessment("started"), assessment("in_progress")), None);
@@ -211,10 +263,26 @@ mod tests {
     }
 
     #[test]
+    fn an_event_whose_type_and_data_disagree_is_refused() {
+        let body = json!({"id": EventId::generate(), "type": "assessment.completed", "createdAt": "2026-11-27T08:00:00.000Z",
+            "data": {"userId": "u1", "profileId": "prf_1"}});
+        assert!(serde_json::from_value::<Event>(body.clone()).is_err());
+        let mut fixed = body;
+        fixed["type"] = json!("profile.updated");
+        assert_eq!(serde_json::from_value::<Event>(fixed).unwrap().kind(), EventKind::ProfileUpdated);
+    }
+
+    #[test]
     fn a_ping_names_its_subscription_and_cannot_be_subscribed_to() {
         let ping = Event::ping(&"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
-        assert_eq!(ping.kind.as_str(), "webhook.ping");
-        assert_eq!(serde_json::Value::Object(ping.data), json!({"subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}));
+        assert_eq!(ping.kind().as_str(), "webhook.ping");
+        assert_eq!(
+            serde_json::to_value(&ping.data).unwrap(),
+            json!({"subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"})
+        );
+        let body = serde_json::to_value(&ping).unwrap();
+        assert_eq!(body["type"], "webhook.ping");
+        assert_eq!(serde_json::from_value::<Event>(body).unwrap(), ping);
         assert_eq!(EventKind::subscribable("webhook.ping"), None);
         assert_eq!(EventKind::subscribable("profile.updated"), Some(EventKind::ProfileUpdated));
     }

@@ -192,9 +192,11 @@ mod tests {
         assert_eq!(whole_seconds(Duration::from_millis(200)), 0);
         let event = crate::events::Event {
             id: crate::ids::EventId::generate(),
-            kind: crate::events::EventKind::ProfileUpdated,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
-            data: serde_json::Map::new(),
+            data: crate::events::EventData::ProfileUpdated {
+                user_id: "u1".parse().unwrap(),
+                profile_id: "prf_1".into(),
+            },
         };
         let message =
             DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());

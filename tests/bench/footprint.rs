@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use career_core::clock;
 use career_core::delivery::DeliveryMessage;
-use career_core::events::{Event, EventKind};
+use career_core::events::Event;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::typed;
@@ -106,15 +106,12 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let mut deliveries = Vec::new();
     for _ in 0..10 {
         let (subscription, _) = pipeline.subscribe(&events_user, &receiver.url, &["profile.updated"]).await;
-        let mut data = serde_json::Map::new();
-        data.insert("userId".into(), events_user.clone().into());
-        data.insert("profileId".into(), "prf_footprint".into());
-        let event = Event {
-            id: career_core::ids::EventId::generate(),
-            kind: EventKind::ProfileUpdated,
-            created_at: career_core::clock::Timestamp::now(),
-            data,
+        let data = career_core::events::EventData::ProfileUpdated {
+            user_id: typed(&events_user),
+            profile_id: "prf_footprint".into(),
         };
+        let event =
+            Event { id: career_core::ids::EventId::generate(), created_at: career_core::clock::Timestamp::now(), data };
         let message = DeliveryMessage::new(&event, &typed(&events_user), &typed(&subscription));
         deliveries.push(serde_json::to_string(&message).expect("messages serialize"));
     }

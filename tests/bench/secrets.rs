@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
-use career_core::events::{Event, EventKind};
+use career_core::events::Event;
 use career_core::rotation::GracePeriod;
 use career_core::sealing::Sealer;
 use career_core::signing;
@@ -160,13 +160,6 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 }
 
 fn event(user: &str) -> Event {
-    let mut data = serde_json::Map::new();
-    data.insert("userId".into(), user.into());
-    data.insert("profileId".into(), "prf_bench".into());
-    Event {
-        id: career_core::ids::EventId::generate(),
-        kind: EventKind::ProfileUpdated,
-        created_at: typed("2026-11-27T08:00:00.000Z"),
-        data,
-    }
+    let data = career_core::events::EventData::ProfileUpdated { user_id: typed(user), profile_id: "prf_bench".into() };
+    Event { id: career_core::ids::EventId::generate(), created_at: typed("2026-11-27T08:00:00.000Z"), data }
 }

@@ -208,7 +208,7 @@ async fn decide(
         keep_failure_clock(deps, subscription, delivered, wait.is_none(), finished_at),
     );
 
-    let kind = turn.delivery.event.kind.as_str();
+    let kind = turn.delivery.event.kind().as_str();
     let receiver = LoggedUrl(&subscription.url);
     if let Outcome::Delivered(answer) = &outcome {
         let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Succeeded, latency_ms);
@@ -257,7 +257,8 @@ async fn skip(deps: &Deps, turn: &Turn<'_>) -> Disposition {
         tracing::error!(error = %err, "recording a skipped delivery failed");
         return keep(deps, turn, deps.schedule.base).await;
     }
-    let metrics = delivery_metrics(&deps.metrics_namespace, delivery.event.kind.as_str(), DeliveryResult::Skipped, 0.0);
+    let metrics =
+        delivery_metrics(&deps.metrics_namespace, delivery.event.kind().as_str(), DeliveryResult::Skipped, 0.0);
     tracing::info!(emf = %metrics, "delivery skipped: the subscription is disabled");
     Disposition::Done
 }

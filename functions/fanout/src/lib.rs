@@ -68,14 +68,14 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         tracing::warn!(event_id = %event.id, "skipping an event without a valid user id");
         return Ok(());
     };
-    let subscriptions = deps.webhooks.subscribed_to(&user_id, event.kind).await?;
+    let subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
     let (failing, healthy): (Vec<_>, Vec<_>) = subscriptions.iter().partition(|s| s.failing_since.is_some());
     let messages = |subscriptions: Vec<&StoredSubscription>| -> Vec<DeliveryMessage> {
-        subscriptions.iter().map(|s| DeliveryMessage::new(&event, &user_id, &s.subscription_id)).collect()
+        subscriptions.iter().map(|s| DeliveryMessage::new(&event, user_id, &s.subscription_id)).collect()
     };
     let (main, retry) = (messages(healthy), messages(failing));
     deps.queues.send(Lane::Main, &main).await?;
     deps.queues.send(Lane::Retry, &retry).await?;
-    tracing::info!(event_id = %event.id, kind = event.kind.as_str(), user_id = %user_id, deliveries = main.len() + retry.len(), to_retry_lane = retry.len(), "event fanned out");
+    tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, deliveries = main.len() + retry.len(), to_retry_lane = retry.len(), "event fanned out");
     Ok(())
 }

@@ -73,7 +73,7 @@ impl SignedDelivery {
         let headers = vec![
             ("Content-Type", "application/json".to_owned()),
             ("User-Agent", USER_AGENT.to_owned()),
-            ("X-Webhook-Event", message.event.kind.as_str().to_owned()),
+            ("X-Webhook-Event", message.event.kind().as_str().to_owned()),
             ("X-Webhook-Delivery", id.to_string()),
             ("X-Webhook-Signature", hex.join(" ")),
             ("X-Webhook-Timestamp", unix_seconds.to_string()),
@@ -88,7 +88,6 @@ impl SignedDelivery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::EventKind;
     use crate::ids::EventId;
 
     fn user() -> UserId {
@@ -100,12 +99,10 @@ mod tests {
     }
 
     fn event() -> Event {
-        let mut data = serde_json::Map::new();
-        data.insert("userId".into(), "u1".into());
-        data.insert("profileId".into(), "prf_1".into());
+        let data =
+            crate::events::EventData::ProfileUpdated { user_id: "u1".parse().unwrap(), profile_id: "prf_1".into() };
         Event {
             id: EventId::derived(1_795_766_400_000, &["arn", "record-1"]),
-            kind: EventKind::ProfileUpdated,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             data,
         }

@@ -124,7 +124,7 @@ impl DeliveryTable {
             delivery_id: message.delivery_id.clone(),
             subscription_id: message.subscription_id.clone(),
             event_id: message.event.id.clone(),
-            event_type: message.event.kind,
+            event_type: message.event.kind(),
             created_at: now.clone(),
             status,
             attempts: 0,
@@ -243,7 +243,7 @@ impl DeliveryTable {
             .expression_attribute_values(":expires", n(expires_at(at)))
             .expression_attribute_values(":subscription", s(&message.subscription_id))
             .expression_attribute_values(":event", s(&message.event.id))
-            .expression_attribute_values(":type", s(message.event.kind.as_str()))
+            .expression_attribute_values(":type", s(message.event.kind().as_str()))
             .expression_attribute_values(":at", s(clock::rfc3339(at)))
             .expression_attribute_values(":body", s(String::from_utf8_lossy(body)))
             .expression_attribute_values(
