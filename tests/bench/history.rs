@@ -8,8 +8,13 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
 use aws_sdk_dynamodb::Client;
-use career_core::{clock, ids};
+use career_core::alerts::{Alert, Category, ListFilter, Severity};
+use career_core::clock::Timestamp;
+use career_core::ids::{AlertId, UserId};
+use career_core::pagination::DEFAULT_PAGE_SIZE;
+use career_core::store::alerts::AlertTable;
 use career_service::pipeline::Pipeline;
+use career_service::typed;
 use careerctl::gateway::{lambda_request, ApiFunctions};
 use lambda_http::http;
 use tokio::task::JoinSet;
@@ -27,36 +32,23 @@ const WARMUP: usize = 100;
 
 type Item = HashMap<String, AttributeValue>;
 
-/// An alert item as shared/src/store/alerts.rs writes it: the sparse index keys are present
-/// only while the alert is active, unread, undismissed.
-fn alert_item(user: &str, id: &str, read: bool, dismissed: bool) -> Item {
-    let s = |text: &str| AttributeValue::S(text.to_owned());
-    let created = clock::rfc3339_from_millis(ids::millis_of(id).unwrap_or_default());
-    let mut item = Item::from([
-        ("userId".to_owned(), s(user)),
-        ("alertId".to_owned(), s(id)),
-        ("category".to_owned(), s("career_health")),
-        ("severity".to_owned(), s("warning")),
-        ("title".to_owned(), s("Your skills profile needs attention")),
-        ("message".to_owned(), s("Two of your listed skills have not been assessed in the last twelve months.")),
-        ("createdAt".to_owned(), s(&created)),
-        ("read".to_owned(), AttributeValue::Bool(read)),
-        ("dismissed".to_owned(), AttributeValue::Bool(dismissed)),
-    ]);
-    if read {
-        item.insert("readAt".into(), s(&created));
-    } else {
-        item.insert("unreadKey".into(), s(id));
-    }
-    if dismissed {
-        item.insert("dismissedAt".into(), s(&created));
-    } else {
-        item.insert("undismissedKey".into(), s(id));
-    }
-    if !read && !dismissed {
-        item.insert("activeKey".into(), s(id));
-    }
-    item
+/// An alert item exactly as the store writes it (`AlertTable::item`): the sparse index keys
+/// are present only while the alert is active, unread, undismissed.
+fn alert_item(user: &UserId, id: &AlertId, read: bool, dismissed: bool) -> Item {
+    let created = Timestamp::from_millis(id.millis());
+    let alert = Alert {
+        id: id.clone(),
+        category: Category::CareerHealth,
+        severity: Severity::Warning,
+        title: "Your skills profile needs attention".into(),
+        message: "Two of your listed skills have not been assessed in the last twelve months.".into(),
+        created_at: created.clone(),
+        read,
+        read_at: read.then(|| created.clone()),
+        dismissed,
+        dismissed_at: dismissed.then_some(created),
+    };
+    AlertTable::item(user, &alert).expect("an alert item")
 }
 
 async fn write_all(client: &Client, table: &str, items: Vec<Item>) -> Result<(), String> {
@@ -101,20 +93,11 @@ async fn write_chunk(client: &Client, table: &str, chunk: Vec<Item>) -> Result<(
 
 /// The Query of `AlertTable::list` for the default filter, with its consumed capacity.
 async fn list_query(
-    client: &Client,
-    table: &str,
-    user: &str,
+    alerts: &AlertTable,
+    user: &UserId,
 ) -> Result<aws_sdk_dynamodb::operation::query::QueryOutput, String> {
-    client
-        .query()
-        .table_name(table)
-        .index_name("active")
-        .key_condition_expression("userId = :u AND begins_with(activeKey, :alert)")
-        .expression_attribute_values(":alert", AttributeValue::S(ids::ALERT.to_owned()))
-        .expression_attribute_values(":u", AttributeValue::S(user.to_owned()))
-        .scan_index_forward(false)
-        .consistent_read(true)
-        .limit(51)
+    alerts
+        .list_query(user, ListFilter::Active, DEFAULT_PAGE_SIZE, None)
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
@@ -126,15 +109,17 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let table = pipeline.settings().tables.alerts.clone();
     let client = career_service::dynamodb();
     let (heavy, light) = (career_service::unique_user(), career_service::unique_user());
+    let (heavy_id, light_id): (UserId, UserId) = (typed(&heavy), typed(&light));
+    let alerts = AlertTable::new(client.clone(), &table);
 
     // The 5 active alerts are spread through the history (oldest, newest and between).
     let active_at: Vec<usize> = (0..ACTIVE).map(|k| k * (HISTORY + ACTIVE - 1) / (ACTIVE - 1)).collect();
     let mut items = Vec::with_capacity(HISTORY + 2 * ACTIVE);
     let (mut read_only, mut dismissed_only, mut both) = (0, 0, 0);
     for i in 0..HISTORY + ACTIVE {
-        let id = ids::new_id(ids::ALERT);
+        let id = AlertId::generate();
         if active_at.contains(&i) {
-            items.push(alert_item(&heavy, &id, false, false));
+            items.push(alert_item(&heavy_id, &id, false, false));
             continue;
         }
         let (read, dismissed) = match i % 3 {
@@ -147,10 +132,10 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
             (false, true) => dismissed_only += 1,
             _ => both += 1,
         }
-        items.push(alert_item(&heavy, &id, read, dismissed));
+        items.push(alert_item(&heavy_id, &id, read, dismissed));
     }
     for _ in 0..ACTIVE {
-        items.push(alert_item(&light, &ids::new_id(ids::ALERT), false, false));
+        items.push(alert_item(&light_id, &AlertId::generate(), false, false));
     }
     progress(format!("   writing {} alerts with BatchWriteItem", items.len()));
     let started = Instant::now();
@@ -226,7 +211,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         // The list's own Query alone, same client, same order.
         for is_heavy in order {
             let started = Instant::now();
-            list_query(&client, &table, if is_heavy { &heavy } else { &light }).await?;
+            list_query(&alerts, if is_heavy { &heavy_id } else { &light_id }).await?;
             let took = started.elapsed();
             if i >= WARMUP {
                 if is_heavy {
@@ -246,8 +231,8 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 
     // The list's query, with the capacity it consumes.
     let mut consumed = Vec::new();
-    for user in [&heavy, &light] {
-        let output = list_query(&client, &table, user).await?;
+    for user in [&heavy_id, &light_id] {
+        let output = list_query(&alerts, user).await?;
         let units = output.consumed_capacity().and_then(|c| c.capacity_units());
         consumed.push((units, output.count(), output.scanned_count()));
     }

@@ -4,16 +4,25 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
 use aws_sdk_dynamodb::Client;
+use career_core::alerts::{AlertAction, ListFilter};
+use career_core::clock::Timestamp;
 use career_core::config::Settings;
-use career_core::credentials::ApiKey;
-use career_core::{clock, ids};
+use career_core::credentials::{ApiKey, KeyHash};
+use career_core::events::EventKind;
+use career_core::ids::{AlertId, SubscriptionId, UserId};
+use career_core::pagination::DEFAULT_PAGE_SIZE;
+use career_core::preferences::PreferenceUpdate;
+use career_core::ratelimit::RateLimiter;
+use career_core::store::alerts::AlertTable;
+use career_core::store::preferences::PreferenceTable;
+use career_core::store::rate_limits::RateLimitTable;
+use career_core::store::webhooks::{SealedSecrets, StoredSecrets, StoredSubscription, WebhookTable};
+use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::pipeline::Pipeline;
+use career_service::typed;
 use careerctl::gateway::{lambda_request, ApiFunctions};
 use hyper::body::Bytes;
 use lambda_http::http::{self, Method};
@@ -72,14 +81,34 @@ impl Op {
 
 struct Fixture {
     functions: ApiFunctions,
-    client: Client,
+    store: Store,
     calls: Calls,
-    settings: Settings,
-    user: String,
+    user: UserId,
     key: String,
-    key_hash: String,
+    key_hash: KeyHash,
     handler_alert: String,
-    bare_alert: String,
+    bare_alert: AlertId,
+}
+
+/// The store types the handlers use, on the same counted client, for the bare calls.
+struct Store {
+    limiter: RateLimiter,
+    alerts: AlertTable,
+    preferences: PreferenceTable,
+    webhooks: WebhookTable,
+}
+
+impl Store {
+    fn new(client: &Client, settings: &Settings) -> Self {
+        let tables = &settings.tables;
+        let counters = RateLimitTable::new(client.clone(), &tables.rate_limits);
+        Store {
+            limiter: RateLimiter::new(counters, settings.rate_limit_per_minute, settings.rate_limit_window),
+            alerts: AlertTable::new(client.clone(), &tables.alerts),
+            preferences: PreferenceTable::new(client.clone(), &tables.preferences),
+            webhooks: WebhookTable::new(client.clone(), &tables.webhooks),
+        }
+    }
 }
 
 /// Timings and round trips of one operation.
@@ -115,7 +144,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let settings = pipeline.settings().clone();
     let user = career_service::unique_user();
     let key = pipeline.api.full_key(&user).await;
-    let key_hash = ApiKey::parse(&key).expect("a well-formed key").hash().as_str().to_owned();
+    let key_hash = ApiKey::parse(&key).expect("a well-formed key").hash();
     for i in 0..5 {
         pipeline.api.alert(&user, &format!("Alert {i}")).await;
     }
@@ -127,14 +156,13 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let fixture = Fixture {
         functions: ApiFunctions::new(&client, &career_service::kms(), &career_service::sqs(), &settings)
             .map_err(|e| e.to_string())?,
-        client,
+        store: Store::new(&client, &settings),
         calls,
-        settings,
-        user,
+        user: typed(&user),
         key,
         key_hash,
         handler_alert,
-        bare_alert,
+        bare_alert: typed(&bare_alert),
     };
 
     // The round trips of a first request, before the key is cached.
@@ -260,180 +288,56 @@ impl Fixture {
         (took, Ok(created))
     }
 
-    /// The rate-limit count every operation cannot avoid, as the handler issues it.
+    /// The rate-limit count every operation cannot avoid, through the limiter the handler uses.
     async fn bare_count(&self) {
-        let s = |text: &str| AttributeValue::S(text.to_owned());
-        let n = |number: u64| AttributeValue::N(number.to_string());
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        let window = now / 60;
-        self.client
-            .update_item()
-            .table_name(&self.settings.tables.rate_limits)
-            .key("bucket", s(&format!("{}#{window}", self.key_hash)))
-            .update_expression("ADD requests :one SET expiresAt = if_not_exists(expiresAt, :exp)")
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":exp", n((window + 2) * 60))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await
-            .expect("rate-limit update");
+        self.store.limiter.count(&self.key_hash).await.expect("rate-limit count");
     }
 
-    /// The operation's own call, as the handler issues it.
+    /// The operation's own call, through the store the handler uses (its item layout and key
+    /// names are the store's, so the bench cannot drift from them).
     async fn bare_operation(&self, op: Op, i: usize, id: Option<&str>) -> Option<String> {
-        let tables = &self.settings.tables;
-        let s = |text: &str| AttributeValue::S(text.to_owned());
-        let n = |number: u64| AttributeValue::N(number.to_string());
+        let store = &self.store;
         let flag = i.is_multiple_of(2);
         match op {
             Op::ListAlerts => {
-                self.client
-                    .query()
-                    .table_name(&tables.alerts)
-                    .index_name("active")
-                    .key_condition_expression("userId = :u AND begins_with(activeKey, :alert)")
-                    .expression_attribute_values(":alert", AttributeValue::S(ids::ALERT.to_owned()))
-                    .expression_attribute_values(":u", s(&self.user))
-                    .scan_index_forward(false)
-                    .consistent_read(true)
-                    .limit(51)
-                    .send()
-                    .await
-                    .expect("query");
-            }
-            Op::MarkAlert if flag => {
-                self.client
-                    .update_item()
-                    .table_name(&tables.alerts)
-                    .key("userId", s(&self.user))
-                    .key("alertId", s(&self.bare_alert))
-                    .return_values(ReturnValue::AllNew)
-                    .update_expression("SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active")
-                    .condition_expression("attribute_exists(alertId)")
-                    .expression_attribute_names("#flag", "read")
-                    .expression_attribute_names("#at", "readAt")
-                    .expression_attribute_names("#offKey", "unreadKey")
-                    .expression_attribute_names("#active", "activeKey")
-                    .expression_attribute_values(":true", AttributeValue::Bool(true))
-                    .expression_attribute_values(":now", s(&clock::rfc3339(clock::now())))
-                    .send()
-                    .await
-                    .expect("mark read");
+                store.alerts.list(&self.user, ListFilter::Active, DEFAULT_PAGE_SIZE, None).await.expect("list");
             }
             Op::MarkAlert => {
-                self.client
-                    .update_item()
-                    .table_name(&tables.alerts)
-                    .key("userId", s(&self.user))
-                    .key("alertId", s(&self.bare_alert))
-                    .return_values(ReturnValue::AllNew)
-                    .update_expression("SET #flag = :false, #offKey = :id, #active = :id REMOVE #at")
-                    .condition_expression("attribute_exists(alertId) AND #other = :otherValue")
-                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                    .expression_attribute_names("#flag", "read")
-                    .expression_attribute_names("#at", "readAt")
-                    .expression_attribute_names("#offKey", "unreadKey")
-                    .expression_attribute_names("#other", "dismissed")
-                    .expression_attribute_names("#active", "activeKey")
-                    .expression_attribute_values(":false", AttributeValue::Bool(false))
-                    .expression_attribute_values(":id", s(&self.bare_alert))
-                    .expression_attribute_values(":otherValue", AttributeValue::Bool(false))
-                    .send()
-                    .await
-                    .expect("mark unread");
+                let action = if flag { AlertAction::Read } else { AlertAction::Unread };
+                store.alerts.apply(&self.user, &self.bare_alert, action, &Timestamp::now()).await.expect("mark");
             }
             Op::GetPreferences => {
-                self.client
-                    .get_item()
-                    .table_name(&tables.preferences)
-                    .key("userId", s(&self.user))
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .expect("get preferences");
+                store.preferences.get(&self.user).await.expect("get preferences");
             }
             Op::PutPreferences => {
-                self.client
-                    .update_item()
-                    .table_name(&tables.preferences)
-                    .key("userId", s(&self.user))
-                    .expression_attribute_values(":at", s(&clock::rfc3339(clock::now())))
-                    .return_values(ReturnValue::AllNew)
-                    .expression_attribute_names("#f0", "shareProfileData")
-                    .expression_attribute_values(":f0", AttributeValue::Bool(flag))
-                    .update_expression("SET updatedAt = :at, #f0 = :f0")
-                    .send()
-                    .await
-                    .expect("update preferences");
+                let update =
+                    PreferenceUpdate::parse(&serde_json::json!({"shareProfileData": flag})).expect("an update");
+                store.preferences.update(&self.user, &update, &Timestamp::now()).await.expect("update preferences");
             }
             Op::ListWebhooks => {
-                self.client
-                    .query()
-                    .table_name(&tables.webhooks)
-                    .key_condition_expression("userId = :u AND begins_with(subscriptionId, :prefix)")
-                    .expression_attribute_values(":u", s(&self.user))
-                    .expression_attribute_values(":prefix", s(ids::SUBSCRIPTION))
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .expect("query subscriptions");
+                store.webhooks.list(&self.user).await.expect("list subscriptions");
             }
             Op::CreateWebhook => {
-                let id = ids::new_id(ids::SUBSCRIPTION);
-                let count = Update::builder()
-                    .table_name(&tables.webhooks)
-                    .key("userId", s(&self.user))
-                    .key("subscriptionId", s("#count"))
-                    .update_expression("SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one")
-                    .condition_expression("attribute_not_exists(subscriptionCount) OR subscriptionCount < :max")
-                    .expression_attribute_values(":zero", n(0))
-                    .expression_attribute_values(":one", n(1))
-                    .expression_attribute_values(":max", n(25))
-                    .build()
-                    .expect("a complete update");
-                let put = Put::builder()
-                    .table_name(&tables.webhooks)
-                    .item("userId", s(&self.user))
-                    .item("subscriptionId", s(&id))
-                    .item("url", s("https://hooks.example.com/career/new"))
-                    .item("events", AttributeValue::L(vec![s("profile.updated")]))
-                    .item("sealedSecrets", s(&career_core::webhooks::WebhookSecret::generate().expose().repeat(3)))
-                    .item("createdAt", s(&clock::rfc3339(clock::now())))
-                    .condition_expression("attribute_not_exists(subscriptionId)")
-                    .build()
-                    .expect("a complete put");
-                self.client
-                    .transact_write_items()
-                    .transact_items(TransactWriteItem::builder().update(count).build())
-                    .transact_items(TransactWriteItem::builder().put(put).build())
-                    .send()
-                    .await
-                    .expect("create transaction");
-                return Some(id);
+                let subscription = StoredSubscription {
+                    user_id: self.user.clone(),
+                    subscription_id: SubscriptionId::generate(),
+                    url: "https://hooks.example.com/career/new".into(),
+                    events: vec![EventKind::ProfileUpdated],
+                    // As long as a sealed secret; the bare baseline needs no KMS.
+                    secrets: StoredSecrets::Sealed {
+                        sealed_secrets: SealedSecrets(WebhookSecret::generate().expose().repeat(3)),
+                    },
+                    created_at: Timestamp::now(),
+                    failing_since: None,
+                    disabled_at: None,
+                    disabled_reason: None,
+                };
+                store.webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.expect("create");
+                return Some(subscription.subscription_id.to_string());
             }
             Op::DeleteWebhook => {
-                let delete = Delete::builder()
-                    .table_name(&tables.webhooks)
-                    .key("userId", s(&self.user))
-                    .key("subscriptionId", s(id.unwrap_or("whk_missing")))
-                    .condition_expression("attribute_exists(subscriptionId)")
-                    .build()
-                    .expect("a complete delete");
-                let count = Update::builder()
-                    .table_name(&tables.webhooks)
-                    .key("userId", s(&self.user))
-                    .key("subscriptionId", s("#count"))
-                    .update_expression("ADD subscriptionCount :minusOne")
-                    .expression_attribute_values(":minusOne", AttributeValue::N("-1".into()))
-                    .build()
-                    .expect("a complete update");
-                self.client
-                    .transact_write_items()
-                    .transact_items(TransactWriteItem::builder().delete(delete).build())
-                    .transact_items(TransactWriteItem::builder().update(count).build())
-                    .send()
-                    .await
-                    .expect("delete transaction");
+                let id: SubscriptionId = id.and_then(SubscriptionId::parse).expect("a created subscription");
+                store.webhooks.delete(&self.user, &id).await.expect("delete");
             }
         }
         None

@@ -4,6 +4,7 @@
 //! `unread` and `undismissed`. An index's key holds the alert id exactly while the alert
 //! belongs in that list; every list reads only keys that start with the alert-id prefix.
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
@@ -101,6 +102,19 @@ impl AlertTable {
     }
 
     pub async fn insert(&self, user_id: &UserId, alert: &Alert) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(Self::item(user_id, alert)?))
+            .condition_expression("attribute_not_exists(alertId)")
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// An alert as the table holds it, sparse index keys included (`insert` writes it; batch
+    /// loads such as the benchmarks' history use it too).
+    pub fn item(user_id: &UserId, alert: &Alert) -> Result<Item, StoreError> {
         let active = !alert.read && !alert.dismissed;
         let item = AlertItem {
             user_id: user_id.clone(),
@@ -118,14 +132,7 @@ impl AlertTable {
             unread_key: (!alert.read).then(|| alert.id.to_string()),
             undismissed_key: (!alert.dismissed).then(|| alert.id.to_string()),
         };
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(alertId)")
-            .send()
-            .await?;
-        Ok(())
+        Ok(serde_dynamo::to_item(item)?)
     }
 
     /// Newest first, `limit` alerts after `after` (an alert id from the previous page).
@@ -136,12 +143,25 @@ impl AlertTable {
         limit: u32,
         after: Option<&AlertId>,
     ) -> Result<AlertPage, StoreError> {
+        let output = self.list_query(user_id, filter, limit, after).send().await?;
+        let items: Vec<AlertItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
+        let (alerts, last_id_if_more) = super::one_page(items.into_iter().map(Alert::from).collect(), limit, |a| &a.id);
+        Ok(AlertPage { alerts, last_id_if_more })
+    }
+
+    /// The Query of one list page: `limit` + 1 items (the extra one tells whether another
+    /// page follows), newest first, after `after`.
+    pub fn list_query(
+        &self,
+        user_id: &UserId,
+        filter: ListFilter,
+        limit: u32,
+        after: Option<&AlertId>,
+    ) -> QueryFluentBuilder {
         let (index, sort_key) = index_of(filter);
         let start_key = after
             .map(|id| Item::from([("userId".into(), s(user_id)), ("alertId".into(), s(id)), (sort_key.into(), s(id))]));
-        // One extra item tells whether another page follows, so the last page says so.
-        let output = self
-            .client
+        self.client
             .query()
             .table_name(&self.table)
             .set_index_name(index.map(Into::into))
@@ -153,11 +173,6 @@ impl AlertTable {
             .consistent_read(true)
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
             .set_exclusive_start_key(start_key)
-            .send()
-            .await?;
-        let items: Vec<AlertItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-        let (alerts, last_id_if_more) = super::one_page(items.into_iter().map(Alert::from).collect(), limit, |a| &a.id);
-        Ok(AlertPage { alerts, last_id_if_more })
     }
 
     /// Applies `action` in one conditional update and returns the alert as it now is;
