@@ -3,9 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 pub use career_service::calls::Calls;
+use career_service::sdk_config;
 
 /// Per-request average of each operation over `requests` (one list of names per request).
 pub fn per_request(requests: &[Vec<String>]) -> (f64, String) {
@@ -28,15 +27,6 @@ pub fn per_request(requests: &[Vec<String>]) -> (f64, String) {
         .collect::<Vec<_>>()
         .join(", ");
     (total, breakdown)
-}
-
-/// The SDK configuration the test harness uses (static credentials, us-east-1).
-pub fn sdk_config() -> SdkConfig {
-    SdkConfig::builder()
-        .region(Region::new("us-east-1"))
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "test")))
-        .behavior_version(BehaviorVersion::latest())
-        .build()
 }
 
 pub fn dynamodb(endpoint: &str, calls: &Calls) -> aws_sdk_dynamodb::Client {

@@ -133,7 +133,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         md,
         "The data key of the sealed secrets is decrypted once per function instance, on its first use of a \
          secret (`career_core::sealing::Sealer`). Measured in-process against DynamoDB Local and moto's KMS on \
-         loopback, with KMS clients that count their calls (`tests/support/counting.rs`).\n"
+         loopback, with KMS clients that count their calls (`tests/support/calls.rs`).\n"
     );
     let _ = writeln!(md, "| What | Median | p90 | Min |\n|---|---|---|---|");
     let mut line = |what: &str, s: &crate::stats::Summary| {

@@ -92,7 +92,9 @@ pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
     settings
 }
 
-fn sdk_config() -> SdkConfig {
+/// The SDK configuration the test harness uses (static credentials, us-east-1, the functions'
+/// time limits).
+pub fn sdk_config() -> SdkConfig {
     SdkConfig::builder()
         .region(Region::new("us-east-1"))
         .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "test")))
