@@ -1,7 +1,5 @@
 //! Wall-clock time in the contract's format: RFC 3339 UTC with milliseconds and `Z`.
 
-use std::fmt;
-
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -60,45 +58,7 @@ impl Timestamp {
     }
 }
 
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for Timestamp {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        Timestamp::parse(&text).ok_or_else(|| format!("{text:?} is not an RFC 3339 UTC time with milliseconds"))
-    }
-}
-
-impl From<Timestamp> for String {
-    fn from(at: Timestamp) -> Self {
-        at.0
-    }
-}
-
-impl AsRef<str> for Timestamp {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for Timestamp {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        Timestamp::try_from(text.to_owned())
-    }
-}
+crate::ids::text_traits!(Timestamp, "an RFC 3339 UTC time with milliseconds");
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,6 @@
 //! Identifiers: a type prefix and a ULID (48-bit millisecond time, 80 bits of randomness
 //! or of a hash), so ids sort by creation time.
 
-use std::fmt;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +14,53 @@ pub const EVENT: &str = "evt_";
 pub const DELIVERY: &str = "dlv_";
 pub const PROFILE: &str = "prf_";
 pub const ASSESSMENT: &str = "asm_";
+
+/// The traits of a type that wraps checked text and has a `parse(&str) -> Option<Self>`:
+/// shown as its text, converted from text only through `parse`, and into text freely.
+macro_rules! text_traits {
+    ($name:ident, $what:expr) => {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+
+            fn try_from(text: String) -> Result<Self, String> {
+                $name::parse(&text).ok_or_else(|| format!("{text:?} is not {}", $what))
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> Self {
+                value.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                $name::try_from(text.to_owned())
+            }
+        }
+    };
+}
+pub(crate) use text_traits;
 
 /// Declares an id type of one prefix. Its only constructors check the shape (prefix and
 /// ULID) or make a fresh id, so a value of the type is always well formed, and the types of
@@ -54,45 +100,7 @@ macro_rules! prefixed_id {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = String;
-
-            fn try_from(text: String) -> Result<Self, String> {
-                $name::parse(&text).ok_or_else(|| format!("{text:?} is not {} id", stringify!($name)))
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> Self {
-                id.0
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = String;
-
-            fn from_str(text: &str) -> Result<Self, String> {
-                $name::try_from(text.to_owned())
-            }
-        }
+        text_traits!($name, concat!("a valid ", stringify!($name)));
     };
 }
 
@@ -137,45 +145,7 @@ impl UserId {
     }
 }
 
-impl fmt::Display for UserId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for UserId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "UserId({})", self.0)
-    }
-}
-
-impl TryFrom<String> for UserId {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        UserId::parse(&text).ok_or_else(|| format!("{text:?} is not a user id"))
-    }
-}
-
-impl From<UserId> for String {
-    fn from(id: UserId) -> Self {
-        id.0
-    }
-}
-
-impl AsRef<str> for UserId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for UserId {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        UserId::try_from(text.to_owned())
-    }
-}
+text_traits!(UserId, "a user id");
 
 /// True when `id` could be an id of this `prefix` (a cheap check before touching storage).
 pub fn has_shape(id: &str, prefix: &str) -> bool {
