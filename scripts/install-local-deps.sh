@@ -82,7 +82,7 @@ install_tools() {
   # shellcheck disable=SC2086  # TOOLS_PINS is a word list on purpose
   make_venv "$venv" "$TOOLS_PINS" $TOOLS_PINS
   # cargo-lambda looks for `zig` on PATH; ziglang keeps the binary inside its package.
-  [[ -e "$venv/bin/zig" ]] || ln -s "$("$venv/bin/python" -c \
+  [[ -e "$venv/bin/zig" ]] || ln -sfn "$("$venv/bin/python" -c \
     'import ziglang, os; print(os.path.dirname(ziglang.__file__))')/zig" "$venv/bin/zig"
   # The arm64 Lambda build needs that target's std, which rustup fetches.
   if [[ ! -d "$(rustc --print sysroot)/lib/rustlib/aarch64-unknown-linux-gnu" ]]; then
