@@ -27,6 +27,7 @@ run:
 test: lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --receivers
+	@scripts/install-local-deps.sh --api-tools
 	$(CARGO) test --workspace --all-targets
 
 ## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
@@ -37,6 +38,12 @@ api-lint:
 	@scripts/install-local-deps.sh --api-tools
 	$(API_NODE)/redocly lint --config redocly.yaml openapi.yaml
 	$(API_NODE)/spectral lint --ruleset .spectral.yaml --fail-severity=warn openapi.yaml
+
+## api-check: only the API tools: Redocly and Spectral, then Schemathesis and a generated Python client against a stack of their own (tests/api_tools.rs)
+api-check: api-lint
+	@scripts/install-local-deps.sh
+	@scripts/install-local-deps.sh --api-tools
+	$(CARGO) test --test api_tools -- --nocapture
 
 ## template-lint: cfn-lint (no errors, no warnings) and sam validate --lint on template.yaml
 template-lint:

@@ -17,7 +17,7 @@
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
 #   scripts/install-local-deps.sh --api-tools   # what `make api-check` needs:
 #       .local/api-node/node_modules/.bin/{redocly,spectral} (npm) and
-#       .local/api-venv/bin/{schemathesis,openapi-python-client} (PyPI)
+#       .local/api-venv/bin/{schemathesis,openapi-python-client} (PyPI; python-dateutil for the generated client)
 #
 # Each part writes a stamp file holding its pinned versions once it is complete, so
 # a second run finds everything in place and returns at once. Progress lines and the
@@ -31,7 +31,7 @@ LINT_PINS="aws-sam-cli==1.170.0 cfn-lint==1.58.0"
 RECEIVERS_PY_PINS="standardwebhooks==1.1.0"
 RECEIVERS_NODE_PINS="standardwebhooks@1.1.1 typescript@5.9.3 @types/node@20.19.43"
 API_NODE_PINS="@redocly/cli@2.77.0 @stoplight/spectral-cli@6.16.3"
-API_PY_PINS="schemathesis==4.32.5 openapi-python-client==0.29.1"
+API_PY_PINS="schemathesis==4.32.5 openapi-python-client==0.29.1 python-dateutil==2.9.0.post0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCAL="$ROOT/.local"
