@@ -5,10 +5,13 @@ SHELL := /bin/bash
 CARGO ?= cargo
 LINT := $(CURDIR)/.local/lint-venv/bin
 TOOLS := $(CURDIR)/.local/tools-venv/bin
+API_NODE := $(CURDIR)/.local/api-node/node_modules/.bin
 FUNCTIONS := career-alerts career-data-sharing career-webhooks career-fanout career-deliver
 export SAM_CLI_TELEMETRY := 0
+export REDOCLY_TELEMETRY := off
+export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
 
-.PHONY: help run test lint fmt-check template-lint reset build deploy bench fmt clippy
+.PHONY: help run test lint fmt-check template-lint api-check api-lint reset build deploy bench fmt clippy
 
 ## help: this list of targets (from their ## lines)
 help:
@@ -24,10 +27,23 @@ run:
 test: lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --receivers
+	@scripts/install-local-deps.sh --api-tools
 	$(CARGO) test --workspace --all-targets
 
-## lint: cargo fmt --check, clippy with warnings as errors, and the template checks
-lint: fmt-check clippy template-lint
+## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
+lint: fmt-check clippy template-lint api-lint
+
+## api-lint: Redocly and Spectral on openapi.yaml (no errors, no warnings; redocly.yaml and .spectral.yaml)
+api-lint:
+	@scripts/install-local-deps.sh --api-tools
+	$(API_NODE)/redocly lint --config redocly.yaml openapi.yaml
+	$(API_NODE)/spectral lint --ruleset .spectral.yaml --fail-severity=warn openapi.yaml
+
+## api-check: only the API tools: Redocly and Spectral, then Schemathesis and a generated Python client against a stack of their own (tests/api_tools.rs)
+api-check: api-lint
+	@scripts/install-local-deps.sh
+	@scripts/install-local-deps.sh --api-tools
+	$(CARGO) test --test api_tools -- --nocapture
 
 ## template-lint: cfn-lint (no errors, no warnings) and sam validate --lint on template.yaml
 template-lint:

@@ -15,6 +15,9 @@
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
 #       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
+#   scripts/install-local-deps.sh --api-tools   # what `make api-check` needs:
+#       .local/api-node/node_modules/.bin/{redocly,spectral} (npm) and
+#       .local/api-venv/bin/{schemathesis,openapi-python-client} (PyPI; python-dateutil for the generated client)
 #
 # Each part writes a stamp file holding its pinned versions once it is complete, so
 # a second run finds everything in place and returns at once. Progress lines and the
@@ -27,6 +30,8 @@ TOOLS_PINS="cargo-lambda==1.9.2 ziglang==0.13.0"
 LINT_PINS="aws-sam-cli==1.170.0 cfn-lint==1.58.0"
 RECEIVERS_PY_PINS="standardwebhooks==1.1.0"
 RECEIVERS_NODE_PINS="standardwebhooks@1.1.1 typescript@5.9.3 @types/node@20.19.43"
+API_NODE_PINS="@redocly/cli@2.77.0 @stoplight/spectral-cli@6.16.3"
+API_PY_PINS="schemathesis==4.32.5 openapi-python-client==0.29.1 python-dateutil==2.9.0.post0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCAL="$ROOT/.local"
@@ -126,11 +131,26 @@ install_bench() {
   echo "$stamp" >"$peer/.stamp"
 }
 
+install_api_tools() {
+  local node="$LOCAL/api-node"
+  if ! stamped "$node" "$API_NODE_PINS"; then
+    say "installing $API_NODE_PINS into .local/api-node ..."
+    command -v npm >/dev/null || apt_install npm
+    rm -rf "$node" && mkdir -p "$node"
+    # shellcheck disable=SC2086  # API_NODE_PINS is a word list on purpose
+    npm install --prefix "$node" --loglevel=error --no-audit --no-fund $API_NODE_PINS >&2
+    echo "$API_NODE_PINS" >"$node/.stamp"
+  fi
+  # shellcheck disable=SC2086  # API_PY_PINS is a word list on purpose
+  make_venv "$LOCAL/api-venv" "$API_PY_PINS" $API_PY_PINS
+}
+
 case "${1:-}" in
   "") install_core ;;
   --lint) install_lint ;;
   --tools) install_tools ;;
   --receivers) install_receivers ;;
   --bench) install_core; install_bench ;;
-  *) echo "usage: $0 [--lint|--tools|--receivers|--bench]" >&2; exit 2 ;;
+  --api-tools) install_api_tools ;;
+  *) echo "usage: $0 [--lint|--tools|--receivers|--bench|--api-tools]" >&2; exit 2 ;;
 esac

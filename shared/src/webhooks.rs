@@ -310,6 +310,23 @@ mod tests {
         }
     }
 
+    /// What openapi.yaml says of `url` on create: WHATWG normalisation, and the length limit
+    /// counted on the string as sent.
+    #[test]
+    fn urls_are_normalised_after_the_length_check() {
+        for (sent, stored) in [
+            ("HTTPS://Hooks.Example.COM:443/a/./b/../c", "https://hooks.example.com/a/c"),
+            ("https://hooks.example.com", "https://hooks.example.com/"),
+            ("  https://hooks.example.com/x y\t", "https://hooks.example.com/x%20y"),
+            ("https://bücher.example/hook", "https://xn--bcher-kva.example/hook"),
+        ] {
+            assert_eq!(parse(sent).unwrap().as_str(), stored, "{sent}");
+        }
+        let spaced = format!("https://example.com/{}", " a".repeat(1014));
+        assert_eq!(spaced.chars().count(), 2048);
+        assert!(parse(&spaced).unwrap().as_str().len() > MAX_URL_LEN);
+    }
+
     #[test]
     fn logged_urls_keep_scheme_host_port_and_path_only() {
         let logged = |url: &str| LoggedUrl(url).to_string();
