@@ -68,10 +68,17 @@ async fn run(what: &str, mut command: Command) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn schemathesis_finds_nothing() {
     let (_pipeline, base, key, receiver) = stack().await;
+    // Schemathesis and Hypothesis keep caches in the working directory: one of their own.
+    let work_dir = std::env::temp_dir().join(format!("career-schemathesis-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir).expect("a working directory");
+    let document = root().join("openapi.yaml");
     let mut command = Command::new(venv("st"));
     command
-        .current_dir(root())
-        .args(["--no-color", "run", "openapi.yaml", "--url", &base])
+        .current_dir(&work_dir)
+        .arg("--no-color")
+        .arg("run")
+        .arg(&document)
+        .args(["--url", &base])
         .args(["--checks", "all", "--phases", "examples,coverage,fuzzing,stateful"])
         .args(["--max-examples", "50", "--workers", "1", "--seed", "12", "--request-timeout", "10"])
         .args(["--header", &format!("Authorization: Bearer {key}")])
@@ -82,5 +89,6 @@ async fn schemathesis_finds_nothing() {
         .env("CAREER_WEBHOOK_URL", &receiver.url)
         .env("NO_COLOR", "1");
     let output = run("schemathesis", command).await;
+    let _ = std::fs::remove_dir_all(&work_dir);
     eprintln!("{output}");
 }
