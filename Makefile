@@ -23,7 +23,7 @@ run:
 	@$(CARGO) build --bin careerctl
 	@exec ./target/debug/careerctl local
 
-## test: formatting and clippy, the template checks, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js)
+## test: formatting and clippy, the template and OpenAPI linters, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js, Schemathesis and a generated client)
 test: lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --receivers

@@ -15,7 +15,7 @@
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
 #       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
-#   scripts/install-local-deps.sh --api-tools   # what `make api-check` needs:
+#   scripts/install-local-deps.sh --api-tools   # what `make api-check` (and so `make test`) needs:
 #       .local/api-node/node_modules/.bin/{redocly,spectral} (npm) and
 #       .local/api-venv/bin/{schemathesis,openapi-python-client} (PyPI; python-dateutil for the generated client)
 #

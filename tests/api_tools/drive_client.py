@@ -1,0 +1,79 @@
+"""Drives every operation of the service through a client that openapi-python-client
+generated from openapi.yaml (with one event kind left out of the document, so the client
+meets a kind it does not know). Exits non-zero, saying why, on the first surprise.
+
+Environment: CAREER_API_URL, CAREER_API_KEY, CAREER_WEBHOOK_URL (a loopback receiver),
+CAREER_ALERT_ID (an alert of the key's user), CAREER_UNKNOWN_KIND (the kind left out).
+"""
+import os
+import sys
+import time
+
+import httpx
+from career_client import AuthenticatedClient
+from career_client.api.alerts import list_alerts, update_alert
+from career_client.api.data_sharing import get_data_sharing_preferences, update_data_sharing_preferences
+from career_client.api.webhooks import (
+    create_webhook_subscription,
+    delete_webhook_subscription,
+    enable_webhook_subscription,
+    list_webhook_deliveries,
+    list_webhook_subscriptions,
+    ping_webhook_subscription,
+    retry_webhook_delivery,
+    rotate_webhook_secret,
+)
+from career_client.models import AlertAction, AlertActionAction, KnownEventType, PreferencesUpdate, SecretRotation
+from career_client.models import SubscriptionCreate
+
+API, KEY = os.environ["CAREER_API_URL"], os.environ["CAREER_API_KEY"]
+RECEIVER, ALERT = os.environ["CAREER_WEBHOOK_URL"], os.environ["CAREER_ALERT_ID"]
+UNKNOWN_KIND = os.environ["CAREER_UNKNOWN_KIND"]
+client = AuthenticatedClient(base_url=API, token=KEY, raise_on_unexpected_status=True)
+
+
+def expect(what, response, status):
+    if response.status_code != status or response.parsed is None:
+        sys.exit(f"{what}: expected {status} and a parsed body, got {response.status_code}: {response.content!r}")
+    print(f"{what}: {status}")
+    return response.parsed
+
+
+alerts = expect("list alerts", list_alerts.sync_detailed(client=client, include_read=True), 200)
+if ALERT not in [alert.id for alert in alerts.alerts]:
+    sys.exit(f"list alerts: {ALERT} is missing")
+marked = expect("mark read", update_alert.sync_detailed(client=client, id=ALERT, body=AlertAction(AlertActionAction.READ)), 200)
+assert marked.read, marked
+
+expect("get preferences", get_data_sharing_preferences.sync_detailed(client=client), 200)
+updated = expect("put preferences", update_data_sharing_preferences.sync_detailed(client=client, body=PreferencesUpdate(share_profile_data=True)), 200)
+
+created = expect("create", create_webhook_subscription.sync_detailed(client=client, body=SubscriptionCreate(url=RECEIVER, events=[KnownEventType("profile.updated")])), 201)
+rotated = expect("rotate", rotate_webhook_secret.sync_detailed(client=client, id=created.id, body=SecretRotation(grace_period_seconds=0)), 200)
+assert rotated.secret != created.secret
+ping = expect("ping", ping_webhook_subscription.sync_detailed(client=client, id=created.id), 202)
+deadline = time.monotonic() + 20
+while True:
+    log = expect("list deliveries", list_webhook_deliveries.sync_detailed(client=client, id=created.id), 200)
+    if any(record.id == ping.id and str(record.status) == "succeeded" for record in log.deliveries):
+        break
+    if time.monotonic() > deadline:
+        sys.exit(f"the ping {ping.id} was not delivered: {log}")
+    time.sleep(0.2)
+expect("retry", retry_webhook_delivery.sync_detailed(client=client, id=ping.id), 202)
+
+# A subscription to a kind this client does not know, made outside it: the client still reads it.
+raw = httpx.post(f"{API}/api/v1/webhooks", headers={"Authorization": f"Bearer {KEY}"},
+                 json={"url": RECEIVER, "events": [UNKNOWN_KIND]})
+if raw.status_code != 201:
+    sys.exit(f"create with {UNKNOWN_KIND}: {raw.status_code} {raw.text}")
+unknown_id = raw.json()["id"]
+listed = expect("list", list_webhook_subscriptions.sync_detailed(client=client), 200)
+kinds = {subscription.id: [str(kind) for kind in subscription.events] for subscription in listed.webhooks}
+if kinds.get(unknown_id) != [UNKNOWN_KIND]:
+    sys.exit(f"list: the unknown kind did not come through: {kinds}")
+expect("rotate the unknown kind's", rotate_webhook_secret.sync_detailed(client=client, id=unknown_id), 200)
+expect("enable", enable_webhook_subscription.sync_detailed(client=client, id=unknown_id), 200)
+for subscription in (created.id, unknown_id):
+    expect("delete", delete_webhook_subscription.sync_detailed(client=client, id=subscription), 200)
+print("every operation answered as documented")
