@@ -147,7 +147,7 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     // ...and delivered with the protection on.
     let mut guarded = pipeline.settings().clone();
     guarded.allow_insecure_webhook_urls = false;
-    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), &guarded).unwrap();
+    let deliver = career_service::deliver_instance(&guarded);
     let messages = take(&pipeline, 1).await;
     let response = career_deliver::handle(&deliver, sqs_event(messages)).await;
     assert!(response.batch_item_failures.is_empty(), "the main lane is done with it");
@@ -157,7 +157,7 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     assert_eq!(retry.earlier_attempts, 1, "the failed attempt went to the retry lane, counted");
 
     // Its retry with the setting on (local stack and tests only) does reach it.
-    let open = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+    let open = career_service::deliver_instance(pipeline.settings());
     let response = career_deliver::handle(&open, sqs_event(handed_over)).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(receiver.received().len(), 1);
@@ -286,7 +286,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     // ...and one that was already on the main lane is handed over without an attempt.
     let queues = DeliveryQueues::new(sqs(), pipeline.settings()).unwrap();
     queues.send(Lane::Main, &[delivery(&on_retry_lane[0])]).await.unwrap();
-    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+    let deliver = career_service::deliver_instance(pipeline.settings());
     let response = career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
     assert!(response.batch_item_failures.is_empty());
     assert!(receiver.received().is_empty(), "no attempt on the main lane");
@@ -327,7 +327,7 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
         table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
         let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
         fan_out_profile_change(&fanout, &user, "8").await;
-        let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+        let deliver = career_service::deliver_instance(pipeline.settings());
         career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
     });
     let logged = logs.text();

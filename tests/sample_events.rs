@@ -551,7 +551,7 @@ async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
         receivers.push((receiver, secret));
     }
 
-    let deps = career_deliver::Deps::new(&dynamodb(), &sqs(), &career_service::kms(), pipeline.settings()).unwrap();
+    let deps = career_service::deliver_instance(pipeline.settings());
     let response = career_deliver::handle(&deps, event).await;
     assert!(response.batch_item_failures.is_empty(), "every delivery succeeded: {response:?}");
 

@@ -354,7 +354,7 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
     let receiver = Receiver::start(&[200], Duration::ZERO).await;
     let (old_id, old_secret) = seed_era_subscription(pipeline.settings(), &user, &receiver.url).await;
     let (other_id, other_secret) = seed_era_subscription(pipeline.settings(), &user, &receiver.url).await;
-    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), pipeline.settings()).unwrap();
+    let deliver = career_service::deliver_instance(pipeline.settings());
     let deliver_to = |id: String| {
         let mut batch = SqsEvent::default();
         batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&id))));

@@ -47,13 +47,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     progress(format!("   {RUNS} deliveries of one batch of {BATCH} to a receiver answering after 200 ms"));
     // A fresh function instance (clients, connection pools, HTTP agent) for the first run,
     // the same one again for the others.
-    let deliver = career_deliver::Deps::new(
-        &career_service::dynamodb(),
-        &career_service::sqs(),
-        &career_service::kms(),
-        &settings,
-    )
-    .map_err(|e| e.to_string())?;
+    let deliver = career_service::deliver_instance(&settings);
     let mut times = Vec::new();
     for run in 0..RUNS {
         let before = receiver.received().len();

@@ -29,13 +29,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let fanout =
         career_fanout::Deps::new(&career_service::dynamodb(), &counting::sqs(&bench.sqs_endpoint, &sends), &settings)
             .map_err(|e| e.to_string())?;
-    let deliver = career_deliver::Deps::new(
-        &career_service::dynamodb(),
-        &career_service::sqs(),
-        &career_service::kms(),
-        &settings,
-    )
-    .map_err(|e| e.to_string())?;
+    let deliver = career_service::deliver_instance(&settings);
     let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
     let queue = pipeline.queues.delivery.clone();
     let pumps = [

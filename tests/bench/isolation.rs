@@ -117,13 +117,7 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
     let settings = pipeline.settings().clone();
     let mut pumps = Vec::new();
     for queue in [pipeline.queues.delivery.clone(), pipeline.queues.retry.clone()] {
-        let deliver = career_deliver::Deps::new(
-            &career_service::dynamodb(),
-            &career_service::sqs(),
-            &career_service::kms(),
-            &settings,
-        )
-        .map_err(|e| e.to_string())?;
+        let deliver = career_service::deliver_instance(&settings);
         pumps.push(tokio::spawn(async move {
             run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
         }));

@@ -82,6 +82,12 @@ pub fn base_settings() -> Settings {
     }
 }
 
+/// A fresh instance of the delivery function (new clients, connection pools and HTTP agent)
+/// on the test's DynamoDB Local, SQS emulator and KMS.
+pub fn deliver_instance(settings: &Settings) -> career_deliver::Deps {
+    career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), settings).expect("delivery settings")
+}
+
 /// [`base_settings`] for functions whose KMS key and delivery queues lie at `unreachable`:
 /// for tests in which no request touches a secret or a queue.
 pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {

@@ -9,7 +9,7 @@ use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
 use careerctl::tables::{create_queues, create_tables, QueueUrls};
 use tokio::task::JoinHandle;
 
-use crate::{dynamodb, kms, services, sqs, streams, unique_user, Api};
+use crate::{dynamodb, services, sqs, streams, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
@@ -43,8 +43,7 @@ impl Pipeline {
             pumps
                 .push(tokio::spawn(async move { run_stream_pump(dynamodb(), streams(), tables, &fanout, None).await }));
             for queue in [queues.delivery.clone(), queues.retry.clone()] {
-                let deliver =
-                    career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), &settings).expect("delivery settings");
+                let deliver = crate::deliver_instance(&settings);
                 pumps.push(tokio::spawn(async move {
                     run_queue_pump(sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
                 }));
