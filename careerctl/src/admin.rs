@@ -230,7 +230,7 @@ impl Admin {
     }
 }
 
-/// Moves every message of the dead-letter queue `from` back to the delivery queue `to`, where
+/// Moves every message of the dead-letter queue `from` back to the retry lane `to`, where
 /// each starts the retry schedule again. A message leaves `from` only once `to` has it.
 pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String> {
     let mut moved = 0;
@@ -266,7 +266,7 @@ pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| crate::sdk_error::describe("sending to the delivery queue", e))?;
+            .map_err(|e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e))?;
         let done: Vec<DeleteMessageBatchRequestEntry> = sent
             .successful
             .iter()
@@ -291,7 +291,7 @@ pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String
         }
         if let Some(refused) = sent.failed.first() {
             let reason = refused.message.clone().unwrap_or_default();
-            return Err(format!("moved {moved}; the delivery queue refused {} messages: {reason}", sent.failed.len()));
+            return Err(format!("moved {moved}; the --to queue refused {} messages: {reason}", sent.failed.len()));
         }
     }
 }
