@@ -65,7 +65,7 @@ async fn an_event_reaches_every_matching_subscription_of_its_user_and_nobody_els
     assert_eq!(completed.json()["data"], json!({"userId": alice, "assessmentId": assessment.assessment_id}));
     both.wait_for(2, SOON).await;
     // Completing it again is no transition, so no event.
-    let id = Some(assessment.assessment_id);
+    let id = Some(assessment.assessment_id.to_string());
     pipeline.api.admin.complete_assessment(&alice, id).await.unwrap();
 
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -290,7 +290,8 @@ fn sqs_message(message: &DeliveryMessage) -> SqsMessage {
 }
 
 fn profile_event(user: &str) -> Event {
-    let data = career_core::events::EventData::ProfileUpdated { user_id: typed(user), profile_id: "prf_1".into() };
+    let data =
+        career_core::events::EventData::ProfileUpdated { user_id: typed(user), profile_id: "prf_1".parse().unwrap() };
     Event { id: career_core::ids::EventId::generate(), created_at: career_core::clock::Timestamp::now(), data }
 }
 

@@ -9,7 +9,7 @@ use career_core::clock::Timestamp;
 use career_core::config::TableNames;
 use career_core::credentials::{ApiKey, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
-use career_core::ids::{self, AlertId, DeliveryId, SubscriptionId, UserId};
+use career_core::ids::{AlertId, AssessmentId, DeliveryId, ProfileId, SubscriptionId, UserId, MAX_PLATFORM_ID_LEN};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;
@@ -44,7 +44,7 @@ pub struct Revoked {
 #[serde(rename_all = "camelCase")]
 pub struct ProfileUpdate {
     pub user_id: UserId,
-    pub profile_id: String,
+    pub profile_id: ProfileId,
 }
 
 /// `assessments complete`.
@@ -52,7 +52,7 @@ pub struct ProfileUpdate {
 #[serde(rename_all = "camelCase")]
 pub struct AssessmentCompletion {
     pub user_id: UserId,
-    pub assessment_id: String,
+    pub assessment_id: AssessmentId,
 }
 
 /// `webhooks seal-secrets`: how many plain-text secrets were sealed.
@@ -156,7 +156,7 @@ impl Admin {
         let user_id = user(user_id.as_ref())?;
         let platform = self.platform();
         let existing = platform.first_profile_id(&user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
-        let profile_id = existing.unwrap_or_else(|| ids::new_id(ids::PROFILE));
+        let profile_id = existing.unwrap_or_else(ProfileId::generate);
         platform
             .touch_profile(&user_id, &profile_id, &Timestamp::now())
             .await
@@ -171,7 +171,14 @@ impl Admin {
         assessment_id: Option<String>,
     ) -> Result<AssessmentCompletion, String> {
         let user_id = user(user_id.as_ref())?;
-        let assessment_id = assessment_id.unwrap_or_else(|| ids::new_id(ids::ASSESSMENT));
+        let assessment_id = match assessment_id {
+            Some(text) => AssessmentId::parse(text.trim()).ok_or_else(|| {
+                format!(
+                    "--assessment must be an assessment id: not empty, at most {MAX_PLATFORM_ID_LEN} bytes, no control characters"
+                )
+            })?,
+            None => AssessmentId::generate(),
+        };
         self.platform()
             .complete_assessment(&user_id, &assessment_id, &Timestamp::now())
             .await

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_dynamo::AttributeValue;
 
 use crate::clock::Timestamp;
-use crate::ids::{EventId, SubscriptionId, UserId};
+use crate::ids::{AssessmentId, EventId, ProfileId, SubscriptionId, UserId};
 
 /// Every event kind. The one list of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -60,9 +60,9 @@ pub struct Event {
 #[serde(untagged, deny_unknown_fields)]
 pub enum EventData {
     #[serde(rename_all = "camelCase")]
-    ProfileUpdated { user_id: UserId, profile_id: String },
+    ProfileUpdated { user_id: UserId, profile_id: ProfileId },
     #[serde(rename_all = "camelCase")]
-    AssessmentCompleted { user_id: UserId, assessment_id: String },
+    AssessmentCompleted { user_id: UserId, assessment_id: AssessmentId },
     #[serde(rename_all = "camelCase")]
     WebhookPing { subscription_id: SubscriptionId },
 }
@@ -161,12 +161,22 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     }
     let user_id = string_attribute(&change.keys, "userId").and_then(UserId::parse);
     let user_id = user_id.ok_or_else(|| malformed("no userId key, or not a user id"))?;
-    let item_id = string_attribute(&change.keys, id_attribute).ok_or_else(|| malformed("no item id key"))?.to_owned();
-    let created_millis = created_millis(change);
+    let item_id = string_attribute(&change.keys, id_attribute);
     let data = match kind {
-        EventKind::ProfileUpdated => EventData::ProfileUpdated { user_id, profile_id: item_id },
-        _ => EventData::AssessmentCompleted { user_id, assessment_id: item_id },
+        EventKind::ProfileUpdated => EventData::ProfileUpdated {
+            user_id,
+            profile_id: item_id
+                .and_then(ProfileId::parse)
+                .ok_or_else(|| malformed("no profileId key, or not an id"))?,
+        },
+        _ => EventData::AssessmentCompleted {
+            user_id,
+            assessment_id: item_id
+                .and_then(AssessmentId::parse)
+                .ok_or_else(|| malformed("no assessmentId key, or not an id"))?,
+        },
     };
+    let created_millis = created_millis(change);
     Ok(Some(Event {
         id: EventId::derived(
             created_millis,
@@ -301,5 +311,9 @@ mod tests {
         assert!(event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), json!(null))).is_err());
         let no_user = json!({"profileId": {"S": "prf_1"}});
         assert!(event_from_record(&record("INSERT", no_user, json!(null), profile("1"))).is_err());
+        let bad_profile = json!({"userId": {"S": "u1"}, "profileId": {"S": "prf\n1"}});
+        assert!(event_from_record(&record("INSERT", bad_profile, json!(null), profile("1"))).is_err());
+        let bad_assessment = json!({"userId": {"S": "u1"}, "assessmentId": {"S": " asm_1"}});
+        assert!(event_from_record(&record("INSERT", bad_assessment, json!(null), assessment("completed"))).is_err());
     }
 }

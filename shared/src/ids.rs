@@ -121,23 +121,27 @@ prefixed_id!(
     DeliveryId = DELIVERY
 );
 
-/// The user an API key belongs to, and so the owner of every item it reaches. Not empty, at
-/// most [`UserId::MAX_LEN`] bytes, no control characters, no surrounding blanks, and not
-/// starting with `#`, which marks the service's own partitions.
+/// The longest id of the rest of the platform (users, profiles, assessments) the service takes.
+pub const MAX_PLATFORM_ID_LEN: usize = 256;
+
+/// Whether `text` can be an id that the rest of the platform made: not empty, at most
+/// [`MAX_PLATFORM_ID_LEN`] bytes, no control characters and no surrounding blanks. Their
+/// shape is the platform's, so nothing more is asked of them.
+fn is_platform_id(text: &str) -> bool {
+    !text.is_empty() && text.len() <= MAX_PLATFORM_ID_LEN && text.trim() == text && !text.chars().any(char::is_control)
+}
+
+/// The user an API key belongs to, and so the owner of every item it reaches: a platform id
+/// (see [`is_platform_id`]) not starting with `#`, which marks the service's own partitions.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct UserId(String);
 
 impl UserId {
-    pub const MAX_LEN: usize = 256;
+    pub const MAX_LEN: usize = MAX_PLATFORM_ID_LEN;
 
     pub fn parse(text: &str) -> Option<Self> {
-        let well_formed = !text.is_empty()
-            && text.len() <= Self::MAX_LEN
-            && text.trim() == text
-            && !text.starts_with('#')
-            && !text.chars().any(char::is_control);
-        well_formed.then(|| UserId(text.to_owned()))
+        (is_platform_id(text) && !text.starts_with('#')).then(|| UserId(text.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -146,6 +150,45 @@ impl UserId {
 }
 
 text_traits!(UserId, "a user id");
+
+/// Declares the id type of one kind of platform item: checked once by `parse` (see
+/// [`is_platform_id`]); `careerctl` makes fresh ones with `generate`, as the platform would.
+macro_rules! platform_id {
+    ($(#[$doc:meta])* $name:ident = $prefix:ident, $what:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(text: &str) -> Option<Self> {
+                is_platform_id(text).then(|| $name(text.to_owned()))
+            }
+
+            /// A fresh id, `<prefix><ULID>`.
+            pub fn generate() -> Self {
+                $name(new_id($prefix))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        text_traits!($name, $what);
+    };
+}
+
+platform_id!(
+    /// A profile's id, made by the platform.
+    ProfileId = PROFILE,
+    "a profile id"
+);
+platform_id!(
+    /// An assessment's id, made by the platform.
+    AssessmentId = ASSESSMENT,
+    "an assessment id"
+);
 
 /// True when `id` could be an id of this `prefix` (a cheap check before touching storage).
 pub fn has_shape(id: &str, prefix: &str) -> bool {
@@ -244,6 +287,20 @@ mod tests {
         for bad in ["", " u1", "u1 ", "#service", "a\nb", &"x".repeat(UserId::MAX_LEN + 1)] {
             assert_eq!(UserId::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn platform_item_ids_are_plain_text() {
+        for good in ["prf_1", "#profile", "Ünïcode", &"x".repeat(MAX_PLATFORM_ID_LEN)] {
+            assert_eq!(ProfileId::parse(good).map(|id| id.to_string()), Some(good.to_owned()));
+            assert_eq!(AssessmentId::parse(good).map(|id| id.to_string()), Some(good.to_owned()));
+        }
+        for bad in ["", " a1", "a1 ", "a\nb", &"x".repeat(MAX_PLATFORM_ID_LEN + 1)] {
+            assert_eq!(ProfileId::parse(bad), None, "{bad:?}");
+            assert_eq!(AssessmentId::parse(bad), None, "{bad:?}");
+        }
+        assert!(ProfileId::generate().as_str().starts_with(PROFILE));
+        assert!(serde_json::from_str::<AssessmentId>("\"\"").is_err());
     }
 
     #[test]

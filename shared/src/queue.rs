@@ -195,7 +195,7 @@ mod tests {
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             data: crate::events::EventData::ProfileUpdated {
                 user_id: "u1".parse().unwrap(),
-                profile_id: "prf_1".into(),
+                profile_id: "prf_1".parse().unwrap(),
             },
         };
         let message =

@@ -84,12 +84,11 @@ impl RateLimiter {
             return Ok(status);
         }
         let window = Window::now(self.slot_ms);
-        let bucket = key.as_str();
-        let slots = self.table.count(bucket, window.slot, window.expired(), window.expires_at()).await?;
+        let slots = self.table.count(key, window.slot, window.expired(), window.expires_at()).await?;
         // Counters older than the write could remove are left from before an idle spell.
         let leftovers: Vec<u64> = slots.keys().copied().filter(|slot| *slot < *window.expired().start()).collect();
         if !leftovers.is_empty() {
-            if let Err(err) = self.table.drop_slots(bucket, &leftovers).await {
+            if let Err(err) = self.table.drop_slots(key, &leftovers).await {
                 tracing::warn!(error = %err, "rate limit: dropping expired counters failed");
             }
         }
@@ -98,7 +97,7 @@ impl RateLimiter {
         if total <= u64::from(self.limit) {
             return Ok(RateLimitStatus::of(self.limit, &counted, &window, false));
         }
-        if let Err(err) = self.table.uncount(bucket, window.slot).await {
+        if let Err(err) = self.table.uncount(key, window.slot).await {
             // The count stays one too high until its slot leaves the window: stricter, not looser.
             tracing::warn!(error = %err, "rate limit: taking back a refused request failed");
         }
@@ -116,7 +115,7 @@ impl RateLimiter {
             return Ok(status);
         }
         let window = Window::now(self.slot_ms);
-        let counted = window.counted(self.table.current(key.as_str()).await?);
+        let counted = window.counted(self.table.current(key).await?);
         Ok(RateLimitStatus::of(self.limit, &counted, &window, false))
     }
 

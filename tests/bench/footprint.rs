@@ -108,7 +108,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         let (subscription, _) = pipeline.subscribe(&events_user, &receiver.url, &["profile.updated"]).await;
         let data = career_core::events::EventData::ProfileUpdated {
             user_id: typed(&events_user),
-            profile_id: "prf_footprint".into(),
+            profile_id: "prf_footprint".parse().unwrap(),
         };
         let event =
             Event { id: career_core::ids::EventId::generate(), created_at: career_core::clock::Timestamp::now(), data };

@@ -160,6 +160,9 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 }
 
 fn event(user: &str) -> Event {
-    let data = career_core::events::EventData::ProfileUpdated { user_id: typed(user), profile_id: "prf_bench".into() };
+    let data = career_core::events::EventData::ProfileUpdated {
+        user_id: typed(user),
+        profile_id: "prf_bench".parse().unwrap(),
+    };
     Event { id: career_core::ids::EventId::generate(), created_at: typed("2026-11-27T08:00:00.000Z"), data }
 }

@@ -99,8 +99,10 @@ mod tests {
     }
 
     fn event() -> Event {
-        let data =
-            crate::events::EventData::ProfileUpdated { user_id: "u1".parse().unwrap(), profile_id: "prf_1".into() };
+        let data = crate::events::EventData::ProfileUpdated {
+            user_id: "u1".parse().unwrap(),
+            profile_id: "prf_1".parse().unwrap(),
+        };
         Event {
             id: EventId::derived(1_795_766_400_000, &["arn", "record-1"]),
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),

@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::Client;
 
 use super::{s, StoreError};
 use crate::clock::Timestamp;
-use crate::ids::UserId;
+use crate::ids::{AssessmentId, ProfileId, UserId};
 
 #[derive(Clone)]
 pub struct PlatformTables {
@@ -22,7 +22,12 @@ impl PlatformTables {
     }
 
     /// Changes the profile (a new revision and timestamp), creating it if needed.
-    pub async fn touch_profile(&self, user_id: &UserId, profile_id: &str, now: &Timestamp) -> Result<(), StoreError> {
+    pub async fn touch_profile(
+        &self,
+        user_id: &UserId,
+        profile_id: &ProfileId,
+        now: &Timestamp,
+    ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.profiles)
@@ -38,7 +43,7 @@ impl PlatformTables {
     }
 
     /// The id of one of the user's profiles, if there is one.
-    pub async fn first_profile_id(&self, user_id: &UserId) -> Result<Option<String>, StoreError> {
+    pub async fn first_profile_id(&self, user_id: &UserId) -> Result<Option<ProfileId>, StoreError> {
         let output = self
             .client
             .query()
@@ -54,14 +59,14 @@ impl PlatformTables {
             .first()
             .and_then(|item| item.get("profileId"))
             .and_then(|value| value.as_s().ok())
-            .cloned())
+            .and_then(|text| ProfileId::parse(text)))
     }
 
     /// Marks the assessment completed (creating it if needed).
     pub async fn complete_assessment(
         &self,
         user_id: &UserId,
-        assessment_id: &str,
+        assessment_id: &AssessmentId,
         now: &Timestamp,
     ) -> Result<(), StoreError> {
         self.client

@@ -1,5 +1,6 @@
-//! The rate-limit table: one item per API key, holding one counter per time slot of the
-//! sliding window (attribute `s<slot index>`), removed by TTL once the key is idle.
+//! The rate-limit table: one item per API key, under the key's hash, holding one counter per
+//! time slot of the sliding window (attribute `s<slot index>`), removed by TTL once the key
+//! is idle.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -8,6 +9,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
 use super::{n, s, Item, StoreError};
+use crate::credentials::KeyHash;
 
 /// Requests counted per slot index.
 pub type SlotCounts = BTreeMap<u64, u64>;
@@ -23,9 +25,9 @@ impl RateLimitTable {
         Self { client, table: table.into() }
     }
 
-    /// Every slot's count in `bucket`, without counting.
-    pub async fn current(&self, bucket: &str) -> Result<SlotCounts, StoreError> {
-        let output = self.client.get_item().table_name(&self.table).key("bucket", s(bucket)).send().await?;
+    /// Every slot's count for `key`, without counting.
+    pub async fn current(&self, key: &KeyHash) -> Result<SlotCounts, StoreError> {
+        let output = self.client.get_item().table_name(&self.table).key("bucket", s(key.as_str())).send().await?;
         Ok(slot_counts(output.item.as_ref()))
     }
 
@@ -33,7 +35,7 @@ impl RateLimitTable {
     /// slots, and keeps the item until `expires_at` (unix seconds). Returns every slot's count.
     pub async fn count(
         &self,
-        bucket: &str,
+        key: &KeyHash,
         slot: u64,
         expired: RangeInclusive<u64>,
         expires_at: u64,
@@ -42,7 +44,7 @@ impl RateLimitTable {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("bucket", s(bucket))
+            .key("bucket", s(key.as_str()))
             .expression_attribute_names("#slot", slot_attribute(slot))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":exp", n(expires_at))
@@ -61,11 +63,11 @@ impl RateLimitTable {
     }
 
     /// Takes back one request counted in `slot` (a refused request is not counted).
-    pub async fn uncount(&self, bucket: &str, slot: u64) -> Result<(), StoreError> {
+    pub async fn uncount(&self, key: &KeyHash, slot: u64) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
-            .key("bucket", s(bucket))
+            .key("bucket", s(key.as_str()))
             .update_expression("ADD #slot :minusOne")
             .condition_expression("attribute_exists(#slot)")
             .expression_attribute_names("#slot", slot_attribute(slot))
@@ -76,8 +78,8 @@ impl RateLimitTable {
     }
 
     /// Removes the counters of `slots`.
-    pub async fn drop_slots(&self, bucket: &str, slots: &[u64]) -> Result<(), StoreError> {
-        let mut update = self.client.update_item().table_name(&self.table).key("bucket", s(bucket));
+    pub async fn drop_slots(&self, key: &KeyHash, slots: &[u64]) -> Result<(), StoreError> {
+        let mut update = self.client.update_item().table_name(&self.table).key("bucket", s(key.as_str()));
         let mut names = Vec::new();
         for (i, slot) in slots.iter().enumerate() {
             update = update.expression_attribute_names(format!("#s{i}"), slot_attribute(*slot));
