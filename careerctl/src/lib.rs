@@ -11,3 +11,11 @@ pub mod sdk_error;
 pub mod services;
 pub mod stack;
 pub mod tables;
+
+use std::io::Write;
+
+/// Writes `text` and a newline on stdout. A stdout that cannot be written (a reader that went
+/// away, a full disk) is an error the caller reports, where `println!` would panic.
+pub fn print_line(text: impl std::fmt::Display) -> Result<(), String> {
+    writeln!(std::io::stdout().lock(), "{text}").map_err(|e| format!("writing to stdout: {e}"))
+}

@@ -46,7 +46,11 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     if let Some(saved) = QueueSnapshot::read(&snapshot_path)? {
         saved.restore(&stack.sqs, &stack.queues).await?;
         std::fs::remove_file(&snapshot_path).map_err(|e| format!("removing {}: {e}", snapshot_path.display()))?;
-        println!("Restored {} queued deliveries from the last run ({}).", saved.len(), saved.counts());
+        crate::print_line(format_args!(
+            "Restored {} queued deliveries from the last run ({}).",
+            saved.len(),
+            saved.counts()
+        ))?;
     }
     let dynamodb = stack.dynamodb_client();
     let kms = stack.kms_client();
@@ -73,16 +77,19 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
         .map_err(|e| format!("writing {}: {e}", env_path.display()))?;
 
-    println!("Career service is up at {api_url}");
-    println!("  DynamoDB Local  {}", stack.dynamodb.endpoint);
-    println!("  SQS and KMS     {}", stack.sqs.endpoint);
-    println!("  Demo API key (user demo-user, all six scopes):\n    {demo_key}");
-    println!("  Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts");
-    println!("  For careerctl and the AWS CLI:  source {}", env_path.display());
-    println!(
-        "  Events: careerctl profiles update --user demo-user   (deliveries retry after about 1 s, 4 s, 20 s, ...)"
-    );
-    println!("Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.");
+    crate::print_line(format_args!(
+        "Career service is up at {api_url}\n  \
+         DynamoDB Local  {}\n  \
+         SQS and KMS     {}\n  \
+         Demo API key (user demo-user, all six scopes):\n    {demo_key}\n  \
+         Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts\n  \
+         For careerctl and the AWS CLI:  source {}\n  \
+         Events: careerctl profiles update --user demo-user   (deliveries retry after about 1 s, 4 s, 20 s, ...)\n\
+         Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.",
+        stack.dynamodb.endpoint,
+        stack.sqs.endpoint,
+        env_path.display()
+    ))?;
     career_core::telemetry::init();
 
     // The delivery pumps stop receiving on Ctrl-C and finish the batches in hand (at most

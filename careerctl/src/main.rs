@@ -184,7 +184,7 @@ async fn main() -> ExitCode {
             Ok(settings) => careerctl::local::run(args.port, &args.local_dir, settings).await,
             Err(message) => Err(message),
         },
-        command => admin_command(command).await.map(|json| println!("{json}")),
+        command => admin_command(command).await.and_then(careerctl::print_line),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
