@@ -2,7 +2,7 @@
 //! as the JSON object the contract shows.
 
 use aws_sdk_dynamodb::Client as DynamoDb;
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::clock::Timestamp;
@@ -274,19 +274,12 @@ pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String
             .send()
             .await
             .map_err(|e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e))?;
-        let done: Vec<DeleteMessageBatchRequestEntry> = sent
-            .successful
-            .iter()
-            .filter_map(|entry| messages.get(entry.id.parse::<usize>().ok()?))
-            .enumerate()
-            .map(|(i, message)| {
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(message.receipt_handle.clone().unwrap_or_default())
-                    .build()
-                    .expect("entry has id and receipt handle")
-            })
-            .collect();
+        let done = crate::sqs_batch::delete_entries(
+            sent.successful
+                .iter()
+                .filter_map(|entry| messages.get(entry.id.parse::<usize>().ok()?))
+                .map(|message| message.receipt_handle.as_deref()),
+        );
         if !done.is_empty() {
             moved += done.len();
             sqs.delete_message_batch()

@@ -9,6 +9,7 @@ pub mod pumps;
 pub mod queue_snapshot;
 pub mod sdk_error;
 pub mod services;
+pub mod sqs_batch;
 pub mod stack;
 pub mod tables;
 

@@ -5,11 +5,12 @@ use std::future::Future;
 use std::pin::pin;
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ERROR_PAUSE;
 use crate::sdk_error::describe;
+use crate::sqs_batch::delete_entries;
 
 /// How many batches of one queue the local stack handles at once: what the template's
 /// `MaximumConcurrency` allows each of the delivery function's event source mappings.
@@ -81,19 +82,13 @@ async fn receive_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Option<Sqs
 async fn handle_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str, deliver: &career_deliver::Deps, event: SqsEvent) {
     let response = career_deliver::handle(deliver, event.clone()).await;
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
-    let done: Vec<DeleteMessageBatchRequestEntry> = event
-        .records
-        .iter()
-        .filter(|m| !failed.contains(&m.message_id.as_deref().unwrap_or_default()))
-        .enumerate()
-        .map(|(i, m)| {
-            DeleteMessageBatchRequestEntry::builder()
-                .id(i.to_string())
-                .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
-                .build()
-                .expect("entry has id and receipt handle")
-        })
-        .collect();
+    let done = delete_entries(
+        event
+            .records
+            .iter()
+            .filter(|m| !failed.contains(&m.message_id.as_deref().unwrap_or_default()))
+            .map(|m| m.receipt_handle.as_deref()),
+    );
     if !done.is_empty() {
         if let Err(err) = sqs.delete_message_batch().queue_url(queue_url).set_entries(Some(done)).send().await {
             tracing::warn!(error = %describe("deleting delivered messages", err), "queue pump");
