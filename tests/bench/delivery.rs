@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::dynamodb::Event as StreamEvent;
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
+use career_core::config::Settings;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::typed;
@@ -14,7 +16,7 @@ use career_service::typed;
 use crate::counting::{self, per_request, Calls};
 use crate::payloads::{batch, profile_record};
 use crate::report::{Row, Section};
-use crate::stats::{ms, summarize};
+use crate::stats::{ms, summarize, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Delivery concurrency";
@@ -25,29 +27,42 @@ const FAN_OUT: usize = 25;
 
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let pipeline = Pipeline::start(false).await;
-    let settings = pipeline.settings().clone();
-
-    // Ten subscriptions of one user to a receiver that answers after 200 ms; one event
-    // fanned out to them puts ten real messages on the queue.
     let receiver = Receiver::start(&[200], RECEIVER_DELAY).await;
     let user = career_service::unique_user();
+    let sqs_event = queued_batch(&pipeline, &receiver, &user).await?;
+
+    progress(format!("   {RUNS} deliveries of one batch of {BATCH} to a receiver answering after 200 ms"));
+    let times = time_batches(pipeline.settings(), &receiver, &sqs_event).await?;
+
+    progress("   DynamoDB calls per delivery attempt, with the delivery log");
+    let log = log_calls(&bench, &pipeline, &user, &sqs_event).await?;
+
+    progress(format!("   fan-out of one event to {FAN_OUT} subscriptions"));
+    let fan_out = fan_out(&bench, &pipeline).await?;
+    Ok(render(&times, &log, &fan_out))
+}
+
+/// Ten subscriptions of one user to `receiver`; one event fanned out to them puts ten real
+/// messages on the queue, received as one `SqsEvent`.
+async fn queued_batch(pipeline: &Pipeline, receiver: &Receiver, user: &str) -> Result<SqsEvent, String> {
     for _ in 0..BATCH {
-        pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+        pipeline.subscribe(user, &receiver.url, &["profile.updated"]).await;
     }
-    let fanout = career_fanout::Deps::new(&career_service::dynamodb(), &career_service::sqs(), &settings)
+    let fanout = career_fanout::Deps::new(&career_service::dynamodb(), &career_service::sqs(), pipeline.settings())
         .map_err(|e| e.to_string())?;
     let event: StreamEvent =
-        serde_json::from_value(batch(vec![profile_record(&user, "prf_batch", 1)])).map_err(|e| e.to_string())?;
+        serde_json::from_value(batch(vec![profile_record(user, "prf_batch", 1)])).map_err(|e| e.to_string())?;
     if !career_fanout::handle(&fanout, event).await.batch_item_failures.is_empty() {
         return Err("fanning out the batch's event failed".into());
     }
     let messages = receive(&pipeline.queues.delivery, BATCH).await?;
-    let sqs_event = careerctl::pumps::sqs_event(messages);
+    Ok(careerctl::pumps::sqs_event(messages))
+}
 
-    progress(format!("   {RUNS} deliveries of one batch of {BATCH} to a receiver answering after 200 ms"));
-    // A fresh function instance (clients, connection pools, HTTP agent) for the first run,
-    // the same one again for the others.
-    let deliver = career_service::deliver_instance(&settings);
+/// The batch's wall time, `RUNS` times: a fresh function instance (clients, connection
+/// pools, HTTP agent) for the first run, the same one again for the others.
+async fn time_batches(settings: &Settings, receiver: &Receiver, sqs_event: &SqsEvent) -> Result<Vec<Duration>, String> {
+    let deliver = career_service::deliver_instance(settings);
     let mut times = Vec::new();
     for run in 0..RUNS {
         let before = receiver.received().len();
@@ -60,16 +75,22 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
             return Err(format!("batch {run}: {failures} failures, {delivered} delivered"));
         }
     }
-    let first = times[0];
-    let warm = summarize(&times[1..]);
-    let limit = RECEIVER_DELAY.mul_f64(1.3);
-    let worst = times.iter().max().copied().unwrap_or_default();
+    Ok(times)
+}
 
-    progress("   DynamoDB calls per delivery attempt, with the delivery log");
-    let log = log_calls(&bench, &pipeline, &user, &sqs_event).await?;
+/// The calls of fanning one event out to 25 subscriptions.
+struct FanOut {
+    sqs_count: f64,
+    sqs_breakdown: String,
+    dynamodb_count: f64,
+    dynamodb_breakdown: String,
+    median: Duration,
+    /// How many of the first event's messages were found on the queue.
+    queued: usize,
+}
 
-    // One event to 25 subscriptions, with every SQS and DynamoDB round trip counted.
-    progress(format!("   fan-out of one event to {FAN_OUT} subscriptions"));
+/// One event to 25 subscriptions, 5 times, with every SQS and DynamoDB round trip counted.
+async fn fan_out(bench: &Bench, pipeline: &Pipeline) -> Result<FanOut, String> {
     let fan_user = career_service::unique_user();
     for i in 0..FAN_OUT {
         pipeline.subscribe(&fan_user, &format!("https://hooks.example.com/fan/{i}"), &["profile.updated"]).await;
@@ -78,7 +99,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let counted = career_fanout::Deps::new(
         &counting::dynamodb(&bench.dynamodb_endpoint, &dynamodb_calls),
         &counting::sqs(&bench.sqs_endpoint, &sqs_calls),
-        &settings,
+        pipeline.settings(),
     )
     .map_err(|e| e.to_string())?;
     let (mut sqs_per_event, mut dynamodb_per_event, mut fan_times) = (Vec::new(), Vec::new(), Vec::new());
@@ -99,8 +120,73 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let queued = receive(&pipeline.queues.delivery, FAN_OUT).await?.len();
     let (sqs_count, sqs_breakdown) = per_request(&sqs_per_event);
     let (dynamodb_count, dynamodb_breakdown) = per_request(&dynamodb_per_event);
-    let fan = summarize(&fan_times);
+    Ok(FanOut {
+        sqs_count,
+        sqs_breakdown,
+        dynamodb_count,
+        dynamodb_breakdown,
+        median: summarize(&fan_times).median,
+        queued,
+    })
+}
 
+fn render(times: &[Duration], log: &LogCalls, fan: &FanOut) -> Section {
+    let first = times[0];
+    let warm = summarize(&times[1..]);
+    let limit = RECEIVER_DELAY.mul_f64(1.3);
+    let worst = times.iter().max().copied().unwrap_or_default();
+    let mut body = batch_table(first, &warm);
+    let _ = writeln!(
+        body,
+        "Fan-out of one `profile.updated` event to {FAN_OUT} subscriptions (`career_fanout::handle`, counting \
+         interceptors on its SQS and DynamoDB clients, 5 events): **{:.0} SQS calls** per event \
+         ({}: 10 + 10 + 5 messages) and {:.0} DynamoDB round trip \
+         ({}); median {} per event. The first event's {} messages were found on the \
+         queue.\n",
+        fan.sqs_count,
+        fan.sqs_breakdown,
+        fan.dynamodb_count,
+        fan.dynamodb_breakdown,
+        ms(fan.median),
+        fan.queued
+    );
+    body.push_str(&log_calls_table(log));
+    let extra_reads = log.healthy.reads.max(log.later_failure.reads) - 1.0;
+    let extra_writes = log.healthy.writes.max(log.later_failure.writes);
+    let rows = vec![
+        Row::new(
+            "Delivery log: extra DynamoDB calls per attempt (before: 1 GetItem)",
+            "≤ 1 write, 0 reads",
+            format!("{extra_writes:.0} write, {extra_reads:.0} reads"),
+            Some(extra_writes <= 1.0 && extra_reads <= 0.0),
+        ),
+        Row::new(
+            "Batch of 10 deliveries, receiver delay 200 ms",
+            format!("≤ {}", ms(limit)),
+            format!("first {}, warm median {}, worst {}", ms(first), ms(warm.median), ms(worst)),
+            Some(worst <= limit),
+        ),
+        Row::new(
+            "Fan-out of one event to 25 subscriptions: SQS calls",
+            "3",
+            format!("{:.0}", fan.sqs_count),
+            Some((fan.sqs_count - 3.0).abs() < 1e-9),
+        ),
+    ];
+    let unmet_notes = vec![format!(
+        "The deliveries of a batch run concurrently (`join_all`, each sending on the blocking pool), so a \
+         batch should take one receiver delay plus one `GetItem` and local overhead. Over the limit, compare \
+         the first and warm runs: a slow first run is the fresh instance's set-up (clients, the HTTP agent, \
+         blocking threads, and, since secrets are sealed, one read and KMS decryption of the data key: section \
+         8), slow warm runs are this machine being busy. Fan-out: {:.0} SQS calls \
+         ({}); the target is one `SendMessageBatch` per 10 messages.",
+        fan.sqs_count, fan.sqs_breakdown
+    )];
+    Section { number: 4, title: TITLE, rows, body, unmet_notes }
+}
+
+/// The method and the batch's wall times.
+fn batch_table(first: Duration, warm: &Summary) -> String {
     let mut body = String::new();
     let _ = writeln!(
         body,
@@ -126,15 +212,11 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         "\nThe ten deliveries run concurrently (each loads its subscription, signs and POSTs), so a batch takes \
          one receiver delay plus one `GetItem` and the local overhead, not ten delays.\n"
     );
-    let _ = writeln!(
-        body,
-        "Fan-out of one `profile.updated` event to {FAN_OUT} subscriptions (`career_fanout::handle`, counting \
-         interceptors on its SQS and DynamoDB clients, 5 events): **{sqs_count:.0} SQS calls** per event \
-         ({sqs_breakdown}: 10 + 10 + 5 messages) and {dynamodb_count:.0} DynamoDB round trip \
-         ({dynamodb_breakdown}); median {} per event. The first event's {queued} messages were found on the \
-         queue.\n",
-        ms(fan.median)
-    );
+    body
+}
+
+fn log_calls_table(log: &LogCalls) -> String {
+    let mut body = String::new();
     let _ = writeln!(
         body,
         "DynamoDB calls per delivery attempt (`career_deliver::handle` with a counting interceptor on its \
@@ -156,37 +238,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         "\nThe record's write is one `UpdateItem` that also creates the record on the first attempt, so no read \
          comes before it; the subscription item is written only when its failure state changes.\n"
     );
-    let extra_reads = log.healthy.reads.max(log.later_failure.reads) - 1.0;
-    let extra_writes = log.healthy.writes.max(log.later_failure.writes);
-    let rows = vec![
-        Row::new(
-            "Delivery log: extra DynamoDB calls per attempt (before: 1 GetItem)",
-            "≤ 1 write, 0 reads",
-            format!("{extra_writes:.0} write, {extra_reads:.0} reads"),
-            Some(extra_writes <= 1.0 && extra_reads <= 0.0),
-        ),
-        Row::new(
-            "Batch of 10 deliveries, receiver delay 200 ms",
-            format!("≤ {}", ms(limit)),
-            format!("first {}, warm median {}, worst {}", ms(first), ms(warm.median), ms(worst)),
-            Some(worst <= limit),
-        ),
-        Row::new(
-            "Fan-out of one event to 25 subscriptions: SQS calls",
-            "3",
-            format!("{sqs_count:.0}"),
-            Some((sqs_count - 3.0).abs() < 1e-9),
-        ),
-    ];
-    let unmet_notes = vec![format!(
-        "The deliveries of a batch run concurrently (`join_all`, each sending on the blocking pool), so a \
-         batch should take one receiver delay plus one `GetItem` and local overhead. Over the limit, compare \
-         the first and warm runs: a slow first run is the fresh instance's set-up (clients, the HTTP agent, \
-         blocking threads, and, since secrets are sealed, one read and KMS decryption of the data key: section \
-         8), slow warm runs are this machine being busy. Fan-out: {sqs_count:.0} SQS calls \
-         ({sqs_breakdown}); the target is one `SendMessageBatch` per 10 messages."
-    )];
-    Ok(Section { number: 4, title: TITLE, rows, body, unmet_notes })
+    body
 }
 
 /// DynamoDB calls of one kind of attempt: reads, writes and the operations.
@@ -219,12 +271,7 @@ struct LogCalls {
 
 /// Counts the calls of attempts one by one: the batch's ten successes, then three attempts
 /// to a receiver that fails twice and then answers.
-async fn log_calls(
-    bench: &Bench,
-    pipeline: &Pipeline,
-    user: &str,
-    batch: &aws_lambda_events::sqs::SqsEvent,
-) -> Result<LogCalls, String> {
+async fn log_calls(bench: &Bench, pipeline: &Pipeline, user: &str, batch: &SqsEvent) -> Result<LogCalls, String> {
     let calls = Calls::default();
     let deliver = career_deliver::Deps::new(
         &counting::dynamodb(&bench.dynamodb_endpoint, &calls),
@@ -233,11 +280,6 @@ async fn log_calls(
         pipeline.settings(),
     )
     .map_err(|e| e.to_string())?;
-    let one_by_one = |message: aws_lambda_events::sqs::SqsMessage| {
-        let mut event = aws_lambda_events::sqs::SqsEvent::default();
-        event.records = vec![message];
-        event
-    };
     // The instance's first delivery also reads the sealed secrets' data key, once per
     // instance (section 8): a warm-up, left out of the counts.
     let (warm_up, counted) = batch.records.split_first().ok_or("an empty batch")?;
@@ -249,15 +291,39 @@ async fn log_calls(
         healthy.push(calls.since(mark));
     }
 
+    let attempts = flaky_attempts(&deliver, &calls, pipeline, user, &batch.records[0]).await?;
+    Ok(LogCalls {
+        healthy: AttemptCalls::of(&healthy),
+        first_failure: AttemptCalls::of(&attempts[0..1]),
+        later_failure: AttemptCalls::of(&attempts[1..2]),
+        recovery: AttemptCalls::of(&attempts[2..3]),
+    })
+}
+
+/// An event of one message, as Lambda hands one to the function.
+fn one_by_one(message: SqsMessage) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = vec![message];
+    event
+}
+
+/// The calls of three attempts to a receiver that fails twice and then answers: the first
+/// on the main lane, the two after it on the retry lane, where the failed first attempt
+/// hands the delivery over (no `MessageGroupId`, one earlier attempt).
+async fn flaky_attempts(
+    deliver: &career_deliver::Deps,
+    calls: &Calls,
+    pipeline: &Pipeline,
+    user: &str,
+    queued: &SqsMessage,
+) -> Result<Vec<Vec<String>>, String> {
     let flaky = Receiver::start(&[500, 500, 200], Duration::ZERO).await;
     let (subscription, _) = pipeline.subscribe(user, &flaky.url, &["profile.updated"]).await;
-    let mut template = batch.records[0].clone();
+    let mut template = queued.clone();
     let body: career_core::delivery::DeliveryMessage =
         serde_json::from_str(template.body.as_deref().unwrap_or_default()).map_err(|e| e.to_string())?;
     let message = career_core::delivery::DeliveryMessage::new(&body.event, &typed(user), &typed(&subscription));
     template.body = Some(serde_json::to_string(&message).map_err(|e| e.to_string())?);
-    // The first attempt on the main lane; the two after it on the retry lane, where the
-    // failed first attempt hands the delivery over (no `MessageGroupId`, one earlier attempt).
     let mut retried = template.clone();
     retried.attributes.remove("MessageGroupId");
     let handed_over = career_core::delivery::DeliveryMessage { earlier_attempts: 1, ..message };
@@ -267,18 +333,13 @@ async fn log_calls(
         let mut received = lane_message.clone();
         received.attributes.insert("ApproximateReceiveCount".into(), receive_count.to_string());
         let mark = calls.len();
-        career_deliver::handle(&deliver, one_by_one(received)).await;
+        career_deliver::handle(deliver, one_by_one(received)).await;
         attempts.push(calls.since(mark));
     }
     if flaky.received().len() != 3 {
         return Err(format!("the flaky receiver got {} of 3 attempts", flaky.received().len()));
     }
-    Ok(LogCalls {
-        healthy: AttemptCalls::of(&healthy),
-        first_failure: AttemptCalls::of(&attempts[0..1]),
-        later_failure: AttemptCalls::of(&attempts[1..2]),
-        recovery: AttemptCalls::of(&attempts[2..3]),
-    })
+    Ok(attempts)
 }
 
 async fn receive(queue: &str, count: usize) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
