@@ -6,71 +6,113 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use career_core::config::Settings;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::Event;
+use career_core::ids::{SubscriptionId, UserId};
 use career_core::rotation::GracePeriod;
+use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing;
-use career_core::store::webhooks::WebhookTable;
+use career_core::store::webhooks::{StoredSubscription, WebhookTable};
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
 use career_service::{counted_kms, dynamodb, typed};
 
 use crate::counting::Calls;
 use crate::report::{Row, Section};
-use crate::stats::{ms, ratio, summarize};
+use crate::stats::{ms, ratio, summarize, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Secrets at rest";
 const COLD_STARTS: usize = 30;
 
+/// A fresh instance's first opening of the secrets, against the `GetItem` every delivery makes.
+struct FirstOpenings {
+    first: Summary,
+    get: Summary,
+    most_kms_calls: usize,
+}
+
+/// One warm instance's openings.
+struct WarmOpenings {
+    secrets: SigningSecrets,
+    open: Summary,
+    kms_calls: usize,
+}
+
+/// Signing one delivery, as the seed did and as now.
+struct Signing {
+    seed_only: Summary,
+    one: Summary,
+    both: Summary,
+}
+
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let pipeline = Pipeline::start(false).await;
     let settings = pipeline.settings().clone();
-    let user = career_service::unique_user();
-    // Created through the webhooks function: the data key exists and the secrets are sealed.
-    let (id, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/unused", &["profile.updated"]).await;
+    let (user, id): (UserId, SubscriptionId) = {
+        let user = career_service::unique_user();
+        // Created through the webhooks function: the data key exists and the secrets are sealed.
+        let (id, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/unused", &["profile.updated"]).await;
+        (typed(user), typed(id))
+    };
     let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
-    let stored =
-        table.get(&typed(&user), &typed(&id)).await.map_err(|e| e.to_string())?.ok_or("the subscription is missing")?;
+    let stored = table.get(&user, &id).await.map_err(|e| e.to_string())?.ok_or("the subscription is missing")?;
 
     progress(format!("   {COLD_STARTS} fresh instances: first opening of a subscription's secrets"));
+    let cold = first_openings(&settings, &table, &stored).await?;
+    let warm_n = bench.requests * 10;
+    progress(format!("   {warm_n} warm openings and signings"));
+    let warm = warm_openings(&settings, &stored, warm_n).await?;
+    let message = DeliveryMessage::new(&event(&user), &user, &id);
+    let signing = time_signing(&message, &warm.secrets, warm_n);
+    Ok(render(&cold, &warm, &signing, warm_n))
+}
+
+async fn first_openings(
+    settings: &Settings,
+    table: &WebhookTable,
+    stored: &StoredSubscription,
+) -> Result<FirstOpenings, String> {
     let (mut first_opens, mut gets, mut kms_calls) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..COLD_STARTS {
         // The GetItem of the subscription that every delivery makes anyway: the baseline.
         let started = Instant::now();
-        table.get(&typed(&user), &typed(&id)).await.map_err(|e| e.to_string())?;
+        table.get(&stored.user_id, &stored.subscription_id).await.map_err(|e| e.to_string())?;
         gets.push(started.elapsed());
         let calls = Calls::default();
-        let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), &settings).map_err(|e| e.to_string())?;
+        let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), settings).map_err(|e| e.to_string())?;
         let started = Instant::now();
-        sealer.open(&stored).await.map_err(|e| e.to_string())?;
+        sealer.open(stored).await.map_err(|e| e.to_string())?;
         first_opens.push(started.elapsed());
         kms_calls.push(calls.since(0).len());
     }
-    let first = summarize(&first_opens);
-    let get = summarize(&gets);
-    let most_kms_calls = kms_calls.iter().copied().max().unwrap_or_default();
+    Ok(FirstOpenings {
+        first: summarize(&first_opens),
+        get: summarize(&gets),
+        most_kms_calls: kms_calls.iter().copied().max().unwrap_or_default(),
+    })
+}
 
-    let warm_n = bench.requests * 10;
-    progress(format!("   {warm_n} warm openings and signings"));
+/// `n` openings by one instance after its first, with the KMS calls they make.
+async fn warm_openings(settings: &Settings, stored: &StoredSubscription, n: usize) -> Result<WarmOpenings, String> {
     let calls = Calls::default();
-    let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), &settings).map_err(|e| e.to_string())?;
-    let secrets = sealer.open(&stored).await.map_err(|e| e.to_string())?;
+    let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), settings).map_err(|e| e.to_string())?;
+    let secrets = sealer.open(stored).await.map_err(|e| e.to_string())?;
     let after_first = calls.since(0).len();
-    let mut opens = Vec::with_capacity(warm_n);
-    for _ in 0..warm_n {
+    let mut opens = Vec::with_capacity(n);
+    for _ in 0..n {
         let started = Instant::now();
-        sealer.open(&stored).await.map_err(|e| e.to_string())?;
+        sealer.open(stored).await.map_err(|e| e.to_string())?;
         opens.push(started.elapsed());
     }
-    let warm_kms_calls = calls.since(0).len() - after_first;
-    let open = summarize(&opens);
+    Ok(WarmOpenings { secrets, open: summarize(&opens), kms_calls: calls.since(0).len() - after_first })
+}
 
-    let message = DeliveryMessage::new(&event(&user), &typed(&user), &typed(&id));
-    let rotated = secrets.rotated(WebhookSecret::generate(), 0, GracePeriod::DEFAULT);
+fn time_signing(message: &DeliveryMessage, secrets: &SigningSecrets, n: usize) -> Signing {
     let time = |run: &dyn Fn()| {
-        let samples: Vec<Duration> = (0..warm_n)
+        let samples: Vec<Duration> = (0..n)
             .map(|_| {
                 let started = Instant::now();
                 run();
@@ -80,18 +122,25 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         summarize(&samples)
     };
     let body = serde_json::to_vec(&message.event).expect("events serialize");
-    let seed_only = time(&|| {
-        std::hint::black_box(signing::sign_hex(secrets.current.expose(), &body));
-    });
-    let one = time(&|| {
-        std::hint::black_box(SignedDelivery::new(&message, &[&secrets.current], 1_795_766_400));
-    });
+    let rotated = secrets.rotated(WebhookSecret::generate(), 0, GracePeriod::DEFAULT);
     let two: Vec<_> = rotated.active_at(0);
-    let both = time(&|| {
-        std::hint::black_box(SignedDelivery::new(&message, &two, 1_795_766_400));
-    });
-    let per_delivery = open.median + one.median;
+    Signing {
+        seed_only: time(&|| {
+            std::hint::black_box(signing::sign_hex(secrets.current.expose(), &body));
+        }),
+        one: time(&|| {
+            std::hint::black_box(SignedDelivery::new(message, &[&secrets.current], 1_795_766_400));
+        }),
+        both: time(&|| {
+            std::hint::black_box(SignedDelivery::new(message, &two, 1_795_766_400));
+        }),
+    }
+}
 
+fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: usize) -> Section {
+    let (first, get, open, one) = (&cold.first, &cold.get, &warm.open, &signing.one);
+    let (most_kms_calls, warm_kms_calls) = (cold.most_kms_calls, warm.kms_calls);
+    let per_delivery = open.median + one.median;
     let rows = vec![
         Row::new(
             "KMS calls per cold start (first use of a secret)",
@@ -136,15 +185,15 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          loopback, with KMS clients that count their calls (`tests/support/calls.rs`).\n"
     );
     let _ = writeln!(md, "| What | Median | p90 | Min |\n|---|---|---|---|");
-    let mut line = |what: &str, s: &crate::stats::Summary| {
+    let mut line = |what: &str, s: &Summary| {
         let _ = writeln!(md, "| {what} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.min));
     };
-    line(&format!("First opening in a fresh instance: GetItem of the data key + KMS Decrypt + AES-GCM ({COLD_STARTS} instances)"), &first);
-    line("GetItem of the subscription (every delivery makes it; the baseline)", &get);
-    line(&format!("Warm opening: AES-256-GCM and JSON ({warm_n})"), &open);
-    line(&format!("Signing, seed header only (what the seed did) ({warm_n})"), &seed_only);
-    line(&format!("Signing, seed and Standard Webhooks headers, one secret ({warm_n})"), &one);
-    line(&format!("Signing, both headers, two secrets (a grace period) ({warm_n})"), &both);
+    line(&format!("First opening in a fresh instance: GetItem of the data key + KMS Decrypt + AES-GCM ({COLD_STARTS} instances)"), first);
+    line("GetItem of the subscription (every delivery makes it; the baseline)", get);
+    line(&format!("Warm opening: AES-256-GCM and JSON ({warm_n})"), open);
+    line(&format!("Signing, seed header only (what the seed did) ({warm_n})"), &signing.seed_only);
+    line(&format!("Signing, seed and Standard Webhooks headers, one secret ({warm_n})"), one);
+    line(&format!("Signing, both headers, two secrets (a grace period) ({warm_n})"), &signing.both);
     let _ = writeln!(
         md,
         "\nKMS calls: at most {most_kms_calls} per fresh instance (a `Decrypt`; the webhooks function's very first \
@@ -156,12 +205,12 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         ms(per_delivery),
         ms(get.median)
     );
-    Ok(Section { number: 8, title: TITLE, rows, body: md, unmet_notes: Vec::new() })
+    Section { number: 8, title: TITLE, rows, body: md, unmet_notes: Vec::new() }
 }
 
-fn event(user: &str) -> Event {
+fn event(user: &UserId) -> Event {
     let data = career_core::events::EventData::ProfileUpdated {
-        user_id: typed(user),
+        user_id: user.clone(),
         profile_id: "prf_bench".parse().unwrap(),
     };
     Event { id: career_core::ids::EventId::generate(), created_at: typed("2026-11-27T08:00:00.000Z"), data }
