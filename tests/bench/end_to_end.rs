@@ -2,13 +2,16 @@
 //! stack with both pumps (stream → fan-out, queue → delivery).
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use career_core::config::Settings;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
+use tokio::task::JoinHandle;
 
 use crate::counting::{self, Calls};
 use crate::report::{Row, Section};
@@ -20,72 +23,38 @@ const RUNS: usize = 20;
 const WARMUP: usize = 2;
 const TARGET: Duration = Duration::from_secs(1);
 
+/// The stretches of each counted run.
+#[derive(Default)]
+struct Stretches {
+    total: Vec<Duration>,
+    command: Vec<Duration>,
+    to_fanout: Vec<Duration>,
+    to_receiver: Vec<Duration>,
+}
+
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let careerctl = bench.binary("careerctl")?;
-    // Pipeline::start(true), with the fan-out's SQS client logging when it sends.
     let pipeline = Pipeline::start(false).await;
-    let settings = pipeline.settings().clone();
     let sends = Calls::default();
-    let fanout =
-        career_fanout::Deps::new(&career_service::dynamodb(), &counting::sqs(&bench.sqs_endpoint, &sends), &settings)
-            .map_err(|e| e.to_string())?;
-    let deliver = career_service::deliver_instance(&settings);
-    let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
-    let queue = pipeline.queues.delivery.clone();
-    let pumps = [
-        tokio::spawn(async move {
-            run_stream_pump(career_service::dynamodb(), career_service::streams(), tables, &fanout, None).await
-        }),
-        // Only the main lane: the receiver never fails, so nothing goes to the retry lane.
-        tokio::spawn(async move {
-            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
-        }),
-    ];
-
+    let pumps = start_pumps(&bench, &pipeline, &sends)?;
     let receiver = Receiver::start(&[200], Duration::ZERO).await;
     let user = career_service::unique_user();
     pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
-    let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
-        ("AWS_REGION".into(), "us-east-1".into()),
-        ("AWS_ACCESS_KEY_ID".into(), "local".into()),
-        ("AWS_SECRET_ACCESS_KEY".into(), "local".into()),
-        ("AWS_ENDPOINT_URL_DYNAMODB".into(), bench.dynamodb_endpoint.clone()),
-        ("AWS_ENDPOINT_URL_SQS".into(), bench.sqs_endpoint.clone()),
-    ];
-    env.extend(settings.tables.all().map(|(name, table)| (name.to_owned(), table.to_owned())));
+    let env = careerctl_env(&bench, pipeline.settings());
 
     progress(format!(
         "   {RUNS} profile updates by `careerctl` processes ({WARMUP} warm-up), each awaited at the receiver"
     ));
-    let (mut total, mut command, mut to_fanout, mut to_receiver) = (vec![], vec![], vec![], vec![]);
+    let mut stretches = Stretches::default();
     for run in 0..WARMUP + RUNS {
-        let before = receiver.received().len();
-        let started = Instant::now();
-        let output = Command::new(&careerctl)
-            .args(["profiles", "update", "--user", &user])
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("running careerctl: {e}"))?;
-        let exited = Instant::now();
-        if !output.status.success() {
-            return Err(format!("careerctl failed: {}", String::from_utf8_lossy(&output.stderr)));
-        }
-        let arrived = wait_until(Duration::from_secs(15), || receiver.received().len() > before)
+        let [total, command, to_fanout, to_receiver] = update_and_await(&careerctl, &env, &user, &receiver, &sends)
             .await
-            .ok_or_else(|| format!("run {run}: no delivery within 15 s"))?;
-        let delivery = receiver.received()[before].json();
-        if delivery["type"] != "profile.updated" || delivery["data"]["userId"] != user.as_str() {
-            return Err(format!("run {run}: unexpected delivery {delivery}"));
-        }
-        let sent = sends.first_after("SendMessageBatch", started).unwrap_or(arrived);
+            .map_err(|e| format!("run {run}: {e}"))?;
         if run >= WARMUP {
-            total.push(arrived - started);
-            command.push(exited - started);
-            to_fanout.push(sent.saturating_duration_since(exited));
-            to_receiver.push(arrived.saturating_duration_since(sent));
+            stretches.total.push(total);
+            stretches.command.push(command);
+            stretches.to_fanout.push(to_fanout);
+            stretches.to_receiver.push(to_receiver);
         }
         // A random pause (100–400 ms), so the updates land at random points of the stream
         // pump's polling cycle instead of locking onto one phase of it.
@@ -95,47 +64,109 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     for pump in pumps {
         pump.abort();
     }
-    let t = summarize(&total);
-    let (c, f, r) = (summarize(&command), summarize(&to_fanout), summarize(&to_receiver));
+    Ok(render(&stretches))
+}
 
+/// The pumps of `make run` with the real fan-out and delivery handlers, as `Pipeline::start(true)`
+/// starts them, but with the fan-out's SQS client logging when it sends.
+fn start_pumps(bench: &Bench, pipeline: &Pipeline, sends: &Calls) -> Result<[JoinHandle<()>; 2], String> {
+    let settings = pipeline.settings();
+    let fanout =
+        career_fanout::Deps::new(&career_service::dynamodb(), &counting::sqs(&bench.sqs_endpoint, sends), settings)
+            .map_err(|e| e.to_string())?;
+    let deliver = career_service::deliver_instance(settings);
+    let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
+    let queue = pipeline.queues.delivery.clone();
+    Ok([
+        tokio::spawn(async move {
+            run_stream_pump(career_service::dynamodb(), career_service::streams(), tables, &fanout, None).await
+        }),
+        // Only the main lane: the receiver never fails, so nothing goes to the retry lane.
+        tokio::spawn(async move {
+            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
+        }),
+    ])
+}
+
+/// The environment of a `careerctl` process: the local services and the run's own tables.
+fn careerctl_env(bench: &Bench, settings: &Settings) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID".into(), "local".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "local".into()),
+        ("AWS_ENDPOINT_URL_DYNAMODB".into(), bench.dynamodb_endpoint.clone()),
+        ("AWS_ENDPOINT_URL_SQS".into(), bench.sqs_endpoint.clone()),
+    ];
+    env.extend(settings.tables.all().map(|(name, table)| (name.to_owned(), table.to_owned())));
+    env
+}
+
+/// One `careerctl profiles update` process, awaited until the receiver has the delivery:
+/// the total, the process, exit → the fan-out's send, and send → receiver.
+async fn update_and_await(
+    careerctl: &Path,
+    env: &[(String, String)],
+    user: &str,
+    receiver: &Receiver,
+    sends: &Calls,
+) -> Result<[Duration; 4], String> {
+    let before = receiver.received().len();
+    let started = Instant::now();
+    let output = Command::new(careerctl)
+        .args(["profiles", "update", "--user", user])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running careerctl: {e}"))?;
+    let exited = Instant::now();
+    if !output.status.success() {
+        return Err(format!("careerctl failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    let arrived = wait_until(Duration::from_secs(15), || receiver.received().len() > before)
+        .await
+        .ok_or("no delivery within 15 s")?;
+    let delivery = receiver.received()[before].json();
+    if delivery["type"] != "profile.updated" || delivery["data"]["userId"] != user {
+        return Err(format!("unexpected delivery {delivery}"));
+    }
+    let sent = sends.first_after("SendMessageBatch", started).unwrap_or(arrived);
+    Ok([
+        arrived - started,
+        exited - started,
+        sent.saturating_duration_since(exited),
+        arrived.saturating_duration_since(sent),
+    ])
+}
+
+fn render(stretches: &Stretches) -> Section {
+    let t = summarize(&stretches.total);
     let mut body = String::new();
     let _ = writeln!(
         body,
         "`target/release/careerctl profiles update --user U` as a process (environment pointing at the local \
          services and the run's own tables), {RUNS} times after {WARMUP} warm-up runs, each awaited until the \
          loopback receiver got the signed `profile.updated` delivery. The pumps are those of `make run` \
-         (careerctl/src/pumps.rs) with the real fan-out and delivery handlers, in the bench process \
+         (careerctl/src/pumps) with the real fan-out and delivery handlers, in the bench process \
          (tests/support/pipeline.rs `Pipeline::start(true)`, with the fan-out's SQS client logging when it \
          sends, which splits the time).\n"
     );
     body.push_str("| Stretch | Median | p90 | Max |\n|---|---|---|---|\n");
     let _ =
         writeln!(body, "| **Update → receiver (total)** | **{}** | **{}** | {} |", ms(t.median), ms(t.p90), ms(t.max));
-    let _ = writeln!(
-        body,
-        "| `careerctl` process (spawn → exit; it writes the profile) | {} | {} | {} |",
-        ms(c.median),
-        ms(c.p90),
-        ms(c.max)
-    );
-    let _ = writeln!(
-        body,
-        "| exit → fan-out's `SendMessageBatch` (stream pickup, `Query`) | {} | {} | {} |",
-        ms(f.median),
-        ms(f.p90),
-        ms(f.max)
-    );
-    let _ = writeln!(
-        body,
-        "| `SendMessageBatch` → receiver (queue receive, `GetItem`, signed POST) | {} | {} | {} |",
-        ms(r.median),
-        ms(r.p90),
-        ms(r.max)
-    );
+    for (what, samples) in [
+        ("`careerctl` process (spawn → exit; it writes the profile)", &stretches.command),
+        ("exit → fan-out's `SendMessageBatch` (stream pickup, `Query`)", &stretches.to_fanout),
+        ("`SendMessageBatch` → receiver (queue receive, `GetItem`, signed POST)", &stretches.to_receiver),
+    ] {
+        let s = summarize(samples);
+        let _ = writeln!(body, "| {what} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.max));
+    }
     let _ = writeln!(
         body,
         "\nMost of the figure is the stream pump's polling: when a shard has nothing, it sleeps 200 ms \
-         (careerctl/src/pumps.rs `IDLE_POLL`) before the next `GetRecords`, so a write waits 0–200 ms \
+         (careerctl/src/pumps/stream.rs `IDLE_POLL`) before the next `GetRecords`, so a write waits 0–200 ms \
          (about 100 ms on average) to be picked up. The queue pump long-polls (`WaitTimeSeconds=1`), and the \
          emulator answers as soon as a message arrives. On AWS, Lambda's event source mappings poll the \
          stream about four times a second and the queue with long polling, so the shape is similar.\n"
@@ -150,5 +181,5 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         vec!["The stretches above say where the time went; the stream pump's idle poll (200 ms) bounds the \
          pickup, and the other stretches are single round trips to the local services."
             .to_owned()];
-    Ok(Section { number: 6, title: TITLE, rows, body, unmet_notes })
+    Section { number: 6, title: TITLE, rows, body, unmet_notes }
 }
