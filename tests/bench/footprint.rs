@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::payloads::{api_request, batch, profile_record, sqs_record};
 use crate::report::{Row, Section};
 use crate::runtime_api::{lambda_env, LambdaProcess, Reply};
-use crate::stats::{mib, ms, summarize};
+use crate::stats::{mib, ms, summarize, Summary};
 use crate::{progress, Bench, FUNCTIONS, HELLO};
 
 pub const TITLE: &str = "Footprint";
@@ -95,14 +95,36 @@ impl Workload {
     }
 }
 
+/// One binary over its invocations.
+struct Footprint {
+    function: &'static str,
+    /// Peak resident set (`VmHWM`) and resident set at the end (`VmRSS`), KiB.
+    peak: u64,
+    rss: u64,
+    times: Summary,
+    size: u64,
+}
+
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let pipeline = Pipeline::with_settings(false, |s| s.rate_limit_per_minute = 100_000_000).await;
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let mut workload = workload(&pipeline, &receiver).await;
+    let n = bench.requests as u64;
+    let mut footprints = Vec::new();
+    for function in std::iter::once(HELLO).chain(FUNCTIONS) {
+        progress(format!("   {function}: {n} invocations"));
+        footprints.push(serve_invocations(&bench, &pipeline, &mut workload, function, n).await?);
+    }
+    Ok(render(&bench, &footprints, n, receiver.received().len()))
+}
+
+/// A user with a key and an alert for the API functions, and ten delivery messages to
+/// `receiver` of another user (whose subscriptions the webhooks function's POSTs leave alone).
+async fn workload(pipeline: &Pipeline, receiver: &Receiver) -> Workload {
     let user = career_service::unique_user();
     let key = pipeline.api.full_key(&user).await;
     let alert = pipeline.api.alert(&user, "Footprint").await;
-    // The events' user: its 10 subscriptions are not touched by the webhooks function's POSTs.
     let events_user = career_service::unique_user();
-    let receiver = Receiver::start(&[200], Duration::ZERO).await;
     let mut deliveries = Vec::new();
     for _ in 0..10 {
         let (subscription, _) = pipeline.subscribe(&events_user, &receiver.url, &["profile.updated"]).await;
@@ -115,9 +137,44 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         let message = DeliveryMessage::new(&event, &typed(&events_user), &typed(&subscription));
         deliveries.push(serde_json::to_string(&message).expect("messages serialize"));
     }
-    let mut workload = Workload { key, user: events_user, alert, deliveries, last_created: None };
-    let n = bench.requests as u64;
+    Workload { key, user: events_user, alert, deliveries, last_created: None }
+}
 
+/// Starts `function`'s release binary, sends it `n` invocations, and reads its memory.
+async fn serve_invocations(
+    bench: &Bench,
+    pipeline: &Pipeline,
+    workload: &mut Workload,
+    function: &'static str,
+    n: u64,
+) -> Result<Footprint, String> {
+    let binary = bench.binary(function)?;
+    let env = lambda_env(function, pipeline.settings(), &bench.dynamodb_endpoint, &bench.sqs_endpoint);
+    let mut process = LambdaProcess::spawn(&binary, function, &env).await?;
+    process.first_poll(Duration::from_secs(10)).await?;
+    let mut times = Vec::new();
+    for i in 0..n {
+        if function == "career-fanout" && i.is_multiple_of(10) {
+            // The emulator's SendMessageBatch takes time in proportion to the messages on the
+            // queue (about 0.2 ms each); nobody reads this queue, so it is emptied as it fills.
+            career_service::sqs()
+                .purge_queue()
+                .queue_url(&pipeline.queues.delivery)
+                .send()
+                .await
+                .map_err(|e| format!("PurgeQueue: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        }
+        let event = workload.event(function, i);
+        let (took, reply) = process.api.invoke(&event).await.map_err(|e| format!("{function}: {e}"))?;
+        workload.check(function, &reply).map_err(|e| format!("{function}, invocation {i}: {e}"))?;
+        times.push(took);
+    }
+    let (peak, rss) = process.memory_kib().ok_or_else(|| format!("{function}: /proc status unreadable"))?;
+    let size = std::fs::metadata(&binary).map(|m| m.len()).unwrap_or_default();
+    Ok(Footprint { function, peak, rss, times: summarize(&times), size })
+}
+
+fn render(bench: &Bench, footprints: &[Footprint], n: u64, delivered: usize) -> Section {
     let mut rows = Vec::new();
     let mut body = String::new();
     let _ = writeln!(
@@ -138,66 +195,40 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          |---|---|---|---|---|---|\n",
     );
     let mut sizes = String::new();
-    for function in std::iter::once(HELLO).chain(FUNCTIONS) {
-        progress(format!("   {function}: {n} invocations"));
-        let binary = bench.binary(function)?;
-        let env = lambda_env(function, pipeline.settings(), &bench.dynamodb_endpoint, &bench.sqs_endpoint);
-        let mut process = LambdaProcess::spawn(&binary, function, &env).await?;
-        process.first_poll(Duration::from_secs(10)).await?;
-        let mut times = Vec::new();
-        for i in 0..n {
-            if function == "career-fanout" && i.is_multiple_of(10) {
-                // The emulator's SendMessageBatch takes time in proportion to the messages on the
-                // queue (about 0.2 ms each); nobody reads this queue, so it is emptied as it fills.
-                career_service::sqs()
-                    .purge_queue()
-                    .queue_url(&pipeline.queues.delivery)
-                    .send()
-                    .await
-                    .map_err(|e| format!("PurgeQueue: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
-            }
-            let event = workload.event(function, i);
-            let (took, reply) = process.api.invoke(&event).await.map_err(|e| format!("{function}: {e}"))?;
-            workload.check(function, &reply).map_err(|e| format!("{function}, invocation {i}: {e}"))?;
-            times.push(took);
-        }
-        let (peak, rss) = process.memory_kib().ok_or_else(|| format!("{function}: /proc status unreadable"))?;
-        drop(process);
-        let t = summarize(&times);
-        let size = std::fs::metadata(&binary).map(|m| m.len()).unwrap_or_default();
+    for Footprint { function, peak, rss, times, size } in footprints {
         let _ = writeln!(
             body,
             "| `{function}` | {} | {} | {} | {} | {:.1} MiB |",
-            mib(peak),
-            mib(rss),
-            ms(t.median),
-            ms(t.p99),
-            size as f64 / 1048576.0
+            mib(*peak),
+            mib(*rss),
+            ms(times.median),
+            ms(times.p99),
+            *size as f64 / 1048576.0
         );
-        if function != HELLO {
-            rows.push(Row::new(
-                format!("Peak RSS `{function}` ({n} invocations)"),
-                "< 32 MiB",
-                mib(peak),
-                Some(peak < LIMIT_KIB),
-            ));
-            let zipped = zipped_size(&bench.root, function);
-            let deflated = deflated_size(&binary);
-            let _ = writeln!(
-                sizes,
-                "| `{function}` | {} | {} |",
-                zipped.clone().unwrap_or_else(|| "not built: run `make build`".into()),
-                deflated
-            );
-            rows.push(Row::new(
-                format!("Zipped size `{function}`"),
-                "(reported)",
-                zipped.unwrap_or_else(|| format!("not built: run `make build` (x86_64 deflate ≈ {deflated})")),
-                None,
-            ));
+        if *function == HELLO {
+            continue;
         }
+        rows.push(Row::new(
+            format!("Peak RSS `{function}` ({n} invocations)"),
+            "< 32 MiB",
+            mib(*peak),
+            Some(*peak < LIMIT_KIB),
+        ));
+        let zipped = zipped_size(&bench.root, function);
+        let deflated = bench.binary(function).map(|binary| deflated_size(&binary)).unwrap_or_default();
+        let _ = writeln!(
+            sizes,
+            "| `{function}` | {} | {} |",
+            zipped.clone().unwrap_or_else(|| "not built: run `make build`".into()),
+            deflated
+        );
+        rows.push(Row::new(
+            format!("Zipped size `{function}`"),
+            "(reported)",
+            zipped.unwrap_or_else(|| format!("not built: run `make build` (x86_64 deflate ≈ {deflated})")),
+            None,
+        ));
     }
-    let delivered = receiver.received().len();
     let _ = writeln!(
         body,
         "\nThe receiver got {delivered} deliveries. `hello-lambda` is the floor: what the Rust runtime and \
@@ -210,7 +241,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          | Function | bootstrap.zip (arm64, `make build`) | x86_64 binary, deflated |\n|---|---|---|\n{sizes}"
     );
     let unmet_notes = vec!["Peak RSS is the process's high-water mark over the run.".to_owned()];
-    Ok(Section { number: 5, title: TITLE, rows, body, unmet_notes })
+    Section { number: 5, title: TITLE, rows, body, unmet_notes }
 }
 
 fn zipped_size(root: &Path, function: &str) -> Option<String> {
