@@ -1,4 +1,4 @@
-//! Benchmark 8, Cold requests as Lambda runs them: each API function's release binary, the
+//! Benchmark 10, Cold requests as Lambda runs them: each API function's release binary, the
 //! hello-world floor and a Node.js 20 peer, each spawned into a fresh CPU cgroup with the
 //! share of a Lambda memory size, answering a real GET through a TLS terminator in front
 //! of DynamoDB Local; spawn → first complete response, then warm requests. From the same
@@ -66,6 +66,23 @@ struct Samples {
     throttled: Vec<u64>,
 }
 
+/// One cold request and the warm ones after it, on one process.
+struct Spawn {
+    cold: Duration,
+    init: Duration,
+    warm: Vec<Duration>,
+    throttled: Option<u64>,
+}
+
+/// What every spawn shares: the cgroups, the runtime environment's endpoints and the key.
+struct Stage<'a> {
+    groups: &'a CpuGroups,
+    pipeline: &'a Pipeline,
+    terminator: &'a TlsTerminator,
+    sqs_endpoint: &'a str,
+    key: String,
+}
+
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let groups = match CpuGroups::find() {
         Ok(groups) => groups,
@@ -78,6 +95,16 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     for i in 0..5 {
         pipeline.api.alert(&user, &format!("Cold request alert {i}")).await;
     }
+    let (node_version, subjects) = subjects(&bench)?;
+    let stage =
+        Stage { groups: &groups, pipeline: &pipeline, terminator: &terminator, sqs_endpoint: &bench.sqs_endpoint, key };
+    let rounds = std::env::var("BENCH_COLD_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(ROUNDS);
+    let samples = measure_rounds(&stage, &subjects, rounds).await?;
+    Ok(render(&bench.root, &groups.describe(), &node_version, &samples, rounds))
+}
+
+/// The hello-world floor, the three API functions and the Node.js peer (with its version).
+fn subjects(bench: &Bench) -> Result<(String, Vec<Subject>), String> {
     let (node_version, node_peer) = node_peer(&bench.root)?;
     let mut subjects =
         vec![Subject { name: HELLO, path: "/api/v1/alerts", program: Program::Binary(bench.binary(HELLO)?) }];
@@ -85,70 +112,80 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         subjects.push(Subject { name, path, program: Program::Binary(bench.binary(name)?) });
     }
     subjects.push(Subject { name: NODE_PEER, path: "/api/v1/alerts", program: node_peer });
+    Ok((node_version, subjects))
+}
 
-    let rounds = std::env::var("BENCH_COLD_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(ROUNDS);
+/// Every round spawns every subject at every memory size, in an order that rotates every
+/// round (and size) so no subject always follows the same one; warm-up rounds are not kept.
+async fn measure_rounds<'s>(
+    stage: &Stage<'_>,
+    subjects: &'s [Subject],
+    rounds: usize,
+) -> Result<BTreeMap<(u32, &'s str), Samples>, String> {
     progress(format!(
         "   {rounds} rounds ({WARMUP_ROUNDS} warm-up) × {} memory sizes × {} subjects, a fresh cgroup per spawn ({})",
         MEMORY_SIZES.len(),
         subjects.len(),
-        groups.describe()
+        stage.groups.describe()
     ));
     let mut samples: BTreeMap<(u32, &str), Samples> = BTreeMap::new();
     let mut n = 0u64;
     for round in 0..WARMUP_ROUNDS + rounds {
         for (size_index, memory_mb) in MEMORY_SIZES.into_iter().enumerate() {
             for k in 0..subjects.len() {
-                // Rotate the order every round (and size) so no subject always follows the same one.
                 let subject = &subjects[(round + size_index + k) % subjects.len()];
-                let group = groups.create(memory_mb)?;
-                let mut env = lambda_env(subject.name, pipeline.settings(), &terminator.url, &bench.sqs_endpoint);
-                env.retain(|(name, _)| name != "AWS_LAMBDA_FUNCTION_MEMORY_SIZE");
-                env.push(("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), memory_mb.to_string()));
-                let root = terminator.root_pem.display().to_string();
-                let mut command = match &subject.program {
-                    Program::Binary(path) => {
-                        env.push((EXTRA_ROOT_CERT_VAR.into(), root));
-                        Command::new(path)
-                    }
-                    Program::Node { node, script, modules } => {
-                        env.push(("NODE_EXTRA_CA_CERTS".into(), root));
-                        env.push(("NODE_PATH".into(), modules.display().to_string()));
-                        env.push(("AWS_EXECUTION_ENV".into(), "AWS_Lambda_nodejs20.x".into()));
-                        let mut command = Command::new(node);
-                        command.arg(script);
-                        command
-                    }
-                };
-                group.confine(&mut command);
-                let process = LambdaProcess::start(command, subject.name, &env).await?;
-                n += 1;
-                let event = api_request("GET", subject.path, &[], &key, None, n);
-                let (cold, init, reply) =
-                    process.cold_invoke(&event).await.map_err(|e| format!("{}: {e}", subject.name))?;
-                expect_ok(subject.name, &reply)?;
-                let mut warm = Vec::with_capacity(WARM_REQUESTS);
-                for _ in 0..WARM_REQUESTS {
-                    tokio::time::sleep(WARM_GAP).await;
-                    n += 1;
-                    let (took, reply) =
-                        process.api.invoke(&api_request("GET", subject.path, &[], &key, None, n)).await?;
-                    expect_ok(subject.name, &reply)?;
-                    warm.push(took);
-                }
-                let throttled = group.throttled_periods();
-                drop(process);
-                drop(group);
+                let spawn = spawn_and_request(stage, subject, memory_mb, &mut n).await?;
                 if round >= WARMUP_ROUNDS {
                     let entry = samples.entry((memory_mb, subject.name)).or_default();
-                    entry.cold.push(cold);
-                    entry.init.push(init);
-                    entry.warm.extend(warm);
-                    entry.throttled.extend(throttled);
+                    entry.cold.push(spawn.cold);
+                    entry.init.push(spawn.init);
+                    entry.warm.extend(spawn.warm);
+                    entry.throttled.extend(spawn.throttled);
                 }
             }
         }
     }
-    Ok(render(&bench.root, &groups.describe(), &node_version, &samples, rounds))
+    Ok(samples)
+}
+
+/// Spawns `subject` in a fresh cgroup with `memory_mb`'s CPU share, times its cold request
+/// and the warm ones after it; `n` numbers the requests.
+async fn spawn_and_request(stage: &Stage<'_>, subject: &Subject, memory_mb: u32, n: &mut u64) -> Result<Spawn, String> {
+    let group = stage.groups.create(memory_mb)?;
+    let mut env = lambda_env(subject.name, stage.pipeline.settings(), &stage.terminator.url, stage.sqs_endpoint);
+    env.retain(|(name, _)| name != "AWS_LAMBDA_FUNCTION_MEMORY_SIZE");
+    env.push(("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), memory_mb.to_string()));
+    let root = stage.terminator.root_pem.display().to_string();
+    let mut command = match &subject.program {
+        Program::Binary(path) => {
+            env.push((EXTRA_ROOT_CERT_VAR.into(), root));
+            Command::new(path)
+        }
+        Program::Node { node, script, modules } => {
+            env.push(("NODE_EXTRA_CA_CERTS".into(), root));
+            env.push(("NODE_PATH".into(), modules.display().to_string()));
+            env.push(("AWS_EXECUTION_ENV".into(), "AWS_Lambda_nodejs20.x".into()));
+            let mut command = Command::new(node);
+            command.arg(script);
+            command
+        }
+    };
+    group.confine(&mut command);
+    let process = LambdaProcess::start(command, subject.name, &env).await?;
+    *n += 1;
+    let event = api_request("GET", subject.path, &[], &stage.key, None, *n);
+    let (cold, init, reply) = process.cold_invoke(&event).await.map_err(|e| format!("{}: {e}", subject.name))?;
+    expect_ok(subject.name, &reply)?;
+    let mut warm = Vec::with_capacity(WARM_REQUESTS);
+    for _ in 0..WARM_REQUESTS {
+        tokio::time::sleep(WARM_GAP).await;
+        *n += 1;
+        let (took, reply) = process.api.invoke(&api_request("GET", subject.path, &[], &stage.key, None, *n)).await?;
+        expect_ok(subject.name, &reply)?;
+        warm.push(took);
+    }
+    let throttled = group.throttled_periods();
+    Ok(Spawn { cold, init, warm, throttled })
 }
 
 /// The hello-world floor echoes its event; the functions and the peer answer 200.
@@ -178,7 +215,7 @@ fn node_peer(root: &Path) -> Result<(String, Program), String> {
 
 fn skipped(why: &str) -> Section {
     Section {
-        number: 8,
+        number: 10,
         title: TITLE,
         rows: vec![Row::new(TITLE, "runs", format!("skipped: no writable CPU cgroup ({why})"), None)],
         body: format!(
@@ -214,8 +251,22 @@ fn render(
     samples: &BTreeMap<(u32, &str), Samples>,
     rounds: usize,
 ) -> Section {
-    let mut body = String::new();
     let mut rows = Vec::new();
+    let mut body = method(groups, node_version, rounds);
+    body.push_str(&cold_table(samples));
+    body.push_str(&first_request_paragraph(samples));
+    body.push_str(&node_comparison(samples, &mut rows));
+    body.push_str(&memory_sizing(root, samples, &mut rows));
+    let unmet_notes = vec![
+        "A `MemorySize` that differs from the table's choice: set it in template.yaml (the template comment says \
+         why), or read the table for why this run chose otherwise."
+            .to_owned(),
+    ];
+    Section { number: 10, title: TITLE, rows, body, unmet_notes }
+}
+
+fn method(groups: &str, node_version: &str, rounds: usize) -> String {
+    let mut body = String::new();
     let _ = writeln!(
         body,
         "Each process is spawned into a fresh CPU cgroup ({groups}) whose quota is the CPU share Lambda gives the \
@@ -243,7 +294,12 @@ fn render(
          DynamoDB calls as `GET /api/v1/alerts`, behind a small runtime loop (runtime.js) in place of the Node.js \
          runtime's interface client.\n"
     );
-    body.push_str(
+    body
+}
+
+/// Every subject at every size, against hello-world at that size.
+fn cold_table(samples: &BTreeMap<(u32, &str), Samples>) -> String {
+    let mut body = String::from(
         "| Memory | Subject | Cold: min | median | p90 | of which init (median) | Ratio to hello-world (median) | Warm median | Throttled periods per spawn (median) |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
@@ -269,29 +325,36 @@ fn render(
             );
         }
     }
-    if let Some(alerts) = samples.get(&(MEMORY_SIZES[0], "career-alerts")) {
-        let (cold, init, warm) =
-            (summarize(&alerts.cold).median, summarize(&alerts.init).median, summarize(&alerts.warm).median);
-        let first = cold.saturating_sub(init);
-        let _ = writeln!(
-            body,
-            "\nAt {} MB, `career-alerts` spends {} of its cold request in init and {} in the first request, \
-             {} more than a warm request: the HTTPS connector, the TLS handshake with DynamoDB and the first run \
-             of the SDK's code paths, all under the CPU quota. Building the connector and opening the connection \
-             during init would move that work, not remove it: on on-demand Lambda the first request waits for \
-             init, so spawn → response stays the same (and both phases are billed). It would pay only where init \
-             runs ahead of requests (provisioned concurrency), so the functions do not do it.",
-            MEMORY_SIZES[0],
-            ms(init),
-            ms(first),
-            ms(first.saturating_sub(warm))
-        );
-    }
-    let _ = writeln!(
-        body,
+    body
+}
+
+/// Where `career-alerts`'s cold request goes at the smallest size, and why init does not
+/// open the connection.
+fn first_request_paragraph(samples: &BTreeMap<(u32, &str), Samples>) -> String {
+    let Some(alerts) = samples.get(&(MEMORY_SIZES[0], "career-alerts")) else { return String::new() };
+    let (cold, init, warm) =
+        (summarize(&alerts.cold).median, summarize(&alerts.init).median, summarize(&alerts.warm).median);
+    let first = cold.saturating_sub(init);
+    format!(
+        "\nAt {} MB, `career-alerts` spends {} of its cold request in init and {} in the first request, \
+         {} more than a warm request: the HTTPS connector, the TLS handshake with DynamoDB and the first run \
+         of the SDK's code paths, all under the CPU quota. Building the connector and opening the connection \
+         during init would move that work, not remove it: on on-demand Lambda the first request waits for \
+         init, so spawn → response stays the same (and both phases are billed). It would pay only where init \
+         runs ahead of requests (provisioned concurrency), so the functions do not do it.\n",
+        MEMORY_SIZES[0],
+        ms(init),
+        ms(first),
+        ms(first.saturating_sub(warm))
+    )
+}
+
+/// `node-peer` against `career-alerts` at every size, with a reported row per size.
+fn node_comparison(samples: &BTreeMap<(u32, &str), Samples>, rows: &mut Vec<Row>) -> String {
+    let mut body = String::from(
         "\n### Node.js peer against the Rust function\n\n\
          | Memory | `career-alerts` cold (median) | `node-peer` cold (median) | Node.js ÷ Rust | `career-alerts` warm | `node-peer` warm | Node.js ÷ Rust |\n\
-         |---|---|---|---|---|---|---|"
+         |---|---|---|---|---|---|---|\n",
     );
     for memory_mb in MEMORY_SIZES {
         let (Some(rust), Some(node)) =
@@ -318,7 +381,13 @@ fn render(
             None,
         ));
     }
+    body
+}
 
+/// The cost table, the size it chooses for each function, and a row per API function
+/// comparing that choice with template.yaml.
+fn memory_sizing(root: &Path, samples: &BTreeMap<(u32, &str), Samples>, rows: &mut Vec<Row>) -> String {
+    let mut body = String::new();
     let _ = writeln!(
         body,
         "\n### Memory sizing\n\n\
@@ -376,12 +445,7 @@ fn render(
     if let Err(problem) = &template {
         let _ = writeln!(body, "\ntemplate.yaml could not be read for its memory sizes: {problem}");
     }
-    let unmet_notes = vec![
-        "A `MemorySize` that differs from the table's choice: set it in template.yaml (the template comment says \
-         why), or read the table for why this run chose otherwise."
-            .to_owned(),
-    ];
-    Section { number: 8, title: TITLE, rows, body, unmet_notes }
+    body
 }
 
 /// Each function's `MemorySize` in template.yaml (its own, or the Globals'), keyed by the

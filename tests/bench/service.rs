@@ -176,7 +176,8 @@ where
     progress(format!("{number}. {title}"));
     let started = Instant::now();
     let outcome = match tokio::spawn(run).await {
-        Ok(Ok(section)) => section,
+        // The number given here is the one the report uses, whatever the section set.
+        Ok(Ok(section)) => Section { number, ..section },
         Ok(Err(error)) => Section::failed(number, title, &error),
         Err(panic) => Section::failed(number, title, &format!("panicked: {panic}")),
     };
