@@ -19,7 +19,7 @@ use crate::cgroup::{self, CpuGroups};
 use crate::payloads::api_request;
 use crate::report::{Row, Section};
 use crate::runtime_api::{lambda_env, LambdaProcess};
-use crate::stats::{ms, ratio, summarize};
+use crate::stats::{middle, ms, ratio, summarize};
 use crate::{progress, Bench, HELLO};
 
 pub const TITLE: &str = "Cold requests under Lambda's CPU share, over TLS";
@@ -303,11 +303,6 @@ fn cold_table(samples: &BTreeMap<(u32, &str), Samples>) -> String {
         "| Memory | Subject | Cold: min | median | p90 | of which init (median) | Ratio to hello-world (median) | Warm median | Throttled periods per spawn (median) |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
-    let median = |values: &[u64]| {
-        let mut sorted = values.to_vec();
-        sorted.sort_unstable();
-        sorted.get(sorted.len() / 2).copied()
-    };
     for memory_mb in MEMORY_SIZES {
         let hello = samples.get(&(memory_mb, HELLO)).map(|s| summarize(&s.cold).median);
         for ((size, name), s) in samples.iter().filter(|((size, _), _)| *size == memory_mb) {
@@ -321,7 +316,7 @@ fn cold_table(samples: &BTreeMap<(u32, &str), Samples>) -> String {
                 ms(summarize(&s.init).median),
                 hello.map_or("—".into(), |h| format!("{:.2}×", ratio(cold.median, h))),
                 ms(summarize(&s.warm).median),
-                median(&s.throttled).map_or("—".into(), |t| t.to_string())
+                middle(&s.throttled).map_or("—".into(), |t| t.to_string())
             );
         }
     }

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use crate::payloads::api_request;
 use crate::report::{Row, Section};
 use crate::runtime_api::{lambda_env, LambdaProcess};
-use crate::stats::{mib, ms, ratio, summarize, Summary};
+use crate::stats::{mib, middle, ms, ratio, summarize, Summary};
 use crate::{progress, Bench, FUNCTIONS, HELLO};
 
 pub const TITLE: &str = "Cold start";
@@ -64,13 +64,6 @@ struct Startups {
     /// Page faults and resident set (KiB) when the process asked for work.
     faults: Vec<u64>,
     rss: Vec<u64>,
-}
-
-/// The median of counts.
-fn middle(values: &[u64]) -> Option<u64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    sorted.get(sorted.len() / 2).copied()
 }
 
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {

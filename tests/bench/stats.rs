@@ -22,6 +22,13 @@ pub fn summarize(samples: &[Duration]) -> Summary {
     Summary { min: sorted[0], median, p90: rank(0.90), p99: rank(0.99), max: sorted[n - 1] }
 }
 
+/// The middle of counts (page faults, throttled periods), `None` for none.
+pub fn middle(values: &[u64]) -> Option<u64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied()
+}
+
 /// Milliseconds with a precision that suits the size.
 pub fn ms(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1000.0;
