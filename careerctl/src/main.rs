@@ -111,6 +111,7 @@ enum AssessmentsCommand {
     Complete {
         #[arg(long)]
         user: String,
+        /// The assessment's id: not empty, at most 256 bytes, no control characters.
         #[arg(long)]
         assessment: Option<String>,
     },
