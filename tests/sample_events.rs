@@ -416,16 +416,17 @@ async fn webhooks_rotate_secret_rotates_the_subscription_it_names() {
 /// A delivery of `subscription` with the given id, failed once, in the user's delivery log.
 async fn seed_failed_delivery(api: &Api, user: &str, subscription: &str, delivery_id: &str) {
     use career_core::delivery::log::AttemptRecord;
+    use career_core::delivery::plan::RecordUpdate;
     use career_core::delivery::sender::{Answer, Outcome};
     let message = DeliveryMessage {
         delivery_id: typed(delivery_id),
         user_id: typed(user),
         subscription_id: typed(subscription),
         event: career_core::events::Event::ping(&typed(subscription)),
-        earlier_attempts: 0,
+        generation: 0,
     };
-    let outcome = Outcome::Rejected(Answer { status: 502, body: "bad gateway".into() });
-    let attempt = AttemptRecord::new(&outcome, clock::now(), None);
+    let outcome = Outcome::Rejected(Answer { status: 502, body: "bad gateway".into(), retry_after: None });
+    let attempt = AttemptRecord::new(&outcome, clock::now(), &RecordUpdate::retry_at(None));
     let table = DeliveryTable::new(dynamodb(), &api.settings.tables.deliveries);
     table.record_attempt(&message, &message.body(), &attempt).await.expect("delivery recorded");
 }

@@ -83,6 +83,10 @@ pub enum ApiError {
     WebhookMissingDeliveryId,
     #[error("No webhook delivery with id '{}'.", Excerpt(.0))]
     WebhookDeliveryNotFound(String),
+    #[error("Invalid recovery window: {0}.")]
+    WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
+    #[error("The subscription is disabled; enable it before recovering its deliveries.")]
+    WebhookSubscriptionDisabled,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -131,7 +135,9 @@ impl ApiError {
             | WebhookMissingSubscriptionId
             | WebhookInvalidGracePeriod(_)
             | WebhookInvalidStatus
-            | WebhookMissingDeliveryId => StatusCode::BAD_REQUEST,
+            | WebhookMissingDeliveryId
+            | WebhookInvalidRecoverWindow(_)
+            | WebhookSubscriptionDisabled => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -163,6 +169,8 @@ impl ApiError {
             WebhookInvalidStatus => "webhooks.invalid_status",
             WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
             WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
+            WebhookInvalidRecoverWindow(_) => "webhooks.invalid_recover_window",
+            WebhookSubscriptionDisabled => "webhooks.subscription_disabled",
             Internal(_) => "internal_error",
         }
     }
