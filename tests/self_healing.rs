@@ -73,8 +73,7 @@ async fn a_healthy_sibling_does_not_wait_for_a_hanging_receiver_of_the_same_user
     events(&pipeline, &user, 4).await;
 
     healthy.wait_for(4, SOON).await;
-    assert_eq!(hanging.closed(), 0, "all four arrived while the sibling's first attempt still hung");
-    assert_eq!(hanging.taken(), 1, "the hanging subscription's later deliveries wait for its first");
+    assert_eq!(hanging.closed(), 0, "all four arrived while the sibling's first attempts still hung");
 }
 
 /// The same with a sibling that succeeds, but only after 9.5 s: it never counts as failing.

@@ -3,6 +3,7 @@
 //! drive the functions' handlers with real requests.
 
 pub mod calls;
+pub mod local_run;
 pub mod pipeline;
 pub mod receiver;
 pub mod script_receiver;

@@ -82,7 +82,7 @@ pub async fn sweep(deps: &Deps, now: DateTime<Utc>) -> Result<Swept, SweepError>
     let overdue = deps.deliveries.overdue(cutoff, PER_SHARD).await?;
     // The futures are made first: a stream that maps with a closure over `deps` is not
     // provably `Send`.
-    let claims: Vec<_> = overdue.iter().map(|found| claim(deps, found, now)).collect();
+    let claims: Vec<_> = overdue.iter().map(|found| claim(deps, found, cutoff, now)).collect();
     let claimed: Vec<Result<Option<DeliveryMessage>, SweepError>> =
         futures_util::stream::iter(claims).buffer_unordered(CLAIMS_AT_ONCE).collect().await;
     let mut messages = Vec::new();
@@ -96,9 +96,13 @@ pub async fn sweep(deps: &Deps, now: DateTime<Utc>) -> Result<Swept, SweepError>
 }
 
 /// Moves an overdue record to its next generation; its message, or `None` when it moved on.
-async fn claim(deps: &Deps, found: &Overdue, now: DateTime<Utc>) -> Result<Option<DeliveryMessage>, SweepError> {
-    let Some(stored) = deps.deliveries.get(&found.user_id, &found.delivery_id).await? else { return Ok(None) };
-    let Some(claimed) = deps.deliveries.claim_overdue(&stored, now).await? else { return Ok(None) };
+async fn claim(
+    deps: &Deps,
+    found: &Overdue,
+    cutoff: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<DeliveryMessage>, SweepError> {
+    let Some(claimed) = deps.deliveries.claim_overdue(found, cutoff, now).await? else { return Ok(None) };
     match claimed.message() {
         Ok(message) => Ok(Some(message)),
         Err(err) => {

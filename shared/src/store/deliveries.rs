@@ -437,29 +437,30 @@ impl DeliveryTable {
         }
     }
 
-    /// Hands an overdue `pending` record to the sweep: the next generation, due now, the
-    /// round kept; only while it is still pending, of generation `seen`, and due at
-    /// `seen_due` (else `None`: an attempt or another sweep moved it on).
+    /// Hands an overdue record to the sweep, in one conditional write that holds only while
+    /// it is still `pending` and due before `cutoff` (the index is read eventually
+    /// consistently, and an attempt or a fan-out may have moved the record since): the next
+    /// generation, due `now`, its round kept. `None` when it was not overdue any more.
     pub async fn claim_overdue(
         &self,
-        seen: &StoredDelivery,
-        at: DateTime<Utc>,
+        overdue: &Overdue,
+        cutoff: DateTime<Utc>,
+        now: DateTime<Utc>,
     ) -> Result<Option<StoredDelivery>, StoreError> {
-        let Some(due) = &seen.record.next_attempt_at else { return Ok(None) };
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key("userId", s(&seen.user_id))
-            .key("deliveryId", s(&seen.record.id))
-            .update_expression("SET nextAttemptAt = :now, generation = :next")
-            .condition_expression(format!("{SAME_GENERATION} AND #status = :pending AND nextAttemptAt = :due"))
+            .key("userId", s(&overdue.user_id))
+            .key("deliveryId", s(&overdue.delivery_id))
+            .update_expression("SET nextAttemptAt = :now, generation = if_not_exists(generation, :zero) + :one")
+            .condition_expression("#status = :pending AND nextAttemptAt < :cutoff")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":now", s(clock::rfc3339(at)))
-            .expression_attribute_values(":due", s(due))
-            .expression_attribute_values(":generation", n(seen.generation))
-            .expression_attribute_values(":next", n(seen.generation + 1))
+            .expression_attribute_values(":now", s(clock::rfc3339(now)))
+            .expression_attribute_values(":cutoff", s(clock::rfc3339(cutoff)))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
