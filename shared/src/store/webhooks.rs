@@ -256,7 +256,9 @@ impl WebhookTable {
             Some(since) => update
                 .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
                 .expression_attribute_values(":since", s(since)),
-            None => update.condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(disabledAt)"),
+            None => {
+                update.condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(disabledAt)")
+            }
         };
         applied(update.send().await)
     }
