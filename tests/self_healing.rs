@@ -123,7 +123,10 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
     let key = pipeline.api.key(&user, "read:webhooks").await;
     let listed = pipeline.api.get("/api/v1/webhooks", &key).await;
     let listed = listed.assert_status(200);
-    assert_eq!((&listed["webhooks"][0]["enabled"], &listed["webhooks"][0]["disabledReason"]), (&json!(false), &json!("gone")));
+    assert_eq!(
+        (&listed["webhooks"][0]["enabled"], &listed["webhooks"][0]["disabledReason"]),
+        (&json!(false), &json!("gone"))
+    );
     let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, SOON).await;
     let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
     assert_eq!(dead.delivery_id, failed[0].id, "the delivery is in the dead-letter queue");

@@ -282,22 +282,24 @@ impl Admin {
                         .expect("entry has id and body")
                 })
                 .collect();
-            let (sent, refused) = match entries.is_empty() {
-                true => (Vec::new(), Vec::new()),
-                false => {
-                    let output = sqs
-                        .send_message_batch()
-                        .queue_url(to)
-                        .set_entries(Some(entries))
-                        .send()
-                        .await
-                        .map_err(|e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e))?;
-                    (output.successful, output.failed)
-                }
-            };
+            let (sent, refused) =
+                match entries.is_empty() {
+                    true => (Vec::new(), Vec::new()),
+                    false => {
+                        let output =
+                            sqs.send_message_batch().queue_url(to).set_entries(Some(entries)).send().await.map_err(
+                                |e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e),
+                            )?;
+                        (output.successful, output.failed)
+                    }
+                };
             let moved: Vec<_> = sent.iter().filter_map(|entry| going.get(entry.id.parse::<usize>().ok()?)).collect();
             let done = crate::sqs_batch::delete_entries(
-                moved.iter().map(|(message, _)| *message).chain(stale.iter().copied()).map(|m| m.receipt_handle.as_deref()),
+                moved
+                    .iter()
+                    .map(|(message, _)| *message)
+                    .chain(stale.iter().copied())
+                    .map(|m| m.receipt_handle.as_deref()),
             );
             if !done.is_empty() {
                 sqs.delete_message_batch()
@@ -329,7 +331,8 @@ async fn restarted(deliveries: &DeliveryTable, body: &str) -> Result<Option<Deli
         .get(&message.user_id, &message.delivery_id)
         .await
         .map_err(|e| format!("reading the delivery record: {e}"))?;
-    let Some(stored) = stored.filter(|s| s.generation == message.generation && s.record.status == DeliveryStatus::Failed)
+    let Some(stored) =
+        stored.filter(|s| s.generation == message.generation && s.record.status == DeliveryStatus::Failed)
     else {
         return Ok(None);
     };

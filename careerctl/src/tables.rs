@@ -78,7 +78,8 @@ pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> Result<Ve
 
 /// A keys-only global index with this partition key and, if given, sort key.
 fn global_index(index: &str, partition: &str, sort: Option<&str>) -> GlobalSecondaryIndex {
-    let key = |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
+    let key =
+        |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
     GlobalSecondaryIndex::builder()
         .index_name(index)
         .set_key_schema(Some(
@@ -106,7 +107,8 @@ async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -
         .into_iter()
         .filter_map(|index| index.index_name)
         .collect();
-    for (index, partition, sort) in spec.global_indexes.iter().filter(|(index, ..)| !present.iter().any(|p| p == index)) {
+    for (index, partition, sort) in spec.global_indexes.iter().filter(|(index, ..)| !present.iter().any(|p| p == index))
+    {
         let wanted = global_index(index, partition, *sort);
         let create = CreateGlobalSecondaryIndexAction::builder()
             .index_name(*index)

@@ -143,7 +143,13 @@ impl DeliveryQueues {
 
     /// Deletes a received message from its lane: its delivery is settled or moved on.
     pub async fn delete(&self, lane: Lane, receipt_handle: &str) -> Result<(), QueueError> {
-        self.sqs.delete_message().queue_url(self.url(lane)).receipt_handle(receipt_handle).send().await.map_err(sqs_error)?;
+        self.sqs
+            .delete_message()
+            .queue_url(self.url(lane))
+            .receipt_handle(receipt_handle)
+            .send()
+            .await
+            .map_err(sqs_error)?;
         Ok(())
     }
 

@@ -102,7 +102,8 @@ impl Running {
     /// The process id of the stack's SQS and KMS emulator (moto), found by its port.
     pub fn sqs_emulator_pid(&self) -> u32 {
         let port = self.env["AWS_ENDPOINT_URL_SQS"].rsplit(':').next().unwrap().to_owned();
-        let processes = std::fs::read_dir("/proc").unwrap().filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok());
+        let processes =
+            std::fs::read_dir("/proc").unwrap().filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok());
         let is_moto = |pid: &u32| {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();

@@ -148,7 +148,12 @@ async fn load(deps: &Deps, received: &Received<'_>) -> Result<(Option<StoredSubs
 }
 
 /// Opens the secrets, signs and sends, then records and executes the plan for the answer.
-async fn attempt_delivery(deps: &Deps, received: Received<'_>, subscription: &StoredSubscription, attempt: u32) -> bool {
+async fn attempt_delivery(
+    deps: &Deps,
+    received: Received<'_>,
+    subscription: &StoredSubscription,
+    attempt: u32,
+) -> bool {
     let secrets = match deps.sealer.open(subscription).await {
         Ok(secrets) => secrets,
         Err(err) => {

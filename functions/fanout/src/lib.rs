@@ -81,7 +81,8 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         true => DeliveryStatus::Pending,
         false => DeliveryStatus::Skipped,
     };
-    let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> = subscriptions.iter().map(|s| (message(s), status(s))).collect();
+    let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
+        subscriptions.iter().map(|s| (message(s), status(s))).collect();
     let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
     deps.deliveries.insert_new(&records, clock::now()).await?;
     // A disabled subscription is sent nothing: its record says `skipped` already.

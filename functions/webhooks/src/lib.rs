@@ -20,9 +20,9 @@ use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
 use career_core::store::webhooks::{Created, Replaced, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::{CreatedSubscription, EventKinds, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
+use futures_util::StreamExt;
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// How often a rotation that met a concurrent one is tried again before giving up.

@@ -138,7 +138,10 @@ mod tests {
         assert_eq!(failed.error.as_deref(), Some("connection refused"));
         let gone = Outcome::Rejected(Answer { status: 410, body: String::new(), retry_after: None });
         let update = RecordUpdate { error: Some(crate::delivery::plan::GONE_ERROR), ..RecordUpdate::retry_at(None) };
-        assert_eq!(AttemptRecord::new(&gone, at, &update).error.as_deref(), Some("answered 410; subscription disabled"));
+        assert_eq!(
+            AttemptRecord::new(&gone, at, &update).error.as_deref(),
+            Some("answered 410; subscription disabled")
+        );
         let delivered = Outcome::Delivered(Answer { status: 204, body: String::new(), retry_after: None });
         let succeeded = AttemptRecord::new(&delivered, at, &RecordUpdate::succeeded());
         assert_eq!(

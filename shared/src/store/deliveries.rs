@@ -401,7 +401,11 @@ impl DeliveryTable {
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
     /// now, a new round, the next generation; only while the record is still as `seen` (its
     /// generation and status), else `None`. The record as it now is, with its new generation.
-    pub async fn restart(&self, seen: &StoredDelivery, at: DateTime<Utc>) -> Result<Option<StoredDelivery>, StoreError> {
+    pub async fn restart(
+        &self,
+        seen: &StoredDelivery,
+        at: DateTime<Utc>,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
         let result = self
             .client
@@ -511,7 +515,8 @@ impl DeliveryTable {
         limit: u32,
     ) -> Result<Vec<StoredDelivery>, StoreError> {
         let millis = |at: DateTime<Utc>| u64::try_from(at.timestamp_millis()).unwrap_or_default();
-        let (first, end) = (ids::first_id_at(ids::DELIVERY, millis(since)), ids::first_id_at(ids::DELIVERY, millis(until)));
+        let (first, end) =
+            (ids::first_id_at(ids::DELIVERY, millis(since)), ids::first_id_at(ids::DELIVERY, millis(until)));
         let mut found = Vec::new();
         for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
             let prefix = format!("{subscription_id}#{}#", status.as_str());
