@@ -301,7 +301,7 @@ async fn log_calls(bench: &Bench, pipeline: &Pipeline, user: &str, batch: &SqsEv
 }
 
 /// An event of one message, as Lambda hands one to the function.
-fn one_by_one(message: SqsMessage) -> SqsEvent {
+pub fn one_by_one(message: SqsMessage) -> SqsEvent {
     let mut event = SqsEvent::default();
     event.records = vec![message];
     event
@@ -342,7 +342,7 @@ async fn flaky_attempts(
     Ok(attempts)
 }
 
-async fn receive(queue: &str, count: usize) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
+pub async fn receive(queue: &str, count: usize) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
     let sqs = career_service::sqs();
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut messages = Vec::new();

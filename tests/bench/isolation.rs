@@ -10,6 +10,7 @@ use aws_lambda_events::dynamodb::Event as StreamEvent;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use careerctl::pumps::{run_queue_pump, BATCHES_PER_QUEUE};
+use tokio::task::JoinHandle;
 
 use crate::payloads::{batch, profile_record};
 use crate::report::{Row, Section};
@@ -115,13 +116,7 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
 async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
     let pipeline = Pipeline::start(false).await;
     let settings = pipeline.settings().clone();
-    let mut pumps = Vec::new();
-    for queue in [pipeline.queues.delivery.clone(), pipeline.queues.retry.clone()] {
-        let deliver = career_service::deliver_instance(&settings);
-        pumps.push(tokio::spawn(async move {
-            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
-        }));
-    }
+    let pumps = lane_pumps(&pipeline);
     let healthy = Receiver::start(&[200], Duration::ZERO).await;
     let hanging = HangingReceiver::start().await;
     let (healthy_user, hanging_user) = (career_service::unique_user(), career_service::unique_user());
@@ -140,30 +135,59 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
         }
         let user = if to_healthy { &healthy_user } else { &hanging_user };
         let profile = format!("prf_r{round}_{tick}");
-        let event: StreamEvent = serde_json::from_value(batch(vec![profile_record(user, &profile, tick as u64 + 1)]))
-            .map_err(|e| e.to_string())?;
         if to_healthy {
-            sent.insert(profile, Instant::now());
+            sent.insert(profile.clone(), Instant::now());
         }
-        if !career_fanout::handle(&fanout, event).await.batch_item_failures.is_empty() {
-            return Err(format!("fanning out event {tick} failed"));
-        }
+        fan_out(&fanout, user, &profile, tick as u64 + 1).await?;
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while healthy.received().len() < HEALTHY {
-        if Instant::now() > deadline {
-            return Err(format!("{} of {HEALTHY} healthy deliveries arrived within 60 s", healthy.received().len()));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let mut latencies = Vec::new();
-    for delivery in healthy.received() {
-        let profile = delivery.json()["data"]["profileId"].as_str().unwrap_or_default().to_owned();
-        let started = sent.get(&profile).ok_or_else(|| format!("an unexpected delivery for {profile}"))?;
-        latencies.push(delivery.at.duration_since(*started));
-    }
+    let latencies = latencies(&healthy, &sent, HEALTHY).await?;
     for pump in pumps {
         pump.abort();
     }
     Ok(Run { latencies, hanging: (hanging.taken(), hanging.closed()) })
+}
+
+/// Both lanes' pumps on the pipeline's queues, as `careerctl local` runs them.
+pub fn lane_pumps(pipeline: &Pipeline) -> Vec<JoinHandle<()>> {
+    let mut pumps = Vec::new();
+    for queue in [pipeline.queues.delivery.clone(), pipeline.queues.retry.clone()] {
+        let deliver = career_service::deliver_instance(pipeline.settings());
+        pumps.push(tokio::spawn(async move {
+            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
+        }));
+    }
+    pumps
+}
+
+/// Fans out the change of `user`'s profile `profile` (stream sequence `sequence`).
+pub async fn fan_out(fanout: &career_fanout::Deps, user: &str, profile: &str, sequence: u64) -> Result<(), String> {
+    let event: StreamEvent =
+        serde_json::from_value(batch(vec![profile_record(user, profile, sequence)])).map_err(|e| e.to_string())?;
+    if !career_fanout::handle(fanout, event).await.batch_item_failures.is_empty() {
+        return Err(format!("fanning out the change of {profile} failed"));
+    }
+    Ok(())
+}
+
+/// Waits (at most 60 s) for `expected` deliveries at `receiver`; each one's latency from
+/// its event's fan-out call (`sent`, by profile id).
+pub async fn latencies(
+    receiver: &Receiver,
+    sent: &HashMap<String, Instant>,
+    expected: usize,
+) -> Result<Vec<Duration>, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while receiver.received().len() < expected {
+        if Instant::now() > deadline {
+            return Err(format!("{} of {expected} deliveries arrived within 60 s", receiver.received().len()));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut latencies = Vec::new();
+    for delivery in receiver.received() {
+        let profile = delivery.json()["data"]["profileId"].as_str().unwrap_or_default().to_owned();
+        let started = sent.get(&profile).ok_or_else(|| format!("an unexpected delivery for {profile}"))?;
+        latencies.push(delivery.at.duration_since(*started));
+    }
+    Ok(latencies)
 }

@@ -3,11 +3,12 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,healing`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
 //! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, and `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare).
 
+mod capacity;
 mod cgroup;
 mod cold_request;
 mod cold_start;
@@ -15,6 +16,7 @@ mod counting;
 mod delivery;
 mod end_to_end;
 mod footprint;
+mod healing;
 mod history;
 mod isolation;
 mod overhead;
@@ -147,6 +149,9 @@ fn main() {
         }
         if wanted("lambda") {
             sections.push(section(10, cold_request::TITLE, cold_request::run(bench.clone())).await);
+        }
+        if wanted("healing") {
+            sections.push(section(12, healing::TITLE, healing::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();
