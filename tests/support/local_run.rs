@@ -33,7 +33,8 @@ pub struct LocalDir {
 }
 
 impl LocalDir {
-    pub fn new() -> Self {
+    /// A fresh directory under the system's temporary one.
+    pub fn create() -> Self {
         let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join(".local");
         let path = std::env::temp_dir().join(format!("careerctl-local-{}", unique_user()));
         std::fs::create_dir_all(&path).unwrap();
