@@ -413,6 +413,38 @@ async fn webhooks_rotate_secret_rotates_the_subscription_it_names() {
     assert!((grace as i64 - 5..=grace as i64).contains(&from_now), "{json}");
 }
 
+#[tokio::test]
+async fn webhooks_update_pauses_the_subscription_it_names_and_changes_its_kinds() {
+    let sample = HttpSample::load("webhooks-update", Function::Webhooks, Method::PATCH);
+    let id = sample.query("id");
+    assert!(ids::has_shape(&id, ids::SUBSCRIPTION), "the sample's id has the shape of a subscription id: {id}");
+    let body = sample.body();
+    assert!(body.get("url").is_none(), "the sample names no receiver: {body}");
+    let api = Api::new();
+    let user = unique_user();
+    seed_subscription(&api.settings, &user, &id, "http://127.0.0.1:9/hook", vec![EventKind::ProfileUpdated]).await;
+    let key = api.key(&user, "write:webhooks").await;
+
+    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
+    let json = answer.expect(200);
+    assert_eq!((&json["id"], &json["events"]), (&json!(id), &body["events"]));
+    assert_eq!((&json["enabled"], &json["disabledReason"]), (&json!(false), &json!("manual")));
+    let stored = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks).get(&typed(&user), &typed(&id)).await;
+    let stored = stored.unwrap().expect("the subscription");
+    assert_eq!(stored.events, [EventKind::ProfileUpdated, EventKind::AssessmentCompleted]);
+    assert_eq!(stored.disabled_reason, Some(DisabledReason::Manual));
+}
+
+#[tokio::test]
+async fn webhooks_event_types_lists_the_catalog() {
+    let sample = HttpSample::load("webhooks-event-types", Function::Webhooks, Method::GET);
+    let api = Api::new();
+    let key = api.key(unique_user(), "read:webhooks").await;
+    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
+    let listed = &answer.expect(200)["eventTypes"];
+    assert_eq!(listed, &serde_json::to_value(career_core::event_catalog::event_types()).unwrap());
+}
+
 /// A delivery of `subscription` with the given id, failed once, in the user's delivery log.
 async fn seed_failed_delivery(api: &Api, user: &str, subscription: &str, delivery_id: &str) {
     use career_core::delivery::log::AttemptRecord;

@@ -70,7 +70,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
     }
-    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
+    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into()), None).await?;
     let demo_key = demo.key;
     let api_url = format!("http://127.0.0.1:{port}");
     let env_path = local_dir.join("env");
