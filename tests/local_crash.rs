@@ -21,7 +21,7 @@ const SOON: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_the_sqs_emulator_in_a_burst_loses_no_delivery() {
     const EVENTS: usize = 15;
-    let local_dir = LocalDir::new();
+    let local_dir = LocalDir::create();
     let mut settings = careerctl::local::settings_from_env().unwrap();
     settings.sweep_after = Duration::from_secs(2);
     let first_run = tokio::spawn(run_local(local_dir.path.clone(), settings.clone()));

@@ -18,7 +18,7 @@ const SLOW_ANSWER: Duration = Duration::from_secs(6);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() {
-    let local_dir = LocalDir::new();
+    let local_dir = LocalDir::create();
     let mut settings = careerctl::local::settings_from_env().unwrap();
     // The flaky receiver's retry comes after 12 to 18 s: still pending at the Ctrl-C.
     settings.retry_base = Duration::from_secs(15);

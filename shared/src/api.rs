@@ -87,6 +87,12 @@ pub enum ApiError {
     WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
+    #[error("Nothing to change: send at least one of url, events and enabled.")]
+    WebhookNoChanges,
+    #[error("'{}' cannot be changed; send only url, events and enabled.", Excerpt(.0))]
+    WebhookUnknownField(String),
+    #[error("'enabled' must be true or false.")]
+    WebhookInvalidEnabled,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -137,7 +143,10 @@ impl ApiError {
             | WebhookInvalidStatus
             | WebhookMissingDeliveryId
             | WebhookInvalidRecoverWindow(_)
-            | WebhookSubscriptionDisabled => StatusCode::BAD_REQUEST,
+            | WebhookSubscriptionDisabled
+            | WebhookNoChanges
+            | WebhookUnknownField(_)
+            | WebhookInvalidEnabled => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -171,6 +180,9 @@ impl ApiError {
             WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
             WebhookInvalidRecoverWindow(_) => "webhooks.invalid_recover_window",
             WebhookSubscriptionDisabled => "webhooks.subscription_disabled",
+            WebhookNoChanges => "webhooks.no_changes",
+            WebhookUnknownField(_) => "webhooks.unknown_field",
+            WebhookInvalidEnabled => "webhooks.invalid_enabled",
             Internal(_) => "internal_error",
         }
     }
@@ -184,6 +196,19 @@ impl ApiError {
             }
             ApiError::RateLimited { retry_after } => vec![(RETRY_AFTER, retry_after.to_string())],
             _ => Vec::new(),
+        }
+    }
+}
+
+impl From<crate::webhooks::InvalidChanges> for ApiError {
+    fn from(err: crate::webhooks::InvalidChanges) -> Self {
+        use crate::webhooks::InvalidChanges::*;
+        match err {
+            NoChanges => ApiError::WebhookNoChanges,
+            UnknownField(name) => ApiError::WebhookUnknownField(name),
+            InvalidEnabled => ApiError::WebhookInvalidEnabled,
+            Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
+            Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
     }
 }

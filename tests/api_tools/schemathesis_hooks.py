@@ -2,10 +2,10 @@
 told beyond openapi.yaml, each with the reason the document cannot say it.
 
 1. Webhook targets. The fuzzer must never make the stack call a host other than the test's
-   loopback receiver, so every `url` it sends on create that the service could accept (a string
-   of at most 2048 characters) becomes the receiver's URL. A `url` that is too long or no string
-   is sent as generated (rejected either way), so negative cases keep their meaning. URL
-   validation itself is covered by tests/api_webhooks.rs.
+   loopback receiver, so every `url` it sends on create or update that the service could accept
+   (a string of at most 2048 characters) becomes the receiver's URL. A `url` that is too long or
+   no string is sent as generated (rejected either way), so negative cases keep their meaning.
+   URL validation itself is covered by tests/api_webhooks.rs.
 2. The subscription limit. A user has at most 25 subscriptions (400 `webhooks.limit_exceeded`),
    which no schema can express; before a create, the oldest subscriptions beyond 15 are deleted.
 3. The opaque cursor. `cursor` is a string the service signed; any other string gets 400
@@ -16,6 +16,11 @@ told beyond openapi.yaml, each with the reason the document cannot say it.
    is schema-valid; the service reads the number as written and answers 400
    `webhooks.invalid_grace_period` (contract: "an integer 0–604800"). No schema can tell `285`
    from `285.0`, so that failure is dropped for exactly that answer to such a body.
+5. The recovery window. `since` must lie within the last 30 days (the delivery log's
+   retention) and before `until`: relative to the time of the call, which no schema can say.
+   The failure "positive data rejected" is dropped for exactly 400
+   `webhooks.invalid_recover_window` to a recover call. Windows are covered by
+   tests/self_healing.rs and tests/openapi.rs.
 """
 
 import os
@@ -33,6 +38,10 @@ def _is_create(case):
     return case.operation.method.upper() == "POST" and case.operation.path == "/api/v1/webhooks"
 
 
+def _sets_url(case):
+    return case.operation.method.upper() in ("POST", "PATCH") and case.operation.path == "/api/v1/webhooks"
+
+
 def _make_room():
     auth = {"Authorization": f"Bearer {KEY}"}
     listed = requests.get(f"{API}/api/v1/webhooks", headers=auth, timeout=10)
@@ -44,12 +53,13 @@ def _make_room():
 
 @schemathesis.hook
 def before_call(context, case, kwargs):
-    if not _is_create(case):
+    if not _sets_url(case):
         return
     body = case.body
     if isinstance(body, dict) and isinstance(body.get("url"), str) and len(body["url"]) <= 2048:
         body["url"] = RECEIVER  # (1)
-    _make_room()  # (2)
+    if _is_create(case):
+        _make_room()  # (2)
 
 
 def _integral_float_grace(case):
@@ -69,4 +79,6 @@ def filter_failure(context, failure, case, response):
         return False  # (3)
     if code == "webhooks.invalid_grace_period" and _integral_float_grace(case):
         return False  # (4)
+    if code == "webhooks.invalid_recover_window" and case.operation.path == "/api/v1/webhooks/recover":
+        return False  # (5)
     return True

@@ -33,7 +33,8 @@ pub struct LocalDir {
 }
 
 impl LocalDir {
-    pub fn new() -> Self {
+    /// A fresh directory under the system's temporary one.
+    pub fn create() -> Self {
         let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join(".local");
         let path = std::env::temp_dir().join(format!("careerctl-local-{}", unique_user()));
         std::fs::create_dir_all(&path).unwrap();
@@ -86,7 +87,8 @@ impl Running {
 
     /// Subscribes `user` to `profile.updated` at `url`, through the stack's API; its id.
     pub async fn subscribe(&self, user: &str, url: &str) -> String {
-        let issued = self.admin.create_key(user, Scopes::parse_list("write:webhooks").unwrap(), None).await.unwrap();
+        let issued =
+            self.admin.create_key(user, Scopes::parse_list("write:webhooks").unwrap(), None, None).await.unwrap();
         let key = issued.key;
         let api = format!("{}/api/v1/webhooks", self.env["CAREER_API_URL"]);
         let body = serde_json::json!({"url": url, "events": ["profile.updated"]}).to_string();

@@ -86,7 +86,7 @@ async fn process(deps: &Deps, message: &SqsMessage) -> bool {
     let parsed = message.body.as_deref().map(serde_json::from_str::<DeliveryMessage>);
     let Some(Ok(delivery)) = parsed else {
         tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
-        return !acknowledge(deps, lane, receipt).await;
+        return acknowledge(deps, lane, receipt).await;
     };
     // Every line of this delivery's turn carries these fields once, from its span.
     let span = tracing::info_span!(
@@ -117,7 +117,7 @@ async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
         }
         Before::Stale => {
             tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
-            !acknowledge(deps, received.lane, received.receipt).await
+            acknowledge(deps, received.lane, received.receipt).await
         }
         Before::Skip(reason) => skip(deps, &received, reason, now).await,
         Before::HandOver => {
@@ -175,7 +175,7 @@ async fn attempt_delivery(
         Ok(true) => settle(deps, &received, after.message).await,
         Ok(false) => {
             tracing::info!("the record moved to another generation during the send; this copy is dropped");
-            !acknowledge(deps, received.lane, received.receipt).await
+            acknowledge(deps, received.lane, received.receipt).await
         }
         // Sent, but not recorded: tried again after the schedule's base, as the same attempt.
         Err(err) => {
@@ -287,7 +287,7 @@ async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, no
             let kind = delivery.event.kind().as_str();
             let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Skipped, 0.0);
             tracing::info!(emf = %metrics, reason = ?reason, "delivery skipped");
-            !acknowledge(deps, received.lane, received.receipt).await
+            acknowledge(deps, received.lane, received.receipt).await
         }
         Err(err) => {
             // Nothing was sent; the message comes back to be recorded.
@@ -300,11 +300,11 @@ async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, no
 /// Executes the plan's fate for a recorded attempt; `true` when the message stays.
 async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> bool {
     match (fate, received.lane) {
-        (MessageFate::Acknowledge, lane) => !acknowledge(deps, lane, received.receipt).await,
+        (MessageFate::Acknowledge, lane) => acknowledge(deps, lane, received.receipt).await,
         (MessageFate::RetryIn(wait), Lane::Retry) => stay(deps, received, wait).await,
         (MessageFate::RetryIn(wait), Lane::Main) => hand_over(deps, received, wait).await,
         (MessageFate::DeadLetter, lane) => match deps.queues.dead_letter(&received.delivery).await {
-            Ok(()) => !acknowledge(deps, lane, received.receipt).await,
+            Ok(()) => acknowledge(deps, lane, received.receipt).await,
             Err(err) => {
                 // Visible again at once; its next turn finds the record failed and drops it,
                 // or the lane's redrive policy moves it.
@@ -319,7 +319,7 @@ async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> bool
 /// main lane; `true` when it stays where it is.
 async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> bool {
     match deps.queues.hand_over(&received.delivery, delay).await {
-        Ok(()) => !acknowledge(deps, received.lane, received.receipt).await,
+        Ok(()) => acknowledge(deps, received.lane, received.receipt).await,
         Err(err) => {
             tracing::error!(error = %err, "handing the delivery to the retry lane failed");
             stay(deps, received, deps.policy.schedule.base).await
@@ -327,16 +327,14 @@ async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> boo
     }
 }
 
-/// Deletes the message from its lane now, not with its batch; `false` if that failed (it
-/// then stays, and its next turn finds its record settled or moved on).
+/// Deletes the message from its lane now, not with its batch; always `false` (it does not
+/// stay). Should the early delete fail, the message is still not reported, so the event
+/// source mapping (or the local pump) deletes it with its batch.
 async fn acknowledge(deps: &Deps, lane: Lane, receipt: &str) -> bool {
-    match deps.queues.delete(lane, receipt).await {
-        Ok(()) => true,
-        Err(err) => {
-            tracing::error!(error = %err, "deleting the message from its lane failed");
-            false
-        }
+    if let Err(err) = deps.queues.delete(lane, receipt).await {
+        tracing::warn!(error = %err, "deleting the message early failed; it goes with its batch");
     }
+    false
 }
 
 /// Leaves the message on its lane, visible again after `wait`; always `true` (it stays).

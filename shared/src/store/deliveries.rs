@@ -8,6 +8,7 @@
 //! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
 //! nothing else, and its writes spread over the shards at any event rate.
 
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{PutRequest, ReturnValue, WriteRequest};
 use aws_sdk_dynamodb::Client;
@@ -371,11 +372,7 @@ impl DeliveryTable {
         status: DeliveryStatus,
         at: DateTime<Utc>,
     ) -> UpdateItemFluentBuilder {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("userId", s(&message.user_id))
-            .key("deliveryId", s(&message.delivery_id))
+        self.record_update(&message.user_id, &message.delivery_id)
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#body", "body")
             .expression_attribute_values(":status", s(status.as_str()))
@@ -408,11 +405,7 @@ impl DeliveryTable {
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("userId", s(&seen.user_id))
-            .key("deliveryId", s(&record.id))
+            .record_update(&seen.user_id, &record.id)
             .update_expression(
                 "SET #status = :pending, statusKey = :statusKey, nextAttemptAt = :now, expiresAt = :expires, \
                  generation = :next, roundAttempts = :zero, dueShard = :dueShard REMOVE succeededAt",
@@ -434,11 +427,7 @@ impl DeliveryTable {
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(output) => Ok(Some(stored_of(output.attributes)?)),
-            Err(err) if is_condition_failure(&err) => Ok(None),
-            Err(err) => Err(err.into()),
-        }
+        updated_if_held(result)
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
@@ -452,11 +441,7 @@ impl DeliveryTable {
         now: DateTime<Utc>,
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("userId", s(&overdue.user_id))
-            .key("deliveryId", s(&overdue.delivery_id))
+            .record_update(&overdue.user_id, &overdue.delivery_id)
             .update_expression("SET nextAttemptAt = :now, generation = if_not_exists(generation, :zero) + :one")
             .condition_expression("#status = :pending AND nextAttemptAt < :cutoff")
             .expression_attribute_names("#status", "status")
@@ -468,11 +453,12 @@ impl DeliveryTable {
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(output) => Ok(Some(stored_of(output.attributes)?)),
-            Err(err) if is_condition_failure(&err) => Ok(None),
-            Err(err) => Err(err.into()),
-        }
+        updated_if_held(result)
+    }
+
+    /// An update of one record; callers add the expression and its condition.
+    fn record_update(&self, user_id: &UserId, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
     }
 
     /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
@@ -632,6 +618,22 @@ fn expression(set: &[&str], remove: &[&str]) -> String {
         expression.push_str(&remove.join(", "));
     }
     expression
+}
+
+/// The record a conditional update returned (`ReturnValues=ALL_NEW`), or `None` when its
+/// condition did not hold.
+fn updated_if_held<E, R>(
+    result: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, SdkError<E, R>>,
+) -> Result<Option<StoredDelivery>, StoreError>
+where
+    E: ProvideErrorMetadata,
+    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+{
+    match result {
+        Ok(output) => Ok(Some(stored_of(output.attributes)?)),
+        Err(err) if is_condition_failure(&err) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
 }
 
 fn stored_of(attributes: Option<Item>) -> Result<StoredDelivery, StoreError> {
