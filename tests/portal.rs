@@ -142,7 +142,7 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
         gateway_on(ApiFunctions::new(&dynamodb(), &kms(), &sqs(), pipeline.settings()).expect("valid settings")).await;
     let user = unique_user();
     let scopes = Scopes::parse_list("read:webhooks,write:webhooks").unwrap();
-    let key = pipeline.api.admin.create_key(&user, scopes.clone(), None).await.unwrap().key;
+    let key = pipeline.api.admin.create_key(&user, scopes, None).await.unwrap().key;
     let refused = pipeline.api.admin.create_key(&user, scopes, None).await.unwrap().key;
     pipeline.api.admin.revoke_key(&refused).await.unwrap();
 

@@ -17,25 +17,18 @@ struct File {
     body: &'static str,
 }
 
+const HTML: &str = "text/html; charset=utf-8";
+const SCRIPT: &str = "text/javascript; charset=utf-8";
+const STYLE: &str = "text/css; charset=utf-8";
+const SVG: &str = "image/svg+xml";
+
 const FILES: [File; 6] = [
-    File { path: PAGE, content_type: "text/html; charset=utf-8", body: include_str!("../portal/index.html") },
-    File {
-        path: "/portal/portal.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../portal/portal.js"),
-    },
-    File { path: "/portal/api.js", content_type: "text/javascript; charset=utf-8", body: include_str!("../portal/api.js") },
-    File {
-        path: "/portal/chart.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../portal/chart.js"),
-    },
-    File {
-        path: "/portal/portal.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_str!("../portal/portal.css"),
-    },
-    File { path: "/portal/icon.svg", content_type: "image/svg+xml", body: include_str!("../portal/icon.svg") },
+    File { path: PAGE, content_type: HTML, body: include_str!("../portal/index.html") },
+    File { path: "/portal/portal.js", content_type: SCRIPT, body: include_str!("../portal/portal.js") },
+    File { path: "/portal/api.js", content_type: SCRIPT, body: include_str!("../portal/api.js") },
+    File { path: "/portal/chart.js", content_type: SCRIPT, body: include_str!("../portal/chart.js") },
+    File { path: "/portal/portal.css", content_type: STYLE, body: include_str!("../portal/portal.css") },
+    File { path: "/portal/icon.svg", content_type: SVG, body: include_str!("../portal/icon.svg") },
 ];
 
 /// On every answer below `/portal`, errors included. The page loads and contacts only its
