@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::event_from_record;
-use career_core::webhooks::WebhookSecret;
+use career_core::webhooks::{DisabledReason, WebhookSecret};
 use career_service::typed;
 use career_service::{unique_user, Answer, Api};
 use lambda_http::http::Method;
@@ -1254,7 +1254,13 @@ async fn ping_webhook_answers_as_documented() {
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     webhooks
-        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .disable(
+            &typed(&user),
+            &typed(&id),
+            DisabledReason::Failing,
+            Some(&typed("2026-11-01T00:00:00.000Z")),
+            &typed("2026-11-06T00:00:00.000Z"),
+        )
         .await
         .unwrap();
     let skipped = api.request(Method::POST, &path).key(&key).send().await;
@@ -1285,7 +1291,13 @@ async fn enable_webhook_answers_as_documented() {
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     webhooks
-        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .disable(
+            &typed(&user),
+            &typed(&id),
+            DisabledReason::Failing,
+            Some(&typed("2026-11-01T00:00:00.000Z")),
+            &typed("2026-11-06T00:00:00.000Z"),
+        )
         .await
         .unwrap();
     let listed = api.get("/api/v1/webhooks", &key).await;

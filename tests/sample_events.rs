@@ -25,7 +25,7 @@ use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, StoredSecrets, StoredSubscription, WebhookTable};
-use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::webhooks::{DisabledReason, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_core::{clock, ids};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
@@ -502,7 +502,13 @@ async fn webhooks_ping_and_enable_act_on_the_subscription_they_name() {
     );
     table.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     table
-        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .disable(
+            &typed(&user),
+            &typed(&id),
+            DisabledReason::Failing,
+            Some(&typed("2026-11-01T00:00:00.000Z")),
+            &typed("2026-11-06T00:00:00.000Z"),
+        )
         .await
         .unwrap();
     let answer = enable.invoke(&api, Function::Webhooks, &key).await;

@@ -141,11 +141,20 @@ pub struct Subscription {
     pub created_at: Timestamp,
     pub enabled: bool,
     pub disabled_at: Option<Timestamp>,
-    pub disabled_reason: Option<String>,
+    pub disabled_reason: Option<DisabledReason>,
 }
 
-/// Why a subscription was disabled: it kept failing (contract section 9).
-pub const DISABLED_FAILING: &str = "failing";
+/// Why a subscription was disabled (contract section 12, "What the receiver says").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DisabledReason {
+    /// Its deliveries kept failing for longer than the disable-after setting (section 9).
+    Failing,
+    /// The receiver answered `410 Gone` (section 12).
+    Gone,
+    /// Its owner paused it (section 13).
+    Manual,
+}
 
 /// What one delivery attempt changes in its subscription's failure clock. The clock is the
 /// time of the first failure since the last success; the subscription item is written only

@@ -15,7 +15,7 @@ use super::{applied, is_condition_failure, n, s, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
-use crate::webhooks::{Subscription, WebhookSecret};
+use crate::webhooks::{DisabledReason, Subscription, WebhookSecret};
 
 const COUNTER_ID: &str = "#count";
 /// The key of the data key's item (see `sealing`); no user's subscription sorts as `#…`.
@@ -40,7 +40,7 @@ pub struct StoredSubscription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled_reason: Option<String>,
+    pub disabled_reason: Option<DisabledReason>,
 }
 
 /// A subscription's signing secrets as the table holds them.
@@ -80,7 +80,7 @@ impl StoredSubscription {
             created_at: self.created_at.clone(),
             enabled: self.is_enabled(),
             disabled_at: self.disabled_at.clone(),
-            disabled_reason: self.disabled_reason.clone(),
+            disabled_reason: self.disabled_reason,
         }
     }
 
@@ -236,25 +236,31 @@ impl WebhookTable {
         Ok(owner.and_then(|value| value.as_s().ok().and_then(|text| UserId::parse(text))))
     }
 
-    /// Disables the subscription as failing, if its clock still shows `failing_since` (a
-    /// success in the meantime stopped it). `true` when this call disabled it.
+    /// Disables the subscription for `reason`, unless it is disabled already or gone. With
+    /// `failing_since`, only if its failure clock still shows that time (a success in the
+    /// meantime stopped it). `true` when this call disabled it.
     pub async fn disable(
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-        failing_since: &Timestamp,
+        reason: DisabledReason,
+        failing_since: Option<&Timestamp>,
         at: &Timestamp,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let update = self
             .subscription_update(user_id, subscription_id)
             .update_expression("SET disabledAt = :at, disabledReason = :reason")
-            .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
             .expression_attribute_values(":at", s(at))
-            .expression_attribute_values(":reason", s(crate::webhooks::DISABLED_FAILING))
-            .expression_attribute_values(":since", s(failing_since))
-            .send()
-            .await;
-        applied(result)
+            .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(reason)?);
+        let update = match failing_since {
+            Some(since) => update
+                .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
+                .expression_attribute_values(":since", s(since)),
+            None => {
+                update.condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(disabledAt)")
+            }
+        };
+        applied(update.send().await)
     }
 
     /// Every subscription whose secret is still stored in plain text (an admin's scan).
