@@ -11,6 +11,7 @@ use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
+use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
 use clap::{Parser, Subcommand};
 
@@ -50,6 +51,10 @@ enum Command {
     /// Maintain webhook subscriptions.
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// The demo user's items that the sample events in events/ act on, and a receiver for
+    /// their deliveries.
+    #[command(subcommand)]
+    Demo(DemoCommand),
     /// Run the whole local stack in the foreground (what `make run` does); Ctrl-C stops it.
     Local(LocalArgs),
 }
@@ -166,6 +171,33 @@ enum WebhooksCommand {
     SealSecrets,
 }
 
+#[derive(Subcommand)]
+enum DemoCommand {
+    /// Put in place, for make run's demo user, exactly the alert, webhook subscription and
+    /// failed delivery that the sample events in events/ name.
+    ///
+    /// The items are left as the samples expect them, so running it again undoes what the
+    /// samples changed. Prints {"userId", "alertId", "subscriptionId", "url", "secret",
+    /// "failedDeliveryId"}. The subscription is made anew, with a fresh secret shown only
+    /// here: give it to `demo receiver` (WEBHOOK_SECRET). For the local stack only: it needs
+    /// ALLOW_INSECURE_WEBHOOK_URLS=true (source .local/env).
+    Seed {
+        /// Where the subscription delivers: a URL on this machine (127.0.0.1 or [::1]).
+        #[arg(long, default_value_t = careerctl::demo::default_receiver_url())]
+        receiver_url: String,
+    },
+    /// Receive webhook deliveries on 127.0.0.1 until Ctrl-C, one JSON line each.
+    ///
+    /// Prints {"deliveryId", "eventType", "verified", "body"} for each delivery and answers
+    /// 204 when its X-Webhook-Signature verifies with the secret in WEBHOOK_SECRET (the one
+    /// `demo seed` printed), 401 otherwise.
+    Receiver {
+        /// The port on 127.0.0.1.
+        #[arg(long, default_value_t = careerctl::demo::RECEIVER_PORT)]
+        port: u16,
+    },
+}
+
 #[derive(clap::Args)]
 struct LocalArgs {
     /// Port of the local API.
@@ -185,6 +217,7 @@ async fn main() -> ExitCode {
             Ok(settings) => careerctl::local::run(args.port, &args.local_dir, settings).await,
             Err(message) => Err(message),
         },
+        Command::Demo(DemoCommand::Receiver { port }) => run_receiver(port).await,
         command => admin_command(command).await.and_then(careerctl::print_line),
     };
     match outcome {
@@ -224,7 +257,36 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
                 .map_err(|e| e.to_string())?;
             json(admin.seal_plain_secrets(&sealer).await)
         }
-        Command::Local(_) => unreachable!("handled in main"),
+        Command::Demo(DemoCommand::Seed { receiver_url }) => {
+            let settings = Settings::from_env().map_err(|e| e.to_string())?;
+            let (dynamodb, kms) = (aws_sdk_dynamodb::Client::new(&sdk), aws_sdk_kms::Client::new(&sdk));
+            let sealer = Sealer::new(&kms, &dynamodb, &settings).map_err(|e| e.to_string())?;
+            json(careerctl::demo::seed(&dynamodb, &settings, &sealer, &receiver_url).await)
+        }
+        Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),
+    }
+}
+
+/// `demo receiver`: one JSON line per delivery on stdout until Ctrl-C.
+async fn run_receiver(port: u16) -> Result<(), String> {
+    let text = std::env::var("WEBHOOK_SECRET")
+        .map_err(|_| "set WEBHOOK_SECRET to the subscription's secret (the \"secret\" that demo seed prints)")?;
+    let secret = WebhookSecret::parse(text.trim()).ok_or("WEBHOOK_SECRET is not a webhook secret (whsec_…)")?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (use --port)"))?;
+    eprintln!("careerctl: receiving webhook deliveries on http://127.0.0.1:{port}/ (Ctrl-C stops)");
+    let (failed, mut output_failure) = tokio::sync::mpsc::unbounded_channel();
+    let report = move |received: careerctl::demo::Received| {
+        let line = serde_json::to_string(&received).expect("a delivery serializes");
+        if let Err(message) = careerctl::print_line(line) {
+            let _ = failed.send(message);
+        }
+    };
+    tokio::select! {
+        served = careerctl::demo::receive(listener, secret, report) => served.map_err(|e| format!("receiving: {e}")),
+        Some(message) = output_failure.recv() => Err(message),
+        _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
 

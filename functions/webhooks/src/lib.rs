@@ -7,7 +7,7 @@
 pub mod portal;
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::clock::{self, Timestamp};
+use career_core::clock;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
@@ -19,7 +19,7 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{Created, Replaced, StoredSecrets, StoredSubscription, WebhookTable};
+use career_core::store::webhooks::{Created, Replaced, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::{CreatedSubscription, EventKinds, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use lambda_http::http::Method;
@@ -142,17 +142,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secret = WebhookSecret::generate();
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone())).await?;
-    let stored = StoredSubscription {
-        user_id,
-        subscription_id,
-        url: url.as_str().to_owned(),
-        events: events.kinds().to_vec(),
-        secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-        created_at: Timestamp::now(),
-        failing_since: None,
-        disabled_at: None,
-        disabled_reason: None,
-    };
+    let stored = StoredSubscription::new(user_id, subscription_id, &url, events.kinds().to_vec(), sealed);
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),

@@ -15,7 +15,7 @@ use super::{applied, is_condition_failure, n, s, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
-use crate::webhooks::{DisabledReason, Subscription, WebhookSecret};
+use crate::webhooks::{DisabledReason, Subscription, WebhookSecret, WebhookUrl};
 
 const COUNTER_ID: &str = "#count";
 /// The key of the data key's item (see `sealing`); no user's subscription sorts as `#…`.
@@ -72,6 +72,27 @@ pub enum Replaced {
 }
 
 impl StoredSubscription {
+    /// A new subscription, enabled and not failing, created now.
+    pub fn new(
+        user_id: UserId,
+        subscription_id: SubscriptionId,
+        url: &WebhookUrl,
+        events: Vec<EventKind>,
+        sealed: SealedSecrets,
+    ) -> Self {
+        StoredSubscription {
+            user_id,
+            subscription_id,
+            url: url.as_str().to_owned(),
+            events,
+            secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
+            created_at: Timestamp::now(),
+            failing_since: None,
+            disabled_at: None,
+            disabled_reason: None,
+        }
+    }
+
     pub fn public(&self) -> Subscription {
         Subscription {
             id: self.subscription_id.clone(),
