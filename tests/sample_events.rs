@@ -444,6 +444,20 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
                 assert!(json["secret"].as_str().is_some_and(|new| new != seeded.secret), "a new secret: {json}");
                 assert!(json["previousSecretExpiresAt"].is_string(), "the old one keeps signing a while: {json}");
             }
+            "webhooks-event-types.json" => {
+                assert_eq!(
+                    json["eventTypes"],
+                    serde_json::to_value(career_core::event_catalog::event_types()).unwrap()
+                );
+            }
+            "webhooks-update.json" => {
+                let sent: Value = serde_json::from_str(
+                    serde_json::from_str::<Value>(text).unwrap()["body"].as_str().expect("a body"),
+                )
+                .unwrap();
+                assert_eq!((&json["id"], &json["events"]), (&json!(subscription), &sent["events"]), "{json}");
+                assert_eq!((&json["enabled"], &json["disabledReason"]), (&json!(false), &json!("manual")), "{json}");
+            }
             "webhooks-enable.json" => assert_eq!((&json["id"], &json["enabled"]), (&json!(subscription), &json!(true))),
             "fanout-stream-batch.json" => {
                 // Queued to the seeded subscription: exactly the deliveries of the delivery sample,

@@ -63,7 +63,7 @@ pub struct Seeded {
 
 /// A key for the demo user with all six scopes, as `make run` prints it.
 pub async fn demo_key(admin: &Admin) -> Result<IssuedKey, String> {
-    admin.create_key(USER, Scopes::all(), Some("make run demo key".into())).await
+    admin.create_key(USER, Scopes::all(), Some("make run demo key".into()), None).await
 }
 
 /// The receiver URL `demo seed` subscribes by default.

@@ -13,6 +13,7 @@ use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
+use chrono::TimeDelta;
 use clap::{Parser, Subcommand};
 
 /// Admin CLI and local stack of the career alerts, data-sharing and webhooks service.
@@ -55,8 +56,30 @@ enum Command {
     /// their deliveries.
     #[command(subcommand)]
     Demo(DemoCommand),
+    /// Issue a link that signs a user in to the webhook portal: a key with read:webhooks and
+    /// write:webhooks that expires; prints {"url": "<API URL>/portal#key=cak_…", "userId",
+    /// "expiresAt"}. Anyone holding the link acts as the user until then.
+    PortalLink(PortalLinkArgs),
     /// Run the whole local stack in the foreground (what `make run` does); Ctrl-C stops it.
     Local(LocalArgs),
+}
+
+#[derive(clap::Args)]
+struct PortalLinkArgs {
+    /// The user the link signs in.
+    #[arg(long)]
+    user: String,
+    /// How long the link works, in minutes (1 to 1440).
+    #[arg(
+        long,
+        default_value_t = admin::PORTAL_LINK_DEFAULT_MINUTES,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(admin::PORTAL_LINK_MAX_MINUTES))
+    )]
+    minutes: u32,
+    /// The API's base URL, which serves the portal at /portal (`make run` puts
+    /// CAREER_API_URL in .local/env).
+    #[arg(long, env = "CAREER_API_URL")]
+    api_url: String,
 }
 
 #[derive(Subcommand)]
@@ -73,6 +96,10 @@ enum KeysCommand {
         /// A note for people, stored with the key.
         #[arg(long)]
         label: Option<String>,
+        /// The key is refused from this many minutes from now on (1 to 525600, a year);
+        /// without it the key does not expire. The output then adds "expiresAt".
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(admin::MAX_KEY_LIFETIME_MINUTES)))]
+        expires_in_minutes: Option<u32>,
     },
     /// Revoke a key; prints {"revoked": true}. Running functions stop accepting it within 60 s.
     Revoke {
@@ -233,8 +260,12 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
     let sdk = aws_config::defaults(BehaviorVersion::latest()).timeout_config(aws_timeouts()).load().await;
     let admin = Admin::new(aws_sdk_dynamodb::Client::new(&sdk), TableNames::from_env());
     match command {
-        Command::Keys(KeysCommand::Create { user, scopes, label }) => {
-            json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await)
+        Command::Keys(KeysCommand::Create { user, scopes, label, expires_in_minutes }) => {
+            let lifetime = expires_in_minutes.map(|minutes| TimeDelta::minutes(i64::from(minutes)));
+            json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label, lifetime).await)
+        }
+        Command::PortalLink(PortalLinkArgs { user, minutes, api_url }) => {
+            json(admin.portal_link(&user, &api_url, minutes).await)
         }
         Command::Keys(KeysCommand::Revoke { key }) => json(admin.revoke_key(&key).await),
         Command::Alerts(AlertsCommand::Create { user, title, message, category, severity }) => {
@@ -293,4 +324,43 @@ async fn run_receiver(port: u16) -> Result<(), String> {
 /// An admin command's result as the JSON object it prints (contract section 8).
 fn json(result: Result<impl serde::Serialize, String>) -> Result<serde_json::Value, String> {
     serde_json::to_value(result?).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::try_parse_from([&["careerctl"], args].concat()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn portal_links_last_an_hour_by_default_and_a_day_at_most() {
+        let api = ["--api-url", "http://127.0.0.1:3000"];
+        let minutes = |extra: &[&str]| match parse(&[&["portal-link", "--user", "u1"], &api[..], extra].concat()) {
+            Ok(Cli { command: Command::PortalLink(args) }) => Ok(args.minutes),
+            Ok(_) => panic!("another command"),
+            Err(message) => Err(message),
+        };
+        assert_eq!(minutes(&[]), Ok(60));
+        assert_eq!(minutes(&["--minutes", "1"]), Ok(1));
+        assert_eq!(minutes(&["--minutes", "1440"]), Ok(1440));
+        for bad in ["--minutes=0", "--minutes=1441", "--minutes=-5", "--minutes=an hour", "--minutes="] {
+            let refused = minutes(&[bad]).expect_err(bad);
+            assert!(refused.contains("--minutes"), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_key_expires_after_one_minute_to_a_year() {
+        let create = |minutes: &str| {
+            parse(&["keys", "create", "--user", "u1", "--scopes", "read:webhooks", "--expires-in-minutes", minutes])
+        };
+        assert!(create("1").is_ok());
+        assert!(create("525600").is_ok());
+        for bad in ["0", "525601", "soon", "1.5"] {
+            let refused = create(bad).map(|_| ()).expect_err(bad);
+            assert!(refused.contains("--expires-in-minutes"), "{bad}: {refused}");
+        }
+    }
 }

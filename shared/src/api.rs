@@ -83,6 +83,12 @@ pub enum ApiError {
     WebhookMissingDeliveryId,
     #[error("No webhook delivery with id '{}'.", Excerpt(.0))]
     WebhookDeliveryNotFound(String),
+    #[error("Nothing to change: send at least one of url, events and enabled.")]
+    WebhookNoChanges,
+    #[error("'{}' cannot be changed; send only url, events and enabled.", Excerpt(.0))]
+    WebhookUnknownField(String),
+    #[error("'enabled' must be true or false.")]
+    WebhookInvalidEnabled,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -131,7 +137,10 @@ impl ApiError {
             | WebhookMissingSubscriptionId
             | WebhookInvalidGracePeriod(_)
             | WebhookInvalidStatus
-            | WebhookMissingDeliveryId => StatusCode::BAD_REQUEST,
+            | WebhookMissingDeliveryId
+            | WebhookNoChanges
+            | WebhookUnknownField(_)
+            | WebhookInvalidEnabled => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -163,6 +172,9 @@ impl ApiError {
             WebhookInvalidStatus => "webhooks.invalid_status",
             WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
             WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
+            WebhookNoChanges => "webhooks.no_changes",
+            WebhookUnknownField(_) => "webhooks.unknown_field",
+            WebhookInvalidEnabled => "webhooks.invalid_enabled",
             Internal(_) => "internal_error",
         }
     }
@@ -176,6 +188,19 @@ impl ApiError {
             }
             ApiError::RateLimited { retry_after } => vec![(RETRY_AFTER, retry_after.to_string())],
             _ => Vec::new(),
+        }
+    }
+}
+
+impl From<crate::webhooks::InvalidChanges> for ApiError {
+    fn from(err: crate::webhooks::InvalidChanges) -> Self {
+        use crate::webhooks::InvalidChanges::*;
+        match err {
+            NoChanges => ApiError::WebhookNoChanges,
+            UnknownField(name) => ApiError::WebhookUnknownField(name),
+            InvalidEnabled => ApiError::WebhookInvalidEnabled,
+            Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
+            Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
     }
 }

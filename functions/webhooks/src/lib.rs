@@ -1,17 +1,18 @@
-//! `/api/v1/webhooks`: list (GET), create (POST) and delete (DELETE) webhook subscriptions;
-//! below it secret rotation (contract section 10), and the delivery log, manual retries,
-//! pings and re-enabling (section 9). Each path is a resource below; an operation is one
-//! line there and one arm in `handle`. It also serves the portal's page and files
-//! (section 14, `portal`), which need no key.
+//! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
+//! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
+//! manual retries, pings and re-enabling (section 9), and the event catalog (section 13).
+//! Each path is a resource below; an operation is one line there and one arm in `handle`.
+//! It also serves the portal's page and files (section 14, `portal`), which need no key.
 
 pub mod portal;
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::clock;
+use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::DeliveryMessage;
+use career_core::event_catalog::event_types;
 use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
@@ -19,9 +20,11 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{Created, Replaced, StoredSubscription, WebhookTable};
+use career_core::store::webhooks::{Changes, Created, Replaced, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
-use career_core::webhooks::{CreatedSubscription, EventKinds, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::webhooks::{
+    CreatedSubscription, EventKinds, SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
+};
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
@@ -62,20 +65,23 @@ impl Deps {
 pub enum Operation {
     List,
     Create,
+    Update,
     Delete,
     RotateSecret,
     ListDeliveries,
     RetryDelivery,
     Ping,
     Enable,
+    EventTypes,
 }
 
-pub const RESOURCES: [Resource<Operation>; 6] = [
+pub const RESOURCES: [Resource<Operation>; 7] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
             (Method::GET, Scope::ReadWebhooks, Operation::List),
             (Method::POST, Scope::WriteWebhooks, Operation::Create),
+            (Method::PATCH, Scope::WriteWebhooks, Operation::Update),
             (Method::DELETE, Scope::WriteWebhooks, Operation::Delete),
         ],
     },
@@ -96,6 +102,10 @@ pub const RESOURCES: [Resource<Operation>; 6] = [
         path: "/api/v1/webhooks/enable",
         operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Enable)],
     },
+    Resource {
+        path: "/api/v1/webhooks/event-types",
+        operations: &[(Method::GET, Scope::ReadWebhooks, Operation::EventTypes)],
+    },
 ];
 
 /// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks`,
@@ -114,12 +124,14 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
             match operation {
                 Operation::List => list(deps, call).await,
                 Operation::Create => create(deps, call).await,
+                Operation::Update => update(deps, call).await,
                 Operation::Delete => delete(deps, call).await,
                 Operation::RotateSecret => rotate_secret(deps, call).await,
                 Operation::ListDeliveries => list_deliveries(deps, call).await,
                 Operation::RetryDelivery => retry_delivery(deps, call).await,
                 Operation::Ping => ping(deps, call).await,
                 Operation::Enable => enable(deps, call).await,
+                Operation::EventTypes => Reply::ok(json!({"eventTypes": event_types()})),
             }
         })
         .await
@@ -147,6 +159,20 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
     }
+}
+
+/// Contract section 13: a new URL, new kinds, a pause or a resume, in one conditional write
+/// (no read first, so a concurrent change cannot make it fail: the last one applied wins).
+async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
+    let changes = Changes {
+        url: changes.url.as_ref().map(WebhookUrl::as_str),
+        events: changes.events.as_ref().map(EventKinds::kinds),
+        enabled: changes.enabled,
+    };
+    let updated = deps.webhooks.update(call.user_id(), &subscription_id(id)?, &changes, &Timestamp::now()).await?;
+    Reply::ok(updated.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }
 
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {

@@ -4,8 +4,11 @@
 //! item, in a partition of its own, holds the encrypted data key of the sealed secrets. A
 //! keys-only global index `bySubscription` finds a subscription's owner for the admin CLI.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
@@ -69,6 +72,14 @@ pub enum Replaced {
     Yes(Box<StoredSubscription>),
     /// The stored secrets were not the expected ones any more (or the subscription is gone).
     Changed,
+}
+
+/// What [`WebhookTable::update`] changes; `None` leaves a field as it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Changes<'a> {
+    pub url: Option<&'a str>,
+    pub events: Option<&'a [EventKind]>,
+    pub enabled: Option<bool>,
 }
 
 impl StoredSubscription {
@@ -231,9 +242,8 @@ impl WebhookTable {
             .condition_expression(condition)
             .expression_attribute_values(":old", s(old))
             .expression_attribute_values(":new", s(&new.0))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+            .return_values(ReturnValue::AllNew);
+        let result = send_update(result).await;
         match result {
             Ok(output) => Ok(Replaced::Yes(Box::new(serde_dynamo::from_item(output.attributes.unwrap_or_default())?))),
             Err(err) if is_condition_failure(&err) => Ok(Replaced::Changed),
@@ -377,14 +387,48 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
     ) -> Result<Option<StoredSubscription>, StoreError> {
-        let result = self
-            .subscription_update(user_id, subscription_id)
-            .update_expression("REMOVE disabledAt, disabledReason, failingSince")
+        let changes = Changes { url: None, events: None, enabled: Some(true) };
+        self.update(user_id, subscription_id, &changes, &Timestamp::now()).await
+    }
+
+    /// Applies `changes` in one conditional write, at `at`: a new URL or kinds replace the
+    /// old ones; disabling pauses it as `manual` (a subscription disabled already keeps
+    /// when that was); enabling is [`WebhookTable::enable`]. Id, secrets and `createdAt`
+    /// stay. `None` when the user has no such subscription.
+    pub async fn update(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        changes: &Changes<'_>,
+        at: &Timestamp,
+    ) -> Result<Option<StoredSubscription>, StoreError> {
+        let mut set = Vec::new();
+        let mut update = self.subscription_update(user_id, subscription_id);
+        if let Some(url) = changes.url {
+            set.push("#url = :url");
+            update = update.expression_attribute_names("#url", "url").expression_attribute_values(":url", s(url));
+        }
+        if let Some(events) = changes.events {
+            set.push("events = :events");
+            update = update.expression_attribute_values(":events", serde_dynamo::to_attribute_value(events)?);
+        }
+        let remove = match changes.enabled {
+            Some(false) => {
+                set.push("disabledAt = if_not_exists(disabledAt, :at), disabledReason = :reason");
+                update = update
+                    .expression_attribute_values(":at", s(at))
+                    .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(DisabledReason::Manual)?);
+                ""
+            }
+            Some(true) => " REMOVE disabledAt, disabledReason, failingSince",
+            None => "",
+        };
+        let set = if set.is_empty() { String::new() } else { format!("SET {}", set.join(", ")) };
+        let update = update
+            .update_expression(format!("{set}{remove}").trim_start())
             .condition_expression("attribute_exists(subscriptionId)")
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
+            .return_values(ReturnValue::AllNew);
+        match send_update(update).await {
             Ok(output) => Ok(Some(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
             Err(err) if is_condition_failure(&err) => Ok(None),
             Err(err) => Err(err.into()),
@@ -439,9 +483,7 @@ impl WebhookTable {
                 Err(err) if first_condition_failed(&err) => return Ok(Transacted::FirstConditionFailed),
                 Err(err) if conflicted(&err) && conflicts < CONFLICT_RETRIES => {
                     conflicts += 1;
-                    let [jitter] = crate::secrets::random_bytes::<1>();
-                    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
-                    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+                    pause_after_conflict(conflicts).await;
                 }
                 Err(err) => return Err(err.into()),
             }
@@ -454,8 +496,36 @@ enum Transacted {
     FirstConditionFailed,
 }
 
+/// Sends a single-item update. DynamoDB refuses one that meets a transaction in progress on
+/// the item (a create or delete of the same user) with `TransactionConflictException`; such
+/// a refusal applied nothing, so it is tried again, as a cancelled transaction is.
+async fn send_update(
+    update: UpdateItemFluentBuilder,
+) -> Result<UpdateItemOutput, SdkError<UpdateItemError, HttpResponse>> {
+    let mut conflicts = 0;
+    loop {
+        match update.clone().send().await {
+            Err(err)
+                if err.as_service_error().and_then(|e| e.code()) == Some("TransactionConflictException")
+                    && conflicts < CONFLICT_RETRIES =>
+            {
+                conflicts += 1;
+                pause_after_conflict(conflicts).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// A short jittered backoff before the `conflicts`-th retry of a write that met another one.
+async fn pause_after_conflict(conflicts: u32) {
+    let [jitter] = crate::secrets::random_bytes::<1>();
+    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
+    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+}
+
 /// True when a transaction was cancelled because it met another transaction on an item.
-fn conflicted<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+fn conflicted<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
     match err.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
             cancelled.cancellation_reasons().iter().any(|reason| reason.code() == Some("TransactionConflict"))
@@ -465,7 +535,7 @@ fn conflicted<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError
 }
 
 /// True when a transaction was cancelled because its first item's condition failed.
-fn first_condition_failed<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+fn first_condition_failed<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
     match err.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
             .cancellation_reasons()
