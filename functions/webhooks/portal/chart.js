@@ -19,7 +19,8 @@ function svg(name, attributes = {}, ...children) {
 /** Counts of each outcome in `SLICES` equal slices from the oldest record to `now`. */
 function slices(deliveries, now) {
   const times = deliveries.map((d) => Date.parse(d.createdAt));
-  const start = Math.min(now - 60_000, ...times);
+  // At least half a minute, so a new subscription's first deliveries are not one wide bar.
+  const start = Math.min(now - 30_000, ...times);
   const width = (now - start) / SLICES;
   const counts = Array.from({ length: SLICES }, (_, index) => ({
     from: start + index * width,

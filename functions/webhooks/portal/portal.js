@@ -530,11 +530,15 @@ function wire() {
     document.querySelector(`[data-focus-key="delivery-${CSS.escape(id)}"]`)?.focus();
   });
   $('copy-secret').addEventListener('click', copySecret);
-  $('close-secret').addEventListener('click', () => $('secret-dialog').close());
   // The secret leaves the page with the dialog, however it is closed (Escape included).
-  $('secret-dialog').addEventListener('close', () => {
+  const forgetSecret = () => {
     $('secret-value').value = '';
+  };
+  $('close-secret').addEventListener('click', () => {
+    forgetSecret();
+    $('secret-dialog').close();
   });
+  $('secret-dialog').addEventListener('close', forgetSecret);
   window.addEventListener('hashchange', () => {
     if (takeKeyFromFragment()) enter();
   });
