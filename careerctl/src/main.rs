@@ -79,7 +79,7 @@ struct PortalLinkArgs {
     /// The API's base URL, which serves the portal at /portal (`make run` puts
     /// CAREER_API_URL in .local/env).
     #[arg(long, env = "CAREER_API_URL")]
-    api_url: String,
+    api_url: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -265,6 +265,9 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
             json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label, lifetime).await)
         }
         Command::PortalLink(PortalLinkArgs { user, minutes, api_url }) => {
+            let api_url = api_url.ok_or(
+                "the API URL is needed: pass --api-url or set CAREER_API_URL (source .local/env sets it for make run)",
+            )?;
             json(admin.portal_link(&user, &api_url, minutes).await)
         }
         Command::Keys(KeysCommand::Revoke { key }) => json(admin.revoke_key(&key).await),

@@ -74,8 +74,8 @@ pub enum Replaced {
     Changed,
 }
 
-/// What [`WebhookTable::update`] changes; `None` leaves a field as it is.
-#[derive(Clone, Copy, Debug, Default)]
+/// What [`WebhookTable::update`] changes (at least one field); `None` leaves a field as it is.
+#[derive(Clone, Copy, Debug)]
 pub struct Changes<'a> {
     pub url: Option<&'a str>,
     pub events: Option<&'a [EventKind]>,
