@@ -23,11 +23,12 @@ run:
 	@$(CARGO) build --bin careerctl
 	@exec ./target/debug/careerctl local
 
-## test: formatting and clippy, the template and OpenAPI linters, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js, Schemathesis and a generated client)
+## test: formatting and clippy, the template and OpenAPI linters, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js, Schemathesis and a generated client, the portal in headless Chromium)
 test: lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --receivers
 	@scripts/install-local-deps.sh --api-tools
+	@scripts/install-local-deps.sh --browser
 	$(CARGO) test --workspace --all-targets
 
 ## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters

@@ -42,9 +42,9 @@ impl ApiFunctions {
         })
     }
 
-    /// `ANY /api/v1/data-sharing`, `ANY /api/v1/webhooks` and `ANY /api/v1/webhooks/{proxy+}`
-    /// go to their functions; every other request (`ANY /api/v1/alerts` and `$default`) to
-    /// the alerts function.
+    /// `ANY /api/v1/data-sharing`, `ANY /api/v1/webhooks`, `ANY /api/v1/webhooks/{proxy+}`,
+    /// `ANY /portal` and `ANY /portal/{proxy+}` go to their functions; every other request
+    /// (`ANY /api/v1/alerts` and `$default`) to the alerts function.
     pub async fn handle(&self, request: Request) -> Response<Body> {
         match request.uri().path() {
             path if path == career_data_sharing::RESOURCE.path => {

@@ -88,6 +88,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
          SQS and KMS     {}\n  \
          Demo API key (user {user}, all six scopes):\n    {demo_key}\n  \
          Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts\n  \
+         Webhooks portal (signed in with the demo key):  {api_url}/portal#key={demo_key}\n  \
          For careerctl and the AWS CLI:  source {}\n  \
          Events: careerctl profiles update --user {user}   (deliveries retry after about 1 s, 4 s, 20 s, ...)\n\
          Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.",

@@ -466,14 +466,7 @@ impl Front {
             insert(headers, HeaderName::from_static("ratelimit-remaining"), &limit.remaining.to_string());
             insert(headers, HeaderName::from_static("ratelimit-reset"), &limit.reset_seconds.to_string());
         }
-        tracing::info!(
-            request_id = %request_id,
-            route = %route,
-            status = status.as_u16(),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            user_id = user_id.as_ref().map_or("-", UserId::as_str),
-            "request"
-        );
+        log_request(&request_id, &route, status, started, user_id.as_ref());
         response
     }
 
@@ -487,6 +480,34 @@ impl Front {
         };
         self.authenticator.authenticate(header).await?.ok_or(ApiError::Unauthorized)
     }
+}
+
+/// Answers a request that needs no key (the portal's files, contract section 14): `answer`
+/// gives the response or the refusal, which gets the error body; `X-Request-Id` and the
+/// request log as on every other answer.
+pub fn serve_without_key(
+    request: &Request,
+    answer: impl FnOnce() -> Result<Response<Body>, ApiError>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let request_id = request_id_of(request);
+    let mut response = answer().unwrap_or_else(|err| error_response(&err, &request_id));
+    insert(response.headers_mut(), REQUEST_ID, &request_id);
+    let route = format!("{} {}", request.method(), request.uri().path());
+    log_request(&request_id, &route, response.status(), started, None);
+    response
+}
+
+/// The request log's line for one answered request.
+fn log_request(request_id: &str, route: &str, status: StatusCode, started: Instant, user_id: Option<&UserId>) {
+    tracing::info!(
+        request_id = %request_id,
+        route = %route,
+        status = status.as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        user_id = user_id.map_or("-", UserId::as_str),
+        "request"
+    );
 }
 
 /// The refusal of a counted request that is over the limit.

@@ -2,7 +2,10 @@
 //! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
 //! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12)
 //! and the event catalog (section 13). Each path is a resource below; an operation is one
-//! line there and one arm in `handle`.
+//! line there and one arm in `handle`. It also serves the portal's page and files (section
+//! 14, `portal`), which need no key.
+
+pub mod portal;
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::clock::{self, Timestamp};
@@ -117,14 +120,17 @@ pub const RESOURCES: [Resource<Operation>; 8] = [
     },
 ];
 
-/// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks` and
-/// everything below).
+/// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks`,
+/// `/portal` and everything below each).
 pub fn serves(path: &str) -> bool {
     let root = RESOURCES[0].path;
-    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')) || portal::serves(path)
 }
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
+    if portal::serves(request.uri().path()) {
+        return portal::answer(&request);
+    }
     deps.front
         .serve(&RESOURCES, request, |operation, call| async move {
             match operation {
