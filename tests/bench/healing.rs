@@ -124,6 +124,9 @@ struct SiblingRuns {
 }
 
 async fn same_user_runs() -> Result<Vec<SiblingRuns>, String> {
+    // The section's first run pays for cold pools and a cold DynamoDB Local; it is not counted.
+    progress(format!("   a warm-up run, not counted: {EVENTS} events beside a healthy sibling"));
+    same_user_run(0, Sibling::Healthy).await?;
     let mut runs: Vec<SiblingRuns> = Sibling::ALL.iter().map(|_| SiblingRuns::default()).collect();
     for round in 1..=ROUNDS {
         for (kind, sibling) in Sibling::ALL.into_iter().enumerate() {
@@ -469,8 +472,12 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     let sweeper = career_sweep::Deps::new(&meter.dynamodb, &meter.sqs, &settings).map_err(|e| e.to_string())?;
     let table = DeliveryTable::new(career_service::dynamodb(), &settings.tables.deliveries);
 
+    // The same overdue deliveries (so the same due shards) in the empty log and in the full one.
+    let overdue = (0..SWEEPS as u64)
+        .map(|round| messages(&unique_user(), "prf_overdue", 1_000_000 + round * 100, OVERDUE))
+        .collect::<Result<Vec<_>, String>>()?;
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries in an otherwise empty log"));
-    let (empty, empty_times) = sweeps(&meter, &sweeper, &table, 0).await?;
+    let (empty, empty_times) = sweeps(&meter, &sweeper, &table, &overdue).await?;
     progress(format!(
         "   seeding {DELIVERED} delivered records ({USERS} users), as the fan-out and attempts write them"
     ));
@@ -478,7 +485,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     seed_delivered(&table).await?;
     let seeding = started.elapsed();
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries beside {DELIVERED} delivered"));
-    let (full, full_times) = sweeps(&meter, &sweeper, &table, 1).await?;
+    let (full, full_times) = sweeps(&meter, &sweeper, &table, &overdue).await?;
 
     let (mut idle, mark, started) = (Groups::default(), meter.mark(), Instant::now());
     let swept = career_sweep::sweep(&sweeper, clock::now()).await.map_err(|e| e.to_string())?;
@@ -489,7 +496,8 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     }
 
     progress(format!("   a Scan of the same table for {OVERDUE} overdue records, for contrast"));
-    insert_overdue(&table, 1_000_000 + 2 * SWEEPS as u64 * 100).await?;
+    let more = messages(&unique_user(), "prf_overdue", 1_000_000 + SWEEPS as u64 * 100, OVERDUE)?;
+    insert_overdue(&table, &more).await?;
     let (mut scan, mark, started) = (Groups::default(), meter.mark(), Instant::now());
     let (scanned, matched) = scan_overdue(&meter.dynamodb, &settings.tables.deliveries, settings.sweep_after).await?;
     let scan_time = started.elapsed();
@@ -512,17 +520,17 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     })
 }
 
-/// `SWEEPS` sweeps, each after `OVERDUE` records were written an hour overdue; each must put
-/// back exactly those.
+/// One sweep after each set of `overdue` deliveries was written an hour overdue; each must
+/// put back exactly that set.
 async fn sweeps(
     meter: &Meter,
     sweeper: &career_sweep::Deps,
     table: &DeliveryTable,
-    phase: u64,
+    overdue: &[Vec<DeliveryMessage>],
 ) -> Result<(Groups, Vec<Duration>), String> {
     let (mut groups, mut times) = (Groups::default(), Vec::new());
-    for round in 0..SWEEPS as u64 {
-        insert_overdue(table, 1_000_000 + (phase * SWEEPS as u64 + round) * 100).await?;
+    for set in overdue {
+        insert_overdue(table, set).await?;
         let (mark, started) = (meter.mark(), Instant::now());
         let swept = career_sweep::sweep(sweeper, clock::now()).await.map_err(|e| e.to_string())?;
         times.push(started.elapsed());
@@ -534,11 +542,9 @@ async fn sweeps(
     Ok((groups, times))
 }
 
-/// `OVERDUE` pending records of one user, as the fan-out writes them, due an hour ago (their
-/// messages lost).
-async fn insert_overdue(table: &DeliveryTable, first_sequence: u64) -> Result<(), String> {
-    let user = unique_user();
-    let messages = messages(&user, "prf_overdue", first_sequence, OVERDUE)?;
+/// The deliveries' records as the fan-out writes them (afresh, if they were written before),
+/// `pending` and due an hour ago: their messages were lost.
+async fn insert_overdue(table: &DeliveryTable, messages: &[DeliveryMessage]) -> Result<(), String> {
     let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
     let an_hour_ago = clock::now() - chrono::TimeDelta::hours(1);
     table.insert_new(&records, an_hour_ago).await.map_err(|e| e.to_string())
@@ -664,8 +670,8 @@ fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &Swee
     ));
     let (empty_reads, full_reads) = (sweep.empty.reads.total, sweep.full.reads.total);
     rows.push(Row::new(
-        format!("One sweep of {OVERDUE} overdue: read units beside {DELIVERED} delivered vs an empty log"),
-        "equal (no Scan)",
+        format!("One sweep of {OVERDUE} overdue: read units beside {} delivered vs an empty log", grouped(DELIVERED)),
+        "equal (the same overdue; no Scan)",
         format!("{} vs {} (a Scan: {})", figure(full_reads), figure(empty_reads), figure(sweep.scan.reads.total)),
         Some((full_reads - empty_reads).abs() < 1e-9),
     ));
@@ -694,7 +700,8 @@ fn siblings_text(load: &str, siblings: &[SiblingRuns], summaries: &[Summary]) ->
          fan-out call to the request's arrival at the healthy receiver; a run ends once all {EVENTS} have arrived. \
          The sibling is healthy too (the baseline), hangs (takes the connection and never answers; the sender \
          gives up after 10 s), or answers 200 after 9.5 s (so it never counts as failing). {ROUNDS} rounds \
-         alternate the three, each run on fresh queues and tables; the figures pool them ({} deliveries each). \
+         alternate the three, each run on fresh queues and tables, after one uncounted warm-up run; the figures \
+         pool them ({} deliveries each). \
          The load average when the section started was {load} on {} cores (other builds share this machine).\n",
         TICK.as_millis(),
         baseline_samples(siblings),
@@ -724,8 +731,8 @@ fn siblings_text(load: &str, siblings: &[SiblingRuns], summaries: &[Summary]) ->
          FIFO group holds its later ones, and a run lasts about {:.0} s), yet the healthy receiver's deliveries do \
          not wait for it: each message is deleted from its lane as soon as its own attempt is recorded, so the \
          batch it shared with the sibling's message does not hold the healthy subscription's group. Before that \
-         change (issue 21) the same user's healthy deliveries arrived after up to 8 s beside a hanging sibling, \
-         and on every event beside the 9.5 s one. What a slow sibling still costs is one of the lane's \
+         change, issue 21 found a healthy sibling's deliveries delayed by up to 8 s beside a receiver of the \
+         same user that hung, and on every event beside one that answered after 9.5 s. What a slow sibling still costs is one of the lane's \
          {} concurrent batches for as long as its send lasts.\n",
         (EVENTS as f64 * TICK.as_secs_f64()).ceil(),
         careerctl::pumps::BATCHES_PER_QUEUE,
@@ -791,7 +798,7 @@ fn record_first_text(cost: &RecordFirst) -> String {
     );
     let _ = writeln!(
         body,
-        "| SQS calls of the fan-out | SendMessageBatch ×1 (c15b1bf) | {} |\n\
+        "| SQS calls of the fan-out | 1: SendMessageBatch ×1 (c15b1bf) | {} |\n\
          | SQS calls of the attempt | none (the event source mapping deleted the batch) | {} |\n",
         cost.fan_out.sqs_calls(),
         cost.delivery.sqs_calls(),
@@ -811,6 +818,7 @@ fn record_first_text(cost: &RecordFirst) -> String {
 
 fn sweep_text(sweep: &SweepCost) -> String {
     let prefix = sweep.prefix.as_str();
+    let delivered = grouped(DELIVERED);
     let median = |times: &[Duration]| summarize(times).median;
     let mut body = String::new();
     let _ = writeln!(
@@ -819,7 +827,8 @@ fn sweep_text(sweep: &SweepCost) -> String {
          `career_sweep::sweep` (the function the schedule runs) with the same metered clients, `DELIVERY_SWEEP_\
          AFTER_SECONDS` 300. Before each of {SWEEPS} sweeps, {OVERDUE} `pending` records are written by the store's \
          `insert_new` (as the fan-out writes them) due an hour ago, their messages lost; each sweep must find and \
-         put back exactly those {OVERDUE}. First in an otherwise empty log, then beside {DELIVERED} delivered \
+         put back exactly those {OVERDUE}. First in an otherwise empty log, then, with the same {SWEEPS} sets of \
+         records written afresh (the same ids, so the same due shards), beside {delivered} delivered \
          records of {USERS} users, seeded as deliveries live (`insert_new` as `pending`, then `record_attempt` \
          with a success, which takes each out of the due index; {:.0} s with {SEEDERS} writers). The sweep \
          queries each of the {DUE_SHARDS} shards of the sparse, keys-only `byDue` index for records due before \
@@ -828,13 +837,13 @@ fn sweep_text(sweep: &SweepCost) -> String {
          Scan of the same table filtered to the overdue ones (what a sweep without the index would do; it read \
          {} items and kept those {OVERDUE}).\n",
         sweep.seeding.as_secs_f64(),
-        sweep.scanned,
+        grouped(sweep.scanned),
     );
     body.push_str("| One run | DynamoDB calls | Read units | Write units | SQS calls | Time (median) |\n|---|---|---|---|---|---|\n");
     let empty_label = format!("Sweep, {OVERDUE} overdue, empty log");
-    let full_label = format!("Sweep, {OVERDUE} overdue, {DELIVERED} delivered");
-    let idle_label = format!("Sweep, nothing overdue, {DELIVERED} delivered");
-    let scan_label = format!("Scan for the {OVERDUE} overdue, {} items", sweep.scanned);
+    let full_label = format!("Sweep, {OVERDUE} overdue, {delivered} delivered");
+    let idle_label = format!("Sweep, nothing overdue, {delivered} delivered");
+    let scan_label = format!("Scan for the {OVERDUE} overdue, {} items", grouped(sweep.scanned));
     let rows: [(&str, &Cost, Duration); 4] = [
         (&empty_label, &sweep.empty, median(&sweep.empty_times)),
         (&full_label, &sweep.full, median(&sweep.full_times)),
@@ -865,4 +874,17 @@ fn sweep_text(sweep: &SweepCost) -> String {
         f64::from(DUE_SHARDS) / 2.0,
     );
     body
+}
+
+/// `10,000`: a count with its thousands grouped.
+fn grouped(count: usize) -> String {
+    let digits = count.to_string();
+    let mut text = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
 }
