@@ -23,11 +23,12 @@ run:
 	@$(CARGO) build --bin careerctl
 	@exec ./target/debug/careerctl local
 
-## test: formatting and clippy, the template and OpenAPI linters, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js, Schemathesis and a generated client)
+## test: formatting and clippy, the template and OpenAPI linters, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js, Schemathesis and a generated client, the portal in headless Chromium)
 test: lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --receivers
 	@scripts/install-local-deps.sh --api-tools
+	@scripts/install-local-deps.sh --browser
 	$(CARGO) test --workspace --all-targets
 
 ## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
@@ -58,10 +59,10 @@ build:
 		$(foreach f,$(FUNCTIONS),-p $(f))
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap.zip | awk -v f=$$f '{printf "%-22s %8.1f KiB\n", f, $$5/1024}'; done
 
-## deploy: make build (the workspace compiled once), then a guided sam deploy of those zips
+## deploy: make build (the workspace compiled once), then sam deploy of those zips with samconfig.toml's answers (no prompts; region: AWS_REGION or your AWS configuration)
 deploy: build
 	@scripts/install-local-deps.sh --lint
-	$(LINT)/sam deploy --guided --template-file template.yaml
+	$(LINT)/sam deploy --template-file template.yaml --config-file samconfig.toml $(if $(AWS_REGION),--region $(AWS_REGION))
 
 ## bench: figures and ratios on the local stack (tests/bench), written to BENCHMARKS.md
 bench:

@@ -18,6 +18,10 @@
 #   scripts/install-local-deps.sh --api-tools   # what `make api-check` (and so `make test`) needs:
 #       .local/api-node/node_modules/.bin/{redocly,spectral} (npm) and
 #       .local/api-venv/bin/{schemathesis,openapi-python-client} (PyPI; python-dateutil for the generated client)
+#   scripts/install-local-deps.sh --browser   # the portal's browser test in `make test`:
+#       Debian's chromium (apt, only if /usr/bin/chromium is missing, with a font for its
+#       screenshots) and, in .local/portal-node/node_modules, playwright-core and axe-core
+#       pinned by tests/portal/package-lock.json (no browser download: the test drives /usr/bin/chromium)
 #
 # Each part writes a stamp file holding its pinned versions once it is complete, so
 # a second run finds everything in place and returns at once. Progress lines and the
@@ -117,18 +121,31 @@ install_receivers() {
   fi
 }
 
+# npm_ci_locked DIR SOURCE LABEL: `npm ci` of SOURCE's package.json and package-lock.json into
+# DIR, unless DIR's stamp (LABEL and the lock file's hash: the lock pins every package) matches.
+npm_ci_locked() {
+  local dir=$1 source=$2 label=$3 stamp
+  stamp="$label $(sha256sum "$source/package-lock.json" | cut -d' ' -f1)"
+  stamped "$dir" "$stamp" && return 0
+  say "installing $label's packages (${source#"$ROOT"/}/package-lock.json) ..."
+  command -v npm >/dev/null || apt_install nodejs npm
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp "$source/package.json" "$source/package-lock.json" "$dir/"
+  (cd "$dir" && npm ci --omit=dev --no-audit --no-fund --loglevel=error >&2)
+  echo "$stamp" >"$dir/.stamp"
+}
+
 install_bench() {
   command -v node >/dev/null || apt_install nodejs npm
-  local peer="$LOCAL/node-peer" source="$ROOT/tests/bench/node-peer"
-  # The lock file pins every package, so its hash is the stamp.
-  local stamp
-  stamp="node-peer $(sha256sum "$source/package-lock.json" | cut -d' ' -f1)"
-  stamped "$peer" "$stamp" && return 0
-  say "installing the Node.js peer's packages (tests/bench/node-peer/package-lock.json) ..."
-  rm -rf "$peer" && mkdir -p "$peer"
-  cp "$source/package.json" "$source/package-lock.json" "$peer/"
-  (cd "$peer" && npm ci --omit=dev --no-audit --no-fund --loglevel=error >&2)
-  echo "$stamp" >"$peer/.stamp"
+  npm_ci_locked "$LOCAL/node-peer" "$ROOT/tests/bench/node-peer" "node-peer"
+}
+
+install_browser() {
+  if [[ ! -x /usr/bin/chromium ]]; then
+    say "installing chromium ..."
+    apt_install chromium fonts-dejavu-core
+  fi
+  npm_ci_locked "$LOCAL/portal-node" "$ROOT/tests/portal" "portal-test"
 }
 
 install_api_tools() {
@@ -152,5 +169,6 @@ case "${1:-}" in
   --receivers) install_receivers ;;
   --bench) install_core; install_bench ;;
   --api-tools) install_api_tools ;;
-  *) echo "usage: $0 [--lint|--tools|--receivers|--bench|--api-tools]" >&2; exit 2 ;;
+  --browser) install_browser ;;
+  *) echo "usage: $0 [--lint|--tools|--receivers|--bench|--api-tools|--browser]" >&2; exit 2 ;;
 esac

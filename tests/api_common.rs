@@ -4,20 +4,23 @@
 use std::time::{Duration, Instant};
 
 use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
-use career_core::credentials::ApiKey;
+use career_core::credentials::{ApiKey, Scopes};
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_service::calls::{Call, Calls};
 use career_service::{unique_user, Api};
+use chrono::TimeDelta;
 use lambda_http::http::Method;
 
-const OPERATIONS: [(Method, &str); 7] = [
+const OPERATIONS: [(Method, &str); 9] = [
     (Method::GET, "/api/v1/alerts"),
     (Method::PATCH, "/api/v1/alerts?id=alr_01JD0000000000000000000000"),
     (Method::GET, "/api/v1/data-sharing"),
     (Method::PUT, "/api/v1/data-sharing"),
     (Method::GET, "/api/v1/webhooks"),
     (Method::POST, "/api/v1/webhooks"),
+    (Method::PATCH, "/api/v1/webhooks?id=whk_01JD0000000000000000000000"),
     (Method::DELETE, "/api/v1/webhooks?id=whk_01JD0000000000000000000000"),
+    (Method::GET, "/api/v1/webhooks/event-types"),
 ];
 
 #[tokio::test]
@@ -72,6 +75,8 @@ async fn every_operation_needs_exactly_its_own_scope() {
         "read:webhooks",
         "write:webhooks",
         "write:webhooks",
+        "write:webhooks",
+        "read:webhooks",
     ];
     for ((method, path), scope) in OPERATIONS.into_iter().zip(needed) {
         let others: Vec<_> = scopes.iter().copied().filter(|s| *s != scope).collect();
@@ -98,7 +103,9 @@ async fn unknown_paths_and_methods_are_answered_before_authentication() {
         ("/api/v1/alerts", Method::POST, "GET, PATCH"),
         ("/api/v1/alerts", Method::DELETE, "GET, PATCH"),
         ("/api/v1/data-sharing", Method::PATCH, "GET, PUT"),
-        ("/api/v1/webhooks", Method::PUT, "GET, POST, DELETE"),
+        ("/api/v1/webhooks", Method::PUT, "GET, POST, PATCH, DELETE"),
+        ("/api/v1/webhooks/event-types", Method::POST, "GET"),
+        ("/api/v1/webhooks/event-types", Method::DELETE, "GET"),
     ] {
         let answer = api.request(method, path).send().await;
         answer.assert_error(405, "method_not_allowed");
@@ -115,6 +122,74 @@ async fn a_revoked_key_is_refused_by_an_instance_that_has_not_cached_it() {
     // The warm instance trusts its cached lookup for at most 60 s; a new instance asks again.
     Api::new().get("/api/v1/alerts", &key).await.assert_error(401, "auth.unauthorized");
     assert!(warm.admin.revoke_key(&format!("cak_{}", "B".repeat(43))).await.is_err());
+}
+
+/// Contract section 2: past its expiry a key gets 401 at once, also from an instance that
+/// looked it up a moment before (and would trust that lookup for 60 s): the refusal below
+/// reads nothing, so it comes from the cached lookup's expiry.
+#[tokio::test]
+async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() {
+    let calls = Calls::default();
+    let api = Api::on(
+        career_service::dynamodb_logged(&calls),
+        &career_service::kms(),
+        career_service::services().settings.clone(),
+    );
+    let user = unique_user();
+    let scopes = Scopes::parse_list("read:webhooks").unwrap();
+    let issued = api.admin.create_key(&user, scopes, None, Some(TimeDelta::seconds(3))).await.unwrap();
+    let expires_at = issued.expires_at.expect("an expiry").datetime();
+    api.get("/api/v1/webhooks", &issued.key).await.assert_status(200);
+    assert!(chrono::Utc::now() < expires_at, "the first request came before the expiry");
+    while chrono::Utc::now() < expires_at {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mark = calls.len();
+    let refused = api.get("/api/v1/webhooks", &issued.key).await;
+    refused.assert_error(401, "auth.unauthorized");
+    assert_eq!(refused.header("www-authenticate"), Some(r#"Bearer realm="api""#));
+    assert_eq!(calls.since(mark), Vec::<String>::new(), "refused from the cache, with no lookup");
+    Api::new().get("/api/v1/webhooks", &issued.key).await.assert_error(401, "auth.unauthorized");
+
+    // A key without an expiry, and one that expires later, keep working.
+    let lasting = api.admin.create_key(&user, scopes, None, None).await.unwrap();
+    assert!(lasting.expires_at.is_none());
+    let later = api.admin.create_key(&user, scopes, None, Some(TimeDelta::minutes(60))).await.unwrap();
+    for key in [&lasting.key, &later.key] {
+        api.get("/api/v1/webhooks", key).await.assert_status(200);
+    }
+}
+
+/// `careerctl portal-link`: a link to the portal below the API URL carrying a key that can
+/// read and change the user's webhooks and nothing else, and that expires when it says.
+#[tokio::test]
+async fn a_portal_link_carries_a_webhooks_key_that_expires() {
+    let api = Api::new();
+    let user = unique_user();
+    let before = chrono::Utc::now();
+    let link = api.admin.portal_link(&user, "http://127.0.0.1:3000/", 90).await.unwrap();
+    assert_eq!(link.user_id.as_str(), user);
+    let key = link.url.strip_prefix("http://127.0.0.1:3000/portal#key=").expect("the portal URL and the key");
+    assert!(ApiKey::parse(key).is_some(), "{}", link.url);
+    let lifetime = link.expires_at.datetime() - before;
+    assert!(lifetime > TimeDelta::minutes(89) && lifetime <= TimeDelta::minutes(90), "{lifetime}");
+    api.get("/api/v1/webhooks", key).await.assert_status(200);
+    api.get("/api/v1/webhooks/event-types", key).await.assert_status(200);
+    let body = r#"{"url": "https://hooks.example.com/x", "events": ["profile.updated"]}"#;
+    api.send_json(Method::POST, "/api/v1/webhooks", key, body).await.assert_status(201);
+    for path in ["/api/v1/alerts", "/api/v1/data-sharing"] {
+        api.get(path, key).await.assert_error(403, "auth.forbidden");
+    }
+    let printed = serde_json::to_value(&link).unwrap();
+    let mut fields: Vec<_> = printed.as_object().unwrap().keys().cloned().collect();
+    fields.sort();
+    assert_eq!(fields, ["expiresAt", "url", "userId"]);
+    career_service::assert_rfc3339_utc(printed["expiresAt"].as_str().unwrap());
+
+    for bad in ["", "127.0.0.1:3000", "ftp://example.com", "http://127.0.0.1:3000/?x=1"] {
+        assert!(api.admin.portal_link(&user, bad, 60).await.is_err(), "{bad:?}");
+    }
+    assert!(api.admin.portal_link("", "http://127.0.0.1:3000", 60).await.is_err());
 }
 
 #[tokio::test]
@@ -390,6 +465,7 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
         label: None,
         created_at: career_service::typed("2026-01-01T00:00:00.000Z"),
         revoked_at: None,
+        expires_at: None,
     };
     KeyTable::new(career_service::dynamodb(), &api.settings.tables.keys).insert(&stored).await.unwrap();
     api.get("/api/v1/alerts", key.expose()).await.assert_error(401, "auth.unauthorized");

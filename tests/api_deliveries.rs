@@ -10,6 +10,7 @@ use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::DisabledReason;
 use career_core::{clock, ids};
 use career_service::typed;
 use career_service::{assert_rfc3339_utc, dynamodb, sqs, unique_user, Answer as Reply, Api};
@@ -404,7 +405,8 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
         .disable(
             &typed(&user),
             &typed(&subscription),
-            &typed("2026-11-01T00:00:00.000Z"),
+            DisabledReason::Failing,
+            Some(&typed("2026-11-01T00:00:00.000Z")),
             &typed("2026-11-06T00:00:01.000Z")
         )
         .await

@@ -1,12 +1,16 @@
-//! `/api/v1/webhooks` through the function's handler against DynamoDB Local: create, list
-//! and delete, every validation code of contract section 5 in its order (and that a
-//! refused create stores nothing), the per-user limit, scopes and isolation.
+//! `/api/v1/webhooks` through the function's handler against DynamoDB Local: create, list,
+//! update and delete, every validation code of contract sections 5 and 13 in its order (and
+//! that a refused request stores nothing), the per-user limit, scopes, isolation, concurrent
+//! changes, and the event catalog.
 
 use std::sync::Arc;
 
 use base64::Engine;
 
-use career_service::{assert_rfc3339_utc, unique_user, Answer, Api};
+use career_core::clock::Timestamp;
+use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::DisabledReason;
+use career_service::{assert_rfc3339_utc, typed, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -546,4 +550,356 @@ async fn concurrent_deletes_of_one_subscription_succeed_once() {
     assert_eq!(full.len(), 25);
     refused(&api, &key, &json!({"url": url(31), "events": ["profile.updated"]}), "webhooks.limit_exceeded", &full)
         .await;
+}
+
+// ------------------------------------------------------------------------------------------
+// Updates (contract section 13): PATCH /api/v1/webhooks?id=…
+
+async fn update(api: &Api, key: &str, id: &str, body: &str) -> Answer {
+    api.send_json(Method::PATCH, &format!("{PATH}?id={id}"), key, body).await
+}
+
+/// The subscription as listed, found by id.
+async fn listed(api: &Api, key: &str, id: &str) -> Value {
+    let all = list(api, key).await;
+    all.into_iter().find(|s| s["id"] == id).unwrap_or_else(|| panic!("{id} is not listed"))
+}
+
+#[tokio::test]
+async fn update_changes_url_and_kinds_and_keeps_id_secret_and_creation_time() {
+    let api = Api::new();
+    let key = api.full_key(&unique_user()).await;
+    let first = created(&api, &key, URL, &["profile.updated"]).await;
+    let id = first["id"].as_str().unwrap();
+
+    let answer = update(&api, &key, id, r#"{"url": "HTTPS://Hooks.Example.COM:443/v2/./in", "events": ["assessment.completed", "profile.updated", "assessment.completed"]}"#).await;
+    let body = answer.assert_status(200).clone();
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    let mut expected = without_secret(&first);
+    expected["url"] = json!("https://hooks.example.com/v2/in");
+    expected["events"] = json!(["assessment.completed", "profile.updated"]);
+    assert_eq!(body, expected, "the normalised URL, the kinds deduplicated, the rest as it was");
+    assert!(body.get("secret").is_none());
+    assert_eq!(list(&api, &key).await, [expected.clone()]);
+
+    // One field at a time; the others stay.
+    let answer = update(&api, &key, id, r#"{"events": ["profile.updated"]}"#).await;
+    expected["events"] = json!(["profile.updated"]);
+    assert_eq!(answer.assert_status(200), &expected);
+    let answer = update(&api, &key, id, &json!({"url": URL}).to_string()).await;
+    expected["url"] = json!(URL);
+    assert_eq!(answer.assert_status(200), &expected);
+    assert_eq!(list(&api, &key).await, [expected]);
+
+    // The secret is the one create showed: a rotation's grace period still signs with it.
+    let rotated = api.request(Method::POST, &format!("{PATH}/rotate-secret?id={id}")).key(&key).send().await;
+    assert_ne!(rotated.assert_status(200)["secret"], first["secret"]);
+}
+
+#[tokio::test]
+async fn pause_and_resume_set_and_clear_the_manual_reason() {
+    let api = Api::new();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let first = created(&api, &key, URL, &["profile.updated"]).await;
+    let id = first["id"].as_str().unwrap();
+
+    let paused = update(&api, &key, id, r#"{"enabled": false}"#).await.assert_status(200).clone();
+    assert_eq!((&paused["enabled"], &paused["disabledReason"]), (&json!(false), &json!("manual")));
+    assert_rfc3339_utc(paused["disabledAt"].as_str().expect("disabledAt"));
+    assert_eq!(listed(&api, &key, id).await, paused);
+    // Pausing again is harmless and keeps the first time.
+    assert_eq!(update(&api, &key, id, r#"{"enabled": false}"#).await.assert_status(200), &paused);
+    // A change of URL leaves it paused.
+    let moved = update(&api, &key, id, &json!({"url": url(9)}).to_string()).await.assert_status(200).clone();
+    assert_eq!(
+        (&moved["enabled"], &moved["disabledAt"], &moved["url"]),
+        (&json!(false), &paused["disabledAt"], &json!(url(9)))
+    );
+
+    let resumed = update(&api, &key, id, r#"{"enabled": true}"#).await.assert_status(200).clone();
+    assert_eq!(
+        (&resumed["enabled"], &resumed["disabledAt"], &resumed["disabledReason"]),
+        (&json!(true), &Value::Null, &Value::Null)
+    );
+    assert_eq!(update(&api, &key, id, r#"{"enabled": true}"#).await.assert_status(200), &resumed);
+
+    // A subscription disabled for failing: a pause makes the reason manual and keeps the
+    // time; a resume turns it on and resets its failure clock, as enable does.
+    let webhooks = WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
+    let (user_id, subscription_id) = (typed(&user), typed(id));
+    let since: Timestamp = typed("2026-11-01T00:00:00.000Z");
+    webhooks.start_failure_clock(&user_id, &subscription_id, &since).await.unwrap();
+    let at: Timestamp = typed("2026-11-06T00:00:00.000Z");
+    assert!(webhooks.disable(&user_id, &subscription_id, DisabledReason::Failing, Some(&since), &at).await.unwrap());
+    let paused = update(&api, &key, id, r#"{"enabled": false}"#).await.assert_status(200).clone();
+    assert_eq!((&paused["disabledReason"], &paused["disabledAt"]), (&json!("manual"), &json!(at.as_str())));
+    let resumed = update(&api, &key, id, r#"{"enabled": true, "events": ["assessment.completed"]}"#).await;
+    assert_eq!(resumed.assert_status(200)["enabled"], true);
+    let stored = webhooks.get(&user_id, &subscription_id).await.unwrap().unwrap();
+    assert_eq!((stored.failing_since, stored.disabled_at, stored.disabled_reason), (None, None, None));
+    assert_eq!(stored.events, [career_core::events::EventKind::AssessmentCompleted]);
+}
+
+/// Each refused body, in the contract's order of checks, leaves the subscription as it was.
+#[tokio::test]
+async fn update_checks_come_in_the_contracts_order_and_a_refusal_changes_nothing() {
+    let api = Api::new();
+    let (key, before) = user_with_one(&api).await;
+    let id = before[0]["id"].as_str().unwrap().to_owned();
+    let too_long = format!("https://hooks.example.com/{}", "a".repeat(2048 - "https://hooks.example.com/".len() + 1));
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({}), "webhooks.no_changes"),
+        (json!({"secret": "whsec_x", "id": "whk_1"}), "webhooks.no_changes"),
+        (json!({"Enabled": false}), "webhooks.no_changes"),
+        (json!({"enabled": false, "secret": "whsec_x"}), "webhooks.unknown_field"),
+        (json!({"url": 5, "createdAt": "2026-01-01T00:00:00.000Z"}), "webhooks.unknown_field"),
+        (json!({"enabled": "false"}), "webhooks.invalid_enabled"),
+        (json!({"enabled": null}), "webhooks.invalid_enabled"),
+        (json!({"enabled": 0, "url": 5, "events": []}), "webhooks.invalid_enabled"),
+        (json!({"url": null}), "webhooks.invalid_url"),
+        (json!({"url": "http://hooks.example.com/"}), "webhooks.invalid_url"),
+        (json!({"url": "https://127.0.0.1/"}), "webhooks.invalid_url"),
+        (json!({"url": too_long}), "webhooks.invalid_url"),
+        (json!({"url": "https://u:p@hooks.example.com/", "events": []}), "webhooks.invalid_url"),
+        (json!({"url": URL, "enabled": true, "events": null}), "webhooks.invalid_events"),
+        (json!({"events": []}), "webhooks.invalid_events"),
+        (json!({"events": ["webhook.ping"]}), "webhooks.invalid_events"),
+        (json!({"events": "profile.updated"}), "webhooks.invalid_events"),
+    ];
+    for (body, code) in cases {
+        let answer = update(&api, &key, &id, &body.to_string()).await;
+        assert_eq!(answer.json["error"]["code"].as_str(), Some(code), "{body}: {answer:?}");
+        answer.assert_error(400, code);
+        assert_eq!(list(&api, &key).await, before, "after {body}");
+    }
+    for not_an_object in ["[]", "null", "true", "\"enabled\"", "{", ""] {
+        update(&api, &key, &id, not_an_object).await.assert_error(400, "request.invalid_json");
+    }
+    let text = api
+        .request(Method::PATCH, &format!("{PATH}?id={id}"))
+        .key(&key)
+        .header("content-type", "text/plain")
+        .body(br#"{"enabled": false}"#)
+        .send()
+        .await;
+    text.assert_error(400, "request.unsupported_media_type");
+    // The id is checked before the body, its existence after it.
+    for query in ["", "?id=", "?ID=x"] {
+        let answer = api.send_json(Method::PATCH, &format!("{PATH}{query}"), &key, "nope").await;
+        answer.assert_error(400, "webhooks.missing_subscription_id");
+    }
+    let unknown = career_core::ids::new_id(career_core::ids::SUBSCRIPTION);
+    update(&api, &key, &unknown, "{}").await.assert_error(400, "webhooks.no_changes");
+    update(&api, &key, "nonsense", r#"{"enabled": 1}"#).await.assert_error(400, "webhooks.invalid_enabled");
+    for id in [unknown.as_str(), "nonsense", "%23count", &id.to_lowercase()] {
+        update(&api, &key, id, r#"{"enabled": false}"#).await.assert_error(404, "webhooks.not_found");
+    }
+    assert_eq!(list(&api, &key).await, before);
+}
+
+/// Contract section 13, "URLs": 2048 characters as sent and once normalised, on create and
+/// on update alike; what is stored is the normalised URL.
+#[tokio::test]
+async fn a_url_that_normalises_past_2048_characters_is_refused_on_create_and_update() {
+    let api = Api::new();
+    let (key, before) = user_with_one(&api).await;
+    let id = before[0]["id"].as_str().unwrap().to_owned();
+    let prefix = "https://hooks.example.com/";
+    let non_ascii = format!("{prefix}{}", "é".repeat(2048 - prefix.len()));
+    assert_eq!(non_ascii.chars().count(), 2048);
+    let spaced = format!("{prefix}{}", " a".repeat((2048 - prefix.len()) / 2));
+    for url in [&non_ascii, &spaced] {
+        let body = json!({"url": url, "events": ["profile.updated"]});
+        let answer = create(&api, &key, &body).await;
+        answer.assert_error(400, "webhooks.invalid_url");
+        assert!(answer.json["error"]["message"].as_str().unwrap().contains("once normalised"), "{answer:?}");
+        update(&api, &key, &id, &json!({"url": url}).to_string()).await.assert_error(400, "webhooks.invalid_url");
+    }
+    assert_eq!(list(&api, &key).await, before);
+    // "é" becomes "%C3%A9": 227 of them make 2048 characters, 228 one too many.
+    let fits = format!("{prefix}{}{}", "a".repeat(2048 - prefix.len() - 227 * 6), "é".repeat(227));
+    let stored = update(&api, &key, &id, &json!({"url": fits}).to_string()).await.assert_status(200).clone();
+    assert_eq!(stored["url"].as_str().map(str::len), Some(2048));
+    let over = format!("{prefix}{}{}", "a".repeat(2048 - prefix.len() - 227 * 6), "é".repeat(228));
+    update(&api, &key, &id, &json!({"url": over}).to_string()).await.assert_error(400, "webhooks.invalid_url");
+    assert_eq!(listed(&api, &key, &id).await, stored);
+}
+
+#[tokio::test]
+async fn another_user_cannot_update_a_subscription() {
+    let api = Api::new();
+    let (a, b) = (api.full_key(&unique_user()).await, api.full_key(&unique_user()).await);
+    let subscription = created(&api, &a, URL, &["profile.updated"]).await;
+    let id = subscription["id"].as_str().unwrap();
+    for body in [r#"{"enabled": false}"#, r#"{"url": "https://hooks.example.com/stolen"}"#] {
+        update(&api, &b, id, body).await.assert_error(404, "webhooks.not_found");
+    }
+    assert_eq!(list(&api, &a).await, [without_secret(&subscription)]);
+    assert_eq!(list(&api, &b).await, Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn update_needs_write_webhooks_and_the_event_catalog_read_webhooks() {
+    let api = Api::new();
+    let user = unique_user();
+    let writer = api.key(&user, "write:webhooks").await;
+    let reader = api.key(&user, "read:webhooks").await;
+    let all_but_write =
+        api.key(&user, "read:alerts,write:alerts,read:data_sharing,write:data_sharing,read:webhooks").await;
+    let subscription = created(&api, &writer, URL, &["profile.updated"]).await;
+    let id = subscription["id"].as_str().unwrap();
+    let insufficient = |scope: &str| format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#);
+    for key in [&reader, &all_but_write] {
+        let answer = update(&api, key, id, r#"{"enabled": false}"#).await;
+        answer.assert_error(403, "auth.forbidden");
+        assert_eq!(answer.header("www-authenticate"), Some(insufficient("write:webhooks").as_str()));
+    }
+    assert_eq!(list(&api, &reader).await, [without_secret(&subscription)]);
+    update(&api, &writer, id, r#"{"enabled": false}"#).await.assert_status(200);
+
+    let catalog = "/api/v1/webhooks/event-types";
+    let answer = api.get(catalog, &writer).await;
+    answer.assert_error(403, "auth.forbidden");
+    assert_eq!(answer.header("www-authenticate"), Some(insufficient("read:webhooks").as_str()));
+    let answer = api.get(catalog, &reader).await;
+    let types = answer.assert_status(200)["eventTypes"].as_array().unwrap().clone();
+    let names: Vec<_> =
+        types.iter().map(|t| (t["name"].as_str().unwrap(), t["subscribable"].as_bool().unwrap())).collect();
+    assert_eq!(names, [("profile.updated", true), ("assessment.completed", true), ("webhook.ping", false)]);
+    for event_type in &types {
+        let mut fields: Vec<_> = event_type.as_object().unwrap().keys().cloned().collect();
+        fields.sort();
+        assert_eq!(fields, ["description", "example", "name", "schema", "subscribable"]);
+        assert_eq!(event_type["example"]["type"], event_type["name"]);
+    }
+    assert!(answer.header("ratelimit-remaining").is_some());
+    api.get(catalog, "cak_nonsense").await.assert_error(401, "auth.unauthorized");
+}
+
+/// Updates, rotations, enables and deletes of one subscription at the same moment: none is
+/// a 500; each applies (200) or, once the subscription is deleted, finds it gone (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_updates_rotations_enables_and_deletes_never_fail() {
+    let api = Arc::new(Api::new());
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    // Other subscriptions of the user, created meanwhile, hold the counter item in transactions.
+    for round in 0..2 {
+        let id = created(&api, &key, URL, &["profile.updated"]).await["id"].as_str().unwrap().to_owned();
+        let tasks: Vec<_> = (0..24)
+            .map(|n| {
+                let (api, key, id) = (api.clone(), key.clone(), id.clone());
+                tokio::spawn(async move {
+                    let answer = match n % 6 {
+                        0 => {
+                            update(
+                                &api,
+                                &key,
+                                &id,
+                                &json!({"url": url(n), "events": ["assessment.completed"]}).to_string(),
+                            )
+                            .await
+                        }
+                        1 => update(&api, &key, &id, r#"{"enabled": false}"#).await,
+                        2 => {
+                            update(&api, &key, &id, r#"{"enabled": true, "url": "https://hooks.example.com/on"}"#).await
+                        }
+                        3 => {
+                            api.send_json(
+                                Method::POST,
+                                &format!("{PATH}/rotate-secret?id={id}"),
+                                &key,
+                                r#"{"gracePeriodSeconds": 60}"#,
+                            )
+                            .await
+                        }
+                        4 => api.request(Method::POST, &format!("{PATH}/enable?id={id}")).key(&key).send().await,
+                        _ if round == 1 && n == 11 => delete(&api, &key, &format!("?id={id}")).await,
+                        _ => create(&api, &key, &json!({"url": url(n), "events": ["profile.updated"]})).await,
+                    };
+                    (n, answer)
+                })
+            })
+            .collect();
+        let mut deleted = false;
+        for task in tasks {
+            let (n, answer) = task.await.unwrap();
+            match answer.status.as_u16() {
+                200 | 201 => deleted |= answer.json.get("deleted") == Some(&json!(true)),
+                _ if round == 1 => answer.assert_error(404, "webhooks.not_found"),
+                _ => panic!("request {n}: {answer:?}"),
+            }
+        }
+        let shown = list(&api, &key).await;
+        match round {
+            0 => {
+                let subscription = shown.iter().find(|s| s["id"] == id.as_str()).expect("still there");
+                assert_eq!(
+                    subscription["enabled"].as_bool(),
+                    Some(subscription["disabledAt"].is_null()),
+                    "{subscription}"
+                );
+            }
+            _ => {
+                assert!(deleted, "the delete applied");
+                assert!(shown.iter().all(|s| s["id"] != id.as_str()), "a change after the delete brought nothing back");
+            }
+        }
+        for old in shown {
+            delete(&api, &key, &format!("?id={}", old["id"].as_str().unwrap())).await.assert_status(200);
+        }
+    }
+}
+
+/// Through the whole pipeline (streams, fan-out, queue, delivery function) to receivers on
+/// loopback: after a change of URL and kinds the next event goes to the new receiver, for
+/// the new kind, signed with the secret create showed; while paused, an event is logged
+/// `skipped` and sent nowhere; resumed, it is sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn updates_reach_the_delivery_and_a_pause_skips() {
+    use career_core::signing::verify_hex;
+    use career_service::pipeline::Pipeline;
+    use career_service::receiver::Receiver;
+    use std::time::{Duration, Instant};
+
+    let pipeline = Pipeline::start(true).await;
+    let api = &pipeline.api;
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let (old, new) = (Receiver::start(&[200], Duration::ZERO).await, Receiver::start(&[200], Duration::ZERO).await);
+    let first = created(api, &key, &old.url, &["profile.updated"]).await;
+    let (id, secret) = (first["id"].as_str().unwrap(), first["secret"].as_str().unwrap());
+    let changed = update(api, &key, id, &json!({"url": new.url, "events": ["assessment.completed"]}).to_string()).await;
+    changed.assert_status(200);
+
+    api.admin.complete_assessment(&user, None).await.unwrap();
+    let delivered = new.wait_for(1, Duration::from_secs(20)).await.remove(0);
+    assert_eq!(delivered.json()["type"], "assessment.completed");
+    assert!(verify_hex(secret, &delivered.body, delivered.header("x-webhook-signature")), "the secret create showed");
+    assert_eq!(old.received().len(), 0, "nothing for the old URL");
+
+    // Paused: the next event is logged skipped and sent nowhere.
+    update(api, &key, id, r#"{"enabled": false}"#).await.assert_status(200);
+    api.admin.complete_assessment(&user, None).await.unwrap();
+    let skipped_path = format!("{PATH}/deliveries?id={id}&status=skipped");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let skipped = loop {
+        let listed = api.get(&skipped_path, &key).await.assert_status(200)["deliveries"].clone();
+        if listed.as_array().is_some_and(|d| !d.is_empty()) {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "no skipped delivery");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((&skipped[0]["eventType"], &skipped[0]["attempts"]), (&json!("assessment.completed"), &json!(0)));
+    assert_eq!(new.received().len(), 1, "a paused subscription is sent nothing");
+
+    // Resumed: sent again (a ping goes the same way as any event).
+    update(api, &key, id, r#"{"enabled": true}"#).await.assert_status(200);
+    api.request(Method::POST, &format!("{PATH}/ping?id={id}")).key(&key).send().await.assert_status(202);
+    let ping = new.wait_for(2, Duration::from_secs(20)).await.remove(1);
+    assert_eq!(ping.json()["type"], "webhook.ping");
+    assert!(verify_hex(secret, &ping.body, ping.header("x-webhook-signature")));
+    assert_eq!((old.received().len(), new.received().len()), (0, 2));
 }

@@ -149,7 +149,8 @@ impl Running {
 
     /// Subscribes `user` to `profile.updated` at `url`, through the stack's API.
     async fn subscribe(&self, user: &str, url: &str) {
-        let issued = self.admin.create_key(user, Scopes::parse_list("write:webhooks").unwrap(), None).await.unwrap();
+        let issued =
+            self.admin.create_key(user, Scopes::parse_list("write:webhooks").unwrap(), None, None).await.unwrap();
         let key = issued.key;
         let api = format!("{}/api/v1/webhooks", self.env["CAREER_API_URL"]);
         let body = serde_json::json!({"url": url, "events": ["profile.updated"]}).to_string();

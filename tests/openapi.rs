@@ -16,8 +16,9 @@ use std::sync::OnceLock;
 
 use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
+use career_core::event_catalog::event_types;
 use career_core::events::event_from_record;
-use career_core::webhooks::WebhookSecret;
+use career_core::webhooks::{DisabledReason, WebhookSecret};
 use career_service::typed;
 use career_service::{unique_user, Answer, Api};
 use lambda_http::http::Method;
@@ -54,6 +55,9 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.invalid_status",
     "webhooks.missing_delivery_id",
     "webhooks.delivery_not_found",
+    "webhooks.no_changes",
+    "webhooks.unknown_field",
+    "webhooks.invalid_enabled",
 ];
 
 /// One operation: where it is, its scope, its success status and, per error status, the
@@ -132,6 +136,28 @@ const CREATE_WEBHOOK: Op = Op {
         ],
     )],
 };
+const UPDATE_WEBHOOK: Op = Op {
+    method: "patch",
+    path: "/api/v1/webhooks",
+    scope: "write:webhooks",
+    success: 200,
+    errors: &[
+        (
+            400,
+            &[
+                "webhooks.missing_subscription_id",
+                "request.unsupported_media_type",
+                "request.invalid_json",
+                "webhooks.no_changes",
+                "webhooks.unknown_field",
+                "webhooks.invalid_enabled",
+                "webhooks.invalid_url",
+                "webhooks.invalid_events",
+            ],
+        ),
+        (404, &["webhooks.not_found"]),
+    ],
+};
 const DELETE_WEBHOOK: Op = Op {
     method: "delete",
     path: "/api/v1/webhooks",
@@ -191,19 +217,24 @@ const ENABLE_WEBHOOK: Op = Op {
     errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
 };
 
-const OPERATIONS: [&Op; 12] = [
+const EVENT_TYPES: Op =
+    Op { method: "get", path: "/api/v1/webhooks/event-types", scope: "read:webhooks", success: 200, errors: &[] };
+
+const OPERATIONS: [&Op; 14] = [
     &LIST_ALERTS,
     &MARK_ALERT,
     &GET_PREFERENCES,
     &PUT_PREFERENCES,
     &LIST_WEBHOOKS,
     &CREATE_WEBHOOK,
+    &UPDATE_WEBHOOK,
     &DELETE_WEBHOOK,
     &ROTATE_SECRET,
     &LIST_DELIVERIES,
     &RETRY_DELIVERY,
     &PING_WEBHOOK,
     &ENABLE_WEBHOOK,
+    &EVENT_TYPES,
 ];
 
 impl Op {
@@ -1254,7 +1285,13 @@ async fn ping_webhook_answers_as_documented() {
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     webhooks
-        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .disable(
+            &typed(&user),
+            &typed(&id),
+            DisabledReason::Failing,
+            Some(&typed("2026-11-01T00:00:00.000Z")),
+            &typed("2026-11-06T00:00:00.000Z"),
+        )
         .await
         .unwrap();
     let skipped = api.request(Method::POST, &path).key(&key).send().await;
@@ -1285,7 +1322,13 @@ async fn enable_webhook_answers_as_documented() {
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     webhooks
-        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
+        .disable(
+            &typed(&user),
+            &typed(&id),
+            DisabledReason::Failing,
+            Some(&typed("2026-11-01T00:00:00.000Z")),
+            &typed("2026-11-06T00:00:00.000Z"),
+        )
         .await
         .unwrap();
     let listed = api.get("/api/v1/webhooks", &key).await;
@@ -1310,6 +1353,135 @@ async fn enable_webhook_answers_as_documented() {
     let valid = RequestSpec::new(&ENABLE_WEBHOOK, path, None);
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
+}
+
+#[tokio::test]
+async fn update_webhook_answers_as_documented() {
+    let mut checker = Checker::new(&UPDATE_WEBHOOK);
+    let api = Api::new();
+    let (_, key, id) = subscribed(&api).await;
+    let path = format!("/api/v1/webhooks?id={id}");
+    for body in [
+        r#"{"url": "https://hooks.example.com/b", "events": ["assessment.completed"]}"#,
+        r#"{"enabled": false}"#,
+        r#"{"enabled": true}"#,
+    ] {
+        checker.check(&api.send_json(Method::PATCH, &path, &key, body).await, 200, None);
+    }
+    let paused = api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await;
+    checker.check(&paused, 200, None);
+    assert_eq!(paused.json["disabledReason"], "manual");
+
+    let body = r#"{"enabled": true}"#;
+    for missing in ["/api/v1/webhooks", "/api/v1/webhooks?id="] {
+        let answer = api.send_json(Method::PATCH, missing, &key, body).await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let text = api.request(Method::PATCH, &path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[]", "true", ""] {
+        checker.check(&api.send_json(Method::PATCH, &path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    let cases = [
+        ("{}", "webhooks.no_changes"),
+        (r#"{"secret": "whsec_x"}"#, "webhooks.no_changes"),
+        (r#"{"enabled": true, "secret": "whsec_x"}"#, "webhooks.unknown_field"),
+        (r#"{"enabled": "false"}"#, "webhooks.invalid_enabled"),
+        (r#"{"url": null}"#, "webhooks.invalid_url"),
+        (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),
+        (r#"{"events": null}"#, "webhooks.invalid_events"),
+        (r#"{"events": ["webhook.ping"]}"#, "webhooks.invalid_events"),
+    ];
+    for (body, code) in cases {
+        checker.check(&api.send_json(Method::PATCH, &path, &key, body).await, 400, Some(code));
+    }
+    let someone_elses = subscribed(&api).await.2;
+    let unknown = career_core::ids::new_id(career_core::ids::SUBSCRIPTION);
+    for id in [someone_elses.as_str(), unknown.as_str(), "whk_nonsense"] {
+        let answer = api.send_json(Method::PATCH, &format!("/api/v1/webhooks?id={id}"), &key, body).await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&UPDATE_WEBHOOK, path, Some(body));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn event_types_answer_as_documented() {
+    let mut checker = Checker::new(&EVENT_TYPES);
+    let api = Api::new();
+    let key = api.full_key(unique_user()).await;
+    let answer = api.get("/api/v1/webhooks/event-types", &key).await;
+    checker.check(&answer, 200, None);
+    assert_eq!(answer.json["eventTypes"], serde_json::to_value(event_types()).unwrap());
+
+    let valid = RequestSpec::new(&EVENT_TYPES, "/api/v1/webhooks/event-types", None);
+    // The catalog is compiled in: the table every request needs is the rate limit's.
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.rate_limits)).await;
+    checker.assert_complete();
+}
+
+// ------------------------------------------------------------------------------------------
+// The event catalog is the document's `webhooks` section.
+
+/// `value` with every `$ref` of the document replaced by what it points at.
+fn inlined(doc: &Doc, value: &Value) -> Value {
+    match value {
+        Value::Object(map) => match map.get("$ref").and_then(Value::as_str) {
+            Some(reference) => inlined(doc, doc.deref(doc.node(reference[1..].to_owned())).value),
+            None => Value::Object(map.iter().map(|(k, v)| (k.clone(), inlined(doc, v))).collect()),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|v| inlined(doc, v)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Each kind of the catalog that the event-types operation serves has, in openapi.yaml's
+/// `webhooks` section, the same schema (references inlined), the same example, and the
+/// catalog's description as the first paragraph of its own; and the section has no other kind.
+#[test]
+fn the_event_catalog_is_the_documents_webhooks_section() {
+    let doc = doc();
+    let documented: BTreeSet<String> = doc.root["webhooks"].as_object().unwrap().keys().cloned().collect();
+    let catalog: BTreeSet<String> = event_types().iter().map(|t| t.name.as_str().to_owned()).collect();
+    assert_eq!(documented, catalog);
+    for event_type in event_types() {
+        let kind = event_type.name.as_str();
+        let operation = doc.node(child(&child("/webhooks", kind), "post"));
+        let media = doc.json_media(&doc.node(format!("{}/requestBody", operation.at)));
+        let schema = inlined(doc, &media.value["schema"]);
+        assert_eq!(schema, event_type.schema, "{kind}: openapi.yaml's schema, references inlined, is the catalog's");
+        assert_eq!(media.value["example"], event_type.example, "{kind}: the example");
+        let description = operation.value["description"].as_str().unwrap();
+        let first_paragraph = description.split("\n\n").next().unwrap().split_whitespace().collect::<Vec<_>>();
+        assert_eq!(first_paragraph.join(" "), event_type.description, "{kind}: the description");
+    }
+}
+
+/// The catalog's schemas are JSON Schemas (2020-12, formats checked) that their examples meet,
+/// and that refuse a body of another kind or without its data.
+#[test]
+fn each_catalog_example_validates_against_its_schema() {
+    for event_type in event_types() {
+        let kind = event_type.name.as_str();
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build(&event_type.schema)
+            .unwrap_or_else(|e| panic!("{kind}: not a JSON Schema: {e}"));
+        let problems: Vec<String> = validator.iter_errors(&event_type.example).map(|e| e.to_string()).collect();
+        assert!(problems.is_empty(), "{kind}: the example does not meet the schema: {problems:?}");
+        for other in event_types().iter().filter(|other| other.name != event_type.name) {
+            assert!(!validator.is_valid(&other.example), "{kind}: the schema admits a {}", other.name.as_str());
+        }
+        let mut without_data = event_type.example.clone();
+        without_data["data"] = json!({});
+        assert!(!validator.is_valid(&without_data), "{kind}: the schema admits empty data");
+        let mut local_time = event_type.example.clone();
+        local_time["createdAt"] = json!("2026-11-21T09:10:00.000+01:00");
+        assert!(!validator.is_valid(&local_time), "{kind}: the schema admits a time that is not UTC");
+    }
 }
 
 // ------------------------------------------------------------------------------------------

@@ -1,36 +1,36 @@
-//! The sample events in `events/` (for `cargo lambda invoke --data-file events/<file>.json
-//! <function>`) go through the same deserializers the Lambda runtime uses and through the
-//! real handlers against DynamoDB Local and the SQS emulator.
+//! The sample events in `events/`, run the way the README's section "`cargo lambda` with the
+//! sample events" runs them, and answering what its table of samples says.
 //!
-//! Each API event carries a placeholder key of the right shape; the test swaps in a real key
-//! of a fresh user and seeds what the operation needs, using the ids the file names. The two
-//! event-function samples tell one story: `fanout-stream-batch.json` is what the streams hand
-//! the fan-out, and `deliver-sqs-batch.json` is exactly what the fan-out puts on the delivery
-//! queue for it (given the two subscriptions that file names).
+//! The README's table (after `<!-- sample answers -->`) names, for every file of `events/`,
+//! the function it is for and its answer: a status for an API event, the function's JSON
+//! answer for a stream or queue batch. The test reads that table, so a sample without a row
+//! (or a row without a sample) fails it, and whoever adds a sample declares its answer there.
+//! It then does what the README says with `make run` up: `careerctl demo seed` (the same
+//! function, with the stack's settings), `careerctl demo receiver` (the same function, on a
+//! free loopback port), and each sample in the table's order, with the demo key in place of
+//! its placeholder, through the deserializer the Lambda runtime uses (lambda_http's own, or
+//! aws_lambda_events') and the handler of the function the row names, while the stack's
+//! pumps deliver what the samples queue. Rows this file knows get a closer look at their
+//! answer and what it changed; any other row is checked for its status or JSON answer.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::SqsEvent;
-use career_core::alerts::{Alert, Category, Severity};
-use career_core::config::Settings;
 use career_core::credentials::ApiKey;
+use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::DeliveryMessage;
-use career_core::events::EventKind;
 use career_core::queue::Lane;
-use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
-use career_core::signing::verify_hex;
-use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{Created, StoredSecrets, StoredSubscription, WebhookTable};
-use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
-use career_core::{clock, ids};
+use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
-use career_service::receiver::Receiver;
-use career_service::typed;
-use career_service::{dynamodb, sqs, unique_user, Api};
+use career_service::{dynamodb, kms, sqs, typed};
+use careerctl::demo::{self, Received, Seeded};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
 use lambda_http::{Body, RequestExt};
@@ -38,538 +38,468 @@ use serde_json::{json, Value};
 
 /// The key every sample API event carries: `cak_` and 43 base64url characters.
 const PLACEHOLDER_KEY: &str = "cak_REPLACE-with-a-key-from-careerctl-keys-crea";
+const README: &str = include_str!("../README.md");
+/// The line before the README's table of samples and their answers.
+const TABLE_MARKER: &str = "<!-- sample answers";
+/// How long a delivery that a sample queued may take to reach the receiver.
+const SOON: Duration = Duration::from_secs(30);
 
-fn sample(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("events").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+fn events_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("events")
 }
 
-/// The API function a sample is meant for (the SAM template's route for its path).
+/// Every file of `events/`, by name.
+fn sample_files() -> BTreeMap<String, String> {
+    let entries = std::fs::read_dir(events_dir()).expect("events/ exists");
+    entries
+        .map(|entry| {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            (name, text)
+        })
+        .collect()
+}
+
+/// What the README says a sample answers.
+#[derive(Debug)]
+enum Answer {
+    /// An API event's status.
+    Status(u16),
+    /// A stream or queue batch's answer, as the function returns it.
+    Json(Value),
+}
+
+/// One row of the README's table of samples.
+#[derive(Debug)]
+struct Row {
+    file: String,
+    function: String,
+    answer: Answer,
+}
+
+/// The README's table of samples, in its order.
+fn readme_rows() -> Vec<Row> {
+    let start = README.find(TABLE_MARKER).unwrap_or_else(|| panic!("README.md has no line {TABLE_MARKER} … -->"));
+    let lines = README[start..].lines().skip(1).skip_while(|line| line.trim().is_empty());
+    // The header and its separator, then the rows.
+    let rows: Vec<&str> = lines.take_while(|line| line.starts_with('|')).skip(2).collect();
+    assert!(!rows.is_empty(), "README.md: no table after {TABLE_MARKER}");
+    rows.iter()
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            let [file, function, answer, ..] = cells[..] else { panic!("README.md: a row of three cells: {line}") };
+            let code = |cell: &str| cell.trim_matches('`').to_owned();
+            let answer = if let Some(json) = answer.strip_prefix('`') {
+                let json = &json[..json.find('`').unwrap_or_else(|| panic!("README.md: unclosed `: {line}"))];
+                Answer::Json(serde_json::from_str(json).unwrap_or_else(|e| panic!("README.md: not JSON ({e}): {line}")))
+            } else {
+                let status = answer.get(..3).and_then(|digits| digits.parse().ok());
+                Answer::Status(status.unwrap_or_else(|| {
+                    panic!("README.md: an answer starts with its status, or the function's JSON in backticks: {line}")
+                }))
+            };
+            Row { file: code(file), function: code(function), answer }
+        })
+        .collect()
+}
+
+#[test]
+fn every_sample_has_one_row_in_the_readmes_table_and_every_row_a_sample() {
+    let files: BTreeSet<String> = sample_files().into_keys().collect();
+    let rows = readme_rows();
+    let mut listed = BTreeSet::new();
+    for row in &rows {
+        assert!(listed.insert(row.file.clone()), "README.md lists {} twice in its table of samples", row.file);
+    }
+    let unlisted: Vec<_> = files.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "events/ holds samples that README.md's table of samples (after {TABLE_MARKER}) does not list: {unlisted:?}. \
+         Add a row for each, naming its function and what it answers, in the order a newcomer runs them"
+    );
+    let missing: Vec<_> = listed.difference(&files).collect();
+    assert!(missing.is_empty(), "README.md's table of samples lists files that events/ does not hold: {missing:?}");
+}
+
+/// Every URL in `value`, also inside strings that are JSON themselves (request bodies,
+/// queue message bodies).
+fn urls_in(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::String(text) => {
+            if let Ok(inner @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str::<Value>(text) {
+                urls_in(&inner, found);
+            }
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("://") {
+                let scheme_start = rest[..at].rfind(|c: char| !c.is_ascii_alphanumeric() && !"+.-".contains(c));
+                let end =
+                    rest[at..].find(|c: char| c.is_whitespace() || "\"'<>".contains(c)).map_or(rest.len(), |e| at + e);
+                found.push(rest[scheme_start.map_or(0, |s| s + 1)..end].to_owned());
+                rest = &rest[end..];
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| urls_in(item, found)),
+        Value::Object(fields) => fields.iter().for_each(|(name, item)| {
+            urls_in(&Value::String(name.clone()), found);
+            urls_in(item, found);
+        }),
+        _ => {}
+    }
+}
+
+#[test]
+fn no_sample_names_a_url_outside_this_machine() {
+    let mut checked = 0;
+    for (name, text) in sample_files() {
+        let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("events/{name}: not JSON: {e}"));
+        let mut found = Vec::new();
+        urls_in(&json, &mut found);
+        for url in found {
+            let parsed = url::Url::parse(&url).unwrap_or_else(|e| panic!("events/{name}: {url:?} is no URL ({e})"));
+            let loopback = match parsed.host() {
+                Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+                Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+                _ => false,
+            };
+            assert!(loopback, "events/{name} names {url}: a sample may only name receivers on 127.0.0.1 or [::1]");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the create sample's URL at least is found");
+}
+
+/// The API functions a row can name (the SAM template's functions behind the HTTP API).
 #[derive(Clone, Copy, Debug)]
-enum Function {
+enum ApiFunction {
     Alerts,
     DataSharing,
     Webhooks,
 }
 
-impl Function {
-    /// The request's path.
+impl ApiFunction {
+    fn named(name: &str) -> Option<Self> {
+        match name {
+            "career-alerts" => Some(ApiFunction::Alerts),
+            "career-data-sharing" => Some(ApiFunction::DataSharing),
+            "career-webhooks" => Some(ApiFunction::Webhooks),
+            _ => None,
+        }
+    }
+
+    /// The path of the function's route.
     fn path(self) -> &'static str {
         match self {
-            Function::Alerts => career_alerts::RESOURCE.path,
-            Function::DataSharing => career_data_sharing::RESOURCE.path,
-            Function::Webhooks => career_webhooks::RESOURCES[0].path,
+            ApiFunction::Alerts => career_alerts::RESOURCE.path,
+            ApiFunction::DataSharing => career_data_sharing::RESOURCE.path,
+            ApiFunction::Webhooks => career_webhooks::RESOURCES[0].path,
         }
     }
 }
 
-/// What a sample API event holds, read as plain JSON (before any deserializer sees it).
-struct HttpSample {
-    name: &'static str,
-    text: String,
-    json: Value,
+/// Checks that `event` is a complete API Gateway HTTP API (payload format 2.0) event for
+/// `function`'s route, as API Gateway would send it.
+#[track_caller]
+fn check_shape(name: &str, event: &Value, function: ApiFunction) {
+    let path = function.path();
+    let raw_path = event["rawPath"].as_str().unwrap_or_else(|| panic!("{name}: rawPath"));
+    // The function's route, or the template's `{proxy+}` route for the operations below it.
+    let route = match raw_path.strip_prefix(path).and_then(|rest| rest.strip_prefix('/')) {
+        Some(proxy) => {
+            assert_eq!(event["pathParameters"]["proxy"], proxy, "{name}: pathParameters.proxy");
+            format!("ANY {path}/{{proxy+}}")
+        }
+        None => {
+            assert_eq!(raw_path, path, "{name}: rawPath is {function:?}'s");
+            format!("ANY {path}")
+        }
+    };
+    let context = &event["requestContext"];
+    assert_eq!(event["version"], "2.0", "{name}: version");
+    assert_eq!(event["routeKey"], route.as_str(), "{name}: routeKey (the template's route)");
+    assert_eq!(context["routeKey"], route.as_str(), "{name}: requestContext.routeKey");
+    assert!(context["http"]["method"].as_str().is_some(), "{name}: requestContext.http.method");
+    assert_eq!(context["http"]["path"], raw_path, "{name}: requestContext.http.path");
+    assert!(context["http"]["sourceIp"].as_str().is_some_and(|ip| ip.parse::<IpAddr>().is_ok()));
+    assert_eq!(context["stage"], "$default", "{name}: stage");
+    assert!(context["requestId"].as_str().is_some_and(|id| !id.is_empty()), "{name}: requestId");
+    assert!(context["timeEpoch"].as_u64().is_some_and(|t| t > 1_600_000_000_000), "{name}: timeEpoch in ms");
+    assert_eq!(event["isBase64Encoded"], false, "{name}: isBase64Encoded");
+
+    // The raw query string and the parsed parameters say the same thing.
+    let raw = event["rawQueryString"].as_str().unwrap_or_else(|| panic!("{name}: rawQueryString"));
+    let from_raw: BTreeMap<&str, &str> =
+        raw.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, ""))).collect();
+    let parsed: BTreeMap<&str, &str> = event
+        .get("queryStringParameters")
+        .and_then(Value::as_object)
+        .map(|params| params.iter().map(|(k, v)| (k.as_str(), v.as_str().expect("string values"))).collect())
+        .unwrap_or_default();
+    assert_eq!(from_raw, parsed, "{name}: rawQueryString and queryStringParameters");
+
+    // Headers: lower-case names as API Gateway sends them, one well-formed placeholder key,
+    // and a JSON content type (with the right length) exactly when there is a body.
+    let headers = event["headers"].as_object().unwrap_or_else(|| panic!("{name}: headers"));
+    assert!(headers.keys().all(|h| *h == h.to_ascii_lowercase()), "{name}: header names are lower case");
+    assert_eq!(headers["authorization"], format!("Bearer {PLACEHOLDER_KEY}").as_str(), "{name}: authorization");
+    assert!(ApiKey::parse(PLACEHOLDER_KEY).is_some(), "the placeholder has the shape of a key");
+    match event.get("body").and_then(Value::as_str) {
+        Some(body) => {
+            assert_eq!(headers.get("content-type"), Some(&json!("application/json")), "{name}: content-type");
+            assert_eq!(headers.get("content-length"), Some(&json!(body.len().to_string())), "{name}");
+            serde_json::from_str::<Value>(body).unwrap_or_else(|e| panic!("{name}: the body is not JSON: {e}"));
+        }
+        None => assert!(!headers.contains_key("content-type"), "{name}: content-type without a body"),
+    }
 }
 
-impl HttpSample {
-    /// Reads `events/<name>.json` and checks that it is a complete API Gateway HTTP API
-    /// (payload format 2.0) event for `method` on `function`'s route.
-    fn load(name: &'static str, function: Function, method: Method) -> Self {
-        let text = sample(&format!("{name}.json"));
-        let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: not JSON: {e}"));
-        let sample = HttpSample { name, text, json };
-        sample.check_shape(function, &method);
-        sample
+/// The local stack as `make run` runs it (its own tables and queues, and the pumps), after
+/// `careerctl demo seed`, with `careerctl demo receiver` listening where the demo
+/// subscription delivers.
+struct Stack {
+    pipeline: Pipeline,
+    demo_key: String,
+    seeded: Seeded,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Stack {
+    async fn start() -> Self {
+        let pipeline = Pipeline::start(true).await;
+        let demo_key = demo::demo_key(&pipeline.api.admin).await.expect("the demo key").key;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
+        let sealer = Sealer::new(&kms(), &dynamodb(), pipeline.settings()).expect("sealer settings");
+        let seeded = demo::seed(&dynamodb(), pipeline.settings(), &sealer, &url).await.expect("demo seed");
+        let received: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let log = received.clone();
+        let secret = WebhookSecret::parse(&seeded.secret).expect("demo seed prints the secret");
+        tokio::spawn(demo::receive(listener, secret, move |delivery| log.lock().unwrap().push(delivery)));
+        Stack { pipeline, demo_key, seeded, received }
     }
 
-    #[track_caller]
-    fn check_shape(&self, function: Function, method: &Method) {
-        let (name, event) = (self.name, &self.json);
-        let path = function.path();
-        let raw_path = event["rawPath"].as_str().unwrap_or_else(|| panic!("{name}: rawPath"));
-        // The function's route, or the template's `{proxy+}` route for the operations below it.
-        let route = match raw_path.strip_prefix(path).and_then(|rest| rest.strip_prefix('/')) {
-            Some(proxy) => {
-                assert_eq!(event["pathParameters"]["proxy"], proxy, "{name}: pathParameters.proxy");
-                format!("ANY {path}/{{proxy+}}")
+    /// The deliveries with this id the receiver got, once it has `count` of them.
+    async fn wait_for_delivery(&self, id: &str, count: usize) -> Vec<Received> {
+        let deadline = Instant::now() + SOON;
+        loop {
+            let got: Vec<Received> =
+                self.received.lock().unwrap().iter().filter(|r| r.delivery_id == id).cloned().collect();
+            if got.len() >= count {
+                return got;
             }
-            None => {
-                assert_eq!(raw_path, path, "{name}: rawPath");
-                format!("ANY {path}")
-            }
-        };
-        let context = &event["requestContext"];
-        assert_eq!(event["version"], "2.0", "{name}: version");
-        assert_eq!(event["routeKey"], route.as_str(), "{name}: routeKey (the template's route)");
-        assert_eq!(context["routeKey"], route.as_str(), "{name}: requestContext.routeKey");
-        assert_eq!(context["http"]["method"], method.as_str(), "{name}: requestContext.http.method");
-        assert_eq!(context["http"]["path"], raw_path, "{name}: requestContext.http.path");
-        assert!(context["http"]["sourceIp"].as_str().is_some_and(|ip| ip.parse::<std::net::IpAddr>().is_ok()));
-        assert_eq!(context["stage"], "$default", "{name}: stage");
-        assert!(context["requestId"].as_str().is_some_and(|id| !id.is_empty()), "{name}: requestId");
-        assert!(context["timeEpoch"].as_u64().is_some_and(|t| t > 1_600_000_000_000), "{name}: timeEpoch in ms");
-        assert_eq!(event["isBase64Encoded"], false, "{name}: isBase64Encoded");
-
-        // The raw query string and the parsed parameters say the same thing.
-        let raw = event["rawQueryString"].as_str().unwrap_or_else(|| panic!("{name}: rawQueryString"));
-        let from_raw: BTreeMap<&str, &str> =
-            raw.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, ""))).collect();
-        let parsed: BTreeMap<&str, &str> = event
-            .get("queryStringParameters")
-            .and_then(Value::as_object)
-            .map(|params| params.iter().map(|(k, v)| (k.as_str(), v.as_str().expect("string values"))).collect())
-            .unwrap_or_default();
-        assert_eq!(from_raw, parsed, "{name}: rawQueryString and queryStringParameters");
-
-        // Headers: lower-case names as API Gateway sends them, a well-formed placeholder key,
-        // and a JSON content type (with the right length) exactly when there is a body.
-        let headers = event["headers"].as_object().unwrap_or_else(|| panic!("{name}: headers"));
-        assert!(headers.keys().all(|h| *h == h.to_ascii_lowercase()), "{name}: header names are lower case");
-        assert_eq!(headers["authorization"], format!("Bearer {PLACEHOLDER_KEY}").as_str(), "{name}: authorization");
-        assert!(ApiKey::parse(PLACEHOLDER_KEY).is_some(), "the placeholder has the shape of a key");
-        match event.get("body").and_then(Value::as_str) {
-            Some(body) => {
-                assert_eq!(headers.get("content-type"), Some(&json!("application/json")), "{name}: content-type");
-                assert_eq!(headers.get("content-length"), Some(&json!(body.len().to_string())), "{name}");
-                serde_json::from_str::<Value>(body).unwrap_or_else(|e| panic!("{name}: the body is not JSON: {e}"));
-            }
-            None => assert!(!headers.contains_key("content-type"), "{name}: content-type without a body"),
+            assert!(
+                Instant::now() < deadline,
+                "the receiver got {} of {count} deliveries {id} within {SOON:?}",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
-    fn request_id(&self) -> &str {
-        self.json["requestContext"]["requestId"].as_str().unwrap()
+    async fn delivery_status(&self, id: &str) -> DeliveryStatus {
+        let table = DeliveryTable::new(dynamodb(), &self.pipeline.settings().tables.deliveries);
+        let stored = table.get(&typed(demo::USER), &typed(id)).await.expect("reading the delivery log");
+        stored.unwrap_or_else(|| panic!("no delivery record {id}")).record.status
     }
 
-    /// The query parameter `name` as the sample sends it.
-    fn query(&self, name: &str) -> String {
-        self.json["queryStringParameters"][name].as_str().unwrap_or_else(|| panic!("{}: no {name}", self.name)).into()
-    }
-
-    fn body(&self) -> Value {
-        serde_json::from_str(self.json["body"].as_str().expect("a body")).unwrap()
-    }
-
-    /// The sample with `key` in place of the placeholder, through lambda_http's own
-    /// deserializer and conversion, answered by `function`'s handler.
-    async fn invoke(&self, api: &Api, function: Function, key: &str) -> Invoked {
-        assert_eq!(self.text.matches(PLACEHOLDER_KEY).count(), 1, "{}: one placeholder key", self.name);
-        let text = self.text.replace(PLACEHOLDER_KEY, key);
-        let event: LambdaRequest = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: lambda_http cannot read the event: {e}", self.name));
-        let request = lambda_http::Request::from(event);
+    /// `text` with the demo key in place of the placeholder, through lambda_http's own
+    /// deserializer and conversion, answered by `function`'s handler: its status and body.
+    async fn invoke_api(&self, name: &str, text: &str, function: ApiFunction) -> (u16, Value) {
+        let event: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: not JSON: {e}"));
+        check_shape(name, &event, function);
+        assert_eq!(text.matches(PLACEHOLDER_KEY).count(), 1, "{name}: one placeholder key");
+        let request: LambdaRequest = serde_json::from_str(&text.replace(PLACEHOLDER_KEY, &self.demo_key))
+            .unwrap_or_else(|e| panic!("{name}: lambda_http cannot read the event: {e}"));
+        let request = lambda_http::Request::from(request);
         assert!(
             matches!(request.request_context_ref(), Some(RequestContext::ApiGatewayV2(_))),
-            "{}: read as an HTTP API (payload 2.0) event",
-            self.name
+            "{name}: read as an HTTP API (payload 2.0) event"
         );
-        assert_eq!(request.method().as_str(), self.json["requestContext"]["http"]["method"]);
-        let dynamodb = dynamodb();
+        let settings = self.pipeline.settings();
         let response = match function {
-            Function::Alerts => {
-                career_alerts::handle(&career_alerts::Deps::new(&dynamodb, &api.settings).unwrap(), request).await
+            ApiFunction::Alerts => {
+                career_alerts::handle(&career_alerts::Deps::new(&dynamodb(), settings).unwrap(), request).await
             }
-            Function::DataSharing => {
-                let deps = career_data_sharing::Deps::new(&dynamodb, &api.settings).unwrap();
+            ApiFunction::DataSharing => {
+                let deps = career_data_sharing::Deps::new(&dynamodb(), settings).unwrap();
                 career_data_sharing::handle(&deps, request).await
             }
-            Function::Webhooks => {
-                let deps = career_webhooks::Deps::new(
-                    &dynamodb,
-                    &career_service::kms(),
-                    &career_service::sqs(),
-                    &api.settings,
-                )
-                .unwrap();
+            ApiFunction::Webhooks => {
+                let deps = career_webhooks::Deps::new(&dynamodb(), &kms(), &sqs(), settings).unwrap();
                 career_webhooks::handle(&deps, request).await
             }
         };
         let (parts, body) = response.into_parts();
-        let body = match body {
-            Body::Text(text) => text,
-            other => panic!("{}: expected a text body, got {other:?}", self.name),
-        };
-        let invoked = Invoked {
-            name: self.name,
-            status: parts.status.as_u16(),
-            request_id: parts.headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(String::from),
-            content_type: parts.headers.get("content-type").and_then(|v| v.to_str().ok()).map(String::from),
-            json: serde_json::from_str(&body)
-                .unwrap_or_else(|e| panic!("{}: answer is not JSON ({e}): {body}", self.name)),
-        };
+        let Body::Text(body) = body else { panic!("{name}: expected a text body") };
         // The contract: the API Gateway request id is the request id when there is one.
-        assert_eq!(invoked.request_id.as_deref(), Some(self.request_id()), "{}: X-Request-Id", self.name);
-        assert_eq!(invoked.content_type.as_deref(), Some("application/json"), "{}: Content-Type", self.name);
-        invoked
+        let request_id = parts.headers.get("x-request-id").and_then(|v| v.to_str().ok());
+        assert_eq!(request_id, event["requestContext"]["requestId"].as_str(), "{name}: X-Request-Id");
+        let content_type = parts.headers.get("content-type").and_then(|v| v.to_str().ok());
+        assert_eq!(content_type, Some("application/json"), "{name}: Content-Type");
+        let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{name}: answer is not JSON ({e}): {body}"));
+        (parts.status.as_u16(), json)
+    }
+
+    /// The batch through aws_lambda_events' deserializer and `function`'s handler: its answer
+    /// as the runtime returns it.
+    async fn invoke_batch(&self, name: &str, text: &str, function: &str) -> Value {
+        let settings = self.pipeline.settings();
+        let answer = match function {
+            "career-fanout" => {
+                let batch: StreamEvent =
+                    serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: not a stream event: {e}"));
+                let deps = career_fanout::Deps::new(&dynamodb(), &sqs(), settings).unwrap();
+                serde_json::to_value(career_fanout::handle(&deps, batch).await)
+            }
+            "career-deliver" => {
+                let batch: SqsEvent =
+                    serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: not an SQS event: {e}"));
+                let deps = career_service::deliver_instance(settings);
+                serde_json::to_value(career_deliver::handle(&deps, batch).await)
+            }
+            other => panic!(
+                "{name}: README.md names the function {other}, which tests/sample_events.rs cannot invoke: \
+                 add it to Stack::invoke_api or Stack::invoke_batch"
+            ),
+        };
+        answer.expect("the answer serializes")
     }
 }
 
-#[derive(Debug)]
-struct Invoked {
-    name: &'static str,
-    status: u16,
-    request_id: Option<String>,
-    content_type: Option<String>,
-    json: Value,
-}
-
-impl Invoked {
-    #[track_caller]
-    fn expect(&self, status: u16) -> &Value {
-        assert_eq!(self.status, status, "{}: {self:?}", self.name);
-        &self.json
-    }
-}
-
-fn alert(id: String, read: bool, dismissed: bool) -> Alert {
-    let now = career_core::clock::Timestamp::now();
-    Alert {
-        id: typed(id),
-        category: Category::RiskSignal,
-        severity: Severity::Info,
-        title: "Sample alert".into(),
-        message: "Seeded for a sample event.".into(),
-        created_at: now.clone(),
-        read,
-        read_at: read.then(|| now.clone()),
-        dismissed,
-        dismissed_at: dismissed.then_some(now),
-    }
-}
-
-async fn seed_subscription(settings: &Settings, user: &str, id: &str, url: &str, events: Vec<EventKind>) -> String {
-    let secret = WebhookSecret::generate();
-    let sealer = Sealer::new(&career_service::kms(), &dynamodb(), settings).expect("sealer settings");
-    let sealed = sealer.seal(&typed(user), &typed(id), &SigningSecrets::new(secret.clone())).await.expect("sealed");
-    let stored = StoredSubscription {
-        user_id: typed(user),
-        subscription_id: typed(id),
-        url: url.into(),
-        events,
-        secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-        created_at: career_core::clock::Timestamp::now(),
-        failing_since: None,
-        disabled_at: None,
-        disabled_reason: None,
-    };
-    let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
-    let created = table.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await.expect("subscription stored");
-    assert!(matches!(created, Created::Yes));
-    secret.into()
-}
-
-#[tokio::test]
-async fn alerts_list_lists_read_alerts_as_its_query_asks() {
-    let sample = HttpSample::load("alerts-list", Function::Alerts, Method::GET);
-    assert_eq!(sample.query("includeRead"), "true");
-    let api = Api::new();
-    let user = unique_user();
-    let table = AlertTable::new(dynamodb(), &api.settings.tables.alerts);
-    let (dismissed, read, unread) = (ids::new_id(ids::ALERT), ids::new_id(ids::ALERT), ids::new_id(ids::ALERT));
-    table.insert(&typed(&user), &alert(dismissed, false, true)).await.unwrap();
-    table.insert(&typed(&user), &alert(read.clone(), true, false)).await.unwrap();
-    table.insert(&typed(&user), &alert(unread.clone(), false, false)).await.unwrap();
-    let key = api.key(&user, "read:alerts").await;
-
-    let answer = sample.invoke(&api, Function::Alerts, &key).await;
-    let json = answer.expect(200);
-    let listed: Vec<_> = json["alerts"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap()).collect();
-    // includeRead=true: the read one too, newest first; the dismissed one stays out.
-    assert_eq!(listed, [unread.as_str(), read.as_str()]);
-    assert_eq!(json["nextCursor"], Value::Null);
-}
-
-#[tokio::test]
-async fn alerts_mark_read_marks_the_alert_it_names() {
-    let sample = HttpSample::load("alerts-mark-read", Function::Alerts, Method::PATCH);
-    assert_eq!(sample.body(), json!({"action": "read"}));
-    let id = sample.query("id");
-    assert!(ids::has_shape(&id, ids::ALERT), "the sample's id has the shape of an alert id: {id}");
-    let api = Api::new();
-    let user = unique_user();
-    let table = AlertTable::new(dynamodb(), &api.settings.tables.alerts);
-    table.insert(&typed(&user), &alert(id.clone(), false, false)).await.unwrap();
-    let key = api.key(&user, "write:alerts").await;
-
-    let answer = sample.invoke(&api, Function::Alerts, &key).await;
-    let json = answer.expect(200);
-    assert_eq!(json["id"], id.as_str());
-    assert_eq!(json["read"], true);
-    assert!(json["readAt"].as_str().is_some_and(|at| at.ends_with('Z')), "{json}");
-    assert_eq!(json["dismissed"], false);
-}
-
-#[tokio::test]
-async fn data_sharing_get_returns_the_users_preferences() {
-    let sample = HttpSample::load("data-sharing-get", Function::DataSharing, Method::GET);
-    let api = Api::new();
-    let user = unique_user();
-    let key = api.key(&user, "read:data_sharing,write:data_sharing").await;
-    let put = api.send_json(Method::PUT, "/api/v1/data-sharing", &key, r#"{"shareProfileData": true}"#).await;
-    put.assert_status(200);
-
-    let answer = sample.invoke(&api, Function::DataSharing, &key).await;
-    let json = answer.expect(200);
-    assert_eq!(
-        json["preferences"],
-        json!({"shareAssessmentResults": false, "shareProfileData": true, "shareActivityData": false})
-    );
-    assert_eq!(json["updatedAt"], put.json["updatedAt"]);
-}
-
-#[tokio::test]
-async fn data_sharing_put_applies_the_flags_it_sends_and_keeps_the_others() {
-    let sample = HttpSample::load("data-sharing-put", Function::DataSharing, Method::PUT);
-    assert_eq!(sample.body(), json!({"shareAssessmentResults": true, "shareActivityData": false}));
-    let api = Api::new();
-    let user = unique_user();
-    let key = api.key(&user, "write:data_sharing").await;
-    api.send_json(Method::PUT, "/api/v1/data-sharing", &key, r#"{"shareProfileData": true}"#).await.assert_status(200);
-
-    let answer = sample.invoke(&api, Function::DataSharing, &key).await;
-    let json = answer.expect(200);
-    assert_eq!(
-        json["preferences"],
-        json!({"shareAssessmentResults": true, "shareProfileData": true, "shareActivityData": false})
-    );
-    assert!(json["updatedAt"].as_str().is_some_and(|at| at.ends_with('Z')), "{json}");
-}
-
-#[tokio::test]
-async fn webhooks_list_lists_the_users_subscriptions() {
-    let sample = HttpSample::load("webhooks-list", Function::Webhooks, Method::GET);
-    let api = Api::new();
-    let user = unique_user();
-    let id = ids::new_id(ids::SUBSCRIPTION);
-    seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/listed", vec![EventKind::ProfileUpdated])
-        .await;
-    let key = api.key(&user, "read:webhooks").await;
-
-    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
-    let json = answer.expect(200);
-    assert_eq!(json["webhooks"].as_array().unwrap().iter().map(|w| w["id"].clone()).collect::<Vec<_>>(), [json!(id)]);
-    assert!(json["webhooks"][0].get("secret").is_none(), "secrets are never listed");
-}
-
-#[tokio::test]
-async fn webhooks_create_creates_the_subscription_it_describes() {
-    let sample = HttpSample::load("webhooks-create", Function::Webhooks, Method::POST);
-    let body = sample.body();
-    assert!(body["url"].as_str().is_some_and(|url| url.starts_with("https://")), "an https URL: {body}");
-    let api = Api::new();
-    assert!(!api.settings.allow_insecure_webhook_urls, "the sample must pass the production URL rules");
-    let user = unique_user();
-    let key = api.key(&user, "write:webhooks").await;
-
-    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
-    let json = answer.expect(201);
-    assert!(json["id"].as_str().is_some_and(|id| ids::has_shape(id, ids::SUBSCRIPTION)), "{json}");
-    assert_eq!(json["url"], body["url"]);
-    assert_eq!(json["events"], body["events"]);
-    assert!(
-        json["secret"].as_str().is_some_and(|s| WebhookSecret::parse(s).is_some_and(|p| p.expose().len() == 6 + 44)),
-        "{json}"
-    );
-    let stored = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks).list(&typed(&user)).await.unwrap();
-    assert_eq!(stored.iter().map(|s| s.subscription_id.as_str()).collect::<Vec<_>>(), [json["id"].as_str().unwrap()]);
-}
-
-#[tokio::test]
-async fn webhooks_delete_deletes_the_subscription_it_names() {
-    let sample = HttpSample::load("webhooks-delete", Function::Webhooks, Method::DELETE);
-    let id = sample.query("id");
-    assert!(ids::has_shape(&id, ids::SUBSCRIPTION), "the sample's id has the shape of a subscription id: {id}");
-    let api = Api::new();
-    let user = unique_user();
-    seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/gone", vec![EventKind::ProfileUpdated])
-        .await;
-    let key = api.key(&user, "write:webhooks").await;
-
-    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
-    assert_eq!(answer.expect(200), &json!({"id": id, "deleted": true}));
-    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
-    assert!(table.get(&typed(&user), &typed(&id)).await.unwrap().is_none(), "the subscription is gone");
-}
-
-#[tokio::test]
-async fn webhooks_rotate_secret_rotates_the_subscription_it_names() {
-    let sample = HttpSample::load("webhooks-rotate-secret", Function::Webhooks, Method::POST);
-    let id = sample.query("id");
-    assert!(ids::has_shape(&id, ids::SUBSCRIPTION), "the sample's id has the shape of a subscription id: {id}");
-    let grace = sample.body()["gracePeriodSeconds"].as_u64().expect("a grace period");
-    let api = Api::new();
-    let user = unique_user();
-    let old =
-        seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/r", vec![EventKind::ProfileUpdated])
-            .await;
-    let key = api.key(&user, "write:webhooks").await;
-
-    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
-    let json = answer.expect(200);
-    assert_eq!(json["id"], id.as_str());
-    let new = json["secret"].as_str().unwrap();
-    assert!(WebhookSecret::parse(new).is_some() && new != old, "{json}");
-    let expires = chrono::DateTime::parse_from_rfc3339(json["previousSecretExpiresAt"].as_str().unwrap()).unwrap();
-    let from_now = expires.timestamp() - chrono::Utc::now().timestamp();
-    assert!((grace as i64 - 5..=grace as i64).contains(&from_now), "{json}");
-}
-
-/// A delivery of `subscription` with the given id, failed once, in the user's delivery log.
-async fn seed_failed_delivery(api: &Api, user: &str, subscription: &str, delivery_id: &str) {
-    use career_core::delivery::log::AttemptRecord;
-    use career_core::delivery::sender::{Answer, Outcome};
-    let message = DeliveryMessage {
-        delivery_id: typed(delivery_id),
-        user_id: typed(user),
-        subscription_id: typed(subscription),
-        event: career_core::events::Event::ping(&typed(subscription)),
-        earlier_attempts: 0,
-    };
-    let outcome = Outcome::Rejected(Answer { status: 502, body: "bad gateway".into() });
-    let attempt = AttemptRecord::new(&outcome, clock::now(), None);
-    let table = DeliveryTable::new(dynamodb(), &api.settings.tables.deliveries);
-    table.record_attempt(&message, &message.body(), &attempt).await.expect("delivery recorded");
-}
-
-#[tokio::test]
-async fn webhooks_deliveries_list_lists_the_failed_deliveries_it_asks_for() {
-    let sample = HttpSample::load("webhooks-deliveries-list", Function::Webhooks, Method::GET);
-    let (id, status) = (sample.query("id"), sample.query("status"));
-    let api = Api::new();
-    let user = unique_user();
-    seed_subscription(&api.settings, &user, &id, "https://hooks.example.com/log", vec![EventKind::ProfileUpdated])
-        .await;
-    let delivery = ids::new_id(ids::DELIVERY);
-    seed_failed_delivery(&api, &user, &id, &delivery).await;
-    let key = api.key(&user, "read:webhooks").await;
-
-    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
-    let json = answer.expect(200);
-    assert_eq!(json["deliveries"].as_array().map(Vec::len), Some(1), "{json}");
-    assert_eq!(
-        (json["deliveries"][0]["id"].as_str(), json["deliveries"][0]["status"].as_str()),
-        (Some(delivery.as_str()), Some(status.as_str()))
-    );
-}
-
-#[tokio::test]
-async fn webhooks_delivery_retry_queues_the_delivery_it_names() {
-    let sample = HttpSample::load("webhooks-delivery-retry", Function::Webhooks, Method::POST);
-    let delivery = sample.query("id");
-    assert!(ids::has_shape(&delivery, ids::DELIVERY), "the sample's id has the shape of a delivery id: {delivery}");
-    let api = Api::new();
-    let user = unique_user();
-    let subscription = ids::new_id(ids::SUBSCRIPTION);
-    seed_subscription(
-        &api.settings,
-        &user,
-        &subscription,
-        "https://hooks.example.com/retry",
-        vec![EventKind::ProfileUpdated],
-    )
-    .await;
-    seed_failed_delivery(&api, &user, &subscription, &delivery).await;
-    let key = api.key(&user, "write:webhooks").await;
-
-    let answer = sample.invoke(&api, Function::Webhooks, &key).await;
-    let json = answer.expect(202);
-    assert_eq!((json["id"].as_str(), json["status"].as_str()), (Some(delivery.as_str()), Some("pending")));
-}
-
-#[tokio::test]
-async fn webhooks_ping_and_enable_act_on_the_subscription_they_name() {
-    let ping = HttpSample::load("webhooks-ping", Function::Webhooks, Method::POST);
-    let enable = HttpSample::load("webhooks-enable", Function::Webhooks, Method::POST);
-    let id = ping.query("id");
-    assert_eq!(enable.query("id"), id);
-    let api = Api::new();
-    let user = unique_user();
-    let table = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
-    seed_subscription(
-        &api.settings,
-        &user,
-        &id,
-        "https://hooks.example.com/ping",
-        vec![EventKind::AssessmentCompleted],
-    )
-    .await;
-    let key = api.key(&user, "write:webhooks").await;
-
-    let answer = ping.invoke(&api, Function::Webhooks, &key).await;
-    let json = answer.expect(202);
-    assert_eq!(
-        (json["eventType"].as_str(), json["subscriptionId"].as_str()),
-        (Some("webhook.ping"), Some(id.as_str()))
-    );
-    table.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
-    table
-        .disable(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z"), &typed("2026-11-06T00:00:00.000Z"))
-        .await
-        .unwrap();
-    let answer = enable.invoke(&api, Function::Webhooks, &key).await;
-    assert_eq!(answer.expect(200)["enabled"], true);
-    assert!(table.get(&typed(&user), &typed(&id)).await.unwrap().unwrap().is_enabled());
-}
-
-/// The delivery messages of `deliver-sqs-batch.json`.
-fn sample_deliveries() -> (SqsEvent, Vec<DeliveryMessage>) {
-    let event: SqsEvent = serde_json::from_str(&sample("deliver-sqs-batch.json")).expect("an SQS event");
-    let messages = event
+/// The delivery messages of `deliver-sqs-batch.json`, checked to be a main-lane batch.
+fn sample_deliveries(text: &str) -> Vec<DeliveryMessage> {
+    let event: SqsEvent = serde_json::from_str(text).expect("an SQS event");
+    event
         .records
         .iter()
         .map(|record| {
+            assert!(record.receipt_handle.as_deref().is_some_and(|h| !h.is_empty()));
+            let count = record.attributes.get("ApproximateReceiveCount").expect("ApproximateReceiveCount");
+            assert!(count.parse::<u32>().is_ok_and(|n| n >= 1), "{count}");
+            assert_eq!(Lane::of(record), Lane::Main, "a batch of the main lane, the FIFO queue");
             let body = record.body.as_deref().expect("a body");
-            serde_json::from_str::<DeliveryMessage>(body).unwrap_or_else(|e| panic!("a delivery message ({e}): {body}"))
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("a delivery message ({e}): {body}"))
         })
-        .collect();
-    (event, messages)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn deliver_sqs_batch_sends_each_message_signed_to_its_subscription() {
-    let (event, messages) = sample_deliveries();
-    assert_eq!(event.records.len(), 2);
-    for record in &event.records {
-        assert!(record.message_id.as_deref().is_some_and(|id| !id.is_empty()));
-        assert!(record.receipt_handle.as_deref().is_some_and(|h| !h.is_empty()));
-        let count = record.attributes.get("ApproximateReceiveCount").expect("ApproximateReceiveCount");
-        assert!(count.parse::<u32>().is_ok_and(|n| n >= 1), "{count}");
-        assert_eq!(record.event_source.as_deref(), Some("aws:sqs"));
-        assert_eq!(Lane::of(record), Lane::Main, "a batch of the main lane, the FIFO queue");
-    }
-    let pipeline = Pipeline::start(false).await;
-    let mut receivers = Vec::new();
-    for message in &messages {
-        let receiver = Receiver::start(&[200], Duration::ZERO).await;
-        let secret = seed_subscription(
-            pipeline.settings(),
-            message.user_id.as_str(),
-            message.subscription_id.as_str(),
-            &receiver.url,
-            vec![message.event.kind()],
-        )
-        .await;
-        receivers.push((receiver, secret));
-    }
-
-    let deps = career_service::deliver_instance(pipeline.settings());
-    let response = career_deliver::handle(&deps, event).await;
-    assert!(response.batch_item_failures.is_empty(), "every delivery succeeded: {response:?}");
-
-    for (message, (receiver, secret)) in messages.iter().zip(&receivers) {
-        let received = receiver.received();
-        assert_eq!(received.len(), 1, "one request for {}", message.delivery_id);
-        let delivery = &received[0];
-        assert_eq!(delivery.header("x-webhook-delivery"), message.delivery_id.as_str());
-        assert_eq!(delivery.header("x-webhook-event"), message.event.kind().as_str());
-        assert_eq!(delivery.header("content-type"), "application/json");
-        assert!(verify_hex(secret, &delivery.body, delivery.header("x-webhook-signature")), "signature verifies");
-        assert_eq!(delivery.json(), serde_json::to_value(&message.event).unwrap(), "the body is the event");
+async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
+    let files = sample_files();
+    let stack = Stack::start().await;
+    let seeded = &stack.seeded;
+    let deliveries = sample_deliveries(&files["deliver-sqs-batch.json"]);
+    for row in readme_rows() {
+        let name = row.file.as_str();
+        let text = files.get(name).unwrap_or_else(|| panic!("README.md lists {name}, which events/ does not hold"));
+        let (status, json) = match ApiFunction::named(&row.function) {
+            Some(function) => {
+                let (status, json) = stack.invoke_api(name, text, function).await;
+                (Some(status), json)
+            }
+            None => (None, stack.invoke_batch(name, text, &row.function).await),
+        };
+        match &row.answer {
+            Answer::Status(expected) => assert_eq!(status, Some(*expected), "{name}, as README.md says: {json}"),
+            Answer::Json(expected) => assert_eq!(&json, expected, "{name}, as README.md says"),
+        }
+        let subscription = seeded.subscription_id.as_str();
+        match name {
+            "alerts-list.json" => {
+                let listed: Vec<&Value> = json["alerts"].as_array().unwrap().iter().map(|a| &a["id"]).collect();
+                assert!(listed.contains(&&json!(seeded.alert_id)), "the seeded alert is listed: {json}");
+            }
+            "alerts-mark-read.json" => {
+                assert_eq!((&json["id"], &json["read"]), (&json!(seeded.alert_id), &json!(true)), "{json}");
+            }
+            "data-sharing-put.json" => {
+                assert_eq!(json["preferences"]["shareAssessmentResults"], true, "{json}");
+                assert_eq!(json["preferences"]["shareActivityData"], false, "{json}");
+            }
+            "webhooks-list.json" => {
+                let listed: Vec<&Value> = json["webhooks"].as_array().unwrap().iter().map(|w| &w["id"]).collect();
+                assert!(listed.contains(&&json!(subscription)), "the seeded subscription is listed: {json}");
+            }
+            "webhooks-deliveries-list.json" => {
+                let listed = json["deliveries"].as_array().unwrap();
+                assert_eq!(listed.len(), 1, "{json}");
+                assert_eq!(
+                    (&listed[0]["id"], &listed[0]["status"]),
+                    (&json!(seeded.failed_delivery_id), &json!("failed"))
+                );
+                assert_eq!(listed[0]["lastError"], "connection refused", "{json}");
+            }
+            "webhooks-delivery-retry.json" => {
+                assert_eq!((&json["id"], &json["status"]), (&json!(seeded.failed_delivery_id), &json!("pending")));
+                let id = seeded.failed_delivery_id.as_str();
+                assert!(stack.wait_for_delivery(id, 1).await[0].verified, "the pumps send it, signed");
+            }
+            "webhooks-ping.json" => {
+                assert_eq!((&json["eventType"], &json["status"]), (&json!("webhook.ping"), &json!("pending")));
+                let delivered = stack.wait_for_delivery(json["id"].as_str().unwrap(), 1).await;
+                assert_eq!((delivered[0].verified, delivered[0].event_type.as_str()), (true, "webhook.ping"));
+            }
+            "webhooks-rotate-secret.json" => {
+                assert_eq!(json["id"], subscription);
+                assert!(json["secret"].as_str().is_some_and(|new| new != seeded.secret), "a new secret: {json}");
+                assert!(json["previousSecretExpiresAt"].is_string(), "the old one keeps signing a while: {json}");
+            }
+            "webhooks-event-types.json" => {
+                assert_eq!(
+                    json["eventTypes"],
+                    serde_json::to_value(career_core::event_catalog::event_types()).unwrap()
+                );
+            }
+            "webhooks-update.json" => {
+                let sent: Value = serde_json::from_str(
+                    serde_json::from_str::<Value>(text).unwrap()["body"].as_str().expect("a body"),
+                )
+                .unwrap();
+                assert_eq!((&json["id"], &json["events"]), (&json!(subscription), &sent["events"]), "{json}");
+                assert_eq!((&json["enabled"], &json["disabledReason"]), (&json!(false), &json!("manual")), "{json}");
+            }
+            "webhooks-enable.json" => assert_eq!((&json["id"], &json["enabled"]), (&json!(subscription), &json!(true))),
+            "fanout-stream-batch.json" => {
+                // Queued to the seeded subscription: exactly the deliveries of the delivery sample,
+                // which the pumps send (signed with the old and the new secret after the rotation).
+                for message in &deliveries {
+                    let delivered = stack.wait_for_delivery(message.delivery_id.as_str(), 1).await;
+                    assert!(delivered[0].verified, "{delivered:?}");
+                    assert_eq!(
+                        delivered[0].body,
+                        serde_json::to_value(&message.event).unwrap(),
+                        "the body is the event"
+                    );
+                }
+            }
+            "deliver-sqs-batch.json" => {
+                for message in &deliveries {
+                    let id = message.delivery_id.as_str();
+                    assert_eq!(message.subscription_id.as_str(), subscription, "{name} delivers to the seeded one");
+                    // Once from the fan-out sample's queue, once from this batch: the same id.
+                    let delivered = stack.wait_for_delivery(id, 2).await;
+                    assert!(delivered.iter().all(|d| d.verified), "{delivered:?}");
+                    assert_eq!(stack.delivery_status(id).await, DeliveryStatus::Succeeded);
+                }
+            }
+            "webhooks-create.json" => {
+                assert!(json["secret"].as_str().is_some_and(|s| WebhookSecret::parse(s).is_some()), "{json}");
+                // No receiver of this test listens where the sample points, so nothing may go there.
+                let id = json["id"].as_str().unwrap();
+                let deleted = stack.pipeline.api.request(Method::DELETE, &format!("/api/v1/webhooks?id={id}"));
+                deleted.key(&stack.demo_key).send().await.assert_status(200);
+            }
+            "webhooks-delete.json" => assert_eq!(json, json!({"id": subscription, "deleted": true})),
+            _ => {}
+        }
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fanout_stream_batch_becomes_exactly_the_sample_delivery_messages() {
-    let batch: StreamEvent = serde_json::from_str(&sample("fanout-stream-batch.json")).expect("a stream event");
+/// The fan-out sample's stream records are those the streams hand the fan-out: one INSERT on
+/// the profiles table and one MODIFY on the assessments table.
+#[test]
+fn the_fanout_sample_is_a_profile_insert_and_an_assessment_modify() {
+    let batch: StreamEvent = serde_json::from_str(&sample_files()["fanout-stream-batch.json"]).expect("a stream event");
     let names: Vec<_> = batch.records.iter().map(|r| r.event_name.as_str()).collect();
     assert_eq!(names, ["INSERT", "MODIFY"]);
     for record in &batch.records {
@@ -582,42 +512,4 @@ async fn fanout_stream_batch_becomes_exactly_the_sample_delivery_messages() {
     }
     assert!(batch.records[0].change.keys.contains_key("profileId"), "an INSERT on the profiles table");
     assert!(batch.records[1].change.keys.contains_key("assessmentId"), "a MODIFY on the assessments table");
-
-    let (_, expected) = sample_deliveries();
-    let user = expected[0].user_id.clone();
-    let pipeline = Pipeline::start(false).await;
-    // The subscriptions the delivery sample names, one per kind, and another user's
-    // subscription to both kinds, which must get nothing.
-    for message in &expected {
-        let url = "http://127.0.0.1:9/unused";
-        seed_subscription(
-            pipeline.settings(),
-            user.as_str(),
-            message.subscription_id.as_str(),
-            url,
-            vec![message.event.kind()],
-        )
-        .await;
-    }
-    let all = vec![EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
-    let other = ids::new_id(ids::SUBSCRIPTION);
-    seed_subscription(pipeline.settings(), &unique_user(), &other, "http://127.0.0.1:9/other", all).await;
-
-    let deps = career_fanout::Deps::new(&dynamodb(), &sqs(), pipeline.settings()).unwrap();
-    let response = career_fanout::handle(&deps, batch).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
-
-    let queue = pipeline.queues.delivery.clone();
-    let messages = pipeline.peek(&queue, expected.len(), Duration::from_secs(15)).await;
-    let mut got: Vec<DeliveryMessage> =
-        messages.iter().map(|m| serde_json::from_str(m.body().expect("a body")).expect("a delivery message")).collect();
-    got.sort_by(|a, b| a.delivery_id.cmp(&b.delivery_id));
-    let mut expected = expected;
-    expected.sort_by(|a, b| a.delivery_id.cmp(&b.delivery_id));
-    assert_eq!(
-        got, expected,
-        "the fan-out of fanout-stream-batch.json is the delivery messages of deliver-sqs-batch.json \
-         (if the id derivation changed on purpose, regenerate the samples)"
-    );
-    assert!(pipeline.peek(&queue, 1, Duration::from_secs(2)).await.is_empty(), "no other message");
 }

@@ -5,9 +5,9 @@ use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
-use career_core::clock::Timestamp;
+use career_core::clock::{self, Timestamp};
 use career_core::config::TableNames;
-use career_core::credentials::{ApiKey, Scopes};
+use career_core::credentials::{ApiKey, Scope, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::ids::{AlertId, AssessmentId, DeliveryId, ProfileId, SubscriptionId, UserId, MAX_PLATFORM_ID_LEN};
 use career_core::rotation::SigningSecrets;
@@ -17,6 +17,7 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_core::store::platform::PlatformTables;
 use career_core::store::webhooks::{Replaced, StoredSecrets, WebhookTable};
+use chrono::TimeDelta;
 use serde::Serialize;
 
 pub struct Admin {
@@ -31,6 +32,24 @@ pub struct IssuedKey {
     pub key: String,
     pub user_id: UserId,
     pub scopes: Vec<&'static str>,
+    /// Only for a key that expires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+}
+
+/// How long a portal link works by default, and at most (contract section 14), in minutes.
+pub const PORTAL_LINK_DEFAULT_MINUTES: u32 = 60;
+pub const PORTAL_LINK_MAX_MINUTES: u32 = 1440;
+/// The longest lifetime `keys create --expires-in-minutes` gives a key: a year.
+pub const MAX_KEY_LIFETIME_MINUTES: u32 = 365 * 24 * 60;
+
+/// `portal-link`: a link that signs its holder in to the webhook portal.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortalLink {
+    pub url: String,
+    pub user_id: UserId,
+    pub expires_at: Timestamp,
 }
 
 /// `keys revoke`.
@@ -104,24 +123,46 @@ impl Admin {
         PlatformTables::new(self.dynamodb.clone(), &self.tables.profiles, &self.tables.assessments)
     }
 
+    /// Issues a key; with `lifetime`, one that is refused from that long after now on.
     pub async fn create_key(
         &self,
         user_id: impl AsRef<str>,
         scopes: Scopes,
         label: Option<String>,
+        lifetime: Option<TimeDelta>,
     ) -> Result<IssuedKey, String> {
         let user_id = user(user_id.as_ref())?;
         let key = ApiKey::generate();
+        let now = clock::now();
+        let expires_at = lifetime.map(|lifetime| Timestamp::from_datetime(now + lifetime));
         let stored = StoredKey {
             key_hash: key.hash().as_str().to_owned(),
             user_id: user_id.clone(),
             scopes: scopes.names().into_iter().map(String::from).collect(),
             label,
-            created_at: Timestamp::now(),
+            created_at: Timestamp::from_datetime(now),
             revoked_at: None,
+            expires_at: expires_at.clone(),
         };
         self.keys().insert(&stored).await.map_err(|e| format!("storing the key: {e}"))?;
-        Ok(IssuedKey { key: key.expose().to_owned(), user_id, scopes: scopes.names() })
+        Ok(IssuedKey { key: key.expose().to_owned(), user_id, scopes: scopes.names(), expires_at })
+    }
+
+    /// Issues a key with `read:webhooks` and `write:webhooks` that expires after `minutes`,
+    /// and the portal link at `api_url` that carries it (in the fragment, which browsers do
+    /// not send to the server).
+    pub async fn portal_link(
+        &self,
+        user_id: impl AsRef<str>,
+        api_url: &str,
+        minutes: u32,
+    ) -> Result<PortalLink, String> {
+        let portal = portal_url(api_url)?;
+        let scopes = [Scope::ReadWebhooks, Scope::WriteWebhooks].into_iter().collect();
+        let lifetime = TimeDelta::minutes(i64::from(minutes));
+        let issued = self.create_key(user_id, scopes, Some("portal link".into()), Some(lifetime)).await?;
+        let expires_at = issued.expires_at.ok_or("the portal key has no expiry")?;
+        Ok(PortalLink { url: format!("{portal}#key={}", issued.key), user_id: issued.user_id, expires_at })
     }
 
     pub async fn revoke_key(&self, key: &str) -> Result<Revoked, String> {
@@ -296,6 +337,20 @@ pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String
     }
 }
 
+/// The portal's address below the API's base URL (`--api-url`, `CAREER_API_URL`), which may
+/// have a path (an API Gateway stage) but no query, fragment or user-info.
+fn portal_url(api_url: &str) -> Result<String, String> {
+    let refused = |why: &str| format!("--api-url (or CAREER_API_URL) {why}: {:?}", api_url);
+    let url = url::Url::parse(api_url.trim()).map_err(|e| refused(&format!("is not an absolute URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(refused("must be an http or https URL with a host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() || url.password().is_some() {
+        return Err(refused("must have no query, fragment or user-info"));
+    }
+    Ok(format!("{}/portal", url.as_str().trim_end_matches('/')))
+}
+
 /// `--user` as a user id (surrounding blanks dropped).
 fn user(text: &str) -> Result<UserId, String> {
     UserId::parse(text.trim()).ok_or_else(|| {
@@ -312,4 +367,35 @@ fn non_empty<'a>(flag: &str, value: &'a str) -> Result<&'a str, String> {
         return Err(format!("{flag} must not be empty"));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_portal_lies_below_the_api_url() {
+        for (api, portal) in [
+            ("http://127.0.0.1:3000", "http://127.0.0.1:3000/portal"),
+            ("http://127.0.0.1:3000/", "http://127.0.0.1:3000/portal"),
+            (
+                "https://abc.execute-api.us-east-1.amazonaws.com/prod/",
+                "https://abc.execute-api.us-east-1.amazonaws.com/prod/portal",
+            ),
+            (" https://API.example.com ", "https://api.example.com/portal"),
+        ] {
+            assert_eq!(portal_url(api).as_deref(), Ok(portal), "{api}");
+        }
+        for bad in [
+            "",
+            "127.0.0.1:3000",
+            "ftp://example.com",
+            "https://example.com/?x=1",
+            "https://example.com/#f",
+            "https://u:p@example.com",
+        ] {
+            let refused = portal_url(bad).expect_err(bad);
+            assert!(refused.starts_with("--api-url (or CAREER_API_URL) "), "{refused}");
+        }
+    }
 }

@@ -42,9 +42,9 @@ impl ApiFunctions {
         })
     }
 
-    /// `ANY /api/v1/data-sharing`, `ANY /api/v1/webhooks` and `ANY /api/v1/webhooks/{proxy+}`
-    /// go to their functions; every other request (`ANY /api/v1/alerts` and `$default`) to
-    /// the alerts function.
+    /// `ANY /api/v1/data-sharing`, `ANY /api/v1/webhooks`, `ANY /api/v1/webhooks/{proxy+}`,
+    /// `ANY /portal` and `ANY /portal/{proxy+}` go to their functions; every other request
+    /// (`ANY /api/v1/alerts` and `$default`) to the alerts function.
     pub async fn handle(&self, request: Request) -> Response<Body> {
         match request.uri().path() {
             path if path == career_data_sharing::RESOURCE.path => {
@@ -80,21 +80,36 @@ pub fn lambda_request(parts: http::request::Parts, body: Bytes) -> Request {
 /// Serves the API on `listener` until the task is dropped, closing connections idle for
 /// `idle_timeout` ([`IDLE_TIMEOUT`] in the local stack).
 pub async fn serve(listener: TcpListener, functions: Arc<ApiFunctions>, idle_timeout: Duration) -> std::io::Result<()> {
+    serve_connections(listener, Some(idle_timeout), move |request| {
+        let functions = functions.clone();
+        async move { Ok::<_, Infallible>(answer(&functions, request, idle_timeout).await) }
+    })
+    .await
+}
+
+/// Answers each HTTP/1 request on `listener` with `respond`, each connection on a task of
+/// its own, until the task is dropped. With an `idle_timeout`, a connection that sends no
+/// request for that long is closed.
+pub async fn serve_connections<Respond, Answered>(
+    listener: TcpListener,
+    idle_timeout: Option<Duration>,
+    respond: Respond,
+) -> std::io::Result<()>
+where
+    Respond: Fn(http::Request<Incoming>) -> Answered + Clone + Send + Sync + 'static,
+    Answered: std::future::Future<Output = Result<http::Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
     loop {
         let (stream, _) = listener.accept().await?;
-        let functions = functions.clone();
+        let service = hyper::service::service_fn(respond.clone());
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let functions = functions.clone();
-                async move { Ok::<_, Infallible>(answer(&functions, request, idle_timeout).await) }
-            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
             // The header read timeout runs from the moment hyper waits for a request's first
             // byte, so it also ends connections that are idle before or between requests.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(idle_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            if let Some(timeout) = idle_timeout {
+                builder.timer(TokioTimer::new()).header_read_timeout(timeout);
+            }
+            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
         });
     }
 }

@@ -3,6 +3,7 @@
 //! stack does differently from Lambda lives here; the functions' code is the same.
 
 pub mod admin;
+pub mod demo;
 pub mod gateway;
 pub mod local;
 pub mod pumps;

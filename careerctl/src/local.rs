@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use career_core::config::{SecretSetting, Settings};
-use career_core::credentials::Scopes;
 use career_core::sealing::Sealer;
 use tokio::sync::watch;
 
@@ -70,7 +69,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
     }
-    let demo = admin.create_key("demo-user", Scopes::all(), Some("make run demo key".into())).await?;
+    let demo = crate::demo::demo_key(&admin).await?;
     let demo_key = demo.key;
     let api_url = format!("http://127.0.0.1:{port}");
     let env_path = local_dir.join("env");
@@ -81,14 +80,16 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
         "Career service is up at {api_url}\n  \
          DynamoDB Local  {}\n  \
          SQS and KMS     {}\n  \
-         Demo API key (user demo-user, all six scopes):\n    {demo_key}\n  \
+         Demo API key (user {user}, all six scopes):\n    {demo_key}\n  \
          Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts\n  \
+         Webhooks portal (signed in with the demo key):  {api_url}/portal#key={demo_key}\n  \
          For careerctl and the AWS CLI:  source {}\n  \
-         Events: careerctl profiles update --user demo-user   (deliveries retry after about 1 s, 4 s, 20 s, ...)\n\
+         Events: careerctl profiles update --user {user}   (deliveries retry after about 1 s, 4 s, 20 s, ...)\n\
          Press Ctrl-C to stop. Request and delivery logs follow as JSON lines.",
         stack.dynamodb.endpoint,
         stack.sqs.endpoint,
-        env_path.display()
+        env_path.display(),
+        user = crate::demo::USER,
     ))?;
     career_core::telemetry::init();
 

@@ -11,7 +11,9 @@ use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
+use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
+use chrono::TimeDelta;
 use clap::{Parser, Subcommand};
 
 /// Admin CLI and local stack of the career alerts, data-sharing and webhooks service.
@@ -50,8 +52,34 @@ enum Command {
     /// Maintain webhook subscriptions.
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// The demo user's items that the sample events in events/ act on, and a receiver for
+    /// their deliveries.
+    #[command(subcommand)]
+    Demo(DemoCommand),
+    /// Issue a link that signs a user in to the webhook portal: a key with read:webhooks and
+    /// write:webhooks that expires; prints {"url": "<API URL>/portal#key=cak_…", "userId",
+    /// "expiresAt"}. Anyone holding the link acts as the user until then.
+    PortalLink(PortalLinkArgs),
     /// Run the whole local stack in the foreground (what `make run` does); Ctrl-C stops it.
     Local(LocalArgs),
+}
+
+#[derive(clap::Args)]
+struct PortalLinkArgs {
+    /// The user the link signs in.
+    #[arg(long)]
+    user: String,
+    /// How long the link works, in minutes (1 to 1440).
+    #[arg(
+        long,
+        default_value_t = admin::PORTAL_LINK_DEFAULT_MINUTES,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(admin::PORTAL_LINK_MAX_MINUTES))
+    )]
+    minutes: u32,
+    /// The API's base URL, which serves the portal at /portal (`make run` puts
+    /// CAREER_API_URL in .local/env).
+    #[arg(long, env = "CAREER_API_URL")]
+    api_url: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -68,6 +96,10 @@ enum KeysCommand {
         /// A note for people, stored with the key.
         #[arg(long)]
         label: Option<String>,
+        /// The key is refused from this many minutes from now on (1 to 525600, a year);
+        /// without it the key does not expire. The output then adds "expiresAt".
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(admin::MAX_KEY_LIFETIME_MINUTES)))]
+        expires_in_minutes: Option<u32>,
     },
     /// Revoke a key; prints {"revoked": true}. Running functions stop accepting it within 60 s.
     Revoke {
@@ -166,6 +198,33 @@ enum WebhooksCommand {
     SealSecrets,
 }
 
+#[derive(Subcommand)]
+enum DemoCommand {
+    /// Put in place, for make run's demo user, exactly the alert, webhook subscription and
+    /// failed delivery that the sample events in events/ name.
+    ///
+    /// The items are left as the samples expect them, so running it again undoes what the
+    /// samples changed. Prints {"userId", "alertId", "subscriptionId", "url", "secret",
+    /// "failedDeliveryId"}. The subscription is made anew, with a fresh secret shown only
+    /// here: give it to `demo receiver` (WEBHOOK_SECRET). For the local stack only: it needs
+    /// ALLOW_INSECURE_WEBHOOK_URLS=true (source .local/env).
+    Seed {
+        /// Where the subscription delivers: a URL on this machine (127.0.0.1 or [::1]).
+        #[arg(long, default_value_t = careerctl::demo::default_receiver_url())]
+        receiver_url: String,
+    },
+    /// Receive webhook deliveries on 127.0.0.1 until Ctrl-C, one JSON line each.
+    ///
+    /// Prints {"deliveryId", "eventType", "verified", "body"} for each delivery and answers
+    /// 204 when its X-Webhook-Signature verifies with the secret in WEBHOOK_SECRET (the one
+    /// `demo seed` printed), 401 otherwise.
+    Receiver {
+        /// The port on 127.0.0.1.
+        #[arg(long, default_value_t = careerctl::demo::RECEIVER_PORT)]
+        port: u16,
+    },
+}
+
 #[derive(clap::Args)]
 struct LocalArgs {
     /// Port of the local API.
@@ -185,6 +244,7 @@ async fn main() -> ExitCode {
             Ok(settings) => careerctl::local::run(args.port, &args.local_dir, settings).await,
             Err(message) => Err(message),
         },
+        Command::Demo(DemoCommand::Receiver { port }) => run_receiver(port).await,
         command => admin_command(command).await.and_then(careerctl::print_line),
     };
     match outcome {
@@ -200,8 +260,15 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
     let sdk = aws_config::defaults(BehaviorVersion::latest()).timeout_config(aws_timeouts()).load().await;
     let admin = Admin::new(aws_sdk_dynamodb::Client::new(&sdk), TableNames::from_env());
     match command {
-        Command::Keys(KeysCommand::Create { user, scopes, label }) => {
-            json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label).await)
+        Command::Keys(KeysCommand::Create { user, scopes, label, expires_in_minutes }) => {
+            let lifetime = expires_in_minutes.map(|minutes| TimeDelta::minutes(i64::from(minutes)));
+            json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label, lifetime).await)
+        }
+        Command::PortalLink(PortalLinkArgs { user, minutes, api_url }) => {
+            let api_url = api_url.ok_or(
+                "the API URL is needed: pass --api-url or set CAREER_API_URL (source .local/env sets it for make run)",
+            )?;
+            json(admin.portal_link(&user, &api_url, minutes).await)
         }
         Command::Keys(KeysCommand::Revoke { key }) => json(admin.revoke_key(&key).await),
         Command::Alerts(AlertsCommand::Create { user, title, message, category, severity }) => {
@@ -224,11 +291,79 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
                 .map_err(|e| e.to_string())?;
             json(admin.seal_plain_secrets(&sealer).await)
         }
-        Command::Local(_) => unreachable!("handled in main"),
+        Command::Demo(DemoCommand::Seed { receiver_url }) => {
+            let settings = Settings::from_env().map_err(|e| e.to_string())?;
+            let (dynamodb, kms) = (aws_sdk_dynamodb::Client::new(&sdk), aws_sdk_kms::Client::new(&sdk));
+            let sealer = Sealer::new(&kms, &dynamodb, &settings).map_err(|e| e.to_string())?;
+            json(careerctl::demo::seed(&dynamodb, &settings, &sealer, &receiver_url).await)
+        }
+        Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),
+    }
+}
+
+/// `demo receiver`: one JSON line per delivery on stdout until Ctrl-C.
+async fn run_receiver(port: u16) -> Result<(), String> {
+    let text = std::env::var("WEBHOOK_SECRET")
+        .map_err(|_| "set WEBHOOK_SECRET to the subscription's secret (the \"secret\" that demo seed prints)")?;
+    let secret = WebhookSecret::parse(text.trim()).ok_or("WEBHOOK_SECRET is not a webhook secret (whsec_…)")?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (use --port)"))?;
+    eprintln!("careerctl: receiving webhook deliveries on http://127.0.0.1:{port}/ (Ctrl-C stops)");
+    let (failed, mut output_failure) = tokio::sync::mpsc::unbounded_channel();
+    let report = move |received: careerctl::demo::Received| {
+        let line = serde_json::to_string(&received).expect("a delivery serializes");
+        if let Err(message) = careerctl::print_line(line) {
+            let _ = failed.send(message);
+        }
+    };
+    tokio::select! {
+        served = careerctl::demo::receive(listener, secret, report) => served.map_err(|e| format!("receiving: {e}")),
+        Some(message) = output_failure.recv() => Err(message),
+        _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
 
 /// An admin command's result as the JSON object it prints (contract section 8).
 fn json(result: Result<impl serde::Serialize, String>) -> Result<serde_json::Value, String> {
     serde_json::to_value(result?).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::try_parse_from([&["careerctl"], args].concat()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn portal_links_last_an_hour_by_default_and_a_day_at_most() {
+        let api = ["--api-url", "http://127.0.0.1:3000"];
+        let minutes = |extra: &[&str]| match parse(&[&["portal-link", "--user", "u1"], &api[..], extra].concat()) {
+            Ok(Cli { command: Command::PortalLink(args) }) => Ok(args.minutes),
+            Ok(_) => panic!("another command"),
+            Err(message) => Err(message),
+        };
+        assert_eq!(minutes(&[]), Ok(60));
+        assert_eq!(minutes(&["--minutes", "1"]), Ok(1));
+        assert_eq!(minutes(&["--minutes", "1440"]), Ok(1440));
+        for bad in ["--minutes=0", "--minutes=1441", "--minutes=-5", "--minutes=an hour", "--minutes="] {
+            let refused = minutes(&[bad]).expect_err(bad);
+            assert!(refused.contains("--minutes"), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_key_expires_after_one_minute_to_a_year() {
+        let create = |minutes: &str| {
+            parse(&["keys", "create", "--user", "u1", "--scopes", "read:webhooks", "--expires-in-minutes", minutes])
+        };
+        assert!(create("1").is_ok());
+        assert!(create("525600").is_ok());
+        for bad in ["0", "525601", "soon", "1.5"] {
+            let refused = create(bad).map(|_| ()).expect_err(bad);
+            assert!(refused.contains("--expires-in-minutes"), "{bad}: {refused}");
+        }
+    }
 }

@@ -83,6 +83,12 @@ pub enum ApiError {
     WebhookMissingDeliveryId,
     #[error("No webhook delivery with id '{}'.", Excerpt(.0))]
     WebhookDeliveryNotFound(String),
+    #[error("Nothing to change: send at least one of url, events and enabled.")]
+    WebhookNoChanges,
+    #[error("'{}' cannot be changed; send only url, events and enabled.", Excerpt(.0))]
+    WebhookUnknownField(String),
+    #[error("'enabled' must be true or false.")]
+    WebhookInvalidEnabled,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -131,7 +137,10 @@ impl ApiError {
             | WebhookMissingSubscriptionId
             | WebhookInvalidGracePeriod(_)
             | WebhookInvalidStatus
-            | WebhookMissingDeliveryId => StatusCode::BAD_REQUEST,
+            | WebhookMissingDeliveryId
+            | WebhookNoChanges
+            | WebhookUnknownField(_)
+            | WebhookInvalidEnabled => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -163,6 +172,9 @@ impl ApiError {
             WebhookInvalidStatus => "webhooks.invalid_status",
             WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
             WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
+            WebhookNoChanges => "webhooks.no_changes",
+            WebhookUnknownField(_) => "webhooks.unknown_field",
+            WebhookInvalidEnabled => "webhooks.invalid_enabled",
             Internal(_) => "internal_error",
         }
     }
@@ -176,6 +188,19 @@ impl ApiError {
             }
             ApiError::RateLimited { retry_after } => vec![(RETRY_AFTER, retry_after.to_string())],
             _ => Vec::new(),
+        }
+    }
+}
+
+impl From<crate::webhooks::InvalidChanges> for ApiError {
+    fn from(err: crate::webhooks::InvalidChanges) -> Self {
+        use crate::webhooks::InvalidChanges::*;
+        match err {
+            NoChanges => ApiError::WebhookNoChanges,
+            UnknownField(name) => ApiError::WebhookUnknownField(name),
+            InvalidEnabled => ApiError::WebhookInvalidEnabled,
+            Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
+            Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
     }
 }
@@ -433,14 +458,7 @@ impl Front {
             insert(headers, HeaderName::from_static("ratelimit-remaining"), &limit.remaining.to_string());
             insert(headers, HeaderName::from_static("ratelimit-reset"), &limit.reset_seconds.to_string());
         }
-        tracing::info!(
-            request_id = %request_id,
-            route = %route,
-            status = status.as_u16(),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            user_id = user_id.as_ref().map_or("-", UserId::as_str),
-            "request"
-        );
+        log_request(&request_id, &route, status, started, user_id.as_ref());
         response
     }
 
@@ -454,6 +472,34 @@ impl Front {
         };
         self.authenticator.authenticate(header).await?.ok_or(ApiError::Unauthorized)
     }
+}
+
+/// Answers a request that needs no key (the portal's files, contract section 14): `answer`
+/// gives the response or the refusal, which gets the error body; `X-Request-Id` and the
+/// request log as on every other answer.
+pub fn serve_without_key(
+    request: &Request,
+    answer: impl FnOnce() -> Result<Response<Body>, ApiError>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let request_id = request_id_of(request);
+    let mut response = answer().unwrap_or_else(|err| error_response(&err, &request_id));
+    insert(response.headers_mut(), REQUEST_ID, &request_id);
+    let route = format!("{} {}", request.method(), request.uri().path());
+    log_request(&request_id, &route, response.status(), started, None);
+    response
+}
+
+/// The request log's line for one answered request.
+fn log_request(request_id: &str, route: &str, status: StatusCode, started: Instant, user_id: Option<&UserId>) {
+    tracing::info!(
+        request_id = %request_id,
+        route = %route,
+        status = status.as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        user_id = user_id.map_or("-", UserId::as_str),
+        "request"
+    );
 }
 
 /// The refusal of a counted request that is over the limit.

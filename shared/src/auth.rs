@@ -1,9 +1,12 @@
 //! Authentication (contract section 2): resolves an `Authorization` header to a
-//! principal, with a short per-instance cache of key lookups.
+//! principal, with a short per-instance cache of key lookups. A key's expiry is checked on
+//! every request, cached or not, so an expired key is refused at once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
 
 use crate::credentials::{ApiKey, KeyHash, Scope, Scopes};
 use crate::ids::UserId;
@@ -24,6 +27,15 @@ pub struct Principal {
     pub user_id: UserId,
     pub scopes: Scopes,
     pub key_hash: KeyHash,
+    /// When the key stops working, if it expires.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl Principal {
+    /// Whether the key has expired at `now` (an expiry is the first instant it is refused).
+    pub fn has_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|expires_at| now >= expires_at)
+    }
 }
 
 /// Resolves `Authorization` headers to principals, caching lookups for [`KEY_CACHE_TTL`]
@@ -39,14 +51,15 @@ impl Authenticator {
         Self { keys, cache: Mutex::default() }
     }
 
-    /// `Ok(None)` for a missing, malformed, unknown or revoked key.
+    /// `Ok(None)` for a missing, malformed, unknown, revoked or expired key.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Option<Principal>, StoreError> {
         let Some(key) = authorization.and_then(ApiKey::from_authorization) else {
             return Ok(None);
         };
         let hash = key.hash();
+        let unexpired = |principal: Option<Principal>| principal.filter(|known| !known.has_expired(Utc::now()));
         if let Some(principal) = self.cached(&hash) {
-            return Ok(principal);
+            return Ok(unexpired(principal));
         }
         let principal = self.keys.get(&hash).await?.and_then(|stored| principal_of(&hash, stored));
         let now = Instant::now();
@@ -61,7 +74,7 @@ impl Authenticator {
             }
             None => {}
         }
-        Ok(principal)
+        Ok(unexpired(principal))
     }
 
     /// `Some(lookup)` while a lookup of `hash` is cached.
@@ -80,6 +93,7 @@ fn principal_of(hash: &KeyHash, stored: StoredKey) -> Option<Principal> {
         user_id: stored.user_id,
         scopes: stored.scopes.iter().filter_map(|name| Scope::parse(name)).collect(),
         key_hash: hash.clone(),
+        expires_at: stored.expires_at.as_ref().map(crate::clock::Timestamp::datetime),
     })
 }
 
@@ -97,8 +111,25 @@ mod tests {
             label: None,
             created_at: "2026-01-01T00:00:00.000Z".parse().unwrap(),
             revoked_at: revoked.map(|at| at.parse().unwrap()),
+            expires_at: None,
         };
         assert!(principal_of(&hash, stored(None)).is_some());
         assert!(principal_of(&hash, stored(Some("2026-01-02T00:00:00.000Z"))).is_none());
+    }
+
+    #[test]
+    fn a_key_expires_at_its_expiry_and_not_before() {
+        let at = |text: &str| text.parse::<crate::clock::Timestamp>().unwrap().datetime();
+        let principal = |expires_at: Option<&str>| Principal {
+            user_id: "u1".parse().unwrap(),
+            scopes: Scopes::default(),
+            key_hash: ApiKey::generate().hash(),
+            expires_at: expires_at.map(at),
+        };
+        let expiring = principal(Some("2026-11-27T09:00:00.000Z"));
+        assert!(!expiring.has_expired(at("2026-11-27T08:59:59.999Z")));
+        assert!(expiring.has_expired(at("2026-11-27T09:00:00.000Z")));
+        assert!(expiring.has_expired(at("2027-01-01T00:00:00.000Z")));
+        assert!(!principal(None).has_expired(at("2999-01-01T00:00:00.000Z")));
     }
 }

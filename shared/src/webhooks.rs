@@ -1,5 +1,5 @@
-//! Webhook subscriptions (contract section 5): URL and event validation, secrets, and the
-//! subscription object.
+//! Webhook subscriptions (contract sections 5 and 13): URL and event validation, what an
+//! update may change, secrets, and the subscription object.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use url::{Host, Url};
 
 use crate::clock::Timestamp;
@@ -32,6 +33,8 @@ pub enum InvalidUrl {
     NotAString,
     #[error("url must be at most {MAX_URL_LEN} characters")]
     TooLong,
+    #[error("url must be at most {MAX_URL_LEN} characters once normalised (it has {0})")]
+    TooLongOnceNormalised(usize),
     #[error("url is not an absolute URL")]
     Unparsable,
     #[error("url must use https")]
@@ -45,8 +48,10 @@ pub enum InvalidUrl {
 }
 
 impl WebhookUrl {
-    /// `allow_insecure` (local stack and tests only) also admits `http` and private targets.
-    pub fn parse(value: &serde_json::Value, allow_insecure: bool) -> Result<Self, InvalidUrl> {
+    /// The URL as sent must have at most [`MAX_URL_LEN`] characters, and so must its WHATWG
+    /// normalisation (what is stored). `allow_insecure` (local stack and tests only) also
+    /// admits `http` and private targets.
+    pub fn parse(value: &Value, allow_insecure: bool) -> Result<Self, InvalidUrl> {
         let text = value.as_str().ok_or(InvalidUrl::NotAString)?;
         if text.chars().count() > MAX_URL_LEN {
             return Err(InvalidUrl::TooLong);
@@ -64,7 +69,13 @@ impl WebhookUrl {
         if !allow_insecure && is_private_host(&host) {
             return Err(InvalidUrl::PrivateTarget);
         }
-        Ok(WebhookUrl(url.into()))
+        // Normalising can lengthen a URL up to ninefold (percent-encoded UTF-8), and the
+        // normalised one is what is stored and sent.
+        let normalised: String = url.into();
+        if normalised.len() > MAX_URL_LEN {
+            return Err(InvalidUrl::TooLongOnceNormalised(normalised.len()));
+        }
+        Ok(WebhookUrl(normalised))
     }
 
     pub fn as_str(&self) -> &str {
@@ -111,7 +122,7 @@ pub enum InvalidEvents {
 }
 
 impl EventKinds {
-    pub fn parse(value: &serde_json::Value) -> Result<Self, InvalidEvents> {
+    pub fn parse(value: &Value) -> Result<Self, InvalidEvents> {
         let items = value.as_array().filter(|items| !items.is_empty()).ok_or(InvalidEvents::NotANonEmptyArray)?;
         let mut kinds = Vec::new();
         for item in items {
@@ -131,6 +142,50 @@ impl EventKinds {
     }
 }
 
+/// What an update (PATCH) changes: any of the URL, the kinds and whether it is enabled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriptionChanges {
+    pub url: Option<WebhookUrl>,
+    pub events: Option<EventKinds>,
+    pub enabled: Option<bool>,
+}
+
+/// Why an update's body was refused; the API's error enum words each case.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InvalidChanges {
+    NoChanges,
+    UnknownField(String),
+    InvalidEnabled,
+    Url(InvalidUrl),
+    Events(InvalidEvents),
+}
+
+impl SubscriptionChanges {
+    pub const FIELDS: [&str; 3] = ["url", "events", "enabled"];
+
+    /// Reads an update's body in the contract's order (section 13): none of the fields, an
+    /// unknown field, `enabled`, then `url` and `events` as on create (`null` is invalid).
+    pub fn parse(body: &serde_json::Map<String, Value>, allow_insecure: bool) -> Result<Self, InvalidChanges> {
+        if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
+            return Err(InvalidChanges::NoChanges);
+        }
+        if let Some(unknown) = body.keys().find(|name| !Self::FIELDS.contains(&name.as_str())) {
+            return Err(InvalidChanges::UnknownField(unknown.clone()));
+        }
+        let enabled = match body.get("enabled") {
+            Some(value) => Some(value.as_bool().ok_or(InvalidChanges::InvalidEnabled)?),
+            None => None,
+        };
+        let url = body.get("url").map(|url| WebhookUrl::parse(url, allow_insecure)).transpose();
+        let events = body.get("events").map(EventKinds::parse).transpose();
+        Ok(SubscriptionChanges {
+            url: url.map_err(InvalidChanges::Url)?,
+            events: events.map_err(InvalidChanges::Events)?,
+            enabled,
+        })
+    }
+}
+
 /// A subscription as listed (the secret is never listed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -141,11 +196,20 @@ pub struct Subscription {
     pub created_at: Timestamp,
     pub enabled: bool,
     pub disabled_at: Option<Timestamp>,
-    pub disabled_reason: Option<String>,
+    pub disabled_reason: Option<DisabledReason>,
 }
 
-/// Why a subscription was disabled: it kept failing (contract section 9).
-pub const DISABLED_FAILING: &str = "failing";
+/// Why a subscription was disabled (contract section 12, "What the receiver says").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DisabledReason {
+    /// Its deliveries kept failing for longer than the disable-after setting (section 9).
+    Failing,
+    /// The receiver answered `410 Gone` (section 12).
+    Gone,
+    /// Its owner paused it (section 13).
+    Manual,
+}
 
 /// What one delivery attempt changes in its subscription's failure clock. The clock is the
 /// time of the first failure since the last success; the subscription item is written only
@@ -310,10 +374,10 @@ mod tests {
         }
     }
 
-    /// What openapi.yaml says of `url` on create: WHATWG normalisation, and the length limit
-    /// counted on the string as sent.
+    /// What openapi.yaml says of `url`: WHATWG normalisation, and the length limit on the
+    /// string as sent and on the normalised one (contract section 13, "URLs").
     #[test]
-    fn urls_are_normalised_after_the_length_check() {
+    fn urls_are_normalised_and_both_forms_are_limited() {
         for (sent, stored) in [
             ("HTTPS://Hooks.Example.COM:443/a/./b/../c", "https://hooks.example.com/a/c"),
             ("https://hooks.example.com", "https://hooks.example.com/"),
@@ -324,7 +388,52 @@ mod tests {
         }
         let spaced = format!("https://example.com/{}", " a".repeat(1014));
         assert_eq!(spaced.chars().count(), 2048);
-        assert!(parse(&spaced).unwrap().as_str().len() > MAX_URL_LEN);
+        assert_eq!(parse(&spaced), Err(InvalidUrl::TooLongOnceNormalised(20 + 1014 * 4)));
+        let non_ascii = format!("https://example.com/{}", "€".repeat(2048 - 20));
+        assert_eq!(non_ascii.chars().count(), 2048);
+        assert_eq!(parse(&non_ascii), Err(InvalidUrl::TooLongOnceNormalised(20 + 2028 * 9)));
+        let longest = format!("https://example.com/{}", "a".repeat(2048 - 20));
+        assert_eq!(parse(&longest).unwrap().as_str(), longest);
+        let grows_to_the_limit = format!("https://example.com/{}€", "a".repeat(2048 - 20 - 9));
+        assert_eq!(parse(&grows_to_the_limit).unwrap().as_str().len(), 2048);
+        let grows_past_it = format!("https://example.com/{}€", "a".repeat(2048 - 20 - 8));
+        assert_eq!(parse(&grows_past_it), Err(InvalidUrl::TooLongOnceNormalised(2049)));
+    }
+
+    #[test]
+    fn changes_are_read_in_the_contracts_order() {
+        let changes = |body: Value| SubscriptionChanges::parse(body.as_object().unwrap(), false);
+        let url = "https://hooks.example.com/new";
+        assert_eq!(
+            changes(json!({"url": url, "events": ["assessment.completed"], "enabled": false})),
+            Ok(SubscriptionChanges {
+                url: Some(parse(url).unwrap()),
+                events: Some(EventKinds(vec![EventKind::AssessmentCompleted])),
+                enabled: Some(false),
+            })
+        );
+        assert_eq!(
+            changes(json!({"enabled": true})),
+            Ok(SubscriptionChanges { url: None, events: None, enabled: Some(true) })
+        );
+        for (body, refused) in [
+            (json!({}), InvalidChanges::NoChanges),
+            (json!({"secret": "x", "Url": url}), InvalidChanges::NoChanges),
+            (json!({"url": url, "secret": "x"}), InvalidChanges::UnknownField("secret".into())),
+            (json!({"enabled": "yes", "id": "whk_1"}), InvalidChanges::UnknownField("id".into())),
+            (json!({"enabled": "true", "url": 5}), InvalidChanges::InvalidEnabled),
+            (json!({"enabled": null}), InvalidChanges::InvalidEnabled),
+            (json!({"enabled": 0, "events": []}), InvalidChanges::InvalidEnabled),
+            (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
+            (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),
+            (json!({"events": null, "enabled": true}), InvalidChanges::Events(InvalidEvents::NotANonEmptyArray)),
+            (
+                json!({"events": ["webhook.ping"]}),
+                InvalidChanges::Events(InvalidEvents::Unknown("\"webhook.ping\"".into())),
+            ),
+        ] {
+            assert_eq!(changes(body.clone()), Err(refused), "{body}");
+        }
     }
 
     #[test]

@@ -21,10 +21,12 @@ from career_client.api.webhooks import (
     list_webhook_subscriptions,
     ping_webhook_subscription,
     retry_webhook_delivery,
+    list_webhook_event_types,
     rotate_webhook_secret,
+    update_webhook_subscription,
 )
 from career_client.models import AlertAction, AlertActionAction, KnownEventType, PreferencesUpdate, SecretRotation
-from career_client.models import SubscriptionCreate
+from career_client.models import SubscriptionCreate, SubscriptionUpdate
 
 API, KEY = os.environ["CAREER_API_URL"], os.environ["CAREER_API_KEY"]
 RECEIVER, ALERT = os.environ["CAREER_WEBHOOK_URL"], os.environ["CAREER_ALERT_ID"]
@@ -74,6 +76,16 @@ if kinds.get(unknown_id) != [UNKNOWN_KIND]:
     sys.exit(f"list: the unknown kind did not come through: {kinds}")
 expect("rotate the unknown kind's", rotate_webhook_secret.sync_detailed(client=client, id=unknown_id), 200)
 expect("enable", enable_webhook_subscription.sync_detailed(client=client, id=unknown_id), 200)
+paused = expect("pause", update_webhook_subscription.sync_detailed(client=client, id=created.id, body=SubscriptionUpdate(enabled=False)), 200)
+if paused.enabled or str(paused.disabled_reason) != "manual":
+    sys.exit(f"pause: {paused}")
+moved = expect("update", update_webhook_subscription.sync_detailed(client=client, id=created.id, body=SubscriptionUpdate(url=RECEIVER + "?moved=1", enabled=True)), 200)
+if not moved.enabled or moved.url != RECEIVER + "?moved=1":
+    sys.exit(f"update: {moved}")
+catalog = expect("event types", list_webhook_event_types.sync_detailed(client=client), 200)
+names = [str(event_type.name) for event_type in catalog.event_types]
+if UNKNOWN_KIND not in names or "webhook.ping" not in names:
+    sys.exit(f"event types: {names}")
 for subscription in (created.id, unknown_id):
     expect("delete", delete_webhook_subscription.sync_detailed(client=client, id=subscription), 200)
 print("every operation answered as documented")

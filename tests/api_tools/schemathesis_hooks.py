@@ -2,10 +2,10 @@
 told beyond openapi.yaml, each with the reason the document cannot say it.
 
 1. Webhook targets. The fuzzer must never make the stack call a host other than the test's
-   loopback receiver, so every `url` it sends on create that the service could accept (a string
-   of at most 2048 characters) becomes the receiver's URL. A `url` that is too long or no string
-   is sent as generated (rejected either way), so negative cases keep their meaning. URL
-   validation itself is covered by tests/api_webhooks.rs.
+   loopback receiver, so every `url` it sends on create or update that the service could accept
+   (a string of at most 2048 characters) becomes the receiver's URL. A `url` that is too long or
+   no string is sent as generated (rejected either way), so negative cases keep their meaning.
+   URL validation itself is covered by tests/api_webhooks.rs.
 2. The subscription limit. A user has at most 25 subscriptions (400 `webhooks.limit_exceeded`),
    which no schema can express; before a create, the oldest subscriptions beyond 15 are deleted.
 3. The opaque cursor. `cursor` is a string the service signed; any other string gets 400
@@ -33,6 +33,10 @@ def _is_create(case):
     return case.operation.method.upper() == "POST" and case.operation.path == "/api/v1/webhooks"
 
 
+def _sets_url(case):
+    return case.operation.method.upper() in ("POST", "PATCH") and case.operation.path == "/api/v1/webhooks"
+
+
 def _make_room():
     auth = {"Authorization": f"Bearer {KEY}"}
     listed = requests.get(f"{API}/api/v1/webhooks", headers=auth, timeout=10)
@@ -44,12 +48,13 @@ def _make_room():
 
 @schemathesis.hook
 def before_call(context, case, kwargs):
-    if not _is_create(case):
+    if not _sets_url(case):
         return
     body = case.body
     if isinstance(body, dict) and isinstance(body.get("url"), str) and len(body["url"]) <= 2048:
         body["url"] = RECEIVER  # (1)
-    _make_room()  # (2)
+    if _is_create(case):
+        _make_room()  # (2)
 
 
 def _integral_float_grace(case):

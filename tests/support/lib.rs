@@ -222,7 +222,7 @@ impl Api {
     /// Issues a key for `user` with the comma-separated `scopes`.
     pub async fn key(&self, user: impl AsRef<str>, scopes: &str) -> String {
         let scopes = career_core::credentials::Scopes::parse_list(scopes).expect("valid scopes");
-        let issued = self.admin.create_key(user, scopes, None).await.expect("key issued");
+        let issued = self.admin.create_key(user, scopes, None, None).await.expect("key issued");
         issued.key
     }
 

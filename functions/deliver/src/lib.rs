@@ -29,7 +29,7 @@ use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{StoredSubscription, WebhookTable};
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
-use career_core::webhooks::{ClockChange, LoggedUrl};
+use career_core::webhooks::{ClockChange, DisabledReason, LoggedUrl};
 use chrono::{DateTime, Utc};
 use tracing::Instrument;
 
@@ -292,7 +292,10 @@ async fn keep_failure_clock(
         ClockChange::Disable => {
             // Disable follows only a running clock.
             let Some(since) = &subscription.failing_since else { return };
-            let disabled = deps.webhooks.disable(user_id, id, since, &Timestamp::from_datetime(now)).await;
+            let disabled = deps
+                .webhooks
+                .disable(user_id, id, DisabledReason::Failing, Some(since), &Timestamp::from_datetime(now))
+                .await;
             if let Ok(true) = disabled {
                 tracing::warn!(failing_since = %since, "subscription disabled: failing too long");
             }

@@ -1,7 +1,10 @@
-//! `/api/v1/webhooks`: list (GET), create (POST) and delete (DELETE) webhook subscriptions;
-//! below it secret rotation (contract section 10), and the delivery log, manual retries,
-//! pings and re-enabling (section 9). Each path is a resource below; an operation is one
-//! line there and one arm in `handle`.
+//! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
+//! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
+//! manual retries, pings and re-enabling (section 9), and the event catalog (section 13).
+//! Each path is a resource below; an operation is one line there and one arm in `handle`.
+//! It also serves the portal's page and files (section 14, `portal`), which need no key.
+
+pub mod portal;
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::clock::{self, Timestamp};
@@ -9,6 +12,7 @@ use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::DeliveryMessage;
+use career_core::event_catalog::event_types;
 use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
@@ -16,9 +20,11 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{Created, Replaced, StoredSecrets, StoredSubscription, WebhookTable};
+use career_core::store::webhooks::{Changes, Created, Replaced, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
-use career_core::webhooks::{CreatedSubscription, EventKinds, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::webhooks::{
+    CreatedSubscription, EventKinds, SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
+};
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
@@ -59,20 +65,23 @@ impl Deps {
 pub enum Operation {
     List,
     Create,
+    Update,
     Delete,
     RotateSecret,
     ListDeliveries,
     RetryDelivery,
     Ping,
     Enable,
+    EventTypes,
 }
 
-pub const RESOURCES: [Resource<Operation>; 6] = [
+pub const RESOURCES: [Resource<Operation>; 7] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
             (Method::GET, Scope::ReadWebhooks, Operation::List),
             (Method::POST, Scope::WriteWebhooks, Operation::Create),
+            (Method::PATCH, Scope::WriteWebhooks, Operation::Update),
             (Method::DELETE, Scope::WriteWebhooks, Operation::Delete),
         ],
     },
@@ -93,27 +102,36 @@ pub const RESOURCES: [Resource<Operation>; 6] = [
         path: "/api/v1/webhooks/enable",
         operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Enable)],
     },
+    Resource {
+        path: "/api/v1/webhooks/event-types",
+        operations: &[(Method::GET, Scope::ReadWebhooks, Operation::EventTypes)],
+    },
 ];
 
-/// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks` and
-/// everything below).
+/// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks`,
+/// `/portal` and everything below each).
 pub fn serves(path: &str) -> bool {
     let root = RESOURCES[0].path;
-    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')) || portal::serves(path)
 }
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
+    if portal::serves(request.uri().path()) {
+        return portal::answer(&request);
+    }
     deps.front
         .serve(&RESOURCES, request, |operation, call| async move {
             match operation {
                 Operation::List => list(deps, call).await,
                 Operation::Create => create(deps, call).await,
+                Operation::Update => update(deps, call).await,
                 Operation::Delete => delete(deps, call).await,
                 Operation::RotateSecret => rotate_secret(deps, call).await,
                 Operation::ListDeliveries => list_deliveries(deps, call).await,
                 Operation::RetryDelivery => retry_delivery(deps, call).await,
                 Operation::Ping => ping(deps, call).await,
                 Operation::Enable => enable(deps, call).await,
+                Operation::EventTypes => Reply::ok(json!({"eventTypes": event_types()})),
             }
         })
         .await
@@ -136,21 +154,25 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secret = WebhookSecret::generate();
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone())).await?;
-    let stored = StoredSubscription {
-        user_id,
-        subscription_id,
-        url: url.as_str().to_owned(),
-        events: events.kinds().to_vec(),
-        secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-        created_at: Timestamp::now(),
-        failing_since: None,
-        disabled_at: None,
-        disabled_reason: None,
-    };
+    let stored = StoredSubscription::new(user_id, subscription_id, &url, events.kinds().to_vec(), sealed);
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
     }
+}
+
+/// Contract section 13: a new URL, new kinds, a pause or a resume, in one conditional write
+/// (no read first, so a concurrent change cannot make it fail: the last one applied wins).
+async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
+    let changes = Changes {
+        url: changes.url.as_ref().map(WebhookUrl::as_str),
+        events: changes.events.as_ref().map(EventKinds::kinds),
+        enabled: changes.enabled,
+    };
+    let updated = deps.webhooks.update(call.user_id(), &subscription_id(id)?, &changes, &Timestamp::now()).await?;
+    Reply::ok(updated.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }
 
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {

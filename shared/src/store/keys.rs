@@ -19,6 +19,9 @@ pub struct StoredKey {
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// From this time on the key is refused (contract section 2); `None`: it never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
 }
 
 #[derive(Clone)]

@@ -4,8 +4,11 @@
 //! item, in a partition of its own, holds the encrypted data key of the sealed secrets. A
 //! keys-only global index `bySubscription` finds a subscription's owner for the admin CLI.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
@@ -15,7 +18,7 @@ use super::{applied, is_condition_failure, n, s, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
-use crate::webhooks::{Subscription, WebhookSecret};
+use crate::webhooks::{DisabledReason, Subscription, WebhookSecret, WebhookUrl};
 
 const COUNTER_ID: &str = "#count";
 /// The key of the data key's item (see `sealing`); no user's subscription sorts as `#…`.
@@ -40,7 +43,7 @@ pub struct StoredSubscription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled_reason: Option<String>,
+    pub disabled_reason: Option<DisabledReason>,
 }
 
 /// A subscription's signing secrets as the table holds them.
@@ -71,7 +74,36 @@ pub enum Replaced {
     Changed,
 }
 
+/// What [`WebhookTable::update`] changes (at least one field); `None` leaves a field as it is.
+#[derive(Clone, Copy, Debug)]
+pub struct Changes<'a> {
+    pub url: Option<&'a str>,
+    pub events: Option<&'a [EventKind]>,
+    pub enabled: Option<bool>,
+}
+
 impl StoredSubscription {
+    /// A new subscription, enabled and not failing, created now.
+    pub fn new(
+        user_id: UserId,
+        subscription_id: SubscriptionId,
+        url: &WebhookUrl,
+        events: Vec<EventKind>,
+        sealed: SealedSecrets,
+    ) -> Self {
+        StoredSubscription {
+            user_id,
+            subscription_id,
+            url: url.as_str().to_owned(),
+            events,
+            secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
+            created_at: Timestamp::now(),
+            failing_since: None,
+            disabled_at: None,
+            disabled_reason: None,
+        }
+    }
+
     pub fn public(&self) -> Subscription {
         Subscription {
             id: self.subscription_id.clone(),
@@ -80,7 +112,7 @@ impl StoredSubscription {
             created_at: self.created_at.clone(),
             enabled: self.is_enabled(),
             disabled_at: self.disabled_at.clone(),
-            disabled_reason: self.disabled_reason.clone(),
+            disabled_reason: self.disabled_reason,
         }
     }
 
@@ -210,9 +242,8 @@ impl WebhookTable {
             .condition_expression(condition)
             .expression_attribute_values(":old", s(old))
             .expression_attribute_values(":new", s(&new.0))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+            .return_values(ReturnValue::AllNew);
+        let result = send_update(result).await;
         match result {
             Ok(output) => Ok(Replaced::Yes(Box::new(serde_dynamo::from_item(output.attributes.unwrap_or_default())?))),
             Err(err) if is_condition_failure(&err) => Ok(Replaced::Changed),
@@ -236,25 +267,31 @@ impl WebhookTable {
         Ok(owner.and_then(|value| value.as_s().ok().and_then(|text| UserId::parse(text))))
     }
 
-    /// Disables the subscription as failing, if its clock still shows `failing_since` (a
-    /// success in the meantime stopped it). `true` when this call disabled it.
+    /// Disables the subscription for `reason`, unless it is disabled already or gone. With
+    /// `failing_since`, only if its failure clock still shows that time (a success in the
+    /// meantime stopped it). `true` when this call disabled it.
     pub async fn disable(
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-        failing_since: &Timestamp,
+        reason: DisabledReason,
+        failing_since: Option<&Timestamp>,
         at: &Timestamp,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let update = self
             .subscription_update(user_id, subscription_id)
             .update_expression("SET disabledAt = :at, disabledReason = :reason")
-            .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
             .expression_attribute_values(":at", s(at))
-            .expression_attribute_values(":reason", s(crate::webhooks::DISABLED_FAILING))
-            .expression_attribute_values(":since", s(failing_since))
-            .send()
-            .await;
-        applied(result)
+            .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(reason)?);
+        let update = match failing_since {
+            Some(since) => update
+                .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
+                .expression_attribute_values(":since", s(since)),
+            None => {
+                update.condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(disabledAt)")
+            }
+        };
+        applied(update.send().await)
     }
 
     /// Every subscription whose secret is still stored in plain text (an admin's scan).
@@ -350,14 +387,48 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
     ) -> Result<Option<StoredSubscription>, StoreError> {
-        let result = self
-            .subscription_update(user_id, subscription_id)
-            .update_expression("REMOVE disabledAt, disabledReason, failingSince")
+        let changes = Changes { url: None, events: None, enabled: Some(true) };
+        self.update(user_id, subscription_id, &changes, &Timestamp::now()).await
+    }
+
+    /// Applies `changes` in one conditional write, at `at`: a new URL or kinds replace the
+    /// old ones; disabling pauses it as `manual` (a subscription disabled already keeps
+    /// when that was); enabling is [`WebhookTable::enable`]. Id, secrets and `createdAt`
+    /// stay. `None` when the user has no such subscription.
+    pub async fn update(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        changes: &Changes<'_>,
+        at: &Timestamp,
+    ) -> Result<Option<StoredSubscription>, StoreError> {
+        let mut set = Vec::new();
+        let mut update = self.subscription_update(user_id, subscription_id);
+        if let Some(url) = changes.url {
+            set.push("#url = :url");
+            update = update.expression_attribute_names("#url", "url").expression_attribute_values(":url", s(url));
+        }
+        if let Some(events) = changes.events {
+            set.push("events = :events");
+            update = update.expression_attribute_values(":events", serde_dynamo::to_attribute_value(events)?);
+        }
+        let remove = match changes.enabled {
+            Some(false) => {
+                set.push("disabledAt = if_not_exists(disabledAt, :at), disabledReason = :reason");
+                update = update
+                    .expression_attribute_values(":at", s(at))
+                    .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(DisabledReason::Manual)?);
+                ""
+            }
+            Some(true) => " REMOVE disabledAt, disabledReason, failingSince",
+            None => "",
+        };
+        let set = if set.is_empty() { String::new() } else { format!("SET {}", set.join(", ")) };
+        let update = update
+            .update_expression(format!("{set}{remove}").trim_start())
             .condition_expression("attribute_exists(subscriptionId)")
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
+            .return_values(ReturnValue::AllNew);
+        match send_update(update).await {
             Ok(output) => Ok(Some(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
             Err(err) if is_condition_failure(&err) => Ok(None),
             Err(err) => Err(err.into()),
@@ -412,9 +483,7 @@ impl WebhookTable {
                 Err(err) if first_condition_failed(&err) => return Ok(Transacted::FirstConditionFailed),
                 Err(err) if conflicted(&err) && conflicts < CONFLICT_RETRIES => {
                     conflicts += 1;
-                    let [jitter] = crate::secrets::random_bytes::<1>();
-                    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
-                    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+                    pause_after_conflict(conflicts).await;
                 }
                 Err(err) => return Err(err.into()),
             }
@@ -427,8 +496,36 @@ enum Transacted {
     FirstConditionFailed,
 }
 
+/// Sends a single-item update. DynamoDB refuses one that meets a transaction in progress on
+/// the item (a create or delete of the same user) with `TransactionConflictException`; such
+/// a refusal applied nothing, so it is tried again, as a cancelled transaction is.
+async fn send_update(
+    update: UpdateItemFluentBuilder,
+) -> Result<UpdateItemOutput, SdkError<UpdateItemError, HttpResponse>> {
+    let mut conflicts = 0;
+    loop {
+        match update.clone().send().await {
+            Err(err)
+                if err.as_service_error().and_then(|e| e.code()) == Some("TransactionConflictException")
+                    && conflicts < CONFLICT_RETRIES =>
+            {
+                conflicts += 1;
+                pause_after_conflict(conflicts).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// A short jittered backoff before the `conflicts`-th retry of a write that met another one.
+async fn pause_after_conflict(conflicts: u32) {
+    let [jitter] = crate::secrets::random_bytes::<1>();
+    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
+    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+}
+
 /// True when a transaction was cancelled because it met another transaction on an item.
-fn conflicted<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+fn conflicted<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
     match err.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
             cancelled.cancellation_reasons().iter().any(|reason| reason.code() == Some("TransactionConflict"))
@@ -438,7 +535,7 @@ fn conflicted<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError
 }
 
 /// True when a transaction was cancelled because its first item's condition failed.
-fn first_condition_failed<R>(err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>) -> bool {
+fn first_condition_failed<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
     match err.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
             .cancellation_reasons()

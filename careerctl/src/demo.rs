@@ -1,0 +1,227 @@
+//! `careerctl demo`: the items that the sample events in `events/` act on, and a receiver for
+//! their deliveries, so that every sample, invoked with `make run`'s demo key, answers what
+//! the README's table of samples says.
+//!
+//! The samples name fixed ids, and the API only ever makes fresh ones (`generate` in
+//! `career_core::ids`). `demo seed` is the one deliberate way to put items with given ids in
+//! place: an admin command, like every write that does not come through the API, for the
+//! demo user of `make run` only, writing through the same store functions the API uses.
+
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::Client as DynamoDb;
+use career_core::alerts::{Alert, AlertAction, Category, Severity};
+use career_core::clock::{self, Timestamp};
+use career_core::config::Settings;
+use career_core::credentials::Scopes;
+use career_core::delivery::log::AttemptRecord;
+use career_core::delivery::sender::{Outcome, SendFailure};
+use career_core::delivery::DeliveryMessage;
+use career_core::events::{Event, EventKind};
+use career_core::ids::{AlertId, DeliveryId, SubscriptionId, UserId};
+use career_core::rotation::SigningSecrets;
+use career_core::sealing::Sealer;
+use career_core::signing::verify_hex;
+use career_core::store::alerts::AlertTable;
+use career_core::store::deliveries::DeliveryTable;
+use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
+use career_core::webhooks::{WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use lambda_http::http::{self, HeaderMap, StatusCode};
+use serde::Serialize;
+use tokio::net::TcpListener;
+
+use crate::admin::{Admin, IssuedKey};
+
+/// The user `make run` issues its demo key for, and whose items `demo seed` makes.
+pub const USER: &str = "demo-user";
+/// The alert `events/alerts-mark-read.json` marks read.
+pub const ALERT: &str = "alr_01M8BDWP008BW9FC8PBW4Q3DY4";
+/// The subscription the webhook samples act on and the event-function samples deliver to.
+pub const SUBSCRIPTION: &str = "whk_01M8DWVHC0HA1MTS2ZMV8KRM9T";
+/// The failed delivery that `events/webhooks-delivery-retry.json` sends again.
+pub const FAILED_DELIVERY: &str = "dlv_01M8DWX2B7K9Q4R6T8V0W2Y4Z6";
+/// Where `demo receiver` listens by default (on 127.0.0.1), and so where the samples'
+/// subscriptions deliver.
+pub const RECEIVER_PORT: u16 = 4000;
+
+/// What `demo seed` made (it prints this).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Seeded {
+    pub user_id: UserId,
+    pub alert_id: AlertId,
+    pub subscription_id: SubscriptionId,
+    pub url: String,
+    /// The subscription's signing secret, for the receiver (`WEBHOOK_SECRET`).
+    pub secret: String,
+    pub failed_delivery_id: DeliveryId,
+}
+
+/// A key for the demo user with all six scopes, as `make run` prints it.
+pub async fn demo_key(admin: &Admin) -> Result<IssuedKey, String> {
+    admin.create_key(USER, Scopes::all(), Some("make run demo key".into()), None).await
+}
+
+/// The receiver URL `demo seed` subscribes by default.
+pub fn default_receiver_url() -> String {
+    format!("http://127.0.0.1:{RECEIVER_PORT}/hook")
+}
+
+/// Puts the demo user's sample items in place as the samples expect them, whatever state
+/// earlier runs of the samples left them in: the alert unread and not dismissed; the
+/// subscription to both event kinds at `receiver_url`, enabled, with a fresh secret; and a
+/// `webhook.ping` delivery of it that failed its last attempt (made up here: it was never
+/// sent).
+pub async fn seed(
+    dynamodb: &DynamoDb,
+    settings: &Settings,
+    sealer: &Sealer,
+    receiver_url: &str,
+) -> Result<Seeded, String> {
+    let url = loopback_url(receiver_url, settings.allow_insecure_webhook_urls)?;
+    let user_id = UserId::parse(USER).expect("the demo user is a user id");
+    let alert_id = AlertId::parse(ALERT).expect("the sample alert id is an alert id");
+    let subscription_id = SubscriptionId::parse(SUBSCRIPTION).expect("the sample subscription id is one");
+    let delivery_id = DeliveryId::parse(FAILED_DELIVERY).expect("the sample delivery id is one");
+
+    let alerts = AlertTable::new(dynamodb.clone(), &settings.tables.alerts);
+    let now = Timestamp::now();
+    let stored = |e| format!("seeding the alert: {e}");
+    if alerts.apply(&user_id, &alert_id, AlertAction::Unread, &now).await.map_err(stored)?.is_some() {
+        alerts.apply(&user_id, &alert_id, AlertAction::Undismiss, &now).await.map_err(stored)?;
+    } else {
+        alerts.insert(&user_id, &demo_alert(alert_id.clone(), now)).await.map_err(stored)?;
+    }
+
+    // A subscription is made anew, so that its secret can be shown.
+    let webhooks = WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks);
+    let stored = |e| format!("seeding the subscription: {e}");
+    webhooks.delete(&user_id, &subscription_id).await.map_err(stored)?;
+    let secret = WebhookSecret::generate();
+    let sealed = sealer
+        .seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone()))
+        .await
+        .map_err(|e| format!("sealing the subscription's secret: {e}"))?;
+    let subscription = StoredSubscription::new(
+        user_id.clone(),
+        subscription_id.clone(),
+        &url,
+        EventKind::SUBSCRIBABLE.to_vec(),
+        sealed,
+    );
+    if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.map_err(stored)? == Created::LimitReached {
+        return Err(format!(
+            "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"
+        ));
+    }
+
+    let message = DeliveryMessage {
+        delivery_id: delivery_id.clone(),
+        user_id: user_id.clone(),
+        subscription_id: subscription_id.clone(),
+        event: Event::ping(&subscription_id),
+        earlier_attempts: 0,
+    };
+    let attempt = AttemptRecord::new(&Outcome::NoAnswer(SendFailure::ConnectionRefused), clock::now(), None);
+    DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries)
+        .record_attempt(&message, &message.body(), &attempt)
+        .await
+        .map_err(|e| format!("seeding the failed delivery: {e}"))?;
+
+    Ok(Seeded {
+        user_id,
+        alert_id,
+        subscription_id,
+        url: url.as_str().to_owned(),
+        secret: secret.expose().to_owned(),
+        failed_delivery_id: delivery_id,
+    })
+}
+
+fn demo_alert(id: AlertId, now: Timestamp) -> Alert {
+    Alert {
+        id,
+        category: Category::CareerHealth,
+        severity: Severity::Warning,
+        title: "Update your skills".into(),
+        message: "The alert that the sample events in events/ act on (careerctl demo seed).".into(),
+        created_at: now,
+        read: false,
+        read_at: None,
+        dismissed: false,
+        dismissed_at: None,
+    }
+}
+
+/// `text` as a subscription URL, if it points at this machine (demo data never makes a
+/// subscription that reaches out of it) and the API would take it with these settings.
+fn loopback_url(text: &str, allow_insecure: bool) -> Result<WebhookUrl, String> {
+    let refused = |why: &str| format!("--receiver-url {text}: {why}");
+    let parsed = url::Url::parse(text).map_err(|e| refused(&e.to_string()))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        _ => false,
+    };
+    if !loopback {
+        return Err(refused("the demo subscription delivers to this machine only (127.0.0.1 or [::1])"));
+    }
+    WebhookUrl::parse(&serde_json::Value::from(text), allow_insecure).map_err(|e| {
+        refused(&format!(
+            "{e}; the demo data is for the local stack, where ALLOW_INSECURE_WEBHOOK_URLS is true (source .local/env)"
+        ))
+    })
+}
+
+/// One delivery as `demo receiver` saw it (it prints this).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Received {
+    /// `X-Webhook-Delivery`, the same as `webhook-id`.
+    pub delivery_id: String,
+    /// `X-Webhook-Event`.
+    pub event_type: String,
+    /// Whether a signature of `X-Webhook-Signature` is the body's with the secret.
+    pub verified: bool,
+    /// The body: the event, or the text received if it is not JSON.
+    pub body: serde_json::Value,
+}
+
+impl Received {
+    fn check(secret: &WebhookSecret, headers: &HeaderMap, body: &[u8]) -> Self {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        // Two signatures, separated by a space, during a rotation's grace period.
+        let verified = header("x-webhook-signature").split(' ').any(|hex| verify_hex(secret.expose(), body, hex));
+        let body = serde_json::from_slice(body)
+            .unwrap_or_else(|_| serde_json::Value::from(String::from_utf8_lossy(body).into_owned()));
+        Received { delivery_id: header("x-webhook-delivery"), event_type: header("x-webhook-event"), verified, body }
+    }
+}
+
+/// Answers every request on `listener` as a webhook receiver does: 204 when the delivery's
+/// signature verifies with `secret`, 401 when it does not, handing each to `report`.
+pub async fn receive(
+    listener: TcpListener,
+    secret: WebhookSecret,
+    report: impl Fn(Received) + Send + Sync + 'static,
+) -> std::io::Result<()> {
+    let shared = Arc::new((secret, report));
+    crate::gateway::serve_connections(listener, None, move |request: http::Request<Incoming>| {
+        let shared = shared.clone();
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let received = Received::check(&shared.0, &parts.headers, &body);
+            let status = if received.verified { StatusCode::NO_CONTENT } else { StatusCode::UNAUTHORIZED };
+            (shared.1)(received);
+            let mut response = http::Response::new(Full::new(Bytes::new()));
+            *response.status_mut() = status;
+            Ok::<_, Infallible>(response)
+        }
+    })
+    .await
+}

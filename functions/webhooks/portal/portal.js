@@ -1,0 +1,549 @@
+// The webhook portal (contract section 14): signing in with a key, the subscriptions, and
+// one subscription's actions, chart and delivery log. Every change goes through the public
+// API (api.js); every refusal shows the API's message and code. Nothing here writes HTML
+// from data: text goes in with textContent, so a URL or an answer's body stays text.
+
+import { Api, ApiError } from './api.js';
+import { drawOutcomes } from './chart.js';
+
+/** The key lives in this tab's sessionStorage only (contract section 14). */
+const KEY_STORAGE = 'career-portal-key';
+/** While a shown delivery is pending, the log is read again this often, this many times. */
+const REFRESH_EVERY_MS = 2000;
+const REFRESHES_PER_ACTION = 30;
+/** How many of the newest deliveries the chart counts. */
+const CHART_DELIVERIES = 100;
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  api: null,
+  kinds: [],
+  current: null,
+  log: { cursors: [null], page: 0, nextCursor: null, deliveries: [] },
+  delivery: null,
+  refreshTimer: null,
+  refreshesLeft: 0,
+};
+
+// ------------------------------------------------------------------ small helpers
+
+function el(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    element.setAttribute(name, value === true ? '' : String(value));
+  }
+  element.append(...children.filter((child) => child !== undefined && child !== null));
+  return element;
+}
+
+function time(iso) {
+  if (!iso) return '—';
+  return el('time', { datetime: iso, title: iso }, new Date(iso).toLocaleString());
+}
+
+function localInputValue(date) {
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`
+    + `T${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+function showProblem(context, err) {
+  const parts = [el('strong', {}, `${context}: `), err.message, ' '];
+  if (err instanceof ApiError) {
+    parts.push(el('code', { class: 'error-code' }, err.code));
+    if (err.requestId) parts.push(el('span', { class: 'request-id' }, ` (request ${err.requestId})`));
+  }
+  $('notice').replaceChildren();
+  $('problem').replaceChildren(el('p', {}, ...parts));
+}
+
+function showNotice(text) {
+  $('problem').replaceChildren();
+  $('notice').replaceChildren(el('p', {}, text));
+}
+
+function clearMessages() {
+  $('problem').replaceChildren();
+  $('notice').replaceChildren();
+}
+
+/**
+ * Runs `work` for `context` with `button` disabled meanwhile. A refused key signs out; any
+ * other failure is shown with the API's message and code.
+ */
+async function act(context, work, button) {
+  if (button) button.disabled = true;
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof ApiError && err.unauthorized) {
+      signOut({ context: 'Your key is no longer accepted (it may have expired); sign in again', err });
+    } else {
+      showProblem(context, err);
+    }
+    return undefined;
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+function showView(id) {
+  for (const view of ['sign-in-view', 'list-view', 'detail-view']) $(view).hidden = view !== id;
+  $('sign-out').hidden = id === 'sign-in-view';
+  const title = $(id).querySelector('h1');
+  title.focus();
+}
+
+/** Keeps keyboard focus on the same control when a part of the page is drawn again. */
+function keepingFocus(draw) {
+  const key = document.activeElement?.dataset?.focusKey;
+  draw();
+  if (key) document.querySelector(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
+}
+
+// ------------------------------------------------------------------ signing in and out
+
+/** A `#key=cak_…` fragment is taken into sessionStorage and removed from the address at once. */
+function takeKeyFromFragment() {
+  if (!location.hash) return false;
+  const key = new URLSearchParams(location.hash.slice(1)).get('key');
+  history.replaceState(history.state, '', location.pathname + location.search);
+  if (!key) return false;
+  sessionStorage.setItem(KEY_STORAGE, key);
+  return true;
+}
+
+async function enter() {
+  const key = sessionStorage.getItem(KEY_STORAGE);
+  if (!key) {
+    showView('sign-in-view');
+    return;
+  }
+  state.api = new Api(key);
+  try {
+    const { webhooks } = await state.api.listSubscriptions();
+    clearMessages();
+    renderSubscriptions(webhooks);
+    showView('list-view');
+  } catch (err) {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      signOut({ context: 'Sign-in failed', err });
+    } else {
+      showView('list-view');
+      showProblem('Could not load your subscriptions', err);
+    }
+    return;
+  }
+  await loadEventKinds();
+}
+
+function signOut(reason) {
+  sessionStorage.removeItem(KEY_STORAGE);
+  stopRefreshing();
+  Object.assign(state, { api: null, kinds: [], current: null, delivery: null });
+  $('subscriptions').replaceChildren();
+  $('log').replaceChildren();
+  $('chart').replaceChildren();
+  for (const dialog of document.querySelectorAll('dialog[open]')) dialog.close();
+  showView('sign-in-view');
+  if (reason) {
+    showProblem(reason.context, reason.err);
+  } else {
+    showNotice('Signed out: this tab no longer holds your key.');
+  }
+}
+
+// ------------------------------------------------------------------ event kinds
+
+async function loadEventKinds() {
+  const types = await act('Could not load the event kinds', () => state.api.eventTypes());
+  if (!types) return;
+  state.kinds = types.eventTypes.filter((type) => type.subscribable);
+  for (const fieldset of document.querySelectorAll('fieldset[data-kinds]')) {
+    const prefix = fieldset.dataset.kinds;
+    const boxes = state.kinds.map((kind) => {
+      const id = `${prefix}-kind-${kind.name}`;
+      const hint = `${id}-hint`;
+      return el('div', { class: 'kind' },
+        el('input', { type: 'checkbox', id, name: 'events', value: kind.name, 'aria-describedby': hint }),
+        el('label', { for: id }, el('code', {}, kind.name)),
+        el('span', { id: hint, class: 'hint' }, kind.description));
+    });
+    fieldset.replaceChildren(fieldset.querySelector('legend'), ...boxes);
+  }
+  if (state.current) fillEditForm(state.current);
+}
+
+function checkedKinds(form) {
+  return [...form.querySelectorAll('input[name="events"]:checked')].map((box) => box.value);
+}
+
+// ------------------------------------------------------------------ the list
+
+function describeState(subscription) {
+  if (subscription.enabled) return 'Enabled';
+  const since = subscription.disabledAt ? ` since ${new Date(subscription.disabledAt).toLocaleString()}` : '';
+  switch (subscription.disabledReason) {
+    case 'manual':
+      return `Paused${since}`;
+    case 'failing':
+      return `Disabled${since}: its deliveries kept failing`;
+    case 'gone':
+      return `Disabled${since}: the receiver answered 410 Gone`;
+    default:
+      return `Disabled${since}`;
+  }
+}
+
+function stateBadge(subscription) {
+  const tone = subscription.enabled ? 'good' : subscription.disabledReason === 'manual' ? 'quiet' : 'bad';
+  return el('span', { class: `badge ${tone}` }, describeState(subscription));
+}
+
+function renderSubscriptions(webhooks) {
+  const container = $('subscriptions');
+  if (webhooks.length === 0) {
+    container.replaceChildren(el('p', { class: 'empty' }, 'No subscriptions yet: create one below.'));
+    return;
+  }
+  const rows = webhooks.map((subscription) => {
+    const open = el('button', { type: 'button', 'data-focus-key': `open-${subscription.id}`,
+      'aria-label': `Manage ${subscription.url}` }, 'Manage');
+    open.addEventListener('click', () => openSubscription(subscription));
+    return el('tr', { 'data-id': subscription.id },
+      el('td', { class: 'url' }, subscription.url),
+      el('td', {}, subscription.events.join(', ')),
+      el('td', {}, stateBadge(subscription)),
+      el('td', {}, open));
+  });
+  const head = el('tr', {}, ...['Receiver URL', 'Event kinds', 'State', 'Actions'].map((name) => el('th', { scope: 'col' }, name)));
+  keepingFocus(() => container.replaceChildren(el('table', {}, el('thead', {}, head), el('tbody', {}, ...rows))));
+}
+
+async function showList(notice) {
+  stopRefreshing();
+  state.current = null;
+  const answer = await act('Could not load your subscriptions', () => state.api.listSubscriptions());
+  if (!answer) return;
+  renderSubscriptions(answer.webhooks);
+  showView('list-view');
+  if (notice) showNotice(notice);
+  else clearMessages();
+}
+
+// ------------------------------------------------------------------ secrets
+
+function showSecret(title, secret, expiry) {
+  $('secret-title').textContent = title;
+  $('secret-value').value = secret;
+  $('secret-expiry').textContent = expiry;
+  $('copy-result').textContent = '';
+  $('secret-dialog').showModal();
+  $('copy-secret').focus();
+}
+
+async function copySecret() {
+  const input = $('secret-value');
+  try {
+    await navigator.clipboard.writeText(input.value);
+    $('copy-result').textContent = 'Copied to the clipboard.';
+  } catch {
+    input.select();
+    $('copy-result').textContent = 'The browser refused the clipboard: the secret is selected, copy it with Ctrl+C.';
+  }
+}
+
+// ------------------------------------------------------------------ one subscription
+
+function renderSummary(subscription) {
+  const facts = [
+    ['ID', el('code', {}, subscription.id)],
+    ['Receiver URL', el('span', { class: 'url' }, subscription.url)],
+    ['Event kinds', subscription.events.join(', ')],
+    ['State', stateBadge(subscription)],
+    ['Created', time(subscription.createdAt)],
+  ];
+  $('summary').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
+  $('detail-title').textContent = `Subscription ${subscription.url}`;
+  $('pause').hidden = !subscription.enabled;
+  $('resume').hidden = subscription.enabled;
+}
+
+function fillEditForm(subscription) {
+  $('edit-url').value = subscription.url;
+  for (const box of $('edit-form').querySelectorAll('input[name="events"]')) {
+    box.checked = subscription.events.includes(box.value);
+  }
+}
+
+function setCurrent(subscription) {
+  state.current = subscription;
+  renderSummary(subscription);
+}
+
+async function openSubscription(subscription) {
+  clearMessages();
+  setCurrent(subscription);
+  fillEditForm(subscription);
+  $('recover-since').value = localInputValue(new Date(Date.now() - 3_600_000));
+  $('recover-until').value = '';
+  $('delivery-view').hidden = true;
+  state.delivery = null;
+  state.log = { cursors: [null], page: 0, nextCursor: null, deliveries: [] };
+  showView('detail-view');
+  state.refreshesLeft = REFRESHES_PER_ACTION;
+  await refreshDeliveries();
+}
+
+async function update(context, changes, button, notice) {
+  const updated = await act(context, () => state.api.updateSubscription(state.current.id, changes), button);
+  if (!updated) return;
+  setCurrent(updated);
+  fillEditForm(updated);
+  showNotice(notice);
+}
+
+async function saveEdit(event) {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const changes = {};
+  const url = $('edit-url').value.trim();
+  if (url !== state.current.url) changes.url = url;
+  const events = checkedKinds(form);
+  const same = events.length === state.current.events.length && events.every((kind) => state.current.events.includes(kind));
+  if (!same) changes.events = events;
+  // Sent even when nothing changed: the API's answer (webhooks.no_changes) says so.
+  await update('Could not save the changes', changes, form.querySelector('button[type="submit"]'), 'Changes saved.');
+}
+
+async function rotate(event) {
+  event.preventDefault();
+  const grace = Number($('grace').value);
+  const rotated = await act('Could not rotate the secret',
+    () => state.api.rotateSecret(state.current.id, grace), event.currentTarget.querySelector('button'));
+  if (!rotated) return;
+  clearMessages();
+  const expiry = rotated.previousSecretExpiresAt
+    ? `The previous secret keeps signing until ${new Date(rotated.previousSecretExpiresAt).toLocaleString()}.`
+    : 'The previous secret no longer signs anything.';
+  showSecret('Your new signing secret', rotated.secret, expiry);
+}
+
+async function ping(event) {
+  const record = await act('Could not send a ping', () => state.api.ping(state.current.id), event.currentTarget);
+  if (!record) return;
+  showNotice(`Test ping queued as delivery ${record.id} (${record.status}).`);
+  await restartLog();
+}
+
+async function recover(event) {
+  event.preventDefault();
+  const since = new Date($('recover-since').value);
+  const untilText = $('recover-until').value;
+  const until = untilText ? new Date(untilText).toISOString() : undefined;
+  const answer = await act('Could not recover the window',
+    () => state.api.recover(state.current.id, since.toISOString(), until), event.currentTarget.querySelector('button'));
+  if (!answer) return;
+  const more = answer.more ? ' More than that matched: recover again from the last one sent.' : '';
+  showNotice(`Recovering ${answer.recovering} ${answer.recovering === 1 ? 'delivery' : 'deliveries'}.${more}`);
+  await restartLog();
+}
+
+async function confirmDelete() {
+  const { id, url } = state.current;
+  const deleted = await act('Could not delete the subscription', () => state.api.deleteSubscription(id), $('confirm-delete'));
+  $('delete-dialog').close();
+  if (deleted) await showList(`Deleted the subscription to ${url}.`);
+}
+
+// ------------------------------------------------------------------ deliveries
+
+function logQuery() {
+  return { status: $('status-filter').value, limit: $('page-size').value, cursor: state.log.cursors[state.log.page] };
+}
+
+async function restartLog() {
+  state.log = { cursors: [null], page: 0, nextCursor: null, deliveries: [] };
+  state.refreshesLeft = REFRESHES_PER_ACTION;
+  await refreshDeliveries();
+}
+
+/** Reads the log's page and the chart's records again, then the shown delivery from them. */
+async function refreshDeliveries() {
+  stopRefreshing();
+  const subscription = state.current;
+  const loaded = await act('Could not load the delivery log', () => Promise.all([
+    state.api.deliveries(subscription.id, logQuery()),
+    state.api.deliveries(subscription.id, { limit: CHART_DELIVERIES }),
+  ]));
+  if (!loaded || state.current !== subscription) return;
+  const [page, recent] = loaded;
+  state.log.nextCursor = page.nextCursor;
+  state.log.deliveries = page.deliveries;
+  renderLog(page.deliveries);
+  drawOutcomes($('chart'), recent.deliveries);
+  if (state.delivery) {
+    const fresh = [...page.deliveries, ...recent.deliveries].find((d) => d.id === state.delivery.id);
+    if (fresh) renderDelivery(fresh, false);
+  }
+  const pending = [...page.deliveries, ...recent.deliveries].some((d) => d.status === 'pending');
+  if (pending && state.refreshesLeft > 0) {
+    state.refreshesLeft -= 1;
+    state.refreshTimer = setTimeout(refreshDeliveries, REFRESH_EVERY_MS);
+  }
+}
+
+function stopRefreshing() {
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = null;
+}
+
+function statusBadge(status) {
+  const tone = { succeeded: 'good', failed: 'bad', pending: 'warn', skipped: 'quiet' }[status] ?? 'quiet';
+  return el('span', { class: `badge ${tone}` }, status);
+}
+
+function renderLog(deliveries) {
+  $('newer').disabled = state.log.page === 0;
+  $('older').disabled = !state.log.nextCursor;
+  $('page-number').textContent = `Page ${state.log.page + 1}`;
+  if (deliveries.length === 0) {
+    const filter = $('status-filter').value;
+    $('log').replaceChildren(el('p', { class: 'empty' }, filter ? `No ${filter} deliveries.` : 'No deliveries yet.'));
+    return;
+  }
+  const head = el('tr', {}, ...['Created', 'Event', 'Status', 'Attempts', 'Last answer', 'Details']
+    .map((name) => el('th', { scope: 'col' }, name)));
+  const rows = deliveries.map((delivery) => {
+    const open = el('button', { type: 'button', 'data-focus-key': `delivery-${delivery.id}`,
+      'aria-label': `Details of delivery ${delivery.id}` }, 'Details');
+    open.addEventListener('click', () => {
+      renderDelivery(delivery, true);
+    });
+    return el('tr', { 'data-id': delivery.id, 'data-status': delivery.status },
+      el('td', {}, time(delivery.createdAt)),
+      el('td', {}, el('code', {}, delivery.eventType)),
+      el('td', {}, statusBadge(delivery.status)),
+      el('td', {}, String(delivery.attempts)),
+      el('td', {}, delivery.lastResponseStatus === null ? delivery.lastError ?? '—' : String(delivery.lastResponseStatus)),
+      el('td', {}, open));
+  });
+  keepingFocus(() => $('log').replaceChildren(el('table', {}, el('thead', {}, head), el('tbody', {}, ...rows))));
+}
+
+function renderDelivery(delivery, focus) {
+  state.delivery = delivery;
+  const facts = [
+    ['Delivery', el('code', {}, delivery.id)],
+    ['Event', el('code', {}, delivery.eventId)],
+    ['Event kind', el('code', {}, delivery.eventType)],
+    ['Status', statusBadge(delivery.status)],
+    ['Created', time(delivery.createdAt)],
+    ['Attempts', String(delivery.attempts)],
+    ['Last attempt', time(delivery.lastAttemptAt)],
+    ['Last answer status', delivery.lastResponseStatus === null ? 'no answer' : String(delivery.lastResponseStatus)],
+    ['Last error', delivery.lastError ?? '—'],
+    ['Next attempt', time(delivery.nextAttemptAt)],
+    ['Succeeded', time(delivery.succeededAt)],
+  ];
+  $('delivery-facts').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
+  $('delivery-title').textContent = `Delivery ${delivery.id}`;
+  $('delivery-answer').textContent = delivery.lastResponseBody || '(empty)';
+  $('delivery-body').textContent = delivery.body ?? '(not returned by the API)';
+  $('delivery-view').hidden = false;
+  if (focus) $('delivery-title').focus();
+}
+
+async function retry(event) {
+  const { id } = state.delivery;
+  const record = await act('Could not retry the delivery', () => state.api.retryDelivery(id), event.currentTarget);
+  if (!record) return;
+  renderDelivery(record, false);
+  showNotice(`Delivery ${record.id} queued again (${record.status}).`);
+  state.refreshesLeft = REFRESHES_PER_ACTION;
+  await refreshDeliveries();
+}
+
+async function turnPage(step) {
+  if (step > 0) {
+    state.log.cursors[state.log.page + 1] = state.log.nextCursor;
+  }
+  state.log.page += step;
+  state.refreshesLeft = REFRESHES_PER_ACTION;
+  await refreshDeliveries();
+}
+
+// ------------------------------------------------------------------ wiring
+
+function wire() {
+  $('sign-in-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const input = $('key-input');
+    sessionStorage.setItem(KEY_STORAGE, input.value.trim());
+    input.value = '';
+    clearMessages();
+    enter();
+  });
+  $('sign-out').addEventListener('click', () => signOut());
+  $('create-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    const created = await act('Could not create the subscription',
+      () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form)),
+      form.querySelector('button[type="submit"]'));
+    if (!created) return;
+    form.reset();
+    await showList(`Created the subscription to ${created.url}.`);
+    showSecret('Your signing secret', created.secret, `It signs every delivery to ${created.url}.`);
+  });
+  $('back').addEventListener('click', () => showList());
+  $('ping').addEventListener('click', ping);
+  $('pause').addEventListener('click', (event) => update('Could not pause the subscription', { enabled: false },
+    event.currentTarget, 'Paused: new deliveries are recorded as skipped and not sent.'));
+  $('resume').addEventListener('click', (event) => update('Could not resume the subscription', { enabled: true },
+    event.currentTarget, 'Resumed: new deliveries are sent again. Recover a window to send the skipped ones.'));
+  $('delete').addEventListener('click', () => {
+    $('delete-url').textContent = state.current.url;
+    $('delete-dialog').showModal();
+    $('cancel-delete').focus();
+  });
+  $('confirm-delete').addEventListener('click', confirmDelete);
+  $('cancel-delete').addEventListener('click', () => $('delete-dialog').close());
+  $('edit-form').addEventListener('submit', saveEdit);
+  $('rotate-form').addEventListener('submit', rotate);
+  $('recover-form').addEventListener('submit', recover);
+  $('status-filter').addEventListener('change', restartLog);
+  $('page-size').addEventListener('change', restartLog);
+  $('refresh').addEventListener('click', () => {
+    state.refreshesLeft = REFRESHES_PER_ACTION;
+    refreshDeliveries();
+  });
+  $('newer').addEventListener('click', () => turnPage(-1));
+  $('older').addEventListener('click', () => turnPage(1));
+  $('retry').addEventListener('click', retry);
+  $('close-delivery').addEventListener('click', () => {
+    const { id } = state.delivery;
+    $('delivery-view').hidden = true;
+    state.delivery = null;
+    document.querySelector(`[data-focus-key="delivery-${CSS.escape(id)}"]`)?.focus();
+  });
+  $('copy-secret').addEventListener('click', copySecret);
+  // The secret leaves the page with the dialog, however it is closed (Escape included).
+  const forgetSecret = () => {
+    $('secret-value').value = '';
+  };
+  $('close-secret').addEventListener('click', () => {
+    forgetSecret();
+    $('secret-dialog').close();
+  });
+  $('secret-dialog').addEventListener('close', forgetSecret);
+  window.addEventListener('hashchange', () => {
+    if (takeKeyFromFragment()) enter();
+  });
+}
+
+takeKeyFromFragment();
+wire();
+enter();

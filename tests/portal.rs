@@ -1,0 +1,200 @@
+//! The webhook portal (contract section 14). Its files as a browser gets them from the local
+//! gateway: no key needed, the security headers on every answer. Then the page itself in
+//! headless Chromium (tests/portal/portal_test.mjs, with playwright-core and axe-core from
+//! `scripts/install-local-deps.sh --browser`) against the pipeline and a loopback receiver,
+//! and what it did checked against the receiver and the API.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use career_core::credentials::Scopes;
+use career_core::signing;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::Receiver;
+use career_service::{dynamodb, kms, settings_without_kms_or_queues, sqs, unique_user};
+use careerctl::gateway::{self, ApiFunctions};
+use serde_json::Value;
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/// The portal's files, their media types and their text in the repository.
+const FILES: [(&str, &str, &str); 6] = [
+    ("/portal", "text/html; charset=utf-8", include_str!("../functions/webhooks/portal/index.html")),
+    ("/portal/portal.js", "text/javascript; charset=utf-8", include_str!("../functions/webhooks/portal/portal.js")),
+    ("/portal/api.js", "text/javascript; charset=utf-8", include_str!("../functions/webhooks/portal/api.js")),
+    ("/portal/chart.js", "text/javascript; charset=utf-8", include_str!("../functions/webhooks/portal/chart.js")),
+    ("/portal/portal.css", "text/css; charset=utf-8", include_str!("../functions/webhooks/portal/portal.css")),
+    ("/portal/icon.svg", "image/svg+xml", include_str!("../functions/webhooks/portal/icon.svg")),
+];
+
+/// `functions` behind the local gateway on a free loopback port; its base URL.
+async fn gateway_on(functions: ApiFunctions) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(gateway::serve(listener, Arc::new(functions), gateway::IDLE_TIMEOUT));
+    base
+}
+
+/// One HTTP answer: status, headers by lower-case name, body.
+struct Fetched {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Fetched {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+async fn fetch(method: &'static str, url: String) -> Fetched {
+    tokio::task::spawn_blocking(move || {
+        let response = match ureq::request(method, &url).call() {
+            Ok(response) => response,
+            Err(ureq::Error::Status(_, response)) => response,
+            Err(err) => panic!("{method} {url}: {err}"),
+        };
+        let headers =
+            response.headers_names().iter().map(|n| (n.clone(), response.header(n).unwrap().to_owned())).collect();
+        let status = response.status();
+        Fetched { status, headers, body: response.into_string().unwrap() }
+    })
+    .await
+    .unwrap()
+}
+
+fn assert_security_headers(what: &str, answer: &Fetched) {
+    assert_eq!(answer.header("content-security-policy"), Some(CSP), "{what}");
+    assert_eq!(answer.header("x-content-type-options"), Some("nosniff"), "{what}");
+    assert_eq!(answer.header("referrer-policy"), Some("no-referrer"), "{what}");
+    assert!(answer.header("x-request-id").is_some_and(|id| !id.is_empty()), "{what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_portal_files_need_no_key_and_carry_the_security_headers() {
+    // Serving a file touches no storage, so the clients point where nothing listens.
+    let unreachable = "http://127.0.0.1:9";
+    let settings = settings_without_kms_or_queues(unreachable);
+    let functions = ApiFunctions::new(
+        &career_service::dynamodb_at(unreachable),
+        &career_service::kms_at(unreachable),
+        &career_service::sqs_at(unreachable),
+        &settings,
+    )
+    .unwrap();
+    let base = gateway_on(functions).await;
+
+    for (path, content_type, text) in FILES {
+        let answer = fetch("GET", format!("{base}{path}")).await;
+        assert_eq!(answer.status, 200, "{path}");
+        assert_eq!(answer.header("content-type"), Some(content_type), "{path}");
+        assert_eq!(answer.header("cache-control"), Some("no-cache"), "{path}");
+        assert_security_headers(path, &answer);
+        assert!(answer.body == text, "{path} is served as it is in the repository");
+    }
+    let head = fetch("HEAD", format!("{base}/portal")).await;
+    assert_eq!((head.status, head.header("content-type"), head.body.as_str()), (200, Some(FILES[0].1), ""));
+    assert_security_headers("HEAD /portal", &head);
+
+    for (method, path, status, code) in [
+        ("POST", "/portal", 405, "method_not_allowed"),
+        ("DELETE", "/portal/portal.js", 405, "method_not_allowed"),
+        ("GET", "/portal/", 404, "not_found"),
+        ("GET", "/portal/secrets.txt", 404, "not_found"),
+        ("GET", "/portal/portal.js/x", 404, "not_found"),
+    ] {
+        let answer = fetch(method, format!("{base}{path}")).await;
+        let what = format!("{method} {path}");
+        assert_eq!(answer.status, status, "{what}");
+        let body: Value = serde_json::from_str(&answer.body).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(body["error"]["code"], code, "{what}");
+        assert_eq!(body["error"]["requestId"].as_str(), answer.header("x-request-id"), "{what}");
+        assert_security_headers(&what, &answer);
+        if status == 405 {
+            assert_eq!(answer.header("allow"), Some("GET, HEAD"), "{what}");
+        }
+    }
+    // Only the page is open: the API beside it still wants a key.
+    assert_eq!(fetch("GET", format!("{base}/api/v1/webhooks")).await.status, 401);
+}
+
+fn local(path: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(".local").join(path);
+    assert!(path.exists(), "{} is missing: run scripts/install-local-deps.sh --browser", path.display());
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_portal_manages_a_subscription_in_headless_chromium() {
+    let chromium = Path::new("/usr/bin/chromium");
+    assert!(chromium.exists(), "no Chromium: run scripts/install-local-deps.sh --browser");
+    let pipeline = Pipeline::start(true).await;
+    let receiver = Receiver::answering(&[200], "thanks", Duration::ZERO).await;
+    let base =
+        gateway_on(ApiFunctions::new(&dynamodb(), &kms(), &sqs(), pipeline.settings()).expect("valid settings")).await;
+    let user = unique_user();
+    // The link `careerctl portal-link` prints, and one whose key expired a minute ago.
+    let link = pipeline.api.admin.portal_link(&user, &base, 60).await.unwrap().url;
+    let key = link.split_once("#key=").expect("the key in the fragment").1.to_owned();
+    let scopes = Scopes::parse_list("read:webhooks,write:webhooks").unwrap();
+    let lifetime = Some(chrono::TimeDelta::minutes(-1));
+    let expired = pipeline.api.admin.create_key(&user, scopes, None, lifetime).await.unwrap().key;
+
+    let artefacts = Path::new(env!("CARGO_TARGET_TMPDIR")).join("portal");
+    std::fs::create_dir_all(&artefacts).unwrap();
+    let screenshot = artefacts.join("portal.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let profile = std::env::temp_dir().join(format!("career-portal-chromium-{}", unique_user()));
+    std::fs::create_dir_all(&profile).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/portal/portal_test.mjs");
+    let output = tokio::process::Command::new("node")
+        .arg(&script)
+        .env("PORTAL_NODE_MODULES", local("portal-node/node_modules"))
+        .env("CHROMIUM", chromium)
+        .env("PORTAL_LINK", &link)
+        .env("EXPIRED_LINK", link.replace(&key, &expired))
+        .env("RECEIVER_URL", &receiver.url)
+        .env("SCREENSHOT", &screenshot)
+        .env("PROFILE_DIR", &profile)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("node runs");
+    let _ = std::fs::remove_dir_all(&profile);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the browser test failed (screenshot in {}):\n{stderr}", artefacts.display());
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let text = |name: &str| summary[name].as_str().unwrap_or_else(|| panic!("no {name} in {summary}")).to_owned();
+
+    // The sign-in error is the API's own message and code for that key.
+    let refusal = pipeline.api.get("/api/v1/webhooks", &expired).await;
+    let refusal = &refusal.assert_status(401)["error"];
+    let shown = text("expiredProblem");
+    assert!(shown.contains(refusal["message"].as_str().unwrap()) && shown.contains("auth.unauthorized"), "{shown}");
+
+    // The ping and its retry reached the receiver: one delivery id, twice, signed with the
+    // secret the page showed at creation; the page showed the receiver's answer.
+    let ping = text("pingDelivery");
+    let sent: Vec<_> = receiver.received().into_iter().filter(|r| r.header("webhook-id") == ping).collect();
+    assert_eq!(sent.len(), 2, "{summary}");
+    for delivery in &sent {
+        assert!(signing::verify_hex(&text("secret"), &delivery.body, delivery.header("x-webhook-signature")));
+        assert_eq!(delivery.json()["type"], "webhook.ping");
+    }
+    assert_eq!((text("answerStatus"), text("answerShown")), ("200".to_owned(), "thanks".to_owned()));
+    // The ping and its retry, then the pings that filled the log (not the one while paused).
+    assert!(receiver.received().len() >= 11, "{}", receiver.received().len());
+
+    // Every view was checked, without a violation; the picture was taken.
+    let views = summary["axeViolations"].as_object().unwrap();
+    assert!(views.len() >= 8 && views.values().all(|count| count == 0), "{views:?}");
+    let png = std::fs::read(&screenshot).expect("the screenshot");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+
+    // The page deleted the subscription through the API.
+    let listed = pipeline.api.get("/api/v1/webhooks", &key).await;
+    assert_eq!(listed.assert_status(200)["webhooks"], serde_json::json!([]));
+}

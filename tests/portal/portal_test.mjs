@@ -1,0 +1,297 @@
+// The portal in a real browser: Debian's Chromium driven by playwright-core, every view
+// checked by axe-core. tests/portal.rs starts the stack and a loopback receiver, issues the
+// links and runs this script; it prints progress on stderr and, when every step passed, one
+// JSON object on stdout for the Rust test to check against the receiver and the API.
+//
+// Environment: PORTAL_NODE_MODULES (where playwright-core and axe-core are installed),
+// CHROMIUM (the browser), PORTAL_LINK and EXPIRED_LINK (`…/portal#key=cak_…`), RECEIVER_URL
+// (the loopback receiver), SCREENSHOT (where to save the picture) and PROFILE_DIR (a fresh,
+// empty directory for the browser's profile).
+
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const require = createRequire(path.join(env('PORTAL_NODE_MODULES'), 'package.json'));
+const { chromium } = require('playwright-core');
+const axe = require('axe-core');
+
+const PORTAL_LINK = env('PORTAL_LINK');
+const EXPIRED_LINK = env('EXPIRED_LINK');
+const RECEIVER_URL = env('RECEIVER_URL');
+const ORIGIN = new URL(PORTAL_LINK).origin;
+/** How long a wait for the page or a delivery may take before the step fails. */
+const PATIENCE_MS = 30_000;
+/** Pings sent to fill more than one page of the log at 10 a page (with the two before). */
+const EXTRA_PINGS = 9;
+
+const log = (message) => process.stderr.write(`portal test: ${message}\n`);
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const context = await chromium.launchPersistentContext(env('PROFILE_DIR'), {
+  executablePath: env('CHROMIUM'),
+  headless: true,
+  // No network beyond loopback: nothing of Chromium's own (updates, sync, field trials,
+  // safe browsing) starts, and QUIC is off.
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+  viewport: { width: 1280, height: 900 },
+  locale: 'en-GB',
+  timezoneId: 'UTC',
+});
+context.setDefaultTimeout(PATIENCE_MS);
+await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: ORIGIN });
+
+const foreign = [];
+const consoleErrors = [];
+context.on('request', (request) => {
+  if (new URL(request.url()).origin !== ORIGIN) foreign.push(request.url());
+});
+const page = context.pages()[0] ?? await context.newPage();
+page.on('console', (message) => {
+  // The API's refusals are answers the page shows; Chromium also logs each as an error.
+  if (message.type() === 'error' && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) {
+    consoleErrors.push(message.text());
+  }
+});
+page.on('pageerror', (error) => consoleErrors.push(`uncaught: ${error.message}`));
+
+const axeViolations = {};
+/** axe-core on the page as it is now; `view` names it in the report. */
+async function accessible(view) {
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) {
+    // Evaluated through the DevTools protocol, which the page's CSP does not govern.
+    await page.evaluate(axe.source);
+  }
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+  axeViolations[view] = result.violations.length;
+  const described = result.violations.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join('; ')})`);
+  check(result.violations.length === 0, `axe-core found violations in ${view}:\n${described.join('\n')}`);
+  log(`axe-core: no violation in ${view}`);
+}
+
+const visible = (selector) => page.locator(selector).waitFor({ state: 'visible' });
+const text = (selector) => page.locator(selector).innerText();
+const problemWith = (code) => page.locator('#problem').filter({ hasText: code }).waitFor();
+const notice = (words) => page.locator('#notice').filter({ hasText: words }).waitFor();
+const keyInStorage = () => page.evaluate(() => sessionStorage.getItem('career-portal-key'));
+const rowStatus = (id) => page.locator(`#log tr[data-id="${id}"]`).getAttribute('data-status');
+async function waitForRow(id, status, attempts) {
+  await page.waitForFunction(([id, status, attempts]) => {
+    const row = document.querySelector(`#log tr[data-id="${id}"]`);
+    return row && row.dataset.status === status && (attempts === undefined || row.children[3].textContent === String(attempts));
+  }, [id, status, attempts], { timeout: PATIENCE_MS });
+}
+async function fact(list, name) {
+  return page.locator(`${list} dt:text-is("${name}") + dd`).innerText();
+}
+
+const summary = {};
+
+/** Every step, in order, in the one browser session. */
+async function steps() {
+
+  // An expired link: the sign-in view, with the API's message and code, and no key kept.
+  log('expired link');
+  await page.goto(EXPIRED_LINK);
+  await visible('#sign-in-view');
+  await problemWith('auth.unauthorized');
+  summary.expiredProblem = await text('#problem');
+  check(!page.url().includes('#'), `the fragment is still in the address: ${page.url()}`);
+  check((await keyInStorage()) === null, 'a refused key is not kept');
+  await accessible('sign-in after an expired link');
+
+  // The portal link signs in; the key moves from the address into sessionStorage at once.
+  log('signing in through the portal link');
+  await page.goto(PORTAL_LINK);
+  await visible('#list-view');
+  check(!page.url().includes('#'), `the fragment is still in the address: ${page.url()}`);
+  check((await keyInStorage()) === new URL(PORTAL_LINK).hash.slice('#key='.length), 'the key is in sessionStorage');
+  check((await page.evaluate(() => localStorage.length)) === 0, 'nothing is in localStorage');
+  await page.locator('#subscriptions .empty').waitFor();
+  await page.locator('#create-form input[name="events"]').first().waitFor();
+  await accessible('subscriptions (none yet)');
+
+  // A refused creation shows the API's code; a good one shows the secret once.
+  log('creating a subscription');
+  const create = page.locator('#create-form');
+  await page.fill('#create-url', 'ftp://127.0.0.1/hook');
+  await create.getByLabel('profile.updated').check();
+  await create.getByRole('button', { name: 'Create subscription' }).click();
+  await problemWith('webhooks.invalid_url');
+  await page.fill('#create-url', RECEIVER_URL);
+  await create.getByRole('button', { name: 'Create subscription' }).click();
+  await visible('#secret-dialog');
+  summary.secret = await page.inputValue('#secret-value');
+  check(/^whsec_[A-Za-z0-9+/]{43}=$/.test(summary.secret), `a secret: ${summary.secret}`);
+  await accessible('the new secret');
+  await page.getByRole('button', { name: 'Copy' }).click();
+  await page.locator('#copy-result').filter({ hasText: 'Copied' }).waitFor();
+  check((await page.evaluate(() => navigator.clipboard.readText())) === summary.secret, 'the secret was copied');
+  await page.getByRole('button', { name: 'I have stored it' }).click();
+  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  check((await page.inputValue('#secret-value')) === '', 'the secret leaves the page with its dialog');
+  await notice('Created the subscription');
+  check((await text('#subscriptions tbody')).includes('Enabled'), 'the new subscription is enabled');
+  await accessible('subscriptions');
+
+  // Opened from the keyboard.
+  log('opening it');
+  await page.getByRole('button', { name: `Manage ${RECEIVER_URL}` }).focus();
+  await page.keyboard.press('Enter');
+  await visible('#detail-view');
+  summary.subscriptionId = await fact('#summary', 'ID');
+  await page.locator('#log .empty').waitFor();
+  await accessible('a subscription without deliveries');
+
+  // A ping reaches the receiver and succeeds in the log; its details; a retry of it.
+  log('pinging it');
+  await page.getByRole('button', { name: 'Send a test ping' }).click();
+  await notice('Test ping queued as delivery');
+  summary.pingDelivery = (await text('#notice')).match(/dlv_[0-9A-Za-z]+/)[0];
+  await waitForRow(summary.pingDelivery, 'succeeded', 1);
+  await page.getByRole('button', { name: `Details of delivery ${summary.pingDelivery}` }).click();
+  await visible('#delivery-view');
+  check((await fact('#delivery-facts', 'Event kind')) === 'webhook.ping', 'a ping');
+  check((await fact('#delivery-facts', 'Status')) === 'succeeded', 'succeeded');
+  summary.answerStatus = await fact('#delivery-facts', 'Last answer status');
+  summary.answerShown = await text('#delivery-answer');
+  summary.bodyShown = await page.locator('#delivery-body').textContent();
+  await accessible('a delivery\'s details');
+  log('retrying it');
+  await page.getByRole('button', { name: 'Retry this delivery' }).click();
+  await notice('queued again');
+  await waitForRow(summary.pingDelivery, 'succeeded', 2);
+  await page.locator('#delivery-facts dd').filter({ hasText: /^2$/ }).waitFor();
+
+  // Paused, a ping is skipped; resumed, pings are sent again.
+  log('pausing, pinging and resuming');
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await notice('Paused');
+  check((await fact('#summary', 'State')).startsWith('Paused'), 'paused');
+  await page.getByRole('button', { name: 'Send a test ping' }).click();
+  await notice('(skipped)');
+  summary.skippedDelivery = (await text('#notice')).match(/dlv_[0-9A-Za-z]+/)[0];
+  check((await rowStatus(summary.skippedDelivery)) === 'skipped', 'a ping to a paused subscription is skipped');
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await notice('Resumed');
+  check((await fact('#summary', 'State')) === 'Enabled', 'enabled again');
+
+  // URL and kinds changed; a save that changes nothing shows the API's code.
+  log('changing its URL and kinds');
+  summary.editedUrl = RECEIVER_URL.replace(/\/hook$/, '/hook-edited');
+  await page.fill('#edit-url', summary.editedUrl);
+  await page.locator('#edit-form').getByLabel('assessment.completed').check();
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await notice('Changes saved.');
+  check((await fact('#summary', 'Receiver URL')) === summary.editedUrl, 'the new URL');
+  check((await fact('#summary', 'Event kinds')).includes('assessment.completed'), 'the new kind');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await problemWith('webhooks.no_changes');
+
+  // More than one page of deliveries: the pages, the filter, the chart.
+  log('filling the log');
+  for (let n = 0; n < EXTRA_PINGS; n += 1) {
+    await page.getByRole('button', { name: 'Send a test ping' }).click();
+    await notice('Test ping queued as delivery');
+  }
+  const settled = { succeeded: EXTRA_PINGS + 1, skipped: 1 };
+  await page.waitForFunction((count) => {
+    const rows = [...document.querySelectorAll('#log tbody tr')];
+    return rows.length === count && rows.every((row) => row.dataset.status !== 'pending');
+  }, settled.succeeded + settled.skipped, { timeout: PATIENCE_MS });
+  await page.selectOption('#page-size', '10');
+  await page.waitForFunction(() => document.querySelectorAll('#log tbody tr').length === 10);
+  check(await page.locator('#newer').isDisabled(), 'no newer page on the first');
+  await page.getByRole('button', { name: 'Older →' }).click();
+  await page.locator('#page-number').filter({ hasText: 'Page 2' }).waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('#log tbody tr').length === 1);
+  check(await page.locator('#older').isDisabled(), 'no older page on the last');
+  await page.getByRole('button', { name: '← Newer' }).click();
+  await page.locator('#page-number').filter({ hasText: 'Page 1' }).waitFor();
+  await page.selectOption('#status-filter', 'skipped');
+  await page.waitForFunction((id) => {
+    const shown = [...document.querySelectorAll('#log tbody tr')];
+    return shown.length === 1 && shown[0].dataset.id === id;
+  }, summary.skippedDelivery);
+  await page.selectOption('#status-filter', 'failed');
+  await page.locator('#log .empty').filter({ hasText: 'No failed deliveries.' }).waitFor();
+  await page.selectOption('#status-filter', 'succeeded');
+  await page.waitForFunction(() => document.querySelectorAll('#log tbody tr[data-status="succeeded"]').length === 10);
+  await page.selectOption('#status-filter', '');
+  await page.waitForFunction(() => document.querySelectorAll('#log tbody tr').length === 10);
+  summary.chart = await page.locator('#chart figcaption').innerText();
+  const counted = `${settled.succeeded} succeeded, ${settled.skipped} skipped.`;
+  check(summary.chart.endsWith(counted), `the chart counts every delivery: ${summary.chart}`);
+  check((await page.locator('#chart rect.bar[data-outcome="skipped"]').count()) === 1, 'one slice has a skipped bar');
+  await accessible('a subscription with its deliveries');
+
+  // Rotated without a grace period: a new secret, shown once.
+  log('rotating its secret');
+  await page.selectOption('#grace', '0');
+  await page.getByRole('button', { name: 'Rotate secret' }).click();
+  await visible('#secret-dialog');
+  summary.rotatedSecret = await page.inputValue('#secret-value');
+  check(/^whsec_/.test(summary.rotatedSecret) && summary.rotatedSecret !== summary.secret, 'a new secret');
+  check((await text('#secret-expiry')).includes('no longer signs'), 'no grace period');
+  await page.keyboard.press('Escape');
+  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  await page.waitForFunction(() => document.getElementById('secret-value').value === '');
+
+  // The picture for the README: the subscription with its chart, log and one delivery
+  // (down to the delivery's details; the forms below are left out).
+  const latest = await page.locator('#log tbody tr').first().getAttribute('data-id');
+  await page.getByRole('button', { name: `Details of delivery ${latest}` }).click();
+  await visible('#delivery-view');
+  const bottom = await page.evaluate(() => {
+    const details = document.getElementById('delivery-view').getBoundingClientRect();
+    return Math.ceil(details.bottom + window.scrollY + 16);
+  });
+  await page.screenshot({ path: env('SCREENSHOT'), fullPage: true, clip: { x: 0, y: 0, width: 1280, height: bottom } });
+
+  // Deleted after a confirmation.
+  log('deleting it');
+  await page.getByRole('button', { name: 'Delete…' }).click();
+  await visible('#delete-dialog');
+  await accessible('the delete confirmation');
+  await page.getByRole('button', { name: 'Delete subscription' }).click();
+  await visible('#list-view');
+  await notice('Deleted the subscription');
+  await page.locator('#subscriptions .empty').waitFor();
+
+  // Signing out forgets the key; signing in again by typing it (keyboard only).
+  log('signing out and in again');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await visible('#sign-in-view');
+  check((await keyInStorage()) === null, 'signing out forgets the key');
+  await page.locator('#key-input').focus();
+  await page.keyboard.type(new URL(PORTAL_LINK).hash.slice('#key='.length));
+  await page.keyboard.press('Enter');
+  await visible('#list-view');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await visible('#sign-in-view');
+  await accessible('sign-in');
+}
+
+try {
+  await steps();
+} catch (err) {
+  // The page as the failing step left it, next to where the picture would have been.
+  await page.screenshot({ path: env('SCREENSHOT').replace(/\.png$/, '.failed.png'), fullPage: true }).catch(() => {});
+  await context.close();
+  throw err;
+}
+
+check(foreign.length === 0, `the page contacted other origins: ${foreign.join(', ')}`);
+check(consoleErrors.length === 0, `the page logged errors: ${consoleErrors.join(' | ')}`);
+summary.axeViolations = axeViolations;
+await context.close();
+process.stdout.write(`${JSON.stringify(summary)}\n`);
