@@ -16,8 +16,8 @@ use career_core::alerts::{Alert, AlertAction, Category, Severity};
 use career_core::clock::{self, Timestamp};
 use career_core::config::Settings;
 use career_core::credentials::Scopes;
-use career_core::delivery::log::AttemptRecord;
-use career_core::delivery::sender::{Outcome, SendFailure};
+use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::ids::{AlertId, DeliveryId, SubscriptionId, UserId};
@@ -124,9 +124,10 @@ pub async fn seed(
         user_id: user_id.clone(),
         subscription_id: subscription_id.clone(),
         event: Event::ping(&subscription_id),
-        earlier_attempts: 0,
+        generation: 0,
     };
-    let attempt = AttemptRecord::new(&Outcome::NoAnswer(SendFailure::ConnectionRefused), clock::now(), None);
+    let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
+    let attempt = RecordUpdate::retry_at(None).attempt(&refused, clock::now());
     DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries)
         .record_attempt(&message, &message.body(), &attempt)
         .await

@@ -6,15 +6,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::sender::Outcome;
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{DeliveryId, EventId, SubscriptionId};
 
 /// How long a record is kept after its last change (DynamoDB TTL).
 pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
-/// How much of a receiver's answer a record keeps.
-pub const MAX_RESPONSE_BODY_BYTES: usize = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -75,35 +72,13 @@ pub struct AttemptRecord {
     pub response: Option<(u16, String)>,
     pub error: Option<String>,
     pub next_attempt_at: Option<Timestamp>,
-}
-
-impl AttemptRecord {
-    /// `retry_in` is the wait before the next attempt, `None` when this one was the last.
-    pub fn new(outcome: &Outcome, at: DateTime<Utc>, retry_in: Option<Duration>) -> Self {
-        let (status, next_attempt_at) = match (outcome, retry_in) {
-            (Outcome::Delivered(_), _) => (DeliveryStatus::Succeeded, None),
-            (_, Some(wait)) => (DeliveryStatus::Pending, Some(Timestamp::from_datetime(at + wait))),
-            (_, None) => (DeliveryStatus::Failed, None),
-        };
-        AttemptRecord {
-            at,
-            status,
-            response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
-            error: outcome.error(),
-            next_attempt_at,
-        }
-    }
-}
-
-/// What a record keeps of a receiver's answer: at most its first 1024 bytes, as text.
-pub fn response_excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(&body[..body.len().min(MAX_RESPONSE_BODY_BYTES)]).into_owned()
+    /// Moves the record's generation on (after a success), so no other copy sends again.
+    pub advance_generation: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::sender::SendFailure;
 
     #[test]
     fn statuses_parse_only_the_four_names() {
@@ -114,43 +89,5 @@ mod tests {
         for other in ["", "Failed", "failure", "all"] {
             assert_eq!(DeliveryStatus::parse(other), None, "{other}");
         }
-    }
-
-    #[test]
-    fn an_attempt_is_pending_until_it_succeeds_or_was_the_last() {
-        use crate::delivery::sender::Answer;
-        let at = chrono::DateTime::parse_from_rfc3339("2026-11-21T08:00:00Z").unwrap().with_timezone(&Utc);
-        let rejected = Outcome::Rejected(Answer { status: 500, body: "oops".into() });
-        let pending = AttemptRecord::new(&rejected, at, Some(Duration::from_secs(30)));
-        assert_eq!(
-            pending,
-            AttemptRecord {
-                at,
-                status: DeliveryStatus::Pending,
-                response: Some((500, "oops".into())),
-                error: Some("answered 500".into()),
-                next_attempt_at: Some("2026-11-21T08:00:30.000Z".parse().unwrap()),
-            }
-        );
-        let failed = AttemptRecord::new(&Outcome::NoAnswer(SendFailure::ConnectionRefused), at, None);
-        assert_eq!((failed.status, failed.response, failed.next_attempt_at), (DeliveryStatus::Failed, None, None));
-        assert_eq!(failed.error.as_deref(), Some("connection refused"));
-        let delivered = Outcome::Delivered(Answer { status: 204, body: String::new() });
-        let succeeded = AttemptRecord::new(&delivered, at, Some(Duration::from_secs(30)));
-        assert_eq!(
-            (succeeded.status, succeeded.error, succeeded.next_attempt_at),
-            (DeliveryStatus::Succeeded, None, None)
-        );
-    }
-
-    #[test]
-    fn an_excerpt_is_the_first_1024_bytes_as_text() {
-        assert_eq!(response_excerpt(b"oops"), "oops");
-        assert_eq!(response_excerpt(&[b'a'; 3000]).len(), 1024);
-        assert_eq!(response_excerpt(b"bad \xff byte"), "bad \u{fffd} byte");
-        // A character cut at the limit becomes a replacement character.
-        let mut cut = vec![b'a'; 1023];
-        cut.extend_from_slice("é".as_bytes());
-        assert!(response_excerpt(&cut).ends_with('\u{fffd}'));
     }
 }

@@ -4,78 +4,10 @@
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Duration;
 
-use super::log::{response_excerpt, MAX_RESPONSE_BODY_BYTES};
+use super::attempt::{response_excerpt, Answer, Outcome, SendFailure, MAX_RESPONSE_BODY_BYTES, TIMEOUT};
 use super::SignedDelivery;
 use crate::netguard;
-
-pub const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How one attempt ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// A 2xx answer.
-    Delivered(Answer),
-    /// Any other answer (redirects are not followed, so they land here too).
-    Rejected(Answer),
-    /// No HTTP answer, and why.
-    NoAnswer(SendFailure),
-}
-
-/// Why an attempt got no HTTP answer. Its text, the record's `lastError`, is a short
-/// sentence for a receiver's developer: no URL (whose query may hold a credential) and no
-/// internals of ours.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SendFailure {
-    #[error("timed out after {} s", TIMEOUT.as_secs())]
-    TimedOut,
-    #[error("refused: resolves to a private address")]
-    PrivateAddress,
-    #[error("the host name does not resolve")]
-    UnknownHost,
-    #[error("connection refused")]
-    ConnectionRefused,
-    #[error("the connection closed before an answer")]
-    ConnectionClosed,
-    #[error("answered with an invalid HTTP response")]
-    InvalidResponse,
-    #[error("could not connect")]
-    ConnectionFailed,
-    #[error("the URL cannot be used")]
-    UnusableUrl,
-    #[error("the connection failed")]
-    Other,
-    /// The blocking task that sends could not run to its end (a panic or a shutdown).
-    #[error("the sending task failed")]
-    TaskFailed,
-}
-
-/// The receiver's answer: its status and the start of its body.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Answer {
-    pub status: u16,
-    /// At most the first 1024 bytes, as text.
-    pub body: String,
-}
-
-impl Outcome {
-    pub fn answer(&self) -> Option<&Answer> {
-        match self {
-            Outcome::Delivered(answer) | Outcome::Rejected(answer) => Some(answer),
-            Outcome::NoAnswer(_) => None,
-        }
-    }
-
-    /// What went wrong, in a short sentence; `None` after a success.
-    pub fn error(&self) -> Option<String> {
-        match self {
-            Outcome::Delivered(_) => None,
-            Outcome::Rejected(answer) => Some(format!("answered {}", answer.status)),
-            Outcome::NoAnswer(failure) => Some(failure.to_string()),
-        }
-    }
-}
 
 #[derive(Clone)]
 pub struct Sender {
@@ -107,9 +39,10 @@ impl Sender {
 /// The status and the start of the body (what arrives of it within the timeout).
 fn answer(response: ureq::Response) -> Answer {
     let status = response.status();
+    let retry_after = response.header("Retry-After").map(str::to_owned);
     let mut body = Vec::new();
     let _ = response.into_reader().take(MAX_RESPONSE_BODY_BYTES as u64).read_to_end(&mut body);
-    Answer { status, body: response_excerpt(&body) }
+    Answer { status, body: response_excerpt(&body), retry_after }
 }
 
 fn reason(transport: &ureq::Transport) -> SendFailure {
@@ -160,6 +93,7 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::TcpListener;
+    use std::time::Duration;
 
     fn delivery() -> SignedDelivery {
         SignedDelivery { body: b"{}".to_vec(), headers: vec![("Content-Type", "application/json".into())] }
@@ -183,13 +117,17 @@ mod tests {
         let sender = Sender::new(true);
         let url = answering(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
         let outcome = sender.send(&url, &delivery());
-        assert_eq!(outcome, Outcome::Rejected(Answer { status: 500, body: "oops".into() }));
+        assert_eq!(outcome, Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None }));
         assert_eq!(outcome.error().as_deref(), Some("answered 500"));
 
         let url = answering(b"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok");
         let outcome = sender.send(&url, &delivery());
-        assert_eq!(outcome, Outcome::Delivered(Answer { status: 202, body: "ok".into() }));
+        assert_eq!(outcome, Outcome::Delivered(Answer { status: 202, body: "ok".into(), retry_after: None }));
         assert_eq!(outcome.error(), None);
+
+        let url = answering(b"HTTP/1.1 503 Unavailable\r\nRetry-After: 3\r\nContent-Length: 0\r\n\r\n");
+        let Outcome::Rejected(answer) = sender.send(&url, &delivery()) else { panic!("not rejected") };
+        assert_eq!((answer.status, answer.retry_after.as_deref()), (503, Some("3")));
 
         let url = answering(b"HTTP/1.1 301 Moved\r\nLocation: http://127.0.0.1:9/\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(sender.send(&url, &delivery()).error().as_deref(), Some("answered 301"), "not followed");
