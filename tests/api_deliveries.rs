@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
+use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::sender::{Answer, Outcome, SendFailure};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
@@ -46,17 +47,22 @@ async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry
     // Distinct milliseconds, so creation order is id order.
     tokio::time::sleep(Duration::from_millis(3)).await;
     let message = DeliveryMessage::new(&profile_event(user), &typed(user), &typed(subscription));
-    let attempt = AttemptRecord::new(&outcome, clock::now(), retry_in);
+    let now = clock::now();
+    let update = match (&outcome, retry_in) {
+        (Outcome::Delivered(_), _) => RecordUpdate::succeeded(),
+        (_, wait) => RecordUpdate::retry_at(wait.map(|wait| now + wait)),
+    };
+    let attempt = AttemptRecord::new(&outcome, now, &update);
     deliveries(api).record_attempt(&message, &message.body(), &attempt).await.expect("attempt recorded");
     message.delivery_id.to_string()
 }
 
 fn rejected(status: u16, body: &str) -> Outcome {
-    Outcome::Rejected(Answer { status, body: body.into() })
+    Outcome::Rejected(Answer { status, body: body.into(), retry_after: None })
 }
 
 fn delivered() -> Outcome {
-    Outcome::Delivered(Answer { status: 204, body: String::new() })
+    Outcome::Delivered(Answer { status: 204, body: String::new(), retry_after: None })
 }
 
 const SOON: Option<Duration> = Some(Duration::from_secs(30));

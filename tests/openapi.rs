@@ -55,6 +55,8 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.invalid_status",
     "webhooks.missing_delivery_id",
     "webhooks.delivery_not_found",
+    "webhooks.invalid_recover_window",
+    "webhooks.subscription_disabled",
     "webhooks.no_changes",
     "webhooks.unknown_field",
     "webhooks.invalid_enabled",
@@ -217,10 +219,30 @@ const ENABLE_WEBHOOK: Op = Op {
     errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
 };
 
+const RECOVER_DELIVERIES: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/recover",
+    scope: "write:webhooks",
+    success: 202,
+    errors: &[
+        (
+            400,
+            &[
+                "webhooks.missing_subscription_id",
+                "request.unsupported_media_type",
+                "request.invalid_json",
+                "webhooks.invalid_recover_window",
+                "webhooks.subscription_disabled",
+            ],
+        ),
+        (404, &["webhooks.not_found"]),
+    ],
+};
+
 const EVENT_TYPES: Op =
     Op { method: "get", path: "/api/v1/webhooks/event-types", scope: "read:webhooks", success: 200, errors: &[] };
 
-const OPERATIONS: [&Op; 14] = [
+const OPERATIONS: [&Op; 15] = [
     &LIST_ALERTS,
     &MARK_ALERT,
     &GET_PREFERENCES,
@@ -234,6 +256,7 @@ const OPERATIONS: [&Op; 14] = [
     &RETRY_DELIVERY,
     &PING_WEBHOOK,
     &ENABLE_WEBHOOK,
+    &RECOVER_DELIVERIES,
     &EVENT_TYPES,
 ];
 
@@ -1198,11 +1221,14 @@ async fn subscribed(api: &Api) -> (String, String, String) {
 /// A delivery of the subscription with one failed attempt in the log; its id.
 async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
     use career_core::delivery::log::AttemptRecord;
+    use career_core::delivery::plan::RecordUpdate;
     use career_core::delivery::sender::{Answer as Received, Outcome};
     let event = career_core::events::Event::ping(&typed(subscription));
     let message = DeliveryMessage::new(&event, &typed(user), &typed(subscription));
-    let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into() });
-    let attempt = AttemptRecord::new(&outcome, career_core::clock::now(), Some(std::time::Duration::from_secs(30)));
+    let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into(), retry_after: None });
+    let now = career_core::clock::now();
+    let next = RecordUpdate::retry_at(Some(now + std::time::Duration::from_secs(30)));
+    let attempt = AttemptRecord::new(&outcome, now, &next);
     let table =
         career_core::store::deliveries::DeliveryTable::new(career_service::dynamodb(), &api.settings.tables.deliveries);
     table.record_attempt(&message, &message.body(), &attempt).await.unwrap();
@@ -1351,6 +1377,56 @@ async fn enable_webhook_answers_as_documented() {
     }
 
     let valid = RequestSpec::new(&ENABLE_WEBHOOK, path, None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn recover_deliveries_answers_as_documented() {
+    let mut checker = Checker::new(&RECOVER_DELIVERIES);
+    let api = Api::new();
+    let (user, key, id) = subscribed(&api).await;
+    let path = format!("/api/v1/webhooks/recover?id={id}");
+    let hour_ago = career_core::clock::Timestamp::from_datetime(career_core::clock::now() - chrono::Duration::hours(1));
+    let window = json!({"since": hour_ago}).to_string();
+    let answer = api.send_json(Method::POST, &path, &key, &window).await;
+    checker.check(&answer, 202, None);
+    assert_eq!(answer.json, json!({"recovering": 0, "more": false}));
+
+    for missing in ["/api/v1/webhooks/recover", "/api/v1/webhooks/recover?id="] {
+        let answer = api.send_json(Method::POST, missing, &key, &window).await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let text = api.request(Method::POST, &path).key(&key).header("content-type", "text/plain").body(b"{}");
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[]", "60"] {
+        checker.check(&api.send_json(Method::POST, &path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    let in_a_year = "2027-11-23T00:00:00Z";
+    for bad in [
+        json!({}),
+        json!({"since": "yesterday"}),
+        json!({"since": hour_ago, "until": 5}),
+        json!({"since": in_a_year}),
+        json!({"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"}),
+    ] {
+        let answer = api.send_json(Method::POST, &path, &key, &bad.to_string()).await;
+        checker.check(&answer, 400, Some("webhooks.invalid_recover_window"));
+    }
+    let someone_elses = subscribed(&api).await.2;
+    for other in [someone_elses.as_str(), "whk_nonsense"] {
+        let answer = api.send_json(Method::POST, &format!("/api/v1/webhooks/recover?id={other}"), &key, &window).await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+    let webhooks =
+        career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
+    let at = typed("2026-11-06T00:00:00.000Z");
+    webhooks.disable(&typed(&user), &typed(&id), DisabledReason::Manual, None, &at).await.unwrap();
+    let disabled = api.send_json(Method::POST, &path, &key, &window).await;
+    checker.check(&disabled, 400, Some("webhooks.subscription_disabled"));
+    webhooks.enable(&typed(&user), &typed(&id)).await.unwrap();
+
+    let valid = RequestSpec::new(&RECOVER_DELIVERIES, path, Some(&window));
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }

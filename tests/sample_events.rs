@@ -383,6 +383,18 @@ fn sample_deliveries(text: &str) -> Vec<DeliveryMessage> {
         .collect()
 }
 
+/// The recover sample with its window starting a day ago.
+fn with_recent_since(text: &str) -> String {
+    let mut event: Value = serde_json::from_str(text).expect("a JSON event");
+    let mut body: Value = serde_json::from_str(event["body"].as_str().expect("a body")).expect("a JSON body");
+    let day_ago = career_core::clock::now() - std::time::Duration::from_secs(86_400);
+    body["since"] = json!(career_core::clock::Timestamp::from_datetime(day_ago));
+    let body = body.to_string();
+    event["headers"]["content-length"] = json!(body.len().to_string());
+    event["body"] = json!(body);
+    event.to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
     let files = sample_files();
@@ -392,6 +404,11 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
     for row in readme_rows() {
         let name = row.file.as_str();
         let text = files.get(name).unwrap_or_else(|| panic!("README.md lists {name}, which events/ does not hold"));
+        // As README.md says: its `since` edited to within the last 30 days.
+        let text = &match name {
+            "webhooks-recover.json" => with_recent_since(text),
+            _ => text.clone(),
+        };
         let (status, json) = match ApiFunction::named(&row.function) {
             Some(function) => {
                 let (status, json) = stack.invoke_api(name, text, function).await;
@@ -459,11 +476,13 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
                 assert_eq!((&json["enabled"], &json["disabledReason"]), (&json!(false), &json!("manual")), "{json}");
             }
             "webhooks-enable.json" => assert_eq!((&json["id"], &json["enabled"]), (&json!(subscription), &json!(true))),
+            "webhooks-recover.json" => assert_eq!(json, json!({"recovering": 0, "more": false})),
             "fanout-stream-batch.json" => {
                 // Queued to the seeded subscription: exactly the deliveries of the delivery sample,
-                // which the pumps send (signed with the old and the new secret after the rotation).
+                // which the pumps send (signed with the old and the new secret after the rotation),
+                // a second time: their records start anew.
                 for message in &deliveries {
-                    let delivered = stack.wait_for_delivery(message.delivery_id.as_str(), 1).await;
+                    let delivered = stack.wait_for_delivery(message.delivery_id.as_str(), 2).await;
                     assert!(delivered[0].verified, "{delivered:?}");
                     assert_eq!(
                         delivered[0].body,
@@ -476,8 +495,8 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
                 for message in &deliveries {
                     let id = message.delivery_id.as_str();
                     assert_eq!(message.subscription_id.as_str(), subscription, "{name} delivers to the seeded one");
-                    // Once from the fan-out sample's queue, once from this batch: the same id.
-                    let delivered = stack.wait_for_delivery(id, 2).await;
+                    // Sent by this batch before any fan-out wrote its record.
+                    let delivered = stack.wait_for_delivery(id, 1).await;
                     assert!(delivered.iter().all(|d| d.verified), "{delivered:?}");
                     assert_eq!(stack.delivery_status(id).await, DeliveryStatus::Succeeded);
                 }

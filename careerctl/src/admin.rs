@@ -9,6 +9,7 @@ use career_core::clock::{self, Timestamp};
 use career_core::config::TableNames;
 use career_core::credentials::{ApiKey, Scope, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::delivery::DeliveryMessage;
 use career_core::ids::{AlertId, AssessmentId, DeliveryId, ProfileId, SubscriptionId, UserId, MAX_PLATFORM_ID_LEN};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
@@ -97,10 +98,12 @@ pub struct CreatedTables {
     pub created: Vec<String>,
 }
 
-/// `deliveries redrive`: how many dead-lettered deliveries went back.
+/// `deliveries redrive`: how many dead-lettered deliveries went back, and how many were
+/// dropped because their delivery had moved on since (retried by hand, recovered, or gone).
 #[derive(Debug, PartialEq, Eq, Serialize)]
 pub struct Redriven {
     pub moved: usize,
+    pub dropped: usize,
 }
 
 pub struct NewAlert {
@@ -278,63 +281,107 @@ impl Admin {
     }
 }
 
-/// Moves every message of the dead-letter queue `from` back to the retry lane `to`, where
-/// each starts the retry schedule again. A message leaves `from` only once `to` has it.
-pub async fn redrive(sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String> {
-    let mut moved = 0;
-    loop {
-        let received = sqs
-            .receive_message()
-            .queue_url(from)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            // Out of sight long enough to be moved, back in sight if the move fails.
-            .visibility_timeout(60)
-            .send()
-            .await
-            .map_err(|e| crate::sdk_error::describe("receiving from the dead-letter queue", e))?;
-        let messages = received.messages.unwrap_or_default();
-        if messages.is_empty() {
-            return Ok(Redriven { moved });
-        }
-        let entries = messages
-            .iter()
-            .enumerate()
-            .map(|(i, message)| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(message.body.clone().unwrap_or_default())
-                    .build()
-                    .expect("entry has id and body")
-            })
-            .collect();
-        let sent = sqs
-            .send_message_batch()
-            .queue_url(to)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e))?;
-        let done = crate::sqs_batch::delete_entries(
-            sent.successful
-                .iter()
-                .filter_map(|entry| messages.get(entry.id.parse::<usize>().ok()?))
-                .map(|message| message.receipt_handle.as_deref()),
-        );
-        if !done.is_empty() {
-            moved += done.len();
-            sqs.delete_message_batch()
+impl Admin {
+    /// Moves every message of the dead-letter queue `from` back to the retry lane `to`, where
+    /// each starts the retry schedule again in its record's next generation (contract section
+    /// 12). A message whose record moved on since it was dead-lettered (a manual retry or a
+    /// recovery, or the record is gone) is dropped unsent. A message leaves `from` only once
+    /// `to` has it, or once it is known to be stale.
+    pub async fn redrive(&self, sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String> {
+        let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
+        let mut redriven = Redriven { moved: 0, dropped: 0 };
+        loop {
+            let received = sqs
+                .receive_message()
                 .queue_url(from)
-                .set_entries(Some(done))
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                // Out of sight long enough to be moved, back in sight if the move fails.
+                .visibility_timeout(60)
                 .send()
                 .await
-                .map_err(|e| crate::sdk_error::describe("deleting moved messages", e))?;
-        }
-        if let Some(refused) = sent.failed.first() {
-            let reason = refused.message.clone().unwrap_or_default();
-            return Err(format!("moved {moved}; the --to queue refused {} messages: {reason}", sent.failed.len()));
+                .map_err(|e| crate::sdk_error::describe("receiving from the dead-letter queue", e))?;
+            let messages = received.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return Ok(redriven);
+            }
+            let (mut going, mut stale) = (Vec::new(), Vec::new());
+            for message in &messages {
+                match restarted(&deliveries, message.body.as_deref().unwrap_or_default()).await? {
+                    Some(restarted) => going.push((message, restarted)),
+                    None => stale.push(message),
+                }
+            }
+            let entries: Vec<SendMessageBatchRequestEntry> = going
+                .iter()
+                .enumerate()
+                .map(|(i, (_, restarted))| {
+                    SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(serde_json::to_string(restarted).expect("messages serialize"))
+                        .build()
+                        .expect("entry has id and body")
+                })
+                .collect();
+            let (sent, refused) =
+                match entries.is_empty() {
+                    true => (Vec::new(), Vec::new()),
+                    false => {
+                        let output =
+                            sqs.send_message_batch().queue_url(to).set_entries(Some(entries)).send().await.map_err(
+                                |e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e),
+                            )?;
+                        (output.successful, output.failed)
+                    }
+                };
+            let moved: Vec<_> = sent.iter().filter_map(|entry| going.get(entry.id.parse::<usize>().ok()?)).collect();
+            let done = crate::sqs_batch::delete_entries(
+                moved
+                    .iter()
+                    .map(|(message, _)| *message)
+                    .chain(stale.iter().copied())
+                    .map(|m| m.receipt_handle.as_deref()),
+            );
+            if !done.is_empty() {
+                sqs.delete_message_batch()
+                    .queue_url(from)
+                    .set_entries(Some(done))
+                    .send()
+                    .await
+                    .map_err(|e| crate::sdk_error::describe("deleting moved messages", e))?;
+            }
+            redriven.moved += moved.len();
+            redriven.dropped += stale.len();
+            if let Some(refused_first) = refused.first() {
+                let reason = refused_first.message.clone().unwrap_or_default();
+                return Err(format!(
+                    "moved {}; the --to queue refused {} messages: {reason}",
+                    redriven.moved,
+                    refused.len()
+                ));
+            }
         }
     }
+}
+
+/// The message that sends a dead-lettered delivery again: its record restarted in the next
+/// generation. `None` when the message is unreadable or its record moved on since.
+async fn restarted(deliveries: &DeliveryTable, body: &str) -> Result<Option<DeliveryMessage>, String> {
+    let Ok(message) = serde_json::from_str::<DeliveryMessage>(body) else { return Ok(None) };
+    let stored = deliveries
+        .get(&message.user_id, &message.delivery_id)
+        .await
+        .map_err(|e| format!("reading the delivery record: {e}"))?;
+    let Some(stored) =
+        stored.filter(|s| s.generation == message.generation && s.record.status == DeliveryStatus::Failed)
+    else {
+        return Ok(None);
+    };
+    let restarted = deliveries
+        .restart(&stored, career_core::clock::now())
+        .await
+        .map_err(|e| format!("restarting the delivery record: {e}"))?;
+    restarted.map(|r| r.message().map_err(|e| format!("reading the delivery record's body: {e}"))).transpose()
 }
 
 /// The portal's address below the API's base URL (`--api-url`, `CAREER_API_URL`), which may

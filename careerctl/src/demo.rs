@@ -17,6 +17,7 @@ use career_core::clock::{self, Timestamp};
 use career_core::config::Settings;
 use career_core::credentials::Scopes;
 use career_core::delivery::log::AttemptRecord;
+use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::sender::{Outcome, SendFailure};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
@@ -124,9 +125,10 @@ pub async fn seed(
         user_id: user_id.clone(),
         subscription_id: subscription_id.clone(),
         event: Event::ping(&subscription_id),
-        earlier_attempts: 0,
+        generation: 0,
     };
-    let attempt = AttemptRecord::new(&Outcome::NoAnswer(SendFailure::ConnectionRefused), clock::now(), None);
+    let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
+    let attempt = AttemptRecord::new(&refused, clock::now(), &RecordUpdate::retry_at(None));
     DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries)
         .record_attempt(&message, &message.body(), &attempt)
         .await

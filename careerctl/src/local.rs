@@ -1,6 +1,8 @@
 //! `careerctl local` (what `make run` runs): the whole stack in the foreground until Ctrl-C.
 //! DynamoDB Local keeps its data under `<local dir>/data/`, and what the delivery queues
-//! hold is saved there on Ctrl-C and put back on the next start (queue_snapshot).
+//! hold is saved there on Ctrl-C, or when DynamoDB Local dies while the SQS emulator lives,
+//! and put back on the next start (queue_snapshot). The sweep runs every
+//! [`SWEEP_EVERY`], as the schedule runs it on AWS.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +18,9 @@ use crate::pumps::{self, BATCHES_PER_QUEUE};
 use crate::queue_snapshot::QueueSnapshot;
 use crate::services::Installed;
 use crate::stack::LocalStack;
+
+/// How often the local stack runs the sweep function (contract section 12).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// The local stack's settings: the environment, with the local defaults of contract
 /// section 8 where a variable is not set.
@@ -60,6 +65,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &sqs, &stack.settings).map_err(|e| e.to_string())?);
     let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
     let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &kms, &stack.settings).map_err(|e| e.to_string())?;
+    let sweep = career_sweep::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
     let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
     let checkpoints = data_dir.join("stream-checkpoints.json");
     let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
@@ -117,23 +123,30 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     let delivering = async {
         let lane =
             |url: &str| pumps::run_queue_pump(sqs.clone(), url.to_owned(), &deliver, BATCHES_PER_QUEUE, stop_signal());
-        tokio::join!(lane(&lanes.delivery), lane(&lanes.retry))
+        tokio::join!(lane(&lanes.delivery), lane(&lanes.retry), pumps::run_sweeps(&sweep, SWEEP_EVERY, stop_signal()))
     };
     let (outcome, _) = tokio::join!(front, delivering);
     let _ = std::fs::remove_file(&env_path);
-    // After a service died there is nothing to save from.
-    let saved = match outcome {
-        Ok(()) => save_queues(&stack, &snapshot_path).await,
-        Err(_) => Ok(()),
-    };
+    let saved = save_queues(&stack, &snapshot_path).await;
     drop(stack);
-    outcome.and(saved)
+    match (outcome, saved) {
+        (Ok(()), saved) => saved,
+        // A service died: what the survivor held is saved if it was the SQS emulator.
+        (Err(ended), Ok(())) => Err(ended),
+        (Err(ended), Err(unsaved)) => Err(format!(
+            "{ended}; the delivery queues could not be saved ({unsaved}): the deliveries they held are \
+             put back by the sweep after the next start, and dead-lettered ones can be recovered \
+             (POST /api/v1/webhooks/recover)"
+        )),
+    }
 }
 
-/// Writes what the delivery queues hold to `path`, to be put back on the next start.
+/// Writes what the delivery queues hold to `path`, to be put back on the next start, and
+/// says how many it saved.
 async fn save_queues(stack: &LocalStack, path: &Path) -> Result<(), String> {
     let snapshot = QueueSnapshot::take(&stack.sqs, &stack.queues).await?;
     if snapshot.is_empty() {
+        eprintln!("==> the delivery queues were empty: nothing to save");
         return Ok(());
     }
     snapshot.write(path)?;

@@ -166,9 +166,10 @@ enum DeliveriesCommand {
         #[arg(long)]
         after: Option<String>,
     },
-    /// Move every message of the dead-letter queue back to the delivery queue, where each
-    /// starts the retry schedule again; prints {"moved": n}. Use it once a receiver is back
-    /// after a long outage.
+    /// Move every message of the dead-letter queue back to the retry lane, where each starts
+    /// the retry schedule again; a delivery that was retried or recovered since is dropped
+    /// unsent. Prints {"moved": n, "dropped": m}. Use it once a receiver is back after a long
+    /// outage (POST /api/v1/webhooks/recover does the same for one subscription and a window).
     Redrive {
         /// The dead-letter queue's URL.
         #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
@@ -282,7 +283,7 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
             json(admin.list_deliveries(&subscription, status, limit, after.as_deref()).await)
         }
         Command::Deliveries(DeliveriesCommand::Redrive { from, to }) => {
-            json(admin::redrive(&aws_sdk_sqs::Client::new(&sdk), &from, &to).await)
+            json(admin.redrive(&aws_sdk_sqs::Client::new(&sdk), &from, &to).await)
         }
         Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
         Command::Webhooks(WebhooksCommand::SealSecrets) => {

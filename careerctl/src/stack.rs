@@ -52,6 +52,7 @@ impl LocalStack {
             create_queues(&aws_sdk_sqs::Client::from_conf(sqs), "career-", settings.max_delivery_attempts).await?;
         settings.delivery_queue_url = Some(stack.queues.delivery.clone());
         settings.retry_queue_url = Some(stack.queues.retry.clone());
+        settings.dead_letter_queue_url = Some(stack.queues.dead_letter.clone());
         let kms = aws_sdk_kms::config::Builder::from(&setup).endpoint_url(&stack.sqs.endpoint).build();
         settings.secrets_kms_key_id = Some(create_kms_key(&aws_sdk_kms::Client::from_conf(kms)).await?);
         stack.settings = settings;

@@ -10,6 +10,7 @@ use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client as Sqs;
 use career_core::config::TableNames;
+use career_core::store::deliveries::BY_DUE;
 
 use crate::sdk_error::describe;
 
@@ -19,8 +20,8 @@ struct TableSpec<'a> {
     sort: Option<&'static str>,
     /// Local secondary indexes: `(name, sort key)`, projecting every attribute.
     local_indexes: &'static [(&'static str, &'static str)],
-    /// Global secondary indexes: `(name, partition key)`, projecting only the keys.
-    global_indexes: &'static [(&'static str, &'static str)],
+    /// Global secondary indexes: `(name, partition key, sort key)`, projecting only the keys.
+    global_indexes: &'static [(&'static str, &'static str, Option<&'static str>)],
     time_to_live: Option<&'static str>,
     stream: bool,
 }
@@ -44,11 +45,12 @@ fn specs(names: &TableNames) -> [TableSpec<'_>; 8] {
         },
         plain(&names.preferences, "userId", None),
         TableSpec {
-            global_indexes: &[("bySubscription", "subscriptionId")],
+            global_indexes: &[("bySubscription", "subscriptionId", None)],
             ..plain(&names.webhooks, "userId", Some("subscriptionId"))
         },
         TableSpec {
             local_indexes: &[("bySubscription", "subscriptionKey"), ("byStatus", "statusKey")],
+            global_indexes: &[(BY_DUE, "dueShard", Some("nextAttemptAt"))],
             time_to_live: Some("expiresAt"),
             ..plain(&names.deliveries, "userId", Some("deliveryId"))
         },
@@ -74,12 +76,15 @@ pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> Result<Ve
     Ok(created)
 }
 
-/// A keys-only global index with this partition key.
-fn global_index(index: &str, partition: &str) -> GlobalSecondaryIndex {
-    let key = KeySchemaElement::builder().attribute_name(partition).key_type(KeyType::Hash).build().expect("complete");
+/// A keys-only global index with this partition key and, if given, sort key.
+fn global_index(index: &str, partition: &str, sort: Option<&str>) -> GlobalSecondaryIndex {
+    let key =
+        |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
     GlobalSecondaryIndex::builder()
         .index_name(index)
-        .key_schema(key)
+        .set_key_schema(Some(
+            std::iter::once(key(partition, KeyType::Hash)).chain(sort.map(|sort| key(sort, KeyType::Range))).collect(),
+        ))
         .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
         .build()
         .expect("complete")
@@ -102,23 +107,26 @@ async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -
         .into_iter()
         .filter_map(|index| index.index_name)
         .collect();
-    for (index, partition) in spec.global_indexes.iter().filter(|(index, _)| !present.iter().any(|p| p == index)) {
-        let wanted = global_index(index, partition);
+    for (index, partition, sort) in spec.global_indexes.iter().filter(|(index, ..)| !present.iter().any(|p| p == index))
+    {
+        let wanted = global_index(index, partition, *sort);
         let create = CreateGlobalSecondaryIndexAction::builder()
             .index_name(*index)
             .set_key_schema(Some(wanted.key_schema))
             .set_projection(wanted.projection)
             .build()
             .expect("complete");
-        let attribute = AttributeDefinition::builder()
-            .attribute_name(*partition)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .expect("complete");
+        let attributes = std::iter::once(*partition).chain(*sort).map(|name| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("complete")
+        });
         dynamodb
             .update_table()
             .table_name(spec.name)
-            .attribute_definitions(attribute)
+            .set_attribute_definitions(Some(attributes.collect()))
             .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
             .send()
             .await
@@ -156,10 +164,10 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
             .expect("complete");
         request = request.local_secondary_indexes(lsi).attribute_definitions(string_attribute(sort));
     }
-    for (index, partition) in spec.global_indexes {
-        request = request.global_secondary_indexes(global_index(index, partition));
-        if Some(*partition) != spec.sort {
-            request = request.attribute_definitions(string_attribute(partition));
+    for (index, partition, sort) in spec.global_indexes {
+        request = request.global_secondary_indexes(global_index(index, partition, *sort));
+        for attribute in std::iter::once(*partition).chain(*sort).filter(|name| Some(*name) != spec.sort) {
+            request = request.attribute_definitions(string_attribute(attribute));
         }
     }
     if spec.stream {

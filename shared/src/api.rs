@@ -83,6 +83,10 @@ pub enum ApiError {
     WebhookMissingDeliveryId,
     #[error("No webhook delivery with id '{}'.", Excerpt(.0))]
     WebhookDeliveryNotFound(String),
+    #[error("Invalid recovery window: {0}.")]
+    WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
+    #[error("The subscription is disabled; enable it before recovering its deliveries.")]
+    WebhookSubscriptionDisabled,
     #[error("Nothing to change: send at least one of url, events and enabled.")]
     WebhookNoChanges,
     #[error("'{}' cannot be changed; send only url, events and enabled.", Excerpt(.0))]
@@ -138,6 +142,8 @@ impl ApiError {
             | WebhookInvalidGracePeriod(_)
             | WebhookInvalidStatus
             | WebhookMissingDeliveryId
+            | WebhookInvalidRecoverWindow(_)
+            | WebhookSubscriptionDisabled
             | WebhookNoChanges
             | WebhookUnknownField(_)
             | WebhookInvalidEnabled => StatusCode::BAD_REQUEST,
@@ -172,6 +178,8 @@ impl ApiError {
             WebhookInvalidStatus => "webhooks.invalid_status",
             WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
             WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
+            WebhookInvalidRecoverWindow(_) => "webhooks.invalid_recover_window",
+            WebhookSubscriptionDisabled => "webhooks.subscription_disabled",
             WebhookNoChanges => "webhooks.no_changes",
             WebhookUnknownField(_) => "webhooks.unknown_field",
             WebhookInvalidEnabled => "webhooks.invalid_enabled",

@@ -119,6 +119,12 @@ pub struct Settings {
     /// `DELIVERY_RETRY_QUEUE_URL`: the retry lane, for retries and for every delivery to a
     /// subscription that is currently failing.
     pub retry_queue_url: Option<String>,
+    /// `DEAD_LETTER_QUEUE_URL`: where a delivery goes when no attempt is left (or a `410`
+    /// ended it).
+    pub dead_letter_queue_url: Option<String>,
+    /// `DELIVERY_SWEEP_AFTER_SECONDS`: how long past its due time a `pending` delivery is
+    /// taken as lost on its way and put back on the retry lane (contract section 12).
+    pub sweep_after: Duration,
     /// `DELIVERY_RETRY_BASE_SECONDS`: the first retry wait; later ones are multiples.
     pub retry_base: Duration,
     /// `DELIVERY_MAX_ATTEMPTS`: attempts before a delivery goes to the dead-letter queue.
@@ -148,6 +154,8 @@ impl Settings {
             cursor_signing_key: vars("CURSOR_SIGNING_KEY").map(SecretSetting),
             delivery_queue_url: vars("DELIVERY_QUEUE_URL"),
             retry_queue_url: vars("DELIVERY_RETRY_QUEUE_URL"),
+            dead_letter_queue_url: vars("DEAD_LETTER_QUEUE_URL"),
+            sweep_after: seconds(vars, "DELIVERY_SWEEP_AFTER_SECONDS", 300.0)?,
             retry_base: seconds(vars, "DELIVERY_RETRY_BASE_SECONDS", 30.0)?,
             max_delivery_attempts: at_least_one(vars, "DELIVERY_MAX_ATTEMPTS", 9)?,
             secrets_kms_key_id: vars("SECRETS_KMS_KEY_ID").filter(|id| !id.trim().is_empty()),
@@ -177,6 +185,13 @@ impl Settings {
         self.delivery_queue_url.as_deref().ok_or(ConfigError {
             name: "DELIVERY_QUEUE_URL",
             problem: "must be set to the delivery queue's URL".into(),
+        })
+    }
+
+    pub fn require_dead_letter_queue_url(&self) -> Result<&str, ConfigError> {
+        self.dead_letter_queue_url.as_deref().ok_or(ConfigError {
+            name: "DEAD_LETTER_QUEUE_URL",
+            problem: "must be set to the delivery dead-letter queue's URL".into(),
         })
     }
 

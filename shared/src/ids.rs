@@ -228,6 +228,12 @@ pub fn derived_id(prefix: &str, millis: u64, parts: &[&str]) -> String {
     format!("{prefix}{}", ulid(millis, entropy))
 }
 
+/// The smallest id of `prefix` that can be made at `millis`: a bound of a key range over ids
+/// by their time (it is not an id of anything).
+pub fn first_id_at(prefix: &str, millis: u64) -> String {
+    format!("{prefix}{}", ulid_from_parts(millis, 0))
+}
+
 /// The creation time (Unix milliseconds) inside an id of any prefix.
 pub fn millis_of(id: &str) -> Option<u64> {
     let ulid = id.rsplit('_').next()?;

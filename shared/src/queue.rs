@@ -8,9 +8,16 @@
 //!   its failure clock sends its deliveries to the retry lane. FIFO order is not otherwise
 //!   relied on, nor is FIFO de-duplication (every message gets a fresh de-duplication id).
 //! - The retry lane, a standard queue with its own consumers, takes the retries (the wait
-//!   is the message's delay, then its visibility) and every delivery to a subscription
-//!   whose failure clock runs. Its redrive policy (`maxReceiveCount` = the attempts) moves
-//!   a delivery to the dead-letter queue after its last attempt.
+//!   is the message's delay, then its visibility), every delivery to a subscription whose
+//!   failure clock runs, and what the sweep puts back (contract section 12).
+//! - The dead-letter queue takes a delivery with no attempt left, or one a `410` ended. The
+//!   delivery function moves it there itself; the lanes' redrive policies only catch a
+//!   message that keeps coming back without an attempt being recorded.
+//!
+//! Each message is deleted from its lane as soon as its own attempt is recorded, not with
+//! its batch: a FIFO group is blocked only while its received messages are neither deleted
+//! nor visible again (SQS Developer Guide, "FIFO queue delivery logic"), so a subscription's
+//! next delivery never waits for the send of another message that shared its batch.
 
 use std::time::Duration;
 
@@ -74,15 +81,25 @@ pub struct DeliveryQueues {
     sqs: Client,
     main: String,
     retry: String,
+    dead_letter: Option<String>,
 }
 
 impl DeliveryQueues {
+    /// The two lanes, and the dead-letter queue when it is set (only the delivery function
+    /// moves messages there: see [`DeliveryQueues::with_dead_letter`]).
     pub fn new(sqs: Client, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             sqs,
             main: settings.require_queue_url()?.to_owned(),
             retry: settings.require_retry_queue_url()?.to_owned(),
+            dead_letter: settings.dead_letter_queue_url.clone(),
         })
+    }
+
+    /// The lanes and the dead-letter queue, which must be set.
+    pub fn with_dead_letter(sqs: Client, settings: &Settings) -> Result<Self, ConfigError> {
+        settings.require_dead_letter_queue_url()?;
+        Self::new(sqs, settings)
     }
 
     fn url(&self, lane: Lane) -> &str {
@@ -102,12 +119,38 @@ impl DeliveryQueues {
         }
     }
 
-    /// Hands messages to the retry lane, each to be received after its delay (at most
-    /// [`MAX_DELAY`]), ten per `SendMessageBatch` call. Returns the positions of the
-    /// messages SQS did not take.
-    pub async fn hand_over(&self, messages: &[(&DeliveryMessage, Duration)]) -> Result<Vec<usize>, QueueError> {
-        let refused = self.send_batches(Lane::Retry, messages).await?;
-        Ok(refused.into_iter().map(|(position, _)| position).collect())
+    /// Hands a message to the retry lane, to be received after `delay` (at most [`MAX_DELAY`]).
+    pub async fn hand_over(&self, message: &DeliveryMessage, delay: Duration) -> Result<(), QueueError> {
+        let refused = self.send_batches(Lane::Retry, &[(message, delay)]).await?;
+        match refused.into_iter().next() {
+            Some((_, reason)) => Err(QueueError::Refused { count: 1, reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves a message to the dead-letter queue (the caller then deletes it from its lane).
+    pub async fn dead_letter(&self, message: &DeliveryMessage) -> Result<(), QueueError> {
+        let queue = self.dead_letter.as_deref().ok_or_else(|| QueueError::Sqs("no dead-letter queue is set".into()))?;
+        self.sqs
+            .send_message()
+            .queue_url(queue)
+            .message_body(serde_json::to_string(message).expect("messages serialize"))
+            .send()
+            .await
+            .map_err(sqs_error)?;
+        Ok(())
+    }
+
+    /// Deletes a received message from its lane: its delivery is settled or moved on.
+    pub async fn delete(&self, lane: Lane, receipt_handle: &str) -> Result<(), QueueError> {
+        self.sqs
+            .delete_message()
+            .queue_url(self.url(lane))
+            .receipt_handle(receipt_handle)
+            .send()
+            .await
+            .map_err(sqs_error)?;
+        Ok(())
     }
 
     /// The position and SQS's reason of every message it did not take.

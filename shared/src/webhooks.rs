@@ -2,11 +2,9 @@
 //! update may change, secrets, and the subscription object.
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::{Host, Url};
@@ -209,44 +207,6 @@ pub enum DisabledReason {
     Gone,
     /// Its owner paused it (section 13).
     Manual,
-}
-
-/// What one delivery attempt changes in its subscription's failure clock. The clock is the
-/// time of the first failure since the last success; the subscription item is written only
-/// when the answer is not `Unchanged`.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ClockChange {
-    Unchanged,
-    /// The first failure after a success starts the clock.
-    StartFailing,
-    /// The first success after a failure stops it.
-    Recovered,
-    /// A last attempt failed and the clock has run longer than the disable-after setting.
-    Disable,
-}
-
-impl ClockChange {
-    pub fn after_attempt(
-        failing_since: Option<DateTime<Utc>>,
-        succeeded: bool,
-        last_attempt: bool,
-        now: DateTime<Utc>,
-        disable_after: Duration,
-    ) -> Self {
-        match (succeeded, failing_since) {
-            (true, Some(_)) => ClockChange::Recovered,
-            (true, None) => ClockChange::Unchanged,
-            (false, None) => ClockChange::StartFailing,
-            (false, Some(since)) => {
-                let failing_for = (now - since).to_std().unwrap_or_default();
-                if last_attempt && failing_for > disable_after {
-                    ClockChange::Disable
-                } else {
-                    ClockChange::Unchanged
-                }
-            }
-        }
-    }
 }
 
 /// The create response: the subscription and, this once, its secret.
@@ -470,23 +430,6 @@ mod tests {
         ] {
             assert!(EventKinds::parse(&bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn the_failure_clock_changes_only_on_a_change_of_state() {
-        let at = |seconds| DateTime::from_timestamp(seconds, 0).unwrap();
-        let window = Duration::from_secs(100);
-        let change = |since: Option<i64>, succeeded, last, now| {
-            ClockChange::after_attempt(since.map(at), succeeded, last, at(now), window)
-        };
-        assert_eq!(change(None, true, false, 1_000), ClockChange::Unchanged, "healthy stays healthy");
-        assert_eq!(change(None, false, false, 1_000), ClockChange::StartFailing);
-        assert_eq!(change(None, false, true, 1_000), ClockChange::StartFailing);
-        assert_eq!(change(Some(1_000), false, false, 1_050), ClockChange::Unchanged);
-        assert_eq!(change(Some(1_000), false, false, 5_000), ClockChange::Unchanged, "not the last attempt");
-        assert_eq!(change(Some(1_000), false, true, 1_100), ClockChange::Unchanged, "not more than the window");
-        assert_eq!(change(Some(1_000), false, true, 1_101), ClockChange::Disable);
-        assert_eq!(change(Some(1_000), true, true, 9_000), ClockChange::Recovered);
     }
 
     #[test]

@@ -326,8 +326,8 @@ async fn flaky_attempts(
     template.body = Some(serde_json::to_string(&message).map_err(|e| e.to_string())?);
     let mut retried = template.clone();
     retried.attributes.remove("MessageGroupId");
-    let handed_over = career_core::delivery::DeliveryMessage { earlier_attempts: 1, ..message };
-    retried.body = Some(serde_json::to_string(&handed_over).map_err(|e| e.to_string())?);
+    // A handed-over message is the same message; its record counts the attempts.
+    retried.body = Some(serde_json::to_string(&message).map_err(|e| e.to_string())?);
     let mut attempts = Vec::new();
     for (lane_message, receive_count) in [(&template, 1), (&retried, 1), (&retried, 2)] {
         let mut received = lane_message.clone();

@@ -3,6 +3,7 @@
 //! drive the functions' handlers with real requests.
 
 pub mod calls;
+pub mod local_run;
 pub mod pipeline;
 pub mod receiver;
 pub mod script_receiver;
@@ -74,6 +75,8 @@ pub fn base_settings() -> Settings {
         cursor_signing_key: Some(SecretSetting::new(secrets::random_token("cursor_"))),
         delivery_queue_url: None,
         retry_queue_url: None,
+        dead_letter_queue_url: None,
+        sweep_after: std::time::Duration::from_secs(300),
         retry_base: std::time::Duration::from_millis(1000),
         max_delivery_attempts: 3,
         secrets_kms_key_id: None,
@@ -95,6 +98,7 @@ pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
     settings.secrets_kms_key_id = Some("alias/unused".into());
     settings.delivery_queue_url = Some(format!("{unreachable}/queue/unused.fifo"));
     settings.retry_queue_url = Some(format!("{unreachable}/queue/unused-retry"));
+    settings.dead_letter_queue_url = Some(format!("{unreachable}/queue/unused-dlq"));
     settings
 }
 

@@ -35,6 +35,7 @@ impl Pipeline {
         let queues = create_queues(&sqs(), &prefix, settings.max_delivery_attempts).await.expect("queues created");
         settings.delivery_queue_url = Some(queues.delivery.clone());
         settings.retry_queue_url = Some(queues.retry.clone());
+        settings.dead_letter_queue_url = Some(queues.dead_letter.clone());
 
         let mut pumps = Vec::new();
         if with_pumps {

@@ -45,6 +45,16 @@ impl Receiver {
 
     /// Like `start`, every answer carrying the body `answer`.
     pub async fn answering(statuses: &[u16], answer: &'static str, delay: Duration) -> Self {
+        Self::scripted(statuses, answer, &[], delay).await
+    }
+
+    /// Like `answering`, every answer also carrying `headers` (a `Retry-After`, say).
+    pub async fn scripted(
+        statuses: &[u16],
+        answer: &'static str,
+        headers: &'static [(&'static str, &'static str)],
+        delay: Duration,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -69,6 +79,9 @@ impl Receiver {
                             let status = statuses.get(n - 1).or(statuses.last()).copied().unwrap_or(200);
                             let mut response = Response::new(Full::new(Bytes::from_static(answer.as_bytes())));
                             *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                            for (name, value) in headers {
+                                response.headers_mut().insert(*name, value.parse().unwrap());
+                            }
                             Ok::<_, Infallible>(response)
                         }
                     });

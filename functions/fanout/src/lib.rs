@@ -1,18 +1,24 @@
 //! The fan-out function: each profile or assessment stream record becomes at most one event,
-//! and each event one delivery message per subscription of its user to its kind: on the
-//! main lane, or on the retry lane for a subscription that is currently failing.
+//! and each event one delivery per subscription of its user to its kind. Each delivery's
+//! record is written first (contract section 12: `pending`, or `skipped` for a disabled
+//! subscription), then its message goes on the main lane, or on the retry lane for a
+//! subscription that is currently failing.
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use career_core::clock;
 use career_core::config::{ConfigError, Settings};
+use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::event_from_record;
 use career_core::queue::{DeliveryQueues, Lane, QueueError};
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 
 pub struct Deps {
     webhooks: WebhookTable,
+    deliveries: DeliveryTable,
     queues: DeliveryQueues,
 }
 
@@ -24,6 +30,7 @@ impl Deps {
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
             queues: DeliveryQueues::new(sqs.clone(), settings)?,
         })
     }
@@ -69,13 +76,26 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         return Ok(());
     };
     let subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
-    let (failing, healthy): (Vec<_>, Vec<_>) = subscriptions.iter().partition(|s| s.failing_since.is_some());
-    let messages = |subscriptions: Vec<&StoredSubscription>| -> Vec<DeliveryMessage> {
-        subscriptions.iter().map(|s| DeliveryMessage::new(&event, user_id, &s.subscription_id)).collect()
+    let message = |s: &StoredSubscription| DeliveryMessage::new(&event, user_id, &s.subscription_id);
+    let status = |s: &StoredSubscription| match s.is_enabled() {
+        true => DeliveryStatus::Pending,
+        false => DeliveryStatus::Skipped,
     };
-    let (main, retry) = (messages(healthy), messages(failing));
+    let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
+        subscriptions.iter().map(|s| (message(s), status(s))).collect();
+    let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
+    deps.deliveries.insert_new(&records, clock::now()).await?;
+    // A disabled subscription is sent nothing: its record says `skipped` already.
+    let (mut main, mut retry) = (Vec::new(), Vec::new());
+    for (subscription, (message, status)) in subscriptions.iter().zip(deliveries) {
+        match (status, subscription.failing_since.is_some()) {
+            (DeliveryStatus::Skipped, _) => {}
+            (_, true) => retry.push(message),
+            (_, false) => main.push(message),
+        }
+    }
     deps.queues.send(Lane::Main, &main).await?;
     deps.queues.send(Lane::Retry, &retry).await?;
-    tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, deliveries = main.len() + retry.len(), to_retry_lane = retry.len(), "event fanned out");
+    tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, deliveries = subscriptions.len(), to_main_lane = main.len(), to_retry_lane = retry.len(), "event fanned out");
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
 //! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
-//! manual retries, pings and re-enabling (section 9), and the event catalog (section 13).
-//! Each path is a resource below; an operation is one line there and one arm in `handle`.
-//! It also serves the portal's page and files (section 14, `portal`), which need no key.
+//! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12)
+//! and the event catalog (section 13). Each path is a resource below; an operation is one
+//! line there and one arm in `handle`. It also serves the portal's page and files
+//! (section 14, `portal`), which need no key.
 
 pub mod portal;
 
@@ -11,6 +12,7 @@ use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
 use career_core::event_catalog::event_types;
 use career_core::events::Event;
@@ -19,18 +21,23 @@ use career_core::pagination::{page_size, CursorKey};
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
 use career_core::store::webhooks::{Changes, Created, Replaced, StoredSubscription, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::{
     CreatedSubscription, EventKinds, SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
 };
+use futures_util::StreamExt;
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 
 /// How often a rotation that met a concurrent one is tried again before giving up.
 const ROTATION_ATTEMPTS: usize = 5;
+/// How often a manual retry that met a concurrent change of its record reads it again.
+const CONCURRENT_CHANGE_ATTEMPTS: usize = 5;
+/// How many deliveries a recovery restarts at once.
+const RECOVERIES_AT_ONCE: usize = 16;
 
 pub struct Deps {
     front: Front,
@@ -72,10 +79,11 @@ pub enum Operation {
     RetryDelivery,
     Ping,
     Enable,
+    Recover,
     EventTypes,
 }
 
-pub const RESOURCES: [Resource<Operation>; 7] = [
+pub const RESOURCES: [Resource<Operation>; 8] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
@@ -101,6 +109,10 @@ pub const RESOURCES: [Resource<Operation>; 7] = [
     Resource {
         path: "/api/v1/webhooks/enable",
         operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Enable)],
+    },
+    Resource {
+        path: "/api/v1/webhooks/recover",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Recover)],
     },
     Resource {
         path: "/api/v1/webhooks/event-types",
@@ -131,6 +143,7 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
                 Operation::RetryDelivery => retry_delivery(deps, call).await,
                 Operation::Ping => ping(deps, call).await,
                 Operation::Enable => enable(deps, call).await,
+                Operation::Recover => recover(deps, call).await,
                 Operation::EventTypes => Reply::ok(json!({"eventTypes": event_types()})),
             }
         })
@@ -247,45 +260,77 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingDeliveryId)?;
     let not_found = || ApiError::WebhookDeliveryNotFound(id.to_owned());
     let delivery_id = DeliveryId::parse(id).ok_or_else(not_found)?;
-    let stored = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?;
-    // A delivery of a deleted subscription cannot be retried.
-    let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
-    let event: Event = serde_json::from_str(&stored.body).map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let message = DeliveryMessage {
-        delivery_id: stored.record.id.clone(),
-        user_id: user_id.clone(),
-        subscription_id: subscription.subscription_id.clone(),
-        event,
-        earlier_attempts: 0,
-    };
-    let now = clock::now();
-    if !subscription.is_enabled() {
-        let record = deps.deliveries.record_skipped(&message, stored.body.as_bytes(), now).await?;
-        return Reply::accepted(record);
+    for _ in 0..CONCURRENT_CHANGE_ATTEMPTS {
+        let stored = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?;
+        // A delivery of a deleted subscription cannot be retried.
+        let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
+        let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
+        if !subscription.is_enabled() {
+            if deps.deliveries.record_skipped(&message, stored.body.as_bytes(), clock::now()).await? {
+                let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
+                return Reply::accepted(record);
+            }
+            continue;
+        }
+        if let Some(restarted) = restart(deps, &stored).await? {
+            return Reply::accepted(restarted.record);
+        }
     }
-    deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
-    // Conditional on no attempt having been recorded since the read: a quick delivery
-    // function may already have sent it, and its record then stands.
-    let record = match deps.deliveries.requeue(user_id, &stored.record, stored.record.attempts, now).await? {
-        Some(record) => record,
-        None => deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record,
-    };
-    Reply::accepted(record)
+    Err(StoreError::Contention.into())
 }
 
-/// Sends a `webhook.ping` to one subscription through the queue, like any event.
+/// Starts a delivery's schedule again in its next generation, then queues its message;
+/// `None` when the record changed since it was read (a concurrent attempt or retry).
+async fn restart(deps: &Deps, stored: &StoredDelivery) -> Result<Option<StoredDelivery>, ApiError> {
+    let Some(restarted) = deps.deliveries.restart(stored, clock::now()).await? else { return Ok(None) };
+    let message = restarted.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
+    // The record first: should this send fail, the sweep finds the pending record overdue.
+    deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
+    Ok(Some(restarted))
+}
+
+/// Sends a `webhook.ping` to one subscription through the queue, like any event: its
+/// record first, then its message.
 async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let subscription = own_subscription(deps, &call, id).await?;
     let id = &subscription.subscription_id;
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
-    let status = if subscription.is_enabled() {
+    let status = if subscription.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
+    let record = deps.deliveries.create(&message, status, clock::now()).await?;
+    if status == DeliveryStatus::Pending {
         deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
-        DeliveryStatus::Pending
-    } else {
-        DeliveryStatus::Skipped
-    };
-    Reply::accepted(deps.deliveries.create(&message, &message.body(), status, clock::now()).await?)
+    }
+    Reply::accepted(record)
+}
+
+/// Contract section 12: sends the subscription's failed and skipped deliveries of a time
+/// window again, at most [`MAX_PER_CALL`] a call, oldest first.
+async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let body = call.json_object()?;
+    let window = RecoverWindow::parse(&body, clock::now()).map_err(ApiError::WebhookInvalidRecoverWindow)?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    if !subscription.is_enabled() {
+        return Err(ApiError::WebhookSubscriptionDisabled);
+    }
+    let mut found = deps
+        .deliveries
+        .recoverable(call.user_id(), &subscription.subscription_id, window.since, window.until, MAX_PER_CALL)
+        .await?;
+    let more = found.len() > MAX_PER_CALL as usize;
+    found.truncate(MAX_PER_CALL as usize);
+    // A few at a time: each is a conditional write and a queued message. (The futures are
+    // made first: a stream that maps with a closure over `deps` is not provably `Send`.)
+    let restarts: Vec<_> = found.iter().map(|stored| restart(deps, stored)).collect();
+    let restarted: Vec<Result<Option<StoredDelivery>, ApiError>> =
+        futures_util::stream::iter(restarts).buffer_unordered(RECOVERIES_AT_ONCE).collect().await;
+    let mut recovering = 0;
+    for result in restarted {
+        // One that changed since it was read (a manual retry got there) is not counted.
+        recovering += usize::from(result?.is_some());
+    }
+    Reply::accepted(json!({"recovering": recovering, "more": more}))
 }
 
 async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::plan::RecordUpdate;
 use super::sender::Outcome;
 use crate::clock::Timestamp;
 use crate::events::EventKind;
@@ -75,22 +76,20 @@ pub struct AttemptRecord {
     pub response: Option<(u16, String)>,
     pub error: Option<String>,
     pub next_attempt_at: Option<Timestamp>,
+    /// Moves the record's generation on (after a success), so no other copy sends again.
+    pub advance_generation: bool,
 }
 
 impl AttemptRecord {
-    /// `retry_in` is the wait before the next attempt, `None` when this one was the last.
-    pub fn new(outcome: &Outcome, at: DateTime<Utc>, retry_in: Option<Duration>) -> Self {
-        let (status, next_attempt_at) = match (outcome, retry_in) {
-            (Outcome::Delivered(_), _) => (DeliveryStatus::Succeeded, None),
-            (_, Some(wait)) => (DeliveryStatus::Pending, Some(Timestamp::from_datetime(at + wait))),
-            (_, None) => (DeliveryStatus::Failed, None),
-        };
+    /// The attempt that got `outcome` at `at`, written as the delivery plan says.
+    pub fn new(outcome: &Outcome, at: DateTime<Utc>, update: &RecordUpdate) -> Self {
         AttemptRecord {
             at,
-            status,
+            status: update.status,
             response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
-            error: outcome.error(),
-            next_attempt_at,
+            error: update.error.map(str::to_owned).or_else(|| outcome.error()),
+            next_attempt_at: update.next_attempt_at.map(Timestamp::from_datetime),
+            advance_generation: update.advance_generation,
         }
     }
 }
@@ -117,11 +116,11 @@ mod tests {
     }
 
     #[test]
-    fn an_attempt_is_pending_until_it_succeeds_or_was_the_last() {
+    fn an_attempt_keeps_the_answer_and_writes_what_the_plan_says() {
         use crate::delivery::sender::Answer;
         let at = chrono::DateTime::parse_from_rfc3339("2026-11-21T08:00:00Z").unwrap().with_timezone(&Utc);
-        let rejected = Outcome::Rejected(Answer { status: 500, body: "oops".into() });
-        let pending = AttemptRecord::new(&rejected, at, Some(Duration::from_secs(30)));
+        let rejected = Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None });
+        let pending = AttemptRecord::new(&rejected, at, &RecordUpdate::retry_at(Some(at + Duration::from_secs(30))));
         assert_eq!(
             pending,
             AttemptRecord {
@@ -130,16 +129,24 @@ mod tests {
                 response: Some((500, "oops".into())),
                 error: Some("answered 500".into()),
                 next_attempt_at: Some("2026-11-21T08:00:30.000Z".parse().unwrap()),
+                advance_generation: false,
             }
         );
-        let failed = AttemptRecord::new(&Outcome::NoAnswer(SendFailure::ConnectionRefused), at, None);
+        let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
+        let failed = AttemptRecord::new(&refused, at, &RecordUpdate::retry_at(None));
         assert_eq!((failed.status, failed.response, failed.next_attempt_at), (DeliveryStatus::Failed, None, None));
         assert_eq!(failed.error.as_deref(), Some("connection refused"));
-        let delivered = Outcome::Delivered(Answer { status: 204, body: String::new() });
-        let succeeded = AttemptRecord::new(&delivered, at, Some(Duration::from_secs(30)));
+        let gone = Outcome::Rejected(Answer { status: 410, body: String::new(), retry_after: None });
+        let update = RecordUpdate { error: Some(crate::delivery::plan::GONE_ERROR), ..RecordUpdate::retry_at(None) };
         assert_eq!(
-            (succeeded.status, succeeded.error, succeeded.next_attempt_at),
-            (DeliveryStatus::Succeeded, None, None)
+            AttemptRecord::new(&gone, at, &update).error.as_deref(),
+            Some("answered 410; subscription disabled")
+        );
+        let delivered = Outcome::Delivered(Answer { status: 204, body: String::new(), retry_after: None });
+        let succeeded = AttemptRecord::new(&delivered, at, &RecordUpdate::succeeded());
+        assert_eq!(
+            (succeeded.status, succeeded.error, succeeded.next_attempt_at, succeeded.advance_generation),
+            (DeliveryStatus::Succeeded, None, None, true)
         );
     }
 

@@ -3,6 +3,8 @@
 //! each in its own module.
 
 pub mod log;
+pub mod plan;
+pub mod recovery;
 pub mod retry;
 pub mod sender;
 
@@ -21,14 +23,11 @@ pub struct DeliveryMessage {
     pub user_id: UserId,
     pub subscription_id: SubscriptionId,
     pub event: Event,
-    /// Attempts made before the message was queued where it is: on the main lane none; on
-    /// the retry lane the one made on the main lane, if any. Its receive count adds the rest.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub earlier_attempts: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+    /// The generation of its record that this message belongs to (contract section 12): it
+    /// is sent only while the record's generation is still this one. Messages queued before
+    /// generations existed read as zero, the generation of a record that has none.
+    #[serde(default)]
+    pub generation: u32,
 }
 
 impl DeliveryMessage {
@@ -40,7 +39,7 @@ impl DeliveryMessage {
             user_id: user_id.clone(),
             subscription_id: subscription_id.clone(),
             event: event.clone(),
-            earlier_attempts: 0,
+            generation: 0,
         }
     }
 

@@ -51,12 +51,14 @@ pub enum SendFailure {
     TaskFailed,
 }
 
-/// The receiver's answer: its status and the start of its body.
+/// The receiver's answer: its status, the start of its body and its `Retry-After`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
     /// At most the first 1024 bytes, as text.
     pub body: String,
+    /// The `Retry-After` header as sent, read by the delivery plan.
+    pub retry_after: Option<String>,
 }
 
 impl Outcome {
@@ -107,9 +109,10 @@ impl Sender {
 /// The status and the start of the body (what arrives of it within the timeout).
 fn answer(response: ureq::Response) -> Answer {
     let status = response.status();
+    let retry_after = response.header("Retry-After").map(str::to_owned);
     let mut body = Vec::new();
     let _ = response.into_reader().take(MAX_RESPONSE_BODY_BYTES as u64).read_to_end(&mut body);
-    Answer { status, body: response_excerpt(&body) }
+    Answer { status, body: response_excerpt(&body), retry_after }
 }
 
 fn reason(transport: &ureq::Transport) -> SendFailure {
@@ -183,13 +186,17 @@ mod tests {
         let sender = Sender::new(true);
         let url = answering(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
         let outcome = sender.send(&url, &delivery());
-        assert_eq!(outcome, Outcome::Rejected(Answer { status: 500, body: "oops".into() }));
+        assert_eq!(outcome, Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None }));
         assert_eq!(outcome.error().as_deref(), Some("answered 500"));
 
         let url = answering(b"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok");
         let outcome = sender.send(&url, &delivery());
-        assert_eq!(outcome, Outcome::Delivered(Answer { status: 202, body: "ok".into() }));
+        assert_eq!(outcome, Outcome::Delivered(Answer { status: 202, body: "ok".into(), retry_after: None }));
         assert_eq!(outcome.error(), None);
+
+        let url = answering(b"HTTP/1.1 503 Unavailable\r\nRetry-After: 3\r\nContent-Length: 0\r\n\r\n");
+        let Outcome::Rejected(answer) = sender.send(&url, &delivery()) else { panic!("not rejected") };
+        assert_eq!((answer.status, answer.retry_after.as_deref()), (503, Some("3")));
 
         let url = answering(b"HTTP/1.1 301 Moved\r\nLocation: http://127.0.0.1:9/\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(sender.send(&url, &delivery()).error().as_deref(), Some("answered 301"), "not followed");

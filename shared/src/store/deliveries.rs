@@ -1,24 +1,39 @@
-//! The deliveries table (contract section 9): partition `userId`, sort `deliveryId`, one
-//! record per delivery, removed by TTL 30 days after its last change. Two local secondary
-//! indexes serve the lists, newest first and strongly consistent: `bySubscription` (sort
-//! key `whk_…#dlv_…`) and `byStatus` (sort key `whk_…#status#dlv_…`), so a subscription's
-//! list, and its list of one status, cost what they return however long its history.
+//! The deliveries table (contract sections 9 and 12): partition `userId`, sort `deliveryId`,
+//! one record per delivery, removed by TTL 30 days after its last change. The record is the
+//! source of truth; the queues only carry work. Two local secondary indexes serve the lists,
+//! newest first and strongly consistent: `bySubscription` (sort key `whk_…#dlv_…`) and
+//! `byStatus` (sort key `whk_…#status#dlv_…`), so a subscription's list, its list of one
+//! status and a recovery's window cost what they return however long its history. A sparse,
+//! keys-only global index `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort
+//! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
+//! nothing else, and its writes spread over the shards at any event rate.
 
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{PutRequest, ReturnValue, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{is_condition_failure, n, s, Item, StoreError};
+use super::{applied, is_condition_failure, n, s, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
+use crate::delivery::plan::RecordState;
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
-use crate::ids::{DeliveryId, EventId, SubscriptionId, UserId};
+use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
 
 const BY_SUBSCRIPTION: &str = "bySubscription";
 const BY_STATUS: &str = "byStatus";
+/// The sweep's index: only `pending` records carry its partition key, `dueShard`.
+pub const BY_DUE: &str = "byDue";
+/// How many partitions the due index spreads its writes over.
+pub const DUE_SHARDS: u8 = 16;
+/// DynamoDB's limit of items per `BatchWriteItem`.
+const BATCH_WRITE_ITEMS: usize = 25;
+/// The generation condition: the record is still the one the message belongs to (a record
+/// written before generations has none, which is generation zero).
+const SAME_GENERATION: &str = "(attribute_not_exists(generation) OR generation = :generation)";
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -49,10 +64,52 @@ struct DeliveryItem {
     expires_at: u64,
     subscription_key: String,
     status_key: String,
+    /// Which message may send (contract section 12); moved on by a success, a manual retry,
+    /// a recovery or a sweep.
+    #[serde(default)]
+    generation: u32,
+    /// Attempts since the schedule last started (fan-out, manual retry or recovery).
+    #[serde(default)]
+    round_attempts: u32,
+    /// The due index's partition; present only while `pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    due_shard: Option<String>,
+}
+
+impl DeliveryItem {
+    /// A record no attempt has touched: `pending` (due now) or `skipped`. Its `createdAt` is
+    /// its event's, the time inside its id, so a time window is a range of ids.
+    fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: DateTime<Utc>) -> Self {
+        let pending = status == DeliveryStatus::Pending;
+        DeliveryItem {
+            user_id: message.user_id.clone(),
+            delivery_id: message.delivery_id.clone(),
+            subscription_id: message.subscription_id.clone(),
+            event_id: message.event.id.clone(),
+            event_type: message.event.kind(),
+            created_at: message.event.created_at.clone(),
+            status,
+            attempts: 0,
+            last_attempt_at: None,
+            last_response_status: None,
+            last_response_body: None,
+            last_error: None,
+            next_attempt_at: pending.then(|| Timestamp::from_datetime(at)),
+            succeeded_at: None,
+            body: String::from_utf8_lossy(body).into_owned(),
+            expires_at: expires_at(at),
+            subscription_key: subscription_key(&message.subscription_id, &message.delivery_id),
+            status_key: status_key(&message.subscription_id, status, &message.delivery_id),
+            generation: message.generation,
+            round_attempts: 0,
+            due_shard: pending.then(|| due_shard(&message.delivery_id)),
+        }
+    }
 }
 
 impl DeliveryItem {
     fn into_stored(self) -> StoredDelivery {
+        let (user_id, generation) = (self.user_id.clone(), self.generation);
         let record = DeliveryRecord {
             id: self.delivery_id,
             subscription_id: self.subscription_id,
@@ -68,15 +125,37 @@ impl DeliveryItem {
             next_attempt_at: self.next_attempt_at,
             succeeded_at: self.succeeded_at,
         };
-        StoredDelivery { record, body: self.body }
+        StoredDelivery { record, body: self.body, user_id, generation }
     }
 }
 
-/// A record and the body it keeps.
+/// A record, the body it keeps, its owner and its generation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredDelivery {
     pub record: DeliveryRecord,
     pub body: String,
+    pub user_id: UserId,
+    pub generation: u32,
+}
+
+impl StoredDelivery {
+    /// The message that sends this record's delivery again, in its current generation.
+    pub fn message(&self) -> Result<DeliveryMessage, serde_json::Error> {
+        Ok(DeliveryMessage {
+            delivery_id: self.record.id.clone(),
+            user_id: self.user_id.clone(),
+            subscription_id: self.record.subscription_id.clone(),
+            event: serde_json::from_str(&self.body)?,
+            generation: self.generation,
+        })
+    }
+}
+
+/// A pending record the sweep found overdue: its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overdue {
+    pub user_id: UserId,
+    pub delivery_id: DeliveryId,
 }
 
 /// One page of a list and the id of its last record when more follow.
@@ -91,6 +170,12 @@ fn subscription_key(subscription_id: &SubscriptionId, delivery_id: &DeliveryId) 
 
 fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus, delivery_id: &DeliveryId) -> String {
     format!("{subscription_id}#{}#{delivery_id}", status.as_str())
+}
+
+/// The due index partition of a delivery: from its id's random part, so spread evenly.
+fn due_shard(delivery_id: &DeliveryId) -> String {
+    let last = delivery_id.as_str().bytes().last().unwrap_or_default();
+    (last % DUE_SHARDS).to_string()
 }
 
 /// Unix seconds when a record changed at `at` expires.
@@ -109,36 +194,53 @@ impl DeliveryTable {
         Self { client, table: table.into() }
     }
 
-    /// Records a delivery that no attempt has touched yet (a ping), with `status` `pending`
-    /// or `skipped`. If an attempt got there first, the record as that attempt left it.
+    /// Records deliveries that no attempt has touched yet, before their messages are queued
+    /// (contract section 12): `pending` ones due now, or `skipped` ones. Batched writes, 25
+    /// records a call; a repeated stream record writes its records anew.
+    pub async fn insert_new(
+        &self,
+        messages: &[(&DeliveryMessage, DeliveryStatus)],
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        for chunk in messages.chunks(BATCH_WRITE_ITEMS) {
+            let mut requests = chunk
+                .iter()
+                .map(|(message, status)| {
+                    let item = serde_dynamo::to_item(DeliveryItem::new(message, &message.body(), *status, at))?;
+                    let put = PutRequest::builder().set_item(Some(item)).build().expect("put has its item");
+                    Ok(WriteRequest::builder().put_request(put).build())
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            // DynamoDB may leave some unwritten under load; they are sent again, with a pause.
+            for pause in [0, 50, 100, 200, 400, 800] {
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                let output = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, std::mem::take(&mut requests))
+                    .send()
+                    .await?;
+                requests = output.unprocessed_items.and_then(|mut left| left.remove(&self.table)).unwrap_or_default();
+                if requests.is_empty() {
+                    break;
+                }
+            }
+            if !requests.is_empty() {
+                return Err(StoreError::Contention);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records one delivery that no attempt has touched yet (a ping), `pending` or `skipped`.
+    /// If an attempt got there first, the record as that attempt left it.
     pub async fn create(
         &self,
         message: &DeliveryMessage,
-        body: &[u8],
         status: DeliveryStatus,
         at: DateTime<Utc>,
     ) -> Result<DeliveryRecord, StoreError> {
-        let now = Timestamp::from_datetime(at);
-        let item = DeliveryItem {
-            user_id: message.user_id.clone(),
-            delivery_id: message.delivery_id.clone(),
-            subscription_id: message.subscription_id.clone(),
-            event_id: message.event.id.clone(),
-            event_type: message.event.kind(),
-            created_at: now.clone(),
-            status,
-            attempts: 0,
-            last_attempt_at: None,
-            last_response_status: None,
-            last_response_body: None,
-            last_error: None,
-            next_attempt_at: (status == DeliveryStatus::Pending).then(|| now.clone()),
-            succeeded_at: None,
-            body: String::from_utf8_lossy(body).into_owned(),
-            expires_at: expires_at(at),
-            subscription_key: subscription_key(&message.subscription_id, &message.delivery_id),
-            status_key: status_key(&message.subscription_id, status, &message.delivery_id),
-        };
+        let item = DeliveryItem::new(message, &message.body(), status, at);
         let result = self
             .client
             .put_item()
@@ -157,17 +259,59 @@ impl DeliveryTable {
         }
     }
 
-    /// Records one attempt with one write, creating the record on the first: its outcome,
-    /// the attempt count, and (first time only) the event and the exact body sent.
+    /// What the delivery plan needs of a record: its generation, status, round and due time.
+    pub async fn state(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct StateItem {
+            #[serde(default)]
+            generation: u32,
+            status: DeliveryStatus,
+            #[serde(default)]
+            round_attempts: u32,
+            next_attempt_at: Option<Timestamp>,
+        }
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("userId", s(user_id))
+            .key("deliveryId", s(delivery_id))
+            .projection_expression("generation, #status, roundAttempts, nextAttemptAt")
+            .expression_attribute_names("#status", "status")
+            .consistent_read(true)
+            .send()
+            .await?;
+        let Some(item) = output.item else { return Ok(None) };
+        let item: StateItem = serde_dynamo::from_item(item)?;
+        Ok(Some(RecordState {
+            generation: item.generation,
+            status: item.status,
+            round_attempts: item.round_attempts,
+            next_attempt_at: item.next_attempt_at.as_ref().map(Timestamp::datetime),
+        }))
+    }
+
+    /// Records one attempt with one write, while the record is still of the message's
+    /// generation (creating it if a message queued before records came first finds none):
+    /// its outcome, the attempt counts, and (first time only) the event and the body sent.
+    /// `false` when another generation owns the record: the attempt is not recorded.
     pub async fn record_attempt(
         &self,
         message: &DeliveryMessage,
         body: &[u8],
         attempt: &AttemptRecord,
-    ) -> Result<(), StoreError> {
-        let mut set = vec!["attempts = if_not_exists(attempts, :zero) + :one", "lastAttemptAt = :at"];
+    ) -> Result<bool, StoreError> {
+        let mut set = vec![
+            "attempts = if_not_exists(attempts, :zero) + :one",
+            "roundAttempts = if_not_exists(roundAttempts, :zero) + :one",
+            "lastAttemptAt = :at",
+        ];
         let mut remove = Vec::new();
         let mut update = self.upsert(message, body, attempt.status, attempt.at);
+        if attempt.advance_generation {
+            set.push("generation = :generation + :one");
+        }
         match &attempt.response {
             Some((status, answer)) => {
                 set.extend(["lastResponseStatus = :responseStatus", "lastResponseBody = :responseBody"]);
@@ -184,43 +328,43 @@ impl DeliveryTable {
             }
             None => remove.push("lastError"),
         }
+        // Only pending records, which have a next attempt, are in the due index.
         match &attempt.next_attempt_at {
             Some(next) => {
-                set.push("nextAttemptAt = :next");
-                update = update.expression_attribute_values(":next", s(next));
+                set.extend(["nextAttemptAt = :next", "dueShard = :dueShard"]);
+                update = update
+                    .expression_attribute_values(":next", s(next))
+                    .expression_attribute_values(":dueShard", s(due_shard(&message.delivery_id)));
             }
-            None => remove.push("nextAttemptAt"),
+            None => remove.extend(["nextAttemptAt", "dueShard"]),
         }
         if attempt.status == DeliveryStatus::Succeeded {
             set.push("succeededAt = :at");
         } else {
             remove.push("succeededAt");
         }
-        update.update_expression(expression(&set, &remove)).expression_attribute_values(":one", n(1)).send().await?;
-        Ok(())
+        let update = update.update_expression(expression(&set, &remove)).expression_attribute_values(":one", n(1));
+        applied(update.send().await)
     }
 
-    /// Records that the delivery's turn came while its subscription was disabled (one
-    /// write); the record as it now is.
+    /// Records that the delivery's turn came while its subscription was disabled or deleted
+    /// (one write, while the record is of the message's generation); `false` when another
+    /// generation owns it.
     pub async fn record_skipped(
         &self,
         message: &DeliveryMessage,
         body: &[u8],
         at: DateTime<Utc>,
-    ) -> Result<DeliveryRecord, StoreError> {
-        let output = self
-            .upsert(message, body, DeliveryStatus::Skipped, at)
-            .update_expression(expression(
-                &["attempts = if_not_exists(attempts, :zero)"],
-                &["nextAttemptAt", "succeededAt"],
-            ))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await?;
-        Ok(stored_of(output.attributes)?.record)
+    ) -> Result<bool, StoreError> {
+        let update = self.upsert(message, body, DeliveryStatus::Skipped, at).update_expression(expression(
+            &["attempts = if_not_exists(attempts, :zero)"],
+            &["nextAttemptAt", "succeededAt", "dueShard"],
+        ));
+        applied(update.send().await)
     }
 
-    /// An update that creates the record if needed and sets its status; callers add the rest.
+    /// An update, while the record is of the message's generation, that creates the record
+    /// if needed and sets its status and due shard; callers add the rest.
     fn upsert(
         &self,
         message: &DeliveryMessage,
@@ -228,11 +372,7 @@ impl DeliveryTable {
         status: DeliveryStatus,
         at: DateTime<Utc>,
     ) -> UpdateItemFluentBuilder {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("userId", s(&message.user_id))
-            .key("deliveryId", s(&message.delivery_id))
+        self.record_update(&message.user_id, &message.delivery_id)
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#body", "body")
             .expression_attribute_values(":status", s(status.as_str()))
@@ -251,39 +391,155 @@ impl DeliveryTable {
                 s(subscription_key(&message.subscription_id, &message.delivery_id)),
             )
             .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":generation", n(message.generation))
+            .condition_expression(SAME_GENERATION)
     }
 
-    /// Marks the record `pending` for a manual retry, unless an attempt was recorded since it
-    /// was read with `seen_attempts` (then `None`: the record has moved on by itself).
-    pub async fn requeue(
+    /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
+    /// now, a new round, the next generation; only while the record is still as `seen` (its
+    /// generation and status), else `None`. The record as it now is, with its new generation.
+    pub async fn restart(
         &self,
-        user_id: &UserId,
-        record: &DeliveryRecord,
-        seen_attempts: u32,
+        seen: &StoredDelivery,
         at: DateTime<Utc>,
-    ) -> Result<Option<DeliveryRecord>, StoreError> {
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let record = &seen.record;
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("userId", s(user_id))
-            .key("deliveryId", s(&record.id))
-            .update_expression("SET #status = :pending, statusKey = :statusKey, nextAttemptAt = :now, expiresAt = :expires REMOVE succeededAt")
-            .condition_expression("attempts = :seen")
+            .record_update(&seen.user_id, &record.id)
+            .update_expression(
+                "SET #status = :pending, statusKey = :statusKey, nextAttemptAt = :now, expiresAt = :expires, \
+                 generation = :next, roundAttempts = :zero, dueShard = :dueShard REMOVE succeededAt",
+            )
+            .condition_expression(format!("{SAME_GENERATION} AND #status = :seenStatus"))
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":statusKey", s(status_key(&record.subscription_id, DeliveryStatus::Pending, &record.id)))
+            .expression_attribute_values(":seenStatus", s(record.status.as_str()))
+            .expression_attribute_values(
+                ":statusKey",
+                s(status_key(&record.subscription_id, DeliveryStatus::Pending, &record.id)),
+            )
             .expression_attribute_values(":now", s(clock::rfc3339(at)))
             .expression_attribute_values(":expires", n(expires_at(at)))
-            .expression_attribute_values(":seen", n(seen_attempts))
+            .expression_attribute_values(":generation", n(seen.generation))
+            .expression_attribute_values(":next", n(seen.generation + 1))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":dueShard", s(due_shard(&record.id)))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(output) => Ok(Some(stored_of(output.attributes)?.record)),
-            Err(err) if is_condition_failure(&err) => Ok(None),
-            Err(err) => Err(err.into()),
+        updated_if_held(result)
+    }
+
+    /// Hands an overdue record to the sweep, in one conditional write that holds only while
+    /// it is still `pending` and due before `cutoff` (the index is read eventually
+    /// consistently, and an attempt or a fan-out may have moved the record since): the next
+    /// generation, due `now`, its round kept. `None` when it was not overdue any more.
+    pub async fn claim_overdue(
+        &self,
+        overdue: &Overdue,
+        cutoff: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let result = self
+            .record_update(&overdue.user_id, &overdue.delivery_id)
+            .update_expression("SET nextAttemptAt = :now, generation = if_not_exists(generation, :zero) + :one")
+            .condition_expression("#status = :pending AND nextAttemptAt < :cutoff")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
+            .expression_attribute_values(":now", s(clock::rfc3339(now)))
+            .expression_attribute_values(":cutoff", s(clock::rfc3339(cutoff)))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        updated_if_held(result)
+    }
+
+    /// An update of one record; callers add the expression and its condition.
+    fn record_update(&self, user_id: &UserId, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
+    }
+
+    /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
+    /// the sparse due index: what it reads is what is overdue, however large the log.
+    pub async fn overdue(&self, cutoff: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Key {
+            user_id: UserId,
+            delivery_id: DeliveryId,
         }
+        let mut found = Vec::new();
+        for shard in 0..DUE_SHARDS {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(BY_DUE)
+                .key_condition_expression("dueShard = :shard AND nextAttemptAt < :cutoff")
+                .expression_attribute_values(":shard", s(shard.to_string()))
+                .expression_attribute_values(":cutoff", s(clock::rfc3339(cutoff)))
+                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                .send()
+                .await?;
+            let keys: Vec<Key> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
+            found.extend(keys.into_iter().map(|key| Overdue { user_id: key.user_id, delivery_id: key.delivery_id }));
+        }
+        Ok(found)
+    }
+
+    /// The subscription's `failed` and `skipped` records created in `[since, until)`, oldest
+    /// first, at most `limit` + 1 (the extra one says more follow), through the status index:
+    /// a record's `createdAt` is the time inside its id, so the window is a range of keys.
+    pub async fn recoverable(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        let millis = |at: DateTime<Utc>| u64::try_from(at.timestamp_millis()).unwrap_or_default();
+        let (first, end) =
+            (ids::first_id_at(ids::DELIVERY, millis(since)), ids::first_id_at(ids::DELIVERY, millis(until)));
+        let mut found = Vec::new();
+        for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
+            let prefix = format!("{subscription_id}#{}#", status.as_str());
+            let (mut start, mut of_status) = (None, 0);
+            loop {
+                let output = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(BY_STATUS)
+                    .key_condition_expression("userId = :u AND statusKey BETWEEN :first AND :last")
+                    .expression_attribute_values(":u", s(user_id))
+                    .expression_attribute_values(":first", s(format!("{prefix}{first}")))
+                    // Ids below `end`: every id made before `until` sorts under `end`'s text.
+                    .expression_attribute_values(":last", s(format!("{prefix}{end}")))
+                    .consistent_read(true)
+                    .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await?;
+                let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
+                let in_window: Vec<StoredDelivery> = items
+                    .into_iter()
+                    .map(DeliveryItem::into_stored)
+                    .filter(|d| (since..until).contains(&d.record.created_at.datetime()))
+                    .collect();
+                of_status += in_window.len();
+                found.extend(in_window);
+                start = output.last_evaluated_key;
+                if start.is_none() || of_status > limit as usize {
+                    break;
+                }
+            }
+        }
+        found.sort_by(|a, b| a.record.id.cmp(&b.record.id));
+        found.truncate(limit as usize + 1);
+        Ok(found)
     }
 
     pub async fn get(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<StoredDelivery>, StoreError> {
@@ -362,6 +618,22 @@ fn expression(set: &[&str], remove: &[&str]) -> String {
         expression.push_str(&remove.join(", "));
     }
     expression
+}
+
+/// The record a conditional update returned (`ReturnValues=ALL_NEW`), or `None` when its
+/// condition did not hold.
+fn updated_if_held<E, R>(
+    result: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, SdkError<E, R>>,
+) -> Result<Option<StoredDelivery>, StoreError>
+where
+    E: ProvideErrorMetadata,
+    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+{
+    match result {
+        Ok(output) => Ok(Some(stored_of(output.attributes)?)),
+        Err(err) if is_condition_failure(&err) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
 }
 
 fn stored_of(attributes: Option<Item>) -> Result<StoredDelivery, StoreError> {

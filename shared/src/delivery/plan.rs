@@ -1,0 +1,416 @@
+//! One delivery turn as pure decisions (contract sections 5, 9 and 12): given what loading
+//! found, what to do before a send; given the receiver's answer, what to write and what
+//! becomes of the message. The delivery function only executes these plans, so the state
+//! machine is tested here, in milliseconds, without queues, tables or receivers.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::log::DeliveryStatus;
+use super::retry::RetrySchedule;
+use crate::queue::Lane;
+use crate::webhooks::DisabledReason;
+
+/// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// A message received this much before its record's next attempt is early (a hand-over's
+/// delay stops at SQS's 15 minutes); it waits for the rest rather than being sent.
+const EARLY_TOLERANCE: Duration = Duration::from_secs(1);
+
+/// What the delivery record says of the delivery when its message comes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordState {
+    /// The generation whose message may send; other copies are stale.
+    pub generation: u32,
+    pub status: DeliveryStatus,
+    /// Attempts since the schedule last started (the fan-out, a manual retry or a recovery).
+    pub round_attempts: u32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+impl RecordState {
+    /// A record no one wrote yet (a message queued before records came first): generation
+    /// zero, pending, no attempt.
+    pub fn unwritten() -> Self {
+        RecordState { generation: 0, status: DeliveryStatus::Pending, round_attempts: 0, next_attempt_at: None }
+    }
+}
+
+/// What the subscription says when the message comes; `None` in [`Found`] once deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriptionState {
+    pub enabled: bool,
+    /// The failure clock: the first failure since the last success (contract section 9).
+    pub failing_since: Option<DateTime<Utc>>,
+}
+
+/// What one received message found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub lane: Lane,
+    /// The generation the message carries.
+    pub generation: u32,
+    pub record: RecordState,
+    pub subscription: Option<SubscriptionState>,
+}
+
+/// What to do before sending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Before {
+    /// Sign and send: attempt number `attempt` (1-based) of its round.
+    Send { attempt: u32 },
+    /// Another generation owns the record, or it is settled: dropped unsent.
+    Stale,
+    /// The subscription is disabled or deleted: the record becomes `skipped`, nothing is sent.
+    Skip(SkipReason),
+    /// First attempts to a failing subscription wait on the retry lane, not the main one.
+    HandOver,
+    /// Received before its next attempt is due: back on its lane for the rest of the wait.
+    NotYet(Duration),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipReason {
+    Disabled,
+    Deleted,
+}
+
+/// The settings the decisions follow.
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub schedule: RetrySchedule,
+    /// How long a subscription may fail without a success before a last attempt disables it.
+    pub disable_after: Duration,
+}
+
+pub fn before_send(found: &Found, now: DateTime<Utc>, policy: &Policy) -> Before {
+    let record = &found.record;
+    if record.generation != found.generation || record.status != DeliveryStatus::Pending {
+        return Before::Stale;
+    }
+    let Some(subscription) = &found.subscription else { return Before::Skip(SkipReason::Deleted) };
+    if !subscription.enabled {
+        return Before::Skip(SkipReason::Disabled);
+    }
+    if let Some(due) = record.next_attempt_at {
+        let early = (due - now).to_std().unwrap_or_default();
+        if early > EARLY_TOLERANCE {
+            return Before::NotYet(early);
+        }
+    }
+    if found.lane == Lane::Main && subscription.failing_since.is_some() {
+        return Before::HandOver;
+    }
+    // A lowered DELIVERY_MAX_ATTEMPTS makes a waiting delivery's next attempt its last.
+    Before::Send { attempt: (record.round_attempts + 1).min(policy.schedule.max_attempts) }
+}
+
+/// What came of a send, as far as the decisions care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// A 2xx.
+    Delivered,
+    /// `410 Gone`: the receiver says the endpoint is gone for good.
+    Gone,
+    /// Any other answer; `retry_after` when a 429 or 503 carried a readable `Retry-After`.
+    Rejected { retry_after: Option<Duration> },
+    /// No HTTP answer.
+    NoAnswer,
+}
+
+impl Answered {
+    /// `retry_after` is the answer's `Retry-After` header, read at `now` (delta-seconds or an
+    /// HTTP date); only 429 and 503 answers are heeded.
+    pub fn of(status: Option<u16>, retry_after: Option<&str>, now: DateTime<Utc>) -> Self {
+        match status {
+            None => Answered::NoAnswer,
+            Some(200..=299) => Answered::Delivered,
+            Some(410) => Answered::Gone,
+            Some(429 | 503) => {
+                Answered::Rejected { retry_after: retry_after.and_then(|header| parse_retry_after(header, now)) }
+            }
+            Some(_) => Answered::Rejected { retry_after: None },
+        }
+    }
+}
+
+/// `Retry-After` (RFC 9110 section 10.2.3): delta-seconds, or an HTTP date (a date in the
+/// past waits nothing). Anything else is ignored.
+pub fn parse_retry_after(header: &str, now: DateTime<Utc>) -> Option<Duration> {
+    let header = header.trim();
+    if !header.is_empty() && header.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(Duration::from_secs(header.parse().unwrap_or(u64::MAX)));
+    }
+    let at: DateTime<Utc> = httpdate::parse_http_date(header).ok()?.into();
+    Some((at - now).to_std().unwrap_or_default())
+}
+
+/// What an attempt writes to its record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordUpdate {
+    pub status: DeliveryStatus,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// Moves the generation on, so that no other copy of the message sends again.
+    pub advance_generation: bool,
+    /// Said instead of the answer's own error (a 410's consequence).
+    pub error: Option<&'static str>,
+}
+
+impl RecordUpdate {
+    pub fn succeeded() -> Self {
+        RecordUpdate { status: DeliveryStatus::Succeeded, next_attempt_at: None, advance_generation: true, error: None }
+    }
+
+    /// Failed, with the next attempt at `next`, or none left.
+    pub fn retry_at(next: Option<DateTime<Utc>>) -> Self {
+        let status = if next.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Failed };
+        RecordUpdate { status, next_attempt_at: next, advance_generation: false, error: None }
+    }
+}
+
+/// What an attempt changes in its subscription; the item is written only when not `Unchanged`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubscriptionChange {
+    Unchanged,
+    /// The first failure after a success starts the failure clock.
+    StartFailing,
+    /// The first success after a failure stops it.
+    Recovered,
+    /// Disabled, for this reason.
+    Disable(DisabledReason),
+}
+
+/// What becomes of the message once the attempt is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageFate {
+    /// Deleted from its lane: the delivery is settled.
+    Acknowledge,
+    /// Tried again after the wait: on the retry lane it stays, invisible that long; from the
+    /// main lane it is handed to the retry lane with that delay.
+    RetryIn(Duration),
+    /// Moved to the dead-letter queue: no attempt is left.
+    DeadLetter,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct After {
+    pub record: RecordUpdate,
+    pub subscription: SubscriptionChange,
+    pub message: MessageFate,
+}
+
+/// The lastError of an attempt a 410 answered.
+pub const GONE_ERROR: &str = "answered 410; subscription disabled";
+
+/// The plan after attempt number `attempt` got `answered` at `now`. `jitter` is a random
+/// number in `[0, 1)` for the schedule's wait.
+pub fn after_send(
+    attempt: u32,
+    answered: Answered,
+    failing_since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    policy: &Policy,
+    jitter: f64,
+) -> After {
+    match answered {
+        Answered::Delivered => After {
+            record: RecordUpdate::succeeded(),
+            subscription: match failing_since {
+                Some(_) => SubscriptionChange::Recovered,
+                None => SubscriptionChange::Unchanged,
+            },
+            message: MessageFate::Acknowledge,
+        },
+        Answered::Gone => After {
+            record: RecordUpdate { error: Some(GONE_ERROR), ..RecordUpdate::retry_at(None) },
+            subscription: SubscriptionChange::Disable(DisabledReason::Gone),
+            message: MessageFate::DeadLetter,
+        },
+        Answered::Rejected { .. } | Answered::NoAnswer => {
+            let scheduled = policy.schedule.wait_after(attempt, jitter);
+            let asked = match answered {
+                Answered::Rejected { retry_after } => retry_after.map(|wait| wait.min(MAX_RETRY_AFTER)),
+                _ => None,
+            };
+            let wait = scheduled.map(|wait| asked.map_or(wait, |asked| wait.max(asked)));
+            let subscription = match failing_since {
+                None => SubscriptionChange::StartFailing,
+                Some(since) => {
+                    let failing_for = (now - since).to_std().unwrap_or_default();
+                    if wait.is_none() && failing_for > policy.disable_after {
+                        SubscriptionChange::Disable(DisabledReason::Failing)
+                    } else {
+                        SubscriptionChange::Unchanged
+                    }
+                }
+            };
+            let next = wait.map(|wait| now + wait);
+            let message = wait.map_or(MessageFate::DeadLetter, MessageFate::RetryIn);
+            After { record: RecordUpdate::retry_at(next), subscription, message }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_795_766_400 + seconds, 0).unwrap()
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            schedule: RetrySchedule { base: Duration::from_secs(30), max_attempts: 3 },
+            disable_after: Duration::from_secs(100),
+        }
+    }
+
+    fn found(lane: Lane, generation: u32, record: RecordState, subscription: Option<SubscriptionState>) -> Found {
+        Found { lane, generation, record, subscription }
+    }
+
+    fn pending(generation: u32, round_attempts: u32) -> RecordState {
+        RecordState { generation, status: DeliveryStatus::Pending, round_attempts, next_attempt_at: Some(at(0)) }
+    }
+
+    const HEALTHY: Option<SubscriptionState> = Some(SubscriptionState { enabled: true, failing_since: None });
+
+    #[test]
+    fn before_a_send_the_generation_the_subscription_and_the_due_time_decide() {
+        let failing = Some(SubscriptionState { enabled: true, failing_since: Some(at(-50)) });
+        let disabled = Some(SubscriptionState { enabled: false, failing_since: None });
+        let settled = |status| RecordState { status, ..pending(2, 1) };
+        let later = RecordState { next_attempt_at: Some(at(60)), ..pending(2, 1) };
+        let table = [
+            (found(Lane::Main, 0, RecordState::unwritten(), HEALTHY), Before::Send { attempt: 1 }, "no record yet"),
+            (found(Lane::Main, 2, pending(2, 0), HEALTHY), Before::Send { attempt: 1 }, "the current generation"),
+            (found(Lane::Retry, 2, pending(2, 1), failing.clone()), Before::Send { attempt: 2 }, "a retry"),
+            (found(Lane::Retry, 2, pending(2, 7), HEALTHY), Before::Send { attempt: 3 }, "attempts lowered"),
+            (found(Lane::Retry, 1, pending(2, 1), HEALTHY), Before::Stale, "an older generation"),
+            (found(Lane::Retry, 3, pending(2, 1), HEALTHY), Before::Stale, "a newer generation"),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Succeeded), HEALTHY), Before::Stale, "succeeded"),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Failed), HEALTHY), Before::Stale, "dead-lettered"),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Skipped), HEALTHY), Before::Stale, "skipped"),
+            (found(Lane::Main, 2, pending(2, 0), None), Before::Skip(SkipReason::Deleted), "deleted"),
+            (found(Lane::Main, 2, pending(2, 0), disabled), Before::Skip(SkipReason::Disabled), "disabled"),
+            (found(Lane::Main, 2, pending(2, 0), failing), Before::HandOver, "failing, main lane"),
+            (found(Lane::Retry, 2, later, HEALTHY), Before::NotYet(Duration::from_secs(60)), "early"),
+        ];
+        for (found, expected, case) in table {
+            assert_eq!(before_send(&found, at(0), &policy()), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_delta_seconds_or_an_http_date() {
+        let now = at(0);
+        assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 120 ", now), Some(Duration::from_secs(120)));
+        let in_ninety = httpdate::fmt_http_date((now + Duration::from_secs(90)).into());
+        assert_eq!(parse_retry_after(&in_ninety, now), Some(Duration::from_secs(90)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(Duration::ZERO), "past");
+        for ignored in ["", "-3", "1.5", "soon", "3 s"] {
+            assert_eq!(parse_retry_after(ignored, now), None, "{ignored:?}");
+        }
+    }
+
+    #[test]
+    fn only_429_and_503_carry_their_retry_after() {
+        let now = at(0);
+        let three = Some(Duration::from_secs(3));
+        assert_eq!(Answered::of(Some(204), Some("3"), now), Answered::Delivered);
+        assert_eq!(Answered::of(Some(410), None, now), Answered::Gone);
+        assert_eq!(Answered::of(Some(429), Some("3"), now), Answered::Rejected { retry_after: three });
+        assert_eq!(Answered::of(Some(503), Some("3"), now), Answered::Rejected { retry_after: three });
+        assert_eq!(Answered::of(Some(500), Some("3"), now), Answered::Rejected { retry_after: None });
+        assert_eq!(Answered::of(Some(429), None, now), Answered::Rejected { retry_after: None });
+        assert_eq!(Answered::of(None, None, now), Answered::NoAnswer);
+    }
+
+    #[test]
+    fn after_an_answer_the_record_the_subscription_and_the_message_follow_it() {
+        let policy = policy();
+        // Jitter 0.5 gives the schedule's exact wait: 30 s after attempt 1, 120 s after 2.
+        let plan = |attempt, answered, failing_since: Option<i64>, now| {
+            after_send(attempt, answered, failing_since.map(at), at(now), &policy, 0.5)
+        };
+        let pending_until = |seconds: i64| RecordUpdate {
+            status: DeliveryStatus::Pending,
+            next_attempt_at: Some(at(seconds)),
+            advance_generation: false,
+            error: None,
+        };
+        let failed = RecordUpdate {
+            status: DeliveryStatus::Failed,
+            next_attempt_at: None,
+            advance_generation: false,
+            error: None,
+        };
+        let succeeded = RecordUpdate {
+            status: DeliveryStatus::Succeeded,
+            next_attempt_at: None,
+            advance_generation: true,
+            error: None,
+        };
+        let retry_after = |seconds| Answered::Rejected { retry_after: Some(Duration::from_secs(seconds)) };
+        let rejected = Answered::Rejected { retry_after: None };
+        let secs = Duration::from_secs;
+        use MessageFate::*;
+        use SubscriptionChange::*;
+        let table = [
+            ("success", plan(1, Answered::Delivered, None, 0), succeeded.clone(), Unchanged, Acknowledge),
+            ("success stops the clock", plan(2, Answered::Delivered, Some(-10), 0), succeeded, Recovered, Acknowledge),
+            ("first failure", plan(1, rejected, None, 0), pending_until(30), StartFailing, RetryIn(secs(30))),
+            ("no answer", plan(2, Answered::NoAnswer, Some(-10), 0), pending_until(120), Unchanged, RetryIn(secs(120))),
+            (
+                "Retry-After longer",
+                plan(1, retry_after(300), None, 0),
+                pending_until(300),
+                StartFailing,
+                RetryIn(secs(300)),
+            ),
+            (
+                "Retry-After shorter",
+                plan(1, retry_after(3), None, 0),
+                pending_until(30),
+                StartFailing,
+                RetryIn(secs(30)),
+            ),
+            (
+                "Retry-After capped",
+                plan(1, retry_after(99_999), None, 0),
+                pending_until(3600),
+                StartFailing,
+                RetryIn(secs(3600)),
+            ),
+            ("Retry-After on the last", plan(3, retry_after(300), Some(-10), 0), failed.clone(), Unchanged, DeadLetter),
+            ("last attempt", plan(3, rejected, Some(-100), 0), failed.clone(), Unchanged, DeadLetter),
+            (
+                "last, failing too long",
+                plan(3, rejected, Some(-101), 0),
+                failed.clone(),
+                Disable(DisabledReason::Failing),
+                DeadLetter,
+            ),
+            (
+                "not last, failing long",
+                plan(2, rejected, Some(-500), 0),
+                pending_until(120),
+                Unchanged,
+                RetryIn(secs(120)),
+            ),
+            (
+                "410",
+                plan(1, Answered::Gone, None, 0),
+                RecordUpdate { error: Some(GONE_ERROR), ..failed },
+                Disable(DisabledReason::Gone),
+                DeadLetter,
+            ),
+        ];
+        for (case, after, record, subscription, message) in table {
+            assert_eq!(after, After { record, subscription, message }, "{case}");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Recovering after an outage (contract section 12): the window of a `POST …/recover` call,
+//! checked once, and how much one call recovers.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::log::RETENTION;
+
+/// At most this many deliveries are recovered by one call, oldest first.
+pub const MAX_PER_CALL: u32 = 1000;
+
+/// `[since, until)`: `since` before `until`, and no further back than the log keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoverWindow {
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidWindow {
+    #[error("'since' is required, as an RFC 3339 time")]
+    MissingSince,
+    #[error("'{0}' must be an RFC 3339 time")]
+    NotATime(&'static str),
+    #[error("'since' must be before 'until'")]
+    Empty,
+    #[error("'since' must be within the last {} days, the delivery log's retention", RETENTION.as_secs() / 86_400)]
+    BeyondRetention,
+}
+
+impl RecoverWindow {
+    /// The body's `since` and `until` (optional, default `now`), read at `now`.
+    pub fn parse(body: &Map<String, Value>, now: DateTime<Utc>) -> Result<Self, InvalidWindow> {
+        let time = |name: &'static str| -> Result<Option<DateTime<Utc>>, InvalidWindow> {
+            match body.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(value) => value
+                    .as_str()
+                    .and_then(|text| DateTime::parse_from_rfc3339(text).ok())
+                    .map(|at| Some(at.with_timezone(&Utc)))
+                    .ok_or(InvalidWindow::NotATime(name)),
+            }
+        };
+        let since = time("since")?.ok_or(InvalidWindow::MissingSince)?;
+        let until = time("until")?.unwrap_or(now);
+        if since >= until {
+            return Err(InvalidWindow::Empty);
+        }
+        if (now - since).to_std().unwrap_or(Duration::ZERO) > RETENTION {
+            return Err(InvalidWindow::BeyondRetention);
+        }
+        Ok(RecoverWindow { since, until })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(body: Value) -> Result<RecoverWindow, InvalidWindow> {
+        let now = DateTime::parse_from_rfc3339("2026-11-23T12:00:00Z").unwrap().with_timezone(&Utc);
+        RecoverWindow::parse(body.as_object().unwrap(), now)
+    }
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_window_is_since_until_or_since_now() {
+        assert_eq!(
+            parse(json!({"since": "2026-11-23T08:00:00Z", "until": "2026-11-23T09:00:00.5+01:00"})),
+            Ok(RecoverWindow { since: at("2026-11-23T08:00:00Z"), until: at("2026-11-23T08:00:00.5Z") })
+        );
+        assert_eq!(
+            parse(json!({"since": "2026-10-25T12:00:00Z"})),
+            Ok(RecoverWindow { since: at("2026-10-25T12:00:00Z"), until: at("2026-11-23T12:00:00Z") }),
+            "29 days back, until now"
+        );
+    }
+
+    #[test]
+    fn each_broken_rule_has_its_reason() {
+        let table = [
+            (json!({}), InvalidWindow::MissingSince),
+            (json!({"since": null}), InvalidWindow::MissingSince),
+            (json!({"until": "2026-11-23T08:00:00Z"}), InvalidWindow::MissingSince),
+            (json!({"since": "yesterday"}), InvalidWindow::NotATime("since")),
+            (json!({"since": 1_795_766_400}), InvalidWindow::NotATime("since")),
+            (json!({"since": "2026-11-23T08:00:00Z", "until": "later"}), InvalidWindow::NotATime("until")),
+            (json!({"since": "2026-11-23T08:00:00Z", "until": "2026-11-23T08:00:00Z"}), InvalidWindow::Empty),
+            (json!({"since": "2026-11-23T09:00:00Z", "until": "2026-11-23T08:00:00Z"}), InvalidWindow::Empty),
+            (json!({"since": "2026-11-24T08:00:00Z"}), InvalidWindow::Empty),
+            (json!({"since": "2026-10-24T11:59:59Z"}), InvalidWindow::BeyondRetention),
+        ];
+        for (body, reason) in table {
+            assert_eq!(parse(body.clone()), Err(reason), "{body}");
+        }
+    }
+}

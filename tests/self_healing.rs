@@ -1,0 +1,291 @@
+//! Deliveries that heal themselves and listen to the receiver (contract section 12), end to
+//! end against DynamoDB Local and the SQS emulator with receivers on loopback: the record
+//! first and the sweep, generations, per-message acknowledgement, `Retry-After`, `410 Gone`
+//! and recovery after an outage.
+
+use std::time::{Duration, Instant};
+
+use career_core::clock;
+use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::delivery::plan::GONE_ERROR;
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::queue::{DeliveryQueues, Lane};
+use career_core::store::deliveries::DeliveryTable;
+use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::DisabledReason;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::{HangingReceiver, Receiver};
+use career_service::{dynamodb, sqs, typed, unique_user};
+use lambda_http::http::Method;
+use serde_json::{json, Value};
+
+const SOON: Duration = Duration::from_secs(30);
+const NO_DELAY: Duration = Duration::ZERO;
+
+fn deliveries(pipeline: &Pipeline) -> DeliveryTable {
+    DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries)
+}
+
+/// The subscription's records, newest first.
+async fn records(pipeline: &Pipeline, user: &str, subscription: &str) -> Vec<DeliveryRecord> {
+    let page = deliveries(pipeline).list(&typed(user), &typed(subscription), None, 100, None).await.unwrap();
+    page.deliveries
+}
+
+/// Waits until the subscription has `count` records and all satisfy `done`.
+async fn records_when(
+    pipeline: &Pipeline,
+    user: &str,
+    subscription: &str,
+    count: usize,
+    done: impl Fn(&DeliveryRecord) -> bool,
+) -> Vec<DeliveryRecord> {
+    let deadline = Instant::now() + SOON;
+    loop {
+        let found = records(pipeline, user, subscription).await;
+        if found.len() == count && found.iter().all(&done) {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{subscription}: expected {count} records as wanted, got {found:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One profile change of `user` after another, `count` events.
+async fn events(pipeline: &Pipeline, user: &str, count: usize) {
+    for _ in 0..count {
+        pipeline.api.admin.update_profile(user).await.unwrap();
+    }
+}
+
+/// A healthy receiver's deliveries must not wait for a sibling subscription of the same user
+/// whose receiver hangs: before per-message acknowledgement, the healthy one's next delivery
+/// waited for the batch it shared with the hanging one (up to the 10-second send timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_healthy_sibling_does_not_wait_for_a_hanging_receiver_of_the_same_user() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let hanging = HangingReceiver::start().await;
+    let healthy = Receiver::start(&[200], NO_DELAY).await;
+    pipeline.subscribe(&user, &hanging.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &healthy.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 4).await;
+
+    healthy.wait_for(4, SOON).await;
+    assert_eq!(hanging.closed(), 0, "all four arrived while the sibling's first attempts still hung");
+}
+
+/// The same with a sibling that succeeds, but only after 9.5 s: it never counts as failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_healthy_sibling_does_not_wait_for_a_slow_but_successful_receiver_of_the_same_user() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let slow = Receiver::start(&[200], Duration::from_millis(9500)).await;
+    let healthy = Receiver::start(&[200], NO_DELAY).await;
+    pipeline.subscribe(&user, &slow.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &healthy.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 4).await;
+
+    healthy.wait_for(4, SOON).await;
+    assert_eq!(slow.received().len(), 1, "all four arrived while the slow sibling's first answer was pending");
+    slow.wait_for(4, SOON).await;
+}
+
+/// `Retry-After: 3` on a 429 stretches a 1-second schedule's first wait to 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_with_retry_after_waits_as_long_as_the_receiver_asks() {
+    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(1)).await;
+    let user = unique_user();
+    let receiver = Receiver::scripted(&[429, 200], "slow down", &[("Retry-After", "3")], NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+
+    let attempts = receiver.wait_for(2, SOON).await;
+    let waited = attempts[1].at - attempts[0].at;
+    assert!(waited >= Duration::from_secs(3), "the retry came after {waited:?}; the schedule alone says 0.8-1.2 s");
+    let record = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!(record[0].attempts, 2);
+}
+
+/// `410 Gone` ends the delivery at once and disables the subscription as gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[410], NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+
+    let failed = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Failed).await;
+    assert_eq!((failed[0].attempts, failed[0].last_response_status), (1, Some(410)), "no retry after a 410");
+    assert_eq!(failed[0].last_error.as_deref(), Some(GONE_ERROR));
+    let key = pipeline.api.key(&user, "read:webhooks").await;
+    let listed = pipeline.api.get("/api/v1/webhooks", &key).await;
+    let listed = listed.assert_status(200);
+    assert_eq!(
+        (&listed["webhooks"][0]["enabled"], &listed["webhooks"][0]["disabledReason"]),
+        (&json!(false), &json!("gone"))
+    );
+    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, SOON).await;
+    let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
+    assert_eq!(dead.delivery_id, failed[0].id, "the delivery is in the dead-letter queue");
+
+    // Disabled: the next event is recorded `skipped` and sent nothing.
+    events(&pipeline, &user, 1).await;
+    records_when(&pipeline, &user, &subscription, 2, |r| r.status != DeliveryStatus::Pending).await;
+    assert_eq!(records(&pipeline, &user, &subscription).await[0].status, DeliveryStatus::Skipped);
+    assert_eq!(receiver.received().len(), 1);
+}
+
+/// A delivery whose message never reached a lane is in the log from its fan-out, `pending`,
+/// and the sweep sends it once it is overdue; a copy that turns up after the sweep is stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+
+    // The record is written as the fan-out writes it; its message is lost on its way.
+    let event = Event::ping(&typed(&subscription));
+    let message = DeliveryMessage::new(&event, &typed(&user), &typed(&subscription));
+    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], clock::now()).await.unwrap();
+    let pending = records(&pipeline, &user, &subscription).await;
+    assert_eq!((pending[0].status, pending[0].attempts), (DeliveryStatus::Pending, 0), "in the log before any queue");
+
+    let mut settings = pipeline.settings().clone();
+    settings.sweep_after = Duration::from_secs(1);
+    let sweep = career_sweep::Deps::new(&dynamodb(), &sqs(), &settings).unwrap();
+    let not_yet = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
+    assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let swept = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
+    assert_eq!((swept.overdue, swept.requeued), (1, 1));
+    receiver.wait_for(1, SOON).await;
+    records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+
+    // The lost message turns up after all: its generation is not the record's any more.
+    let queues = DeliveryQueues::new(sqs(), pipeline.settings()).unwrap();
+    queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
+    let again = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
+    assert_eq!((again.overdue, again.requeued), (0, 0), "a settled record is not in the due index");
+}
+
+/// The fan-out writes each delivery's record before it queues the message: with the lanes
+/// gone, the fan-out fails (the stream retries it) but the records are there, `pending`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_fan_out_writes_the_records_before_it_queues() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/hook", &["profile.updated"]).await;
+    let mut lost_lanes = pipeline.settings().clone();
+    lost_lanes.delivery_queue_url = Some(format!("{}-gone.fifo", pipeline.queues.delivery.trim_end_matches(".fifo")));
+    let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), &lost_lanes).unwrap();
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let streams = career_service::streams();
+    let tables = vec![pipeline.settings().tables.profiles.clone()];
+    let pumping = tokio::spawn(async move {
+        careerctl::pumps::run_stream_pump(dynamodb(), streams, tables, &fanout, None).await;
+    });
+    let pending = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Pending).await;
+    pumping.abort();
+    assert_eq!(pending[0].attempts, 0);
+    assert!(pending[0].next_attempt_at.is_some(), "due at once");
+}
+
+/// Recovery sends the window's failed and skipped deliveries again, once, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() {
+    let pipeline = Pipeline::with_settings(true, |s| s.max_delivery_attempts = 1).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[500, 500, 500, 500, 200], NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let failed = |r: &DeliveryRecord| r.status == DeliveryStatus::Failed || r.status == DeliveryStatus::Skipped;
+    // Before the window: one failed.
+    events(&pipeline, &user, 1).await;
+    records_when(&pipeline, &user, &subscription, 1, failed).await;
+    // In the window: two failed, and one skipped while the subscription was paused.
+    events(&pipeline, &user, 2).await;
+    records_when(&pipeline, &user, &subscription, 3, failed).await;
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let at = clock::Timestamp::now();
+    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, &at).await.unwrap();
+    events(&pipeline, &user, 1).await;
+    records_when(&pipeline, &user, &subscription, 4, failed).await;
+    webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
+    // After the window: one failed.
+    events(&pipeline, &user, 1).await;
+    let all = records_when(&pipeline, &user, &subscription, 5, failed).await;
+    assert_eq!(receiver.received().len(), 4, "four failed attempts; the skipped one was never sent");
+    let (after, window, before) = (&all[0], &all[1..4], &all[4]);
+    assert_eq!(window.iter().filter(|r| r.status == DeliveryStatus::Skipped).count(), 1);
+
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks/recover?id={subscription}");
+    let body = json!({"since": window[2].created_at, "until": after.created_at}).to_string();
+    let answer = pipeline.api.send_json(Method::POST, &path, &key, &body).await;
+    assert_eq!(answer.assert_status(202), &json!({"recovering": 3, "more": false}));
+
+    let resent = receiver.wait_for(7, SOON).await;
+    let mut ids: Vec<&str> = resent[4..].iter().map(|r| r.header("webhook-id")).collect();
+    ids.sort_unstable();
+    let mut expected: Vec<&str> = window.iter().map(|r| r.id.as_str()).collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "each of the window's three, once");
+    let now = records_when(&pipeline, &user, &subscription, 5, |r| r.status != DeliveryStatus::Pending).await;
+    for record in &now {
+        let in_window = window.iter().any(|w| w.id == record.id);
+        let expected = if in_window { DeliveryStatus::Succeeded } else { DeliveryStatus::Failed };
+        assert_eq!(record.status, expected, "{}", record.id);
+    }
+    assert_ne!(before.id, after.id);
+
+    // Nothing is left to recover in that window; a second call sends nothing more.
+    let again = pipeline.api.send_json(Method::POST, &path, &key, &body).await;
+    assert_eq!(again.assert_status(202), &json!({"recovering": 0, "more": false}));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(receiver.received().len(), 7);
+}
+
+/// The operation's codes, in the contract's order of checks.
+#[tokio::test]
+async fn recover_answers_its_codes() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/hook", &["profile.updated"]).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let recover = |query: String, body: Value| {
+        let (pipeline, key) = (&pipeline, key.clone());
+        async move {
+            let path = format!("/api/v1/webhooks/recover{query}");
+            let answer = pipeline.api.send_json(Method::POST, &path, &key, &body.to_string()).await;
+            (answer.status.as_u16(), answer.json["error"]["code"].as_str().unwrap_or_default().to_owned())
+        }
+    };
+    let id = format!("?id={subscription}");
+    let since = json!({"since": clock::Timestamp::from_datetime(clock::now() - Duration::from_secs(60))});
+    let code = |status: u16, code: &str| (status, code.to_owned());
+    assert_eq!(recover(String::new(), since.clone()).await, code(400, "webhooks.missing_subscription_id"));
+    assert_eq!(recover("?id=".into(), since.clone()).await, code(400, "webhooks.missing_subscription_id"));
+    for window in [json!({}), json!({"since": "yesterday"}), json!({"since": "2026-01-01T00:00:00Z"})] {
+        assert_eq!(recover(id.clone(), window).await, code(400, "webhooks.invalid_recover_window"));
+    }
+    assert_eq!(recover(id.clone(), json!([])).await, code(400, "request.invalid_json"));
+    let other = pipeline.api.key(unique_user(), "write:webhooks").await;
+    let path = format!("/api/v1/webhooks/recover{id}");
+    let foreign = pipeline.api.send_json(Method::POST, &path, &other, &since.to_string()).await;
+    assert_eq!(foreign.status.as_u16(), 404, "another user's subscription is not found");
+    let reader = pipeline.api.key(&user, "read:webhooks").await;
+    let forbidden = pipeline.api.send_json(Method::POST, &path, &reader, &since.to_string()).await;
+    assert_eq!(forbidden.status.as_u16(), 403);
+
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let at = clock::Timestamp::now();
+    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, &at).await.unwrap();
+    assert_eq!(recover(id.clone(), since.clone()).await, code(400, "webhooks.subscription_disabled"));
+    webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
+    assert_eq!(recover(id, since).await, (202, String::new()));
+}
