@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
+use career_core::delivery::attempt::{Answer, Outcome, SendFailure};
+use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::RecordUpdate;
-use career_core::delivery::sender::{Answer, Outcome, SendFailure};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::DeliveryTable;
@@ -52,7 +52,7 @@ async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry
         (Outcome::Delivered(_), _) => RecordUpdate::succeeded(),
         (_, wait) => RecordUpdate::retry_at(wait.map(|wait| now + wait)),
     };
-    let attempt = AttemptRecord::new(&outcome, now, &update);
+    let attempt = update.attempt(&outcome, now);
     deliveries(api).record_attempt(&message, &message.body(), &attempt).await.expect("attempt recorded");
     message.delivery_id.to_string()
 }
