@@ -670,7 +670,7 @@ fn the_schemas_reject_what_they_should() {
     let pending = json!({"id": "dlv_1", "subscriptionId": "whk_1", "eventId": "evt_1", "eventType": "webhook.ping",
         "createdAt": "2026-11-21T08:00:00.000Z", "status": "pending", "attempts": 0, "lastAttemptAt": null,
         "lastResponseStatus": null, "lastResponseBody": null, "lastError": null, "nextAttemptAt": null,
-        "succeededAt": null});
+        "succeededAt": null, "body": "{}"});
     assert_eq!(doc.validate_at(record, &pending), Vec::<String>::new());
     for (field, value) in [("status", json!("done")), ("attempts", json!(-1)), ("lastResponseStatus", json!("500"))] {
         let mut bad = pending.clone();

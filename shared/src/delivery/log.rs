@@ -61,6 +61,9 @@ pub struct DeliveryRecord {
     pub last_error: Option<String>,
     pub next_attempt_at: Option<Timestamp>,
     pub succeeded_at: Option<Timestamp>,
+    /// The exact body that was signed and sent (a JSON text): the same bytes on every
+    /// attempt, a manual retry and a recovery. The portal shows it (contract section 14).
+    pub body: String,
 }
 
 /// What one attempt changes in its record.
