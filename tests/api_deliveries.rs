@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
+use career_core::delivery::attempt::{Answer, Outcome, SendFailure};
+use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::RecordUpdate;
-use career_core::delivery::sender::{Answer, Outcome, SendFailure};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::DeliveryTable;
@@ -52,7 +52,7 @@ async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry
         (Outcome::Delivered(_), _) => RecordUpdate::succeeded(),
         (_, wait) => RecordUpdate::retry_at(wait.map(|wait| now + wait)),
     };
-    let attempt = AttemptRecord::new(&outcome, now, &update);
+    let attempt = update.attempt(&outcome, now);
     deliveries(api).record_attempt(&message, &message.body(), &attempt).await.expect("attempt recorded");
     message.delivery_id.to_string()
 }
@@ -169,6 +169,7 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
         fields,
         [
             "attempts",
+            "body",
             "createdAt",
             "eventId",
             "eventType",
@@ -195,6 +196,9 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
         assert_rfc3339_utc(record[time].as_str().unwrap());
     }
     assert!(ids::has_shape(record["eventId"].as_str().unwrap(), ids::EVENT));
+    // The body sent, as text: the event itself.
+    let body: Value = serde_json::from_str(record["body"].as_str().unwrap()).expect("the body is the event's JSON");
+    assert_eq!((&body["id"], &body["type"]), (&record["eventId"], &record["eventType"]));
 
     // Neither the answer nor the stored item holds the secret or a signature.
     let item = dynamodb()
@@ -386,7 +390,7 @@ async fn a_manual_retry_queues_the_same_delivery_again() {
     assert_eq!(record["lastResponseBody"], "down", "the last attempt's answer stays until the next one");
     let stored = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap();
     let queued = find_queued(&api, &id).await;
-    assert_eq!(queued.body(), stored.body.as_bytes(), "the same body bytes are sent again");
+    assert_eq!(queued.body(), stored.record.body.as_bytes(), "the same body bytes are sent again");
     assert_eq!(queued.subscription_id.as_str(), subscription);
 
     // A delivery of a deleted subscription cannot be retried.

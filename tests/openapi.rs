@@ -670,7 +670,7 @@ fn the_schemas_reject_what_they_should() {
     let pending = json!({"id": "dlv_1", "subscriptionId": "whk_1", "eventId": "evt_1", "eventType": "webhook.ping",
         "createdAt": "2026-11-21T08:00:00.000Z", "status": "pending", "attempts": 0, "lastAttemptAt": null,
         "lastResponseStatus": null, "lastResponseBody": null, "lastError": null, "nextAttemptAt": null,
-        "succeededAt": null});
+        "succeededAt": null, "body": "{}"});
     assert_eq!(doc.validate_at(record, &pending), Vec::<String>::new());
     for (field, value) in [("status", json!("done")), ("attempts", json!(-1)), ("lastResponseStatus", json!("500"))] {
         let mut bad = pending.clone();
@@ -1220,15 +1220,14 @@ async fn subscribed(api: &Api) -> (String, String, String) {
 
 /// A delivery of the subscription with one failed attempt in the log; its id.
 async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
-    use career_core::delivery::log::AttemptRecord;
+    use career_core::delivery::attempt::{Answer as Received, Outcome};
     use career_core::delivery::plan::RecordUpdate;
-    use career_core::delivery::sender::{Answer as Received, Outcome};
     let event = career_core::events::Event::ping(&typed(subscription));
     let message = DeliveryMessage::new(&event, &typed(user), &typed(subscription));
     let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into(), retry_after: None });
     let now = career_core::clock::now();
     let next = RecordUpdate::retry_at(Some(now + std::time::Duration::from_secs(30)));
-    let attempt = AttemptRecord::new(&outcome, now, &next);
+    let attempt = next.attempt(&outcome, now);
     let table =
         career_core::store::deliveries::DeliveryTable::new(career_service::dynamodb(), &api.settings.tables.deliveries);
     table.record_attempt(&message, &message.body(), &attempt).await.unwrap();

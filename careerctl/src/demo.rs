@@ -16,9 +16,8 @@ use career_core::alerts::{Alert, AlertAction, Category, Severity};
 use career_core::clock::{self, Timestamp};
 use career_core::config::Settings;
 use career_core::credentials::Scopes;
-use career_core::delivery::log::AttemptRecord;
+use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::plan::RecordUpdate;
-use career_core::delivery::sender::{Outcome, SendFailure};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::ids::{AlertId, DeliveryId, SubscriptionId, UserId};
@@ -128,7 +127,7 @@ pub async fn seed(
         generation: 0,
     };
     let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
-    let attempt = AttemptRecord::new(&refused, clock::now(), &RecordUpdate::retry_at(None));
+    let attempt = RecordUpdate::retry_at(None).attempt(&refused, clock::now());
     DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries)
         .record_attempt(&message, &message.body(), &attempt)
         .await

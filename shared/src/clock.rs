@@ -58,7 +58,7 @@ impl Timestamp {
     }
 }
 
-crate::ids::text_traits!(Timestamp, "an RFC 3339 UTC time with milliseconds");
+crate::text::text_traits!(Timestamp, "an RFC 3339 UTC time with milliseconds");
 
 #[cfg(test)]
 mod tests {

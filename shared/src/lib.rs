@@ -26,4 +26,5 @@ pub mod secrets;
 pub mod signing;
 pub mod store;
 pub mod telemetry;
+mod text;
 pub mod webhooks;

@@ -38,7 +38,7 @@ const COLD_WITHIN: f64 = 1.5;
 pub const ARM64_USD_PER_GB_SECOND: f64 = 0.000_013_333_4;
 pub const PRICE_LOOKED_UP: &str = "2026-11-22";
 const NODE_PEER: &str = "node-peer";
-const API_FUNCTIONS: [(&str, &str); 3] = [
+pub const API_FUNCTIONS: [(&str, &str); 3] = [
     ("career-alerts", "/api/v1/alerts"),
     ("career-data-sharing", "/api/v1/data-sharing"),
     ("career-webhooks", "/api/v1/webhooks"),

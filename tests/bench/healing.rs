@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::AttributeValue;
 use career_core::clock;
+use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::plan::RecordUpdate;
-use career_core::delivery::sender::{Answer, Outcome};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{event_from_record, Event, EventKind};
 use career_core::ids::{SubscriptionId, UserId};
@@ -410,7 +410,7 @@ fn profile_event(user: &str, profile: &str, sequence: u64) -> Result<Event, Stri
 /// A first attempt that got 200.
 fn succeeded_attempt() -> AttemptRecord {
     let answer = Answer { status: 200, body: String::new(), retry_after: None };
-    AttemptRecord::new(&Outcome::Delivered(answer), clock::now(), &RecordUpdate::succeeded())
+    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), clock::now())
 }
 
 /// The stored record's size by DynamoDB's documented rules.

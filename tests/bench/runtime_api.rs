@@ -1,7 +1,8 @@
 //! A stand-in for the Lambda runtime API on loopback, and the function processes that poll
 //! it: each release binary runs as Lambda runs it (its environment, `GET .../invocation/next`
 //! for work, `POST .../response` with the result), so cold start, invocations and memory
-//! are measured on the real binaries.
+//! are measured on the real binaries. The API also reads the process's CPU time at its
+//! first request for work and at every response, while the process waits for the answer.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -29,6 +30,8 @@ pub struct Reply {
     pub ok: bool,
     pub body: Bytes,
     at: Instant,
+    /// The process's CPU time when the response arrived.
+    pub cpu: Option<Duration>,
 }
 
 impl Reply {
@@ -39,6 +42,10 @@ impl Reply {
 
 struct Shared {
     first_poll: OnceLock<Instant>,
+    /// The process's CPU time at its first request for work: init.
+    init_cpu: OnceLock<Option<Duration>>,
+    /// The process polling this API, once spawned.
+    pid: OnceLock<u32>,
     polled: Notify,
     events: tokio::sync::Mutex<mpsc::UnboundedReceiver<(String, Bytes)>>,
     replies: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
@@ -61,6 +68,8 @@ impl RuntimeApi {
         let (events, receiver) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             first_poll: OnceLock::new(),
+            init_cpu: OnceLock::new(),
+            pid: OnceLock::new(),
             polled: Notify::new(),
             events: tokio::sync::Mutex::new(receiver),
             replies: Mutex::default(),
@@ -114,6 +123,7 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Full<By
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     if method == Method::GET && path == NEXT {
         if shared.first_poll.set(arrived).is_ok() {
+            let _ = shared.init_cpu.set(shared.cpu_time());
             shared.polled.notify_one();
         }
         let next = shared.events.lock().await.recv().await;
@@ -139,13 +149,32 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Full<By
     }
     if let (&Method::POST, Some((id, kind))) = (&method, path.strip_prefix(INVOCATION).and_then(|r| r.split_once('/')))
     {
-        let reply = Reply { ok: kind == "response", body, at: Instant::now() };
+        let reply = Reply { ok: kind == "response", body, at: Instant::now(), cpu: shared.cpu_time() };
         if let Some(waiting) = shared.replies.lock().unwrap().remove(id) {
             let _ = waiting.send(reply);
         }
         return status(StatusCode::ACCEPTED);
     }
     status(StatusCode::NOT_FOUND)
+}
+
+impl Shared {
+    fn cpu_time(&self) -> Option<Duration> {
+        cpu_time(*self.pid.get()?)
+    }
+}
+
+/// The CPU time `pid` has used so far: the sum over its threads of the first field of
+/// `/proc/<pid>/task/<tid>/schedstat` (nanoseconds on the CPU; `/proc/<pid>/schedstat`
+/// alone counts only the main thread). A thread that has exited is not counted; the
+/// functions' runtime threads live as long as the process.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let nanoseconds = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|schedstat| schedstat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Some(Duration::from_nanos(nanoseconds))
 }
 
 fn status(status: StatusCode) -> Response<Full<Bytes>> {
@@ -227,6 +256,7 @@ impl LambdaProcess {
             .stderr(stderr_file);
         let spawned_at = Instant::now();
         let child = command.spawn().map_err(|e| format!("starting {:?}: {e}", command.get_program()))?;
+        let _ = api.shared.pid.set(child.id());
         Ok(LambdaProcess { api, child, spawned_at, stderr })
     }
 
@@ -259,6 +289,12 @@ impl LambdaProcess {
         let (_, reply) = self.api.invoke(event).await?;
         let init = self.api.shared.first_poll.get().map_or(Duration::ZERO, |at| *at - self.spawned_at);
         Ok((reply.at - self.spawned_at, init, reply))
+    }
+
+    /// The CPU time the process used until its first request for work (`None` if it polled
+    /// before its id was known, or /proc could not be read).
+    pub fn init_cpu(&self) -> Option<Duration> {
+        self.api.shared.init_cpu.get().copied().flatten()
     }
 
     /// `VmHWM` (peak resident set) and `VmRSS` from /proc, in KiB.

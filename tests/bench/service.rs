@@ -3,16 +3,18 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,healing`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
-//! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, and `BENCH_BINARIES=dir`
-//! takes the functions' binaries from another build (another profile, to compare).
+//! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
+//! takes the functions' binaries from another build (another profile, to compare), and
+//! `BENCH_COMPARE=label=dir,…` adds other builds' API functions to section 11's rounds.
 
 mod capacity;
 mod cgroup;
 mod cold_request;
 mod cold_start;
 mod counting;
+mod cpu_time;
 mod delivery;
 mod end_to_end;
 mod footprint;
@@ -149,6 +151,9 @@ fn main() {
         }
         if wanted("lambda") {
             sections.push(section(10, cold_request::TITLE, cold_request::run(bench.clone())).await);
+        }
+        if wanted("cpu") {
+            sections.push(section(11, cpu_time::TITLE, cpu_time::run(bench.clone())).await);
         }
         if wanted("healing") {
             sections.push(section(12, healing::TITLE, healing::run(bench.clone())).await);

@@ -172,8 +172,8 @@ async function steps() {
   await waitForRow(summary.pingDelivery, 'succeeded', 2);
   await page.locator('#delivery-facts dd').filter({ hasText: /^2$/ }).waitFor();
 
-  // Paused, a ping is skipped; resumed, pings are sent again.
-  log('pausing, pinging and resuming');
+  // Paused, a ping is skipped; resumed, recovering the window sends it.
+  log('pausing, pinging, resuming and recovering');
   await page.getByRole('button', { name: 'Pause' }).click();
   await notice('Paused');
   check((await fact('#summary', 'State')).startsWith('Paused'), 'paused');
@@ -184,6 +184,9 @@ async function steps() {
   await page.getByRole('button', { name: 'Resume' }).click();
   await notice('Resumed');
   check((await fact('#summary', 'State')) === 'Enabled', 'enabled again');
+  await page.getByRole('button', { name: 'Recover deliveries' }).click();
+  await notice('Recovering 1 delivery.');
+  await waitForRow(summary.skippedDelivery, 'succeeded', 1);
 
   // URL and kinds changed; a save that changes nothing shows the API's code.
   log('changing its URL and kinds');
@@ -203,11 +206,11 @@ async function steps() {
     await page.getByRole('button', { name: 'Send a test ping' }).click();
     await notice('Test ping queued as delivery');
   }
-  const settled = { succeeded: EXTRA_PINGS + 1, skipped: 1 };
+  const sent = EXTRA_PINGS + 2;
   await page.waitForFunction((count) => {
     const rows = [...document.querySelectorAll('#log tbody tr')];
-    return rows.length === count && rows.every((row) => row.dataset.status !== 'pending');
-  }, settled.succeeded + settled.skipped, { timeout: PATIENCE_MS });
+    return rows.length === count && rows.every((row) => row.dataset.status === 'succeeded');
+  }, sent, { timeout: PATIENCE_MS });
   await page.selectOption('#page-size', '10');
   await page.waitForFunction(() => document.querySelectorAll('#log tbody tr').length === 10);
   check(await page.locator('#newer').isDisabled(), 'no newer page on the first');
@@ -218,10 +221,7 @@ async function steps() {
   await page.getByRole('button', { name: '← Newer' }).click();
   await page.locator('#page-number').filter({ hasText: 'Page 1' }).waitFor();
   await page.selectOption('#status-filter', 'skipped');
-  await page.waitForFunction((id) => {
-    const shown = [...document.querySelectorAll('#log tbody tr')];
-    return shown.length === 1 && shown[0].dataset.id === id;
-  }, summary.skippedDelivery);
+  await page.locator('#log .empty').filter({ hasText: 'No skipped deliveries.' }).waitFor();
   await page.selectOption('#status-filter', 'failed');
   await page.locator('#log .empty').filter({ hasText: 'No failed deliveries.' }).waitFor();
   await page.selectOption('#status-filter', 'succeeded');
@@ -229,9 +229,8 @@ async function steps() {
   await page.selectOption('#status-filter', '');
   await page.waitForFunction(() => document.querySelectorAll('#log tbody tr').length === 10);
   summary.chart = await page.locator('#chart figcaption').innerText();
-  const counted = `${settled.succeeded} succeeded, ${settled.skipped} skipped.`;
-  check(summary.chart.endsWith(counted), `the chart counts every delivery: ${summary.chart}`);
-  check((await page.locator('#chart rect.bar[data-outcome="skipped"]').count()) === 1, 'one slice has a skipped bar');
+  check(summary.chart.endsWith(`: ${sent} succeeded.`), `the chart counts every delivery: ${summary.chart}`);
+  check((await page.locator('#chart rect.bar[data-outcome="succeeded"]').count()) > 0, 'the chart has bars');
   await accessible('a subscription with its deliveries');
 
   // Rotated without a grace period: a new secret, shown once.

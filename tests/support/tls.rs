@@ -69,7 +69,7 @@ fn certificates() -> Result<(String, TlsAcceptor), String> {
     let leaf_params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).map_err(error)?;
     let leaf_key = KeyPair::generate().map_err(error)?;
     let leaf = leaf_params.signed_by(&leaf_key, &root, &root_key).map_err(error)?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
-use career_core::delivery::log::AttemptRecord;
+use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, MessageFate, Policy, RecordState, SubscriptionChange, SubscriptionState,
 };
 use career_core::delivery::retry::{jitter, RetrySchedule};
-use career_core::delivery::sender::{Outcome, SendFailure, Sender};
+use career_core::delivery::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
@@ -208,7 +208,7 @@ async fn record(
     after: &After,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let attempt = AttemptRecord::new(outcome, now, &after.record);
+    let attempt = after.record.attempt(outcome, now);
     let (recorded, changed) = tokio::join!(
         deps.deliveries.record_attempt(delivery, body, &attempt),
         change_subscription(deps, subscription, after.subscription, now),

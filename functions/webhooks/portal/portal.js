@@ -451,7 +451,7 @@ function renderDelivery(delivery, focus) {
   $('delivery-facts').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
   $('delivery-title').textContent = `Delivery ${delivery.id}`;
   $('delivery-answer').textContent = delivery.lastResponseBody || '(empty)';
-  $('delivery-body').textContent = delivery.body ?? '(not returned by the API)';
+  $('delivery-body').textContent = delivery.body;
   $('delivery-view').hidden = false;
   if (focus) $('delivery-title').focus();
 }

@@ -266,7 +266,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
         let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
         if !subscription.is_enabled() {
-            if deps.deliveries.record_skipped(&message, stored.body.as_bytes(), clock::now()).await? {
+            if deps.deliveries.record_skipped(&message, stored.record.body.as_bytes(), clock::now()).await? {
                 let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
                 return Reply::accepted(record);
             }

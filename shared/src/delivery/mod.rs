@@ -2,6 +2,7 @@
 //! request, the retry schedule, the guarded HTTP sender and the delivery log (section 9),
 //! each in its own module.
 
+pub mod attempt;
 pub mod log;
 pub mod plan;
 pub mod recovery;

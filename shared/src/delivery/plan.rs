@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::log::DeliveryStatus;
+use super::attempt::Outcome;
+use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::queue::Lane;
 use crate::webhooks::DisabledReason;
@@ -166,6 +167,18 @@ impl RecordUpdate {
     pub fn retry_at(next: Option<DateTime<Utc>>) -> Self {
         let status = if next.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Failed };
         RecordUpdate { status, next_attempt_at: next, advance_generation: false, error: None }
+    }
+
+    /// The record's write for the attempt that got `outcome` at `at`.
+    pub fn attempt(&self, outcome: &Outcome, at: DateTime<Utc>) -> AttemptRecord {
+        AttemptRecord {
+            at,
+            status: self.status,
+            response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
+            error: self.error.map(str::to_owned).or_else(|| outcome.error()),
+            next_attempt_at: self.next_attempt_at.map(crate::clock::Timestamp::from_datetime),
+            advance_generation: self.advance_generation,
+        }
     }
 }
 
@@ -412,5 +425,37 @@ mod tests {
         for (case, after, record, subscription, message) in table {
             assert_eq!(after, After { record, subscription, message }, "{case}");
         }
+    }
+
+    #[test]
+    fn an_attempt_keeps_the_answer_and_writes_what_the_plan_says() {
+        use crate::delivery::attempt::{Answer, SendFailure};
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-21T08:00:00Z").unwrap().with_timezone(&Utc);
+        let rejected = Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None });
+        let pending = RecordUpdate::retry_at(Some(at + Duration::from_secs(30))).attempt(&rejected, at);
+        assert_eq!(
+            pending,
+            AttemptRecord {
+                at,
+                status: DeliveryStatus::Pending,
+                response: Some((500, "oops".into())),
+                error: Some("answered 500".into()),
+                next_attempt_at: Some("2026-11-21T08:00:30.000Z".parse().unwrap()),
+                advance_generation: false,
+            }
+        );
+        let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
+        let failed = RecordUpdate::retry_at(None).attempt(&refused, at);
+        assert_eq!((failed.status, failed.response, failed.next_attempt_at), (DeliveryStatus::Failed, None, None));
+        assert_eq!(failed.error.as_deref(), Some("connection refused"));
+        let gone = Outcome::Rejected(Answer { status: 410, body: String::new(), retry_after: None });
+        let update = RecordUpdate { error: Some(GONE_ERROR), ..RecordUpdate::retry_at(None) };
+        assert_eq!(update.attempt(&gone, at).error.as_deref(), Some("answered 410; subscription disabled"));
+        let delivered = Outcome::Delivered(Answer { status: 204, body: String::new(), retry_after: None });
+        let succeeded = RecordUpdate::succeeded().attempt(&delivered, at);
+        assert_eq!(
+            (succeeded.status, succeeded.error, succeeded.next_attempt_at, succeeded.advance_generation),
+            (DeliveryStatus::Succeeded, None, None, true)
+        );
     }
 }

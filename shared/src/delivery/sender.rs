@@ -4,80 +4,10 @@
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Duration;
 
-use super::log::{response_excerpt, MAX_RESPONSE_BODY_BYTES};
+use super::attempt::{response_excerpt, Answer, Outcome, SendFailure, MAX_RESPONSE_BODY_BYTES, TIMEOUT};
 use super::SignedDelivery;
 use crate::netguard;
-
-pub const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How one attempt ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// A 2xx answer.
-    Delivered(Answer),
-    /// Any other answer (redirects are not followed, so they land here too).
-    Rejected(Answer),
-    /// No HTTP answer, and why.
-    NoAnswer(SendFailure),
-}
-
-/// Why an attempt got no HTTP answer. Its text, the record's `lastError`, is a short
-/// sentence for a receiver's developer: no URL (whose query may hold a credential) and no
-/// internals of ours.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SendFailure {
-    #[error("timed out after {} s", TIMEOUT.as_secs())]
-    TimedOut,
-    #[error("refused: resolves to a private address")]
-    PrivateAddress,
-    #[error("the host name does not resolve")]
-    UnknownHost,
-    #[error("connection refused")]
-    ConnectionRefused,
-    #[error("the connection closed before an answer")]
-    ConnectionClosed,
-    #[error("answered with an invalid HTTP response")]
-    InvalidResponse,
-    #[error("could not connect")]
-    ConnectionFailed,
-    #[error("the URL cannot be used")]
-    UnusableUrl,
-    #[error("the connection failed")]
-    Other,
-    /// The blocking task that sends could not run to its end (a panic or a shutdown).
-    #[error("the sending task failed")]
-    TaskFailed,
-}
-
-/// The receiver's answer: its status, the start of its body and its `Retry-After`.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Answer {
-    pub status: u16,
-    /// At most the first 1024 bytes, as text.
-    pub body: String,
-    /// The `Retry-After` header as sent, read by the delivery plan.
-    pub retry_after: Option<String>,
-}
-
-impl Outcome {
-    pub fn answer(&self) -> Option<&Answer> {
-        match self {
-            Outcome::Delivered(answer) | Outcome::Rejected(answer) => Some(answer),
-            Outcome::NoAnswer(_) => None,
-        }
-    }
-
-    /// What went wrong, in a short sentence; `None` after a success.
-    pub fn error(&self) -> Option<String> {
-        match self {
-            Outcome::Delivered(_) => None,
-            Outcome::Rejected(answer) => Some(format!("answered {}", answer.status)),
-            Outcome::NoAnswer(failure) => Some(failure.to_string()),
-        }
-    }
-}
 
 #[derive(Clone)]
 pub struct Sender {
@@ -163,6 +93,7 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::TcpListener;
+    use std::time::Duration;
 
     fn delivery() -> SignedDelivery {
         SignedDelivery { body: b"{}".to_vec(), headers: vec![("Content-Type", "application/json".into())] }

@@ -124,16 +124,16 @@ impl DeliveryItem {
             last_error: self.last_error,
             next_attempt_at: self.next_attempt_at,
             succeeded_at: self.succeeded_at,
+            body: self.body,
         };
-        StoredDelivery { record, body: self.body, user_id, generation }
+        StoredDelivery { record, user_id, generation }
     }
 }
 
-/// A record, the body it keeps, its owner and its generation.
+/// A record (with the body it keeps), its owner and its generation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredDelivery {
     pub record: DeliveryRecord,
-    pub body: String,
     pub user_id: UserId,
     pub generation: u32,
 }
@@ -145,7 +145,7 @@ impl StoredDelivery {
             delivery_id: self.record.id.clone(),
             user_id: self.user_id.clone(),
             subscription_id: self.record.subscription_id.clone(),
-            event: serde_json::from_str(&self.body)?,
+            event: serde_json::from_str(&self.record.body)?,
             generation: self.generation,
         })
     }
