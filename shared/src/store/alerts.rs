@@ -206,7 +206,7 @@ impl AlertTable {
                 .remove(own.at)
         };
         let update = self.update(user_id, alert_id).expression(expression.when(Condition::exists("alertId")));
-        Ok(held(update.send().await)?.map(|output| alert_of(output.attributes)).transpose()?)
+        held(update.send().await)?.map(|output| alert_of(output.attributes)).transpose()
     }
 
     fn update(

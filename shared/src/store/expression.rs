@@ -131,11 +131,15 @@ impl Expression {
     }
 }
 
+/// Placeholder to attribute name, and placeholder to value, as a request declares them.
+type Names = HashMap<String, String>;
+type Values = HashMap<String, AttributeValue>;
+
 /// The placeholders of one request: a name used twice keeps its first placeholder.
 #[derive(Debug, Default)]
 struct Placeholders {
-    names: HashMap<String, String>,
-    values: HashMap<String, AttributeValue>,
+    names: Names,
+    values: Values,
 }
 
 impl Placeholders {
@@ -172,7 +176,7 @@ impl Placeholders {
     }
 
     /// The maps as a request takes them: absent when empty (DynamoDB refuses empty maps).
-    fn into_maps(self) -> (Option<HashMap<String, String>>, Option<HashMap<String, AttributeValue>>) {
+    fn into_maps(self) -> (Option<Names>, Option<Values>) {
         ((!self.names.is_empty()).then_some(self.names), (!self.values.is_empty()).then_some(self.values))
     }
 }
