@@ -9,6 +9,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
+use super::conditional::held;
+use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{s, Item, StoreError};
 use crate::alerts::{Alert, AlertAction, AlertFlag, Category, ListFilter, Severity};
 use crate::clock::Timestamp;
@@ -106,7 +108,7 @@ impl AlertTable {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(Self::item(user_id, alert)?))
-            .condition_expression("attribute_not_exists(alertId)")
+            .condition(Condition::absent("alertId"))
             .send()
             .await?;
         Ok(())
@@ -187,35 +189,24 @@ impl AlertTable {
         now: &Timestamp,
     ) -> Result<Option<Alert>, StoreError> {
         let own = columns(action.flag());
-        let update = self
-            .update(user_id, alert_id)
-            .condition_expression("attribute_exists(alertId)")
-            .expression_attribute_names("#flag", own.flag)
-            .expression_attribute_names("#at", own.at)
-            .expression_attribute_names("#offKey", own.key_while_off)
-            .expression_attribute_names("#active", ACTIVE_KEY);
-        let update = if action.sets() {
-            update
-                .update_expression("SET #flag = :true, #at = if_not_exists(#at, :now) REMOVE #offKey, #active")
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .expression_attribute_values(":now", s(now))
+        let expression = if action.sets() {
+            Expression::new()
+                .set(own.flag, AttributeValue::Bool(true))
+                .set_if_absent(own.at, s(now))
+                .remove(own.key_while_off)
+                .remove(ACTIVE_KEY)
         } else {
             // Clearing a flag makes the alert active only if the other flag is off too. The other
             // flag's timestamp exists exactly while that flag is set, so the active key becomes
             // that timestamp (outside every list's key range) or, if there is none, the alert id.
-            update
-                .update_expression(
-                    "SET #flag = :false, #offKey = :id, #active = if_not_exists(#otherAt, :id) REMOVE #at",
-                )
-                .expression_attribute_names("#otherAt", columns(action.flag().other()).at)
-                .expression_attribute_values(":false", AttributeValue::Bool(false))
-                .expression_attribute_values(":id", s(alert_id))
+            Expression::new()
+                .set(own.flag, AttributeValue::Bool(false))
+                .set(own.key_while_off, s(alert_id))
+                .set_from(ACTIVE_KEY, columns(action.flag().other()).at, s(alert_id))
+                .remove(own.at)
         };
-        match update.send().await {
-            Ok(output) => Ok(Some(alert_of(output.attributes)?)),
-            Err(err) if super::is_condition_failure(&err) => Ok(None),
-            Err(err) => Err(err.into()),
-        }
+        let update = self.update(user_id, alert_id).expression(expression.when(Condition::exists("alertId")));
+        held(update.send().await)?.map(|output| alert_of(output.attributes)).transpose()
     }
 
     fn update(

@@ -8,14 +8,17 @@
 //! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
 //! nothing else, and its writes spread over the shards at any event rate.
 
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{PutRequest, ReturnValue, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{applied, is_condition_failure, n, s, Item, StoreError};
+use super::conditional::{applied, held};
+use super::expression::{Condition, Conditional, Expression, Updates};
+use super::{n, s, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
 use crate::delivery::plan::RecordState;
@@ -31,9 +34,14 @@ pub const BY_DUE: &str = "byDue";
 pub const DUE_SHARDS: u8 = 16;
 /// DynamoDB's limit of items per `BatchWriteItem`.
 const BATCH_WRITE_ITEMS: usize = 25;
-/// The generation condition: the record is still the one the message belongs to (a record
-/// written before generations has none, which is generation zero).
-const SAME_GENERATION: &str = "(attribute_not_exists(generation) OR generation = :generation)";
+/// The attributes that writes name, beside the keys.
+const STATUS: &str = "status";
+const STATUS_KEY: &str = "statusKey";
+const GENERATION: &str = "generation";
+const NEXT_ATTEMPT_AT: &str = "nextAttemptAt";
+const DUE_SHARD: &str = "dueShard";
+const SUCCEEDED_AT: &str = "succeededAt";
+const EXPIRES_AT: &str = "expiresAt";
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -246,17 +254,14 @@ impl DeliveryTable {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(serde_dynamo::to_item(&item)?))
-            .condition_expression("attribute_not_exists(deliveryId)")
+            .condition(Condition::absent("deliveryId"))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(item.into_stored().record),
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
-                let existing = self.get(&message.user_id, &message.delivery_id).await?;
-                existing.map(|stored| stored.record).ok_or(StoreError::Contention)
-            }
-            Err(err) => Err(err.into()),
+        if applied(result)? {
+            return Ok(item.into_stored().record);
         }
+        let existing = self.get(&message.user_id, &message.delivery_id).await?;
+        existing.map(|stored| stored.record).ok_or(StoreError::Contention)
     }
 
     /// What the delivery plan needs of a record: its generation, status, round and due time.
@@ -302,49 +307,34 @@ impl DeliveryTable {
         body: &[u8],
         attempt: &AttemptRecord,
     ) -> Result<bool, StoreError> {
-        let mut set = vec![
-            "attempts = if_not_exists(attempts, :zero) + :one",
-            "roundAttempts = if_not_exists(roundAttempts, :zero) + :one",
-            "lastAttemptAt = :at",
-        ];
-        let mut remove = Vec::new();
-        let mut update = self.upsert(message, body, attempt.status, attempt.at);
+        let mut expression = upsert(message, body, attempt.status, attempt.at)
+            .add("attempts", 1)
+            .add("roundAttempts", 1)
+            .set("lastAttemptAt", s(clock::rfc3339(attempt.at)));
         if attempt.advance_generation {
-            set.push("generation = :generation + :one");
+            expression = expression.set(GENERATION, n(message.generation + 1));
         }
-        match &attempt.response {
+        expression = match &attempt.response {
             Some((status, answer)) => {
-                set.extend(["lastResponseStatus = :responseStatus", "lastResponseBody = :responseBody"]);
-                update = update
-                    .expression_attribute_values(":responseStatus", n(status))
-                    .expression_attribute_values(":responseBody", s(answer));
+                expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer))
             }
-            None => remove.extend(["lastResponseStatus", "lastResponseBody"]),
-        }
-        match &attempt.error {
-            Some(error) => {
-                set.push("lastError = :error");
-                update = update.expression_attribute_values(":error", s(error));
-            }
-            None => remove.push("lastError"),
-        }
+            None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
+        };
+        expression = match &attempt.error {
+            Some(error) => expression.set("lastError", s(error)),
+            None => expression.remove("lastError"),
+        };
         // Only pending records, which have a next attempt, are in the due index.
-        match &attempt.next_attempt_at {
-            Some(next) => {
-                set.extend(["nextAttemptAt = :next", "dueShard = :dueShard"]);
-                update = update
-                    .expression_attribute_values(":next", s(next))
-                    .expression_attribute_values(":dueShard", s(due_shard(&message.delivery_id)));
-            }
-            None => remove.extend(["nextAttemptAt", "dueShard"]),
-        }
-        if attempt.status == DeliveryStatus::Succeeded {
-            set.push("succeededAt = :at");
-        } else {
-            remove.push("succeededAt");
-        }
-        let update = update.update_expression(expression(&set, &remove)).expression_attribute_values(":one", n(1));
-        applied(update.send().await)
+        expression = match &attempt.next_attempt_at {
+            Some(next) => expression.set(NEXT_ATTEMPT_AT, s(next)).set(DUE_SHARD, s(due_shard(&message.delivery_id))),
+            None => expression.remove(NEXT_ATTEMPT_AT).remove(DUE_SHARD),
+        };
+        expression = match attempt.status {
+            DeliveryStatus::Succeeded => expression.set(SUCCEEDED_AT, s(clock::rfc3339(attempt.at))),
+            _ => expression.remove(SUCCEEDED_AT),
+        };
+        let expression = expression.when(same_generation(message.generation));
+        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)
     }
 
     /// Records that the delivery's turn came while its subscription was disabled or deleted
@@ -356,43 +346,13 @@ impl DeliveryTable {
         body: &[u8],
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let update = self.upsert(message, body, DeliveryStatus::Skipped, at).update_expression(expression(
-            &["attempts = if_not_exists(attempts, :zero)"],
-            &["nextAttemptAt", "succeededAt", "dueShard"],
-        ));
-        applied(update.send().await)
-    }
-
-    /// An update, while the record is of the message's generation, that creates the record
-    /// if needed and sets its status and due shard; callers add the rest.
-    fn upsert(
-        &self,
-        message: &DeliveryMessage,
-        body: &[u8],
-        status: DeliveryStatus,
-        at: DateTime<Utc>,
-    ) -> UpdateItemFluentBuilder {
-        self.record_update(&message.user_id, &message.delivery_id)
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#body", "body")
-            .expression_attribute_values(":status", s(status.as_str()))
-            .expression_attribute_values(
-                ":statusKey",
-                s(status_key(&message.subscription_id, status, &message.delivery_id)),
-            )
-            .expression_attribute_values(":expires", n(expires_at(at)))
-            .expression_attribute_values(":subscription", s(&message.subscription_id))
-            .expression_attribute_values(":event", s(&message.event.id))
-            .expression_attribute_values(":type", s(message.event.kind().as_str()))
-            .expression_attribute_values(":at", s(clock::rfc3339(at)))
-            .expression_attribute_values(":body", s(String::from_utf8_lossy(body)))
-            .expression_attribute_values(
-                ":subscriptionKey",
-                s(subscription_key(&message.subscription_id, &message.delivery_id)),
-            )
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":generation", n(message.generation))
-            .condition_expression(SAME_GENERATION)
+        let expression = upsert(message, body, DeliveryStatus::Skipped, at)
+            .set_if_absent("attempts", n(0))
+            .remove(NEXT_ATTEMPT_AT)
+            .remove(SUCCEEDED_AT)
+            .remove(DUE_SHARD)
+            .when(same_generation(message.generation));
+        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)
     }
 
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
@@ -404,26 +364,20 @@ impl DeliveryTable {
         at: DateTime<Utc>,
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
+        let pending = DeliveryStatus::Pending;
+        let expression = Expression::new()
+            .set(STATUS, s(pending.as_str()))
+            .set(STATUS_KEY, s(status_key(&record.subscription_id, pending, &record.id)))
+            .set(NEXT_ATTEMPT_AT, s(clock::rfc3339(at)))
+            .set(EXPIRES_AT, n(expires_at(at)))
+            .set(GENERATION, n(seen.generation + 1))
+            .set("roundAttempts", n(0))
+            .set(DUE_SHARD, s(due_shard(&record.id)))
+            .remove(SUCCEEDED_AT)
+            .when(same_generation(seen.generation).and(Condition::equals(STATUS, s(record.status.as_str()))));
         let result = self
             .record_update(&seen.user_id, &record.id)
-            .update_expression(
-                "SET #status = :pending, statusKey = :statusKey, nextAttemptAt = :now, expiresAt = :expires, \
-                 generation = :next, roundAttempts = :zero, dueShard = :dueShard REMOVE succeededAt",
-            )
-            .condition_expression(format!("{SAME_GENERATION} AND #status = :seenStatus"))
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":seenStatus", s(record.status.as_str()))
-            .expression_attribute_values(
-                ":statusKey",
-                s(status_key(&record.subscription_id, DeliveryStatus::Pending, &record.id)),
-            )
-            .expression_attribute_values(":now", s(clock::rfc3339(at)))
-            .expression_attribute_values(":expires", n(expires_at(at)))
-            .expression_attribute_values(":generation", n(seen.generation))
-            .expression_attribute_values(":next", n(seen.generation + 1))
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":dueShard", s(due_shard(&record.id)))
+            .expression(expression)
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
@@ -440,16 +394,13 @@ impl DeliveryTable {
         cutoff: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Option<StoredDelivery>, StoreError> {
+        let still_overdue = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
+            .and(Condition::below(NEXT_ATTEMPT_AT, s(clock::rfc3339(cutoff))));
+        let expression =
+            Expression::new().set(NEXT_ATTEMPT_AT, s(clock::rfc3339(now))).add(GENERATION, 1).when(still_overdue);
         let result = self
             .record_update(&overdue.user_id, &overdue.delivery_id)
-            .update_expression("SET nextAttemptAt = :now, generation = if_not_exists(generation, :zero) + :one")
-            .condition_expression("#status = :pending AND nextAttemptAt < :cutoff")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":now", s(clock::rfc3339(now)))
-            .expression_attribute_values(":cutoff", s(clock::rfc3339(cutoff)))
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
+            .expression(expression)
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
@@ -599,41 +550,36 @@ impl DeliveryTable {
     }
 }
 
-/// `SET` the status, the index key, the expiry and (if the record is new) its identity and
-/// body, plus `set`; `REMOVE` the attributes in `remove`.
-fn expression(set: &[&str], remove: &[&str]) -> String {
-    let mut expression = String::from(
-        "SET #status = :status, statusKey = :statusKey, expiresAt = :expires, \
-         subscriptionId = if_not_exists(subscriptionId, :subscription), \
-         eventId = if_not_exists(eventId, :event), eventType = if_not_exists(eventType, :type), \
-         createdAt = if_not_exists(createdAt, :at), #body = if_not_exists(#body, :body), \
-         subscriptionKey = if_not_exists(subscriptionKey, :subscriptionKey)",
-    );
-    for clause in set {
-        expression.push_str(", ");
-        expression.push_str(clause);
-    }
-    if !remove.is_empty() {
-        expression.push_str(" REMOVE ");
-        expression.push_str(&remove.join(", "));
-    }
-    expression
+/// The start of every attempt's update, which creates the record if needed: `SET` the
+/// status, its index key, the expiry and (if the record is new) its identity and body.
+fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: DateTime<Utc>) -> Expression {
+    Expression::new()
+        .set(STATUS, s(status.as_str()))
+        .set(STATUS_KEY, s(status_key(&message.subscription_id, status, &message.delivery_id)))
+        .set(EXPIRES_AT, n(expires_at(at)))
+        .set_if_absent("subscriptionId", s(&message.subscription_id))
+        .set_if_absent("eventId", s(&message.event.id))
+        .set_if_absent("eventType", s(message.event.kind().as_str()))
+        .set_if_absent("createdAt", s(clock::rfc3339(at)))
+        .set_if_absent("body", s(String::from_utf8_lossy(body)))
+        .set_if_absent("subscriptionKey", s(subscription_key(&message.subscription_id, &message.delivery_id)))
+}
+
+/// The record is still the one of the message's generation (a record written before
+/// generations has none, which is generation zero).
+fn same_generation(generation: u32) -> Condition {
+    Condition::absent(GENERATION).or(Condition::equals(GENERATION, n(generation)))
 }
 
 /// The record a conditional update returned (`ReturnValues=ALL_NEW`), or `None` when its
 /// condition did not hold.
-fn updated_if_held<E, R>(
-    result: Result<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput, SdkError<E, R>>,
+fn updated_if_held<R>(
+    result: Result<UpdateItemOutput, SdkError<UpdateItemError, R>>,
 ) -> Result<Option<StoredDelivery>, StoreError>
 where
-    E: ProvideErrorMetadata,
-    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+    aws_sdk_dynamodb::Error: From<SdkError<UpdateItemError, R>>,
 {
-    match result {
-        Ok(output) => Ok(Some(stored_of(output.attributes)?)),
-        Err(err) if is_condition_failure(&err) => Ok(None),
-        Err(err) => Err(err.into()),
-    }
+    held(result)?.map(|output| stored_of(output.attributes)).transpose()
 }
 
 fn stored_of(attributes: Option<Item>) -> Result<StoredDelivery, StoreError> {

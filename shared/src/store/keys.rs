@@ -3,7 +3,9 @@
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{applied, s, StoreError};
+use super::conditional::applied;
+use super::expression::{Condition, Conditional, Expression, Updates};
+use super::{s, StoreError};
 use crate::clock::Timestamp;
 use crate::credentials::KeyHash;
 use crate::ids::UserId;
@@ -52,7 +54,7 @@ impl KeyTable {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(serde_dynamo::to_item(key)?))
-            .condition_expression("attribute_not_exists(keyHash)")
+            .condition(Condition::absent("keyHash"))
             .send()
             .await?;
         Ok(())
@@ -65,9 +67,7 @@ impl KeyTable {
             .update_item()
             .table_name(&self.table)
             .key("keyHash", s(hash.as_str()))
-            .update_expression("SET revokedAt = if_not_exists(revokedAt, :at)")
-            .condition_expression("attribute_exists(keyHash)")
-            .expression_attribute_values(":at", s(at))
+            .expression(Expression::new().set_if_absent("revokedAt", s(at)).when(Condition::exists("keyHash")))
             .send()
             .await;
         applied(result)

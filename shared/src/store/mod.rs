@@ -3,7 +3,9 @@
 //! partition; nothing here scans.
 
 pub mod alerts;
+mod conditional;
 pub mod deliveries;
+mod expression;
 pub mod keys;
 pub mod platform;
 pub mod preferences;
@@ -12,7 +14,7 @@ pub mod webhooks;
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 #[derive(Debug, thiserror::Error)]
@@ -51,22 +53,4 @@ pub(crate) fn one_page<T, Id: Clone>(mut items: Vec<T>, limit: u32, id_of: impl 
     items.truncate(limit as usize);
     let last_id_if_more = items.last().filter(|_| more).map(|last| id_of(last).clone());
     (items, last_id_if_more)
-}
-
-/// Whether a conditional write was applied: `false` when its condition did not hold.
-pub(crate) fn applied<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<bool, StoreError>
-where
-    E: ProvideErrorMetadata,
-    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
-{
-    match result {
-        Ok(_) => Ok(true),
-        Err(err) if is_condition_failure(&err) => Ok(false),
-        Err(err) => Err(err.into()),
-    }
-}
-
-/// True when a write was refused because its condition did not hold.
-pub(crate) fn is_condition_failure<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
-    err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException")
 }

@@ -5,6 +5,7 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
+use super::expression::{Expression, Updates};
 use super::{s, StoreError};
 use crate::clock::Timestamp;
 use crate::ids::{AssessmentId, ProfileId, UserId};
@@ -33,9 +34,7 @@ impl PlatformTables {
             .table_name(&self.profiles)
             .key("userId", s(user_id))
             .key("profileId", s(profile_id))
-            .update_expression("SET updatedAt = :now ADD revision :one")
-            .expression_attribute_values(":now", s(now))
-            .expression_attribute_values(":one", super::n(1))
+            .expression(Expression::new().set("updatedAt", s(now)).add("revision", 1))
             .return_values(ReturnValue::None)
             .send()
             .await?;
@@ -74,10 +73,7 @@ impl PlatformTables {
             .table_name(&self.assessments)
             .key("userId", s(user_id))
             .key("assessmentId", s(assessment_id))
-            .update_expression("SET #status = :completed, completedAt = if_not_exists(completedAt, :now)")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":completed", s("completed"))
-            .expression_attribute_values(":now", s(now))
+            .expression(Expression::new().set("status", s("completed")).set_if_absent("completedAt", s(now)))
             .send()
             .await?;
         Ok(())

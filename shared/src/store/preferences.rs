@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use serde::Serialize;
 
+use super::expression::{Expression, Updates};
 use super::{s, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::ids::UserId;
@@ -57,21 +58,19 @@ impl PreferenceTable {
         update: &PreferenceUpdate,
         at: &Timestamp,
     ) -> Result<Preferences, StoreError> {
-        let mut request = self
+        let expression =
+            update.flags().iter().fold(Expression::new().set("updatedAt", s(at)), |expression, (flag, on)| {
+                expression.set(*flag, AttributeValue::Bool(*on))
+            });
+        let output = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("userId", s(user_id))
-            .expression_attribute_values(":at", s(at))
-            .return_values(ReturnValue::AllNew);
-        let mut assignments = vec!["updatedAt = :at".to_owned()];
-        for (i, (flag, on)) in update.flags().iter().enumerate() {
-            assignments.push(format!("#f{i} = :f{i}"));
-            request = request
-                .expression_attribute_names(format!("#f{i}"), *flag)
-                .expression_attribute_values(format!(":f{i}"), AttributeValue::Bool(*on));
-        }
-        let output = request.update_expression(format!("SET {}", assignments.join(", "))).send().await?;
+            .expression(expression)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await?;
         Ok(Preferences::from_item(output.attributes.as_ref()))
     }
 }

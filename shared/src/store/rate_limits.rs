@@ -8,6 +8,7 @@ use std::ops::RangeInclusive;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
+use super::expression::{Condition, Expression, Updates};
 use super::{n, s, Item, StoreError};
 use crate::credentials::KeyHash;
 
@@ -40,25 +41,19 @@ impl RateLimitTable {
         expired: RangeInclusive<u64>,
         expires_at: u64,
     ) -> Result<SlotCounts, StoreError> {
-        let mut update = self
+        let expression = expired
+            .fold(Expression::new().add(slot_attribute(slot), 1).set("expiresAt", n(expires_at)), |expression, old| {
+                expression.remove(slot_attribute(old))
+            });
+        let output = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("bucket", s(key.as_str()))
-            .expression_attribute_names("#slot", slot_attribute(slot))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":exp", n(expires_at))
-            .return_values(ReturnValue::AllNew);
-        let mut removed = Vec::new();
-        for (i, old) in expired.enumerate() {
-            update = update.expression_attribute_names(format!("#old{i}"), slot_attribute(old));
-            removed.push(format!("#old{i}"));
-        }
-        let mut expression = "ADD #slot :one SET expiresAt = :exp".to_owned();
-        if !removed.is_empty() {
-            expression = format!("{expression} REMOVE {}", removed.join(", "));
-        }
-        let output = update.update_expression(expression).send().await?;
+            .expression(expression)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await?;
         Ok(slot_counts(output.attributes.as_ref()))
     }
 
@@ -68,10 +63,7 @@ impl RateLimitTable {
             .update_item()
             .table_name(&self.table)
             .key("bucket", s(key.as_str()))
-            .update_expression("ADD #slot :minusOne")
-            .condition_expression("attribute_exists(#slot)")
-            .expression_attribute_names("#slot", slot_attribute(slot))
-            .expression_attribute_values(":minusOne", n(-1))
+            .expression(Expression::new().add(slot_attribute(slot), -1).when(Condition::exists(slot_attribute(slot))))
             .send()
             .await?;
         Ok(())
@@ -79,13 +71,15 @@ impl RateLimitTable {
 
     /// Removes the counters of `slots`.
     pub async fn drop_slots(&self, key: &KeyHash, slots: &[u64]) -> Result<(), StoreError> {
-        let mut update = self.client.update_item().table_name(&self.table).key("bucket", s(key.as_str()));
-        let mut names = Vec::new();
-        for (i, slot) in slots.iter().enumerate() {
-            update = update.expression_attribute_names(format!("#s{i}"), slot_attribute(*slot));
-            names.push(format!("#s{i}"));
-        }
-        update.update_expression(format!("REMOVE {}", names.join(", "))).send().await?;
+        let expression =
+            slots.iter().fold(Expression::new(), |expression, slot| expression.remove(slot_attribute(*slot)));
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("bucket", s(key.as_str()))
+            .expression(expression)
+            .send()
+            .await?;
         Ok(())
     }
 }

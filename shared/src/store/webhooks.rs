@@ -4,27 +4,33 @@
 //! item, in a partition of its own, holds the encrypted data key of the sealed secrets. A
 //! keys-only global index `bySubscription` finds a subscription's owner for the admin CLI.
 
-use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use super::{applied, is_condition_failure, n, s, StoreError};
+use super::conditional::{applied, held, send_update, transact, Transacted};
+use super::expression::{Condition, Conditional, Expression, Updates};
+use super::{n, s, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
 use crate::webhooks::{DisabledReason, Subscription, WebhookSecret, WebhookUrl};
 
 const COUNTER_ID: &str = "#count";
+/// The counter item's attribute: how many subscriptions its user has.
+const COUNT: &str = "subscriptionCount";
+/// A subscription's attributes that writes name: its secrets (sealed, or the plain text of
+/// before), its state (contract sections 9 and 12) and its key.
+const SEALED: &str = "sealedSecrets";
+const PLAIN: &str = "secret";
+const FAILING_SINCE: &str = "failingSince";
+const DISABLED_AT: &str = "disabledAt";
+const DISABLED_REASON: &str = "disabledReason";
+const ID: &str = "subscriptionId";
 /// The key of the data key's item (see `sealing`); no user's subscription sorts as `#…`.
 const DATA_KEY_ITEM: (&str, &str) = ("#service", "#secrets-data-key");
-/// How often a transaction cancelled by a conflict with a concurrent one is tried again.
-const CONFLICT_RETRIES: u32 = 5;
 
 /// A subscription as stored, with its secrets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -144,26 +150,23 @@ impl WebhookTable {
 
     /// Stores `subscription` unless its owner already has `max` of them.
     pub async fn insert(&self, subscription: &StoredSubscription, max: u32) -> Result<Created, StoreError> {
+        let below_max = Condition::absent(COUNT).or(Condition::below(COUNT, n(max)));
         let count = Update::builder()
             .table_name(&self.table)
             .key("userId", s(&subscription.user_id))
             .key("subscriptionId", s(COUNTER_ID))
-            .update_expression("SET subscriptionCount = if_not_exists(subscriptionCount, :zero) + :one")
-            .condition_expression("attribute_not_exists(subscriptionCount) OR subscriptionCount < :max")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":max", n(max))
+            .expression(Expression::new().add(COUNT, 1).when(below_max))
             .build()
             .expect("update has table, key and expression");
         let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(serde_dynamo::to_item(subscription)?))
-            .condition_expression("attribute_not_exists(subscriptionId)")
+            .condition(Condition::absent("subscriptionId"))
             .build()
             .expect("put has table and item");
         let items =
             vec![TransactWriteItem::builder().update(count).build(), TransactWriteItem::builder().put(put).build()];
-        match self.transact(items).await? {
+        match transact(&self.client, items).await? {
             Transacted::Done => Ok(Created::Yes),
             Transacted::FirstConditionFailed => Ok(Created::LimitReached),
         }
@@ -226,28 +229,21 @@ impl WebhookTable {
         expected: &StoredSubscription,
         new: &SealedSecrets,
     ) -> Result<Replaced, StoreError> {
-        let (condition, old) = match &expected.secrets {
-            StoredSecrets::Sealed { sealed_secrets } => ("sealedSecrets = :old", sealed_secrets.0.as_str()),
+        let unchanged = match &expected.secrets {
+            StoredSecrets::Sealed { sealed_secrets } => Condition::equals(SEALED, s(&sealed_secrets.0)),
             StoredSecrets::Plain { secret } => {
-                ("secret = :old AND attribute_not_exists(sealedSecrets)", secret.expose())
+                Condition::equals(PLAIN, s(secret.expose())).and(Condition::absent(SEALED))
             }
         };
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("userId", s(&expected.user_id))
-            .key("subscriptionId", s(&expected.subscription_id))
-            .update_expression("SET sealedSecrets = :new REMOVE secret")
-            .condition_expression(condition)
-            .expression_attribute_values(":old", s(old))
-            .expression_attribute_values(":new", s(&new.0))
+        let update = self
+            .subscription_update(&expected.user_id, &expected.subscription_id)
+            .expression(Expression::new().set(SEALED, s(&new.0)).remove(PLAIN).when(unchanged))
             .return_values(ReturnValue::AllNew);
-        let result = send_update(result).await;
-        match result {
-            Ok(output) => Ok(Replaced::Yes(Box::new(serde_dynamo::from_item(output.attributes.unwrap_or_default())?))),
-            Err(err) if is_condition_failure(&err) => Ok(Replaced::Changed),
-            Err(err) => Err(err.into()),
+        match held(send_update(update).await)? {
+            Some(output) => {
+                Ok(Replaced::Yes(Box::new(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)))
+            }
+            None => Ok(Replaced::Changed),
         }
     }
 
@@ -278,20 +274,15 @@ impl WebhookTable {
         failing_since: Option<&Timestamp>,
         at: &Timestamp,
     ) -> Result<bool, StoreError> {
-        let update = self
-            .subscription_update(user_id, subscription_id)
-            .update_expression("SET disabledAt = :at, disabledReason = :reason")
-            .expression_attribute_values(":at", s(at))
-            .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(reason)?);
-        let update = match failing_since {
-            Some(since) => update
-                .condition_expression("failingSince = :since AND attribute_not_exists(disabledAt)")
-                .expression_attribute_values(":since", s(since)),
-            None => {
-                update.condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(disabledAt)")
-            }
+        let still = match failing_since {
+            Some(since) => Condition::equals(FAILING_SINCE, s(since)),
+            None => Condition::exists(ID),
         };
-        applied(update.send().await)
+        let expression = Expression::new()
+            .set(DISABLED_AT, s(at))
+            .set(DISABLED_REASON, serde_dynamo::to_attribute_value(reason)?)
+            .when(still.and(Condition::absent(DISABLED_AT)));
+        applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await)
     }
 
     /// Every subscription whose secret is still stored in plain text (an admin's scan).
@@ -343,7 +334,7 @@ impl WebhookTable {
             .item("subscriptionId", s(DATA_KEY_ITEM.1))
             .item("encryptedKey", AttributeValue::B(Blob::new(encrypted)))
             .item("createdAt", s(created_at))
-            .condition_expression("attribute_not_exists(subscriptionId)")
+            .condition(Condition::absent(ID))
             .send()
             .await;
         applied(result)
@@ -357,14 +348,12 @@ impl WebhookTable {
         subscription_id: &SubscriptionId,
         at: &Timestamp,
     ) -> Result<(), StoreError> {
-        let update = self
-            .subscription_update(user_id, subscription_id)
-            .update_expression("SET failingSince = :at")
-            // Neither is an earlier start moved nor a deleted subscription brought back.
-            .condition_expression("attribute_exists(subscriptionId) AND attribute_not_exists(failingSince)")
-            .expression_attribute_values(":at", s(at));
+        // Neither is an earlier start moved nor a deleted subscription brought back.
+        let expression = Expression::new()
+            .set(FAILING_SINCE, s(at))
+            .when(Condition::exists(ID).and(Condition::absent(FAILING_SINCE)));
         // A refused condition means the clock already runs, or the subscription is gone.
-        applied(update.send().await).map(drop)
+        applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
     }
 
     /// Stops the failure clock: called only on a success of a subscription that was failing.
@@ -373,11 +362,8 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
     ) -> Result<(), StoreError> {
-        let update = self
-            .subscription_update(user_id, subscription_id)
-            .update_expression("REMOVE failingSince")
-            .condition_expression("attribute_exists(subscriptionId)");
-        applied(update.send().await).map(drop)
+        let expression = Expression::new().remove(FAILING_SINCE).when(Condition::exists(ID));
+        applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
     }
 
     /// Turns the subscription back on and resets its failure clock; `None` when the user has
@@ -402,37 +388,26 @@ impl WebhookTable {
         changes: &Changes<'_>,
         at: &Timestamp,
     ) -> Result<Option<StoredSubscription>, StoreError> {
-        let mut set = Vec::new();
-        let mut update = self.subscription_update(user_id, subscription_id);
+        let mut expression = Expression::new();
         if let Some(url) = changes.url {
-            set.push("#url = :url");
-            update = update.expression_attribute_names("#url", "url").expression_attribute_values(":url", s(url));
+            expression = expression.set("url", s(url));
         }
         if let Some(events) = changes.events {
-            set.push("events = :events");
-            update = update.expression_attribute_values(":events", serde_dynamo::to_attribute_value(events)?);
+            expression = expression.set("events", serde_dynamo::to_attribute_value(events)?);
         }
-        let remove = match changes.enabled {
-            Some(false) => {
-                set.push("disabledAt = if_not_exists(disabledAt, :at), disabledReason = :reason");
-                update = update
-                    .expression_attribute_values(":at", s(at))
-                    .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(DisabledReason::Manual)?);
-                ""
-            }
-            Some(true) => " REMOVE disabledAt, disabledReason, failingSince",
-            None => "",
+        expression = match changes.enabled {
+            Some(false) => expression
+                .set_if_absent(DISABLED_AT, s(at))
+                .set(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Manual)?),
+            Some(true) => expression.remove(DISABLED_AT).remove(DISABLED_REASON).remove(FAILING_SINCE),
+            None => expression,
         };
-        let set = if set.is_empty() { String::new() } else { format!("SET {}", set.join(", ")) };
-        let update = update
-            .update_expression(format!("{set}{remove}").trim_start())
-            .condition_expression("attribute_exists(subscriptionId)")
+        let update = self
+            .subscription_update(user_id, subscription_id)
+            .expression(expression.when(Condition::exists(ID)))
             .return_values(ReturnValue::AllNew);
-        match send_update(update).await {
-            Ok(output) => Ok(Some(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)),
-            Err(err) if is_condition_failure(&err) => Ok(None),
-            Err(err) => Err(err.into()),
-        }
+        let updated = held(send_update(update).await)?;
+        Ok(updated.map(|output| serde_dynamo::from_item(output.attributes.unwrap_or_default())).transpose()?)
     }
 
     fn subscription_update(&self, user_id: &UserId, subscription_id: &SubscriptionId) -> UpdateItemFluentBuilder {
@@ -449,100 +424,24 @@ impl WebhookTable {
             .table_name(&self.table)
             .key("userId", s(user_id))
             .key("subscriptionId", s(subscription_id))
-            .condition_expression("attribute_exists(subscriptionId)")
+            .condition(Condition::exists(ID))
             .build()
             .expect("delete has table and key");
         let count = Update::builder()
             .table_name(&self.table)
             .key("userId", s(user_id))
             .key("subscriptionId", s(COUNTER_ID))
-            .update_expression("ADD subscriptionCount :minusOne")
-            .expression_attribute_values(":minusOne", n(-1))
+            .expression(Expression::new().add(COUNT, -1))
             .build()
             .expect("update has table, key and expression");
         let items = vec![
             TransactWriteItem::builder().delete(delete).build(),
             TransactWriteItem::builder().update(count).build(),
         ];
-        match self.transact(items).await? {
+        match transact(&self.client, items).await? {
             Transacted::Done => Ok(true),
             Transacted::FirstConditionFailed => Ok(false),
         }
-    }
-
-    /// Runs the transaction. Concurrent creates and deletes of one user all write the same
-    /// counter item, and DynamoDB cancels a transaction that meets another one on an item
-    /// with the reason `TransactionConflict`; such a cancellation applied nothing, so it is
-    /// retried (a few times, with a short jittered backoff) instead of becoming a 500.
-    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Transacted, StoreError> {
-        let mut conflicts = 0;
-        loop {
-            let result = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
-            match result {
-                Ok(_) => return Ok(Transacted::Done),
-                Err(err) if first_condition_failed(&err) => return Ok(Transacted::FirstConditionFailed),
-                Err(err) if conflicted(&err) && conflicts < CONFLICT_RETRIES => {
-                    conflicts += 1;
-                    pause_after_conflict(conflicts).await;
-                }
-                Err(err) => return Err(err.into()),
-            }
-        }
-    }
-}
-
-enum Transacted {
-    Done,
-    FirstConditionFailed,
-}
-
-/// Sends a single-item update. DynamoDB refuses one that meets a transaction in progress on
-/// the item (a create or delete of the same user) with `TransactionConflictException`; such
-/// a refusal applied nothing, so it is tried again, as a cancelled transaction is.
-async fn send_update(
-    update: UpdateItemFluentBuilder,
-) -> Result<UpdateItemOutput, SdkError<UpdateItemError, HttpResponse>> {
-    let mut conflicts = 0;
-    loop {
-        match update.clone().send().await {
-            Err(err)
-                if err.as_service_error().and_then(|e| e.code()) == Some("TransactionConflictException")
-                    && conflicts < CONFLICT_RETRIES =>
-            {
-                conflicts += 1;
-                pause_after_conflict(conflicts).await;
-            }
-            result => return result,
-        }
-    }
-}
-
-/// A short jittered backoff before the `conflicts`-th retry of a write that met another one.
-async fn pause_after_conflict(conflicts: u32) {
-    let [jitter] = crate::secrets::random_bytes::<1>();
-    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
-    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
-}
-
-/// True when a transaction was cancelled because it met another transaction on an item.
-fn conflicted<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
-    match err.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
-            cancelled.cancellation_reasons().iter().any(|reason| reason.code() == Some("TransactionConflict"))
-        }
-        _ => false,
-    }
-}
-
-/// True when a transaction was cancelled because its first item's condition failed.
-fn first_condition_failed<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
-    match err.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
-            .cancellation_reasons()
-            .first()
-            .and_then(|reason| reason.code())
-            .is_some_and(|code| code == "ConditionalCheckFailed"),
-        _ => false,
     }
 }
 

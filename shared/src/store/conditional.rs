@@ -1,0 +1,119 @@
+//! What a conditional write came to: applied, or refused because its condition did not hold
+//! (told apart here only), and the retries of writes that met a transaction in progress.
+//!
+//! DynamoDB words a refused condition two ways: a single write fails with the exception
+//! `ConditionalCheckFailedException`; a transaction is cancelled with one reason per item,
+//! `ConditionalCheckFailed` for an item whose condition did not hold.
+
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use aws_sdk_dynamodb::Client;
+
+use super::StoreError;
+
+/// The error code of a single write whose condition did not hold.
+const CONDITION_FAILED: &str = "ConditionalCheckFailedException";
+/// The cancellation reason of a transaction's item whose condition did not hold.
+const ITEM_CONDITION_FAILED: &str = "ConditionalCheckFailed";
+/// How often a write cancelled by a conflict with a concurrent transaction is tried again.
+const CONFLICT_RETRIES: u32 = 5;
+
+/// The output of a conditional write, or `None` when its condition did not hold.
+pub(crate) fn held<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<Option<T>, StoreError>
+where
+    E: ProvideErrorMetadata,
+    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+{
+    match result {
+        Ok(output) => Ok(Some(output)),
+        Err(err) if err.as_service_error().and_then(|e| e.code()) == Some(CONDITION_FAILED) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Whether a conditional write was applied: `false` when its condition did not hold.
+pub(crate) fn applied<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<bool, StoreError>
+where
+    E: ProvideErrorMetadata,
+    aws_sdk_dynamodb::Error: From<SdkError<E, R>>,
+{
+    held(result).map(|output| output.is_some())
+}
+
+/// How a transaction ended, when it did not fail.
+pub(crate) enum Transacted {
+    Done,
+    FirstConditionFailed,
+}
+
+/// Runs the transaction. Concurrent transactions on one item (a user's subscription counter)
+/// make DynamoDB cancel one of them with the reason `TransactionConflict`; such a
+/// cancellation applied nothing, so it is retried (a few times, with a short jittered
+/// backoff) instead of becoming a 500.
+pub(crate) async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<Transacted, StoreError> {
+    let mut conflicts = 0;
+    loop {
+        let result = client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+        match result {
+            Ok(_) => return Ok(Transacted::Done),
+            Err(err) if first_condition_failed(&err) => return Ok(Transacted::FirstConditionFailed),
+            Err(err) if conflicted(&err) && conflicts < CONFLICT_RETRIES => {
+                conflicts += 1;
+                pause_after_conflict(conflicts).await;
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// Sends a single-item update. DynamoDB refuses one that meets a transaction in progress on
+/// the item with `TransactionConflictException`; such a refusal applied nothing, so it is
+/// tried again, as a cancelled transaction is.
+pub(crate) async fn send_update(
+    update: UpdateItemFluentBuilder,
+) -> Result<UpdateItemOutput, SdkError<UpdateItemError, HttpResponse>> {
+    let mut conflicts = 0;
+    loop {
+        match update.clone().send().await {
+            Err(err)
+                if err.as_service_error().and_then(|e| e.code()) == Some("TransactionConflictException")
+                    && conflicts < CONFLICT_RETRIES =>
+            {
+                conflicts += 1;
+                pause_after_conflict(conflicts).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// A short jittered backoff before the `conflicts`-th retry of a write that met another one.
+async fn pause_after_conflict(conflicts: u32) {
+    let [jitter] = crate::secrets::random_bytes::<1>();
+    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
+    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+}
+
+/// The cancellation reasons' codes of a cancelled transaction, in the order of its items.
+fn cancellation_codes<R>(err: &SdkError<TransactWriteItemsError, R>) -> Vec<Option<&str>> {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+            cancelled.cancellation_reasons().iter().map(|reason| reason.code()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// True when a transaction was cancelled because it met another transaction on an item.
+fn conflicted<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
+    cancellation_codes(err).contains(&Some("TransactionConflict"))
+}
+
+/// True when a transaction was cancelled because its first item's condition did not hold.
+fn first_condition_failed<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
+    cancellation_codes(err).first() == Some(&Some(ITEM_CONDITION_FAILED))
+}
