@@ -1,0 +1,251 @@
+//! Every error the API answers with, and its status, code and headers: the contract's
+//! table (section 1 and each operation's codes), here and nowhere else. `tests/openapi.rs`
+//! checks it against `openapi.yaml` and the contract independently.
+
+use lambda_http::http::header::{HeaderName, ALLOW, RETRY_AFTER, WWW_AUTHENTICATE};
+use lambda_http::http::StatusCode;
+
+use super::MAX_BODY_BYTES;
+use crate::alerts::AlertAction;
+use crate::credentials::Scope;
+use crate::excerpt::Excerpt;
+use crate::store::StoreError;
+
+/// Every error the API answers with. `code()` and `status()` are the contract's table.
+/// Messages quote client input only through [`Excerpt`].
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("No such resource.")]
+    NotFound,
+    #[error("Method not allowed; allowed: {allow}.")]
+    MethodNotAllowed { allow: String },
+    #[error("A valid API key is required: send 'Authorization: Bearer <key>'.")]
+    Unauthorized,
+    #[error("The API key lacks the scope '{0}'.")]
+    Forbidden(Scope),
+    #[error("Rate limit exceeded; retry in {retry_after} seconds.")]
+    RateLimited { retry_after: u64 },
+    #[error("The request body exceeds {MAX_BODY_BYTES} bytes.")]
+    BodyTooLarge,
+    #[error("{0}")]
+    InvalidJson(&'static str),
+    #[error("Send the body as application/json.")]
+    UnsupportedMediaType,
+    #[error("The cursor is not valid for this list.")]
+    InvalidCursor,
+    #[error("The query parameter 'id' is required.")]
+    AlertMissingId,
+    #[error("The action must be one of: {}.", AlertAction::names())]
+    AlertInvalidAction,
+    #[error("No alert with id '{}'.", Excerpt(.0))]
+    AlertNotFound(String),
+    #[error("Send at least one known preference with a boolean value.")]
+    NoPreferencesProvided,
+    #[error("The preference '{0}' must be a boolean.")]
+    InvalidPreference(&'static str),
+    #[error("'{}' is not a known preference.", Excerpt(.0))]
+    UnknownPreference(String),
+    #[error("Both 'url' and 'events' are required.")]
+    WebhookMissingRequiredFields,
+    #[error("Invalid url: {0}.")]
+    WebhookInvalidUrl(crate::webhooks::InvalidUrl),
+    #[error("Invalid events: {0}.")]
+    WebhookInvalidEvents(crate::webhooks::InvalidEvents),
+    #[error("A user can have at most {} webhook subscriptions.", crate::webhooks::MAX_SUBSCRIPTIONS_PER_USER)]
+    WebhookLimitExceeded,
+    #[error("The query parameter 'id' is required.")]
+    WebhookMissingSubscriptionId,
+    #[error("No webhook subscription with id '{}'.", Excerpt(.0))]
+    WebhookNotFound(String),
+    #[error("Invalid grace period: {0}.")]
+    WebhookInvalidGracePeriod(crate::rotation::InvalidGracePeriod),
+    #[error("The status must be one of: pending, succeeded, failed, skipped.")]
+    WebhookInvalidStatus,
+    #[error("The query parameter 'id' is required.")]
+    WebhookMissingDeliveryId,
+    #[error("No webhook delivery with id '{}'.", Excerpt(.0))]
+    WebhookDeliveryNotFound(String),
+    #[error("Invalid recovery window: {0}.")]
+    WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
+    #[error("The subscription is disabled; enable it before recovering its deliveries.")]
+    WebhookSubscriptionDisabled,
+    #[error("Nothing to change: send at least one of url, events and enabled.")]
+    WebhookNoChanges,
+    #[error("'{}' cannot be changed; send only url, events and enabled.", Excerpt(.0))]
+    WebhookUnknownField(String),
+    #[error("'enabled' must be true or false.")]
+    WebhookInvalidEnabled,
+    #[error("Internal error.")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
+impl From<crate::sealing::SealError> for ApiError {
+    fn from(err: crate::sealing::SealError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
+impl From<crate::queue::QueueError> for ApiError {
+    fn from(err: crate::queue::QueueError) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            NotFound | AlertNotFound(_) | WebhookNotFound(_) | WebhookDeliveryNotFound(_) => StatusCode::NOT_FOUND,
+            MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Unauthorized => StatusCode::UNAUTHORIZED,
+            Forbidden(_) => StatusCode::FORBIDDEN,
+            RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            InvalidJson(_)
+            | UnsupportedMediaType
+            | InvalidCursor
+            | AlertMissingId
+            | AlertInvalidAction
+            | NoPreferencesProvided
+            | InvalidPreference(_)
+            | UnknownPreference(_)
+            | WebhookMissingRequiredFields
+            | WebhookInvalidUrl(_)
+            | WebhookInvalidEvents(_)
+            | WebhookLimitExceeded
+            | WebhookMissingSubscriptionId
+            | WebhookInvalidGracePeriod(_)
+            | WebhookInvalidStatus
+            | WebhookMissingDeliveryId
+            | WebhookInvalidRecoverWindow(_)
+            | WebhookSubscriptionDisabled
+            | WebhookNoChanges
+            | WebhookUnknownField(_)
+            | WebhookInvalidEnabled => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            NotFound => "not_found",
+            MethodNotAllowed { .. } => "method_not_allowed",
+            Unauthorized => "auth.unauthorized",
+            Forbidden(_) => "auth.forbidden",
+            RateLimited { .. } => "rate_limited",
+            BodyTooLarge => "request.body_too_large",
+            InvalidJson(_) => "request.invalid_json",
+            UnsupportedMediaType => "request.unsupported_media_type",
+            InvalidCursor => "request.invalid_cursor",
+            AlertMissingId => "alerts.missing_id",
+            AlertInvalidAction => "alerts.invalid_action",
+            AlertNotFound(_) => "alerts.not_found",
+            NoPreferencesProvided => "data_sharing.no_preferences_provided",
+            InvalidPreference(_) => "data_sharing.invalid_preference",
+            UnknownPreference(_) => "data_sharing.unknown_preference",
+            WebhookMissingRequiredFields => "webhooks.missing_required_fields",
+            WebhookInvalidUrl(_) => "webhooks.invalid_url",
+            WebhookInvalidEvents(_) => "webhooks.invalid_events",
+            WebhookLimitExceeded => "webhooks.limit_exceeded",
+            WebhookMissingSubscriptionId => "webhooks.missing_subscription_id",
+            WebhookNotFound(_) => "webhooks.not_found",
+            WebhookInvalidGracePeriod(_) => "webhooks.invalid_grace_period",
+            WebhookInvalidStatus => "webhooks.invalid_status",
+            WebhookMissingDeliveryId => "webhooks.missing_delivery_id",
+            WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
+            WebhookInvalidRecoverWindow(_) => "webhooks.invalid_recover_window",
+            WebhookSubscriptionDisabled => "webhooks.subscription_disabled",
+            WebhookNoChanges => "webhooks.no_changes",
+            WebhookUnknownField(_) => "webhooks.unknown_field",
+            WebhookInvalidEnabled => "webhooks.invalid_enabled",
+            Internal(_) => "internal_error",
+        }
+    }
+
+    /// The headers the error's status asks for (RFC 9110 `Allow`, RFC 6750
+    /// `WWW-Authenticate`, `Retry-After`).
+    pub(super) fn headers(&self) -> Vec<(HeaderName, String)> {
+        match self {
+            ApiError::MethodNotAllowed { allow } => vec![(ALLOW, allow.clone())],
+            ApiError::Unauthorized => vec![(WWW_AUTHENTICATE, r#"Bearer realm="api""#.into())],
+            ApiError::Forbidden(scope) => {
+                vec![(WWW_AUTHENTICATE, format!(r#"Bearer realm="api", error="insufficient_scope", scope="{scope}""#))]
+            }
+            ApiError::RateLimited { retry_after } => vec![(RETRY_AFTER, retry_after.to_string())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl From<crate::webhooks::InvalidChanges> for ApiError {
+    fn from(err: crate::webhooks::InvalidChanges) -> Self {
+        use crate::webhooks::InvalidChanges::*;
+        match err {
+            NoChanges => ApiError::WebhookNoChanges,
+            UnknownField(name) => ApiError::WebhookUnknownField(name),
+            InvalidEnabled => ApiError::WebhookInvalidEnabled,
+            Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
+            Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
+        }
+    }
+}
+
+impl From<crate::preferences::PreferenceError> for ApiError {
+    fn from(err: crate::preferences::PreferenceError) -> Self {
+        use crate::preferences::PreferenceError::*;
+        match err {
+            NoPreferencesProvided => ApiError::NoPreferencesProvided,
+            InvalidPreference(name) => ApiError::InvalidPreference(name),
+            UnknownPreference(name) => ApiError::UnknownPreference(name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_carries_the_headers_its_status_asks_for() {
+        let cases: [(ApiError, &[(HeaderName, &str)]); 6] = [
+            (ApiError::MethodNotAllowed { allow: "GET, PATCH".into() }, &[(ALLOW, "GET, PATCH")]),
+            (ApiError::Unauthorized, &[(WWW_AUTHENTICATE, r#"Bearer realm="api""#)]),
+            (
+                ApiError::Forbidden(Scope::WriteWebhooks),
+                &[(WWW_AUTHENTICATE, r#"Bearer realm="api", error="insufficient_scope", scope="write:webhooks""#)],
+            ),
+            (ApiError::RateLimited { retry_after: 7 }, &[(RETRY_AFTER, "7")]),
+            (ApiError::NotFound, &[]),
+            (ApiError::BodyTooLarge, &[]),
+        ];
+        for (error, expected) in cases {
+            let headers = error.headers();
+            let headers: Vec<(HeaderName, &str)> =
+                headers.iter().map(|(name, value)| (name.clone(), value.as_str())).collect();
+            assert_eq!(headers, expected, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn messages_quote_client_input_through_an_excerpt() {
+        let long_id = format!("alr_{}", "x".repeat(500));
+        let message = ApiError::AlertNotFound(long_id.clone()).to_string();
+        assert!(message.len() < 200, "{message}");
+        assert!(!message.contains(&long_id));
+        assert_eq!(ApiError::BodyTooLarge.to_string(), "The request body exceeds 65536 bytes.");
+    }
+
+    #[test]
+    fn an_internal_error_says_nothing_of_its_cause() {
+        let error = ApiError::Internal(Box::new(std::io::Error::other("table career-alerts: connection refused")));
+        assert_eq!((error.status(), error.code()), (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"));
+        assert_eq!(error.to_string(), "Internal error.");
+    }
+}
