@@ -30,8 +30,11 @@ const WARM_REQUESTS: usize = 8;
 /// Between warm requests: one CFS period, so each starts with the period's quota as a
 /// request arriving after a pause would (back-to-back requests are a throughput question).
 const WARM_GAP: Duration = Duration::from_millis(cgroup::PERIOD_US / 1000);
-/// The cold request a size may take, relative to the fastest size's, to be chosen.
-const COLD_WITHIN: f64 = 1.5;
+/// A size is good for a function when its cold request takes at most this multiple of
+/// hello-world's at the same size: the function's own start (clients, the first connection,
+/// the first run of its code) then costs no more than the runtime's floor again. More memory
+/// beyond that buys only what any function gets from a faster CPU.
+const COLD_WITHIN_HELLO: f64 = 2.0;
 /// AWS Lambda, arm64, first 7.5 billion GB-s a month, US East (N. Virginia), in USD per
 /// GB-second, as https://aws.amazon.com/lambda/pricing/ gave it when looked up on the date
 /// below; the request charge ($0.20 per million) does not depend on the memory size.
@@ -234,14 +237,35 @@ fn cost_per_million(duration: Duration, memory_mb: u32) -> f64 {
 }
 
 /// The size each function should have: the cheapest (per million warm requests) of the
-/// sizes whose cold request is within [`COLD_WITHIN`] of the fastest size's.
-fn chosen_size(by_size: &[(u32, Duration, Duration)]) -> Option<u32> {
-    let best_cold = by_size.iter().map(|(_, cold, _)| *cold).min()?;
-    by_size
+/// sizes whose cold request is within [`COLD_WITHIN_HELLO`] of hello-world's.
+fn chosen_size(sizes: &[SizeFigures]) -> Option<u32> {
+    sizes
         .iter()
-        .filter(|(_, cold, _)| ratio(*cold, best_cold) <= COLD_WITHIN)
-        .min_by(|a, b| cost_per_million(a.2, a.0).total_cmp(&cost_per_million(b.2, b.0)).then(a.0.cmp(&b.0)))
-        .map(|(size, _, _)| *size)
+        .filter(|size| size.good())
+        .min_by(|a, b| a.warm_cost().total_cmp(&b.warm_cost()).then(a.memory_mb.cmp(&b.memory_mb)))
+        .map(|size| size.memory_mb)
+}
+
+/// One subject's medians at one memory size, beside hello-world's cold request there.
+struct SizeFigures {
+    memory_mb: u32,
+    cold: Duration,
+    warm: Duration,
+    hello_cold: Duration,
+}
+
+impl SizeFigures {
+    fn to_hello(&self) -> f64 {
+        ratio(self.cold, self.hello_cold)
+    }
+
+    fn good(&self) -> bool {
+        self.to_hello() <= COLD_WITHIN_HELLO
+    }
+
+    fn warm_cost(&self) -> f64 {
+        cost_per_million(self.warm, self.memory_mb)
+    }
 }
 
 fn render(
@@ -392,37 +416,51 @@ fn memory_sizing(root: &Path, samples: &BTreeMap<(u32, &str), Samples>, rows: &m
          Since August 2025 the init phase is billed too, so a cold request's cost is its whole spawn → response \
          time. The $0.20 per million requests is the same at every size and left out. The size chosen is the \
          cheapest per million warm requests among the sizes whose cold request (median) is within \
-         {COLD_WITHIN}× of the fastest size's.\n\n\
-         | Function | Memory | Cold median | Warm median | USD per million warm requests | USD per million cold requests | Cold within {COLD_WITHIN}× of the fastest size |\n\
+         {COLD_WITHIN_HELLO}× of hello-world's at the same size: there the function's own start costs no more \
+         than the runtime's floor again, and more memory buys only the faster CPU that any function gets.\n\n\
+         | Function | Memory | Cold median | Warm median | USD per million warm requests | USD per million cold requests | Cold within {COLD_WITHIN_HELLO}× of hello-world's |\n\
          |---|---|---|---|---|---|---|"
     );
     let template = template_memory_sizes(root);
     for (name, _) in API_FUNCTIONS.iter().chain(std::iter::once(&(NODE_PEER, ""))) {
-        let by_size: Vec<(u32, Duration, Duration)> = MEMORY_SIZES
+        let sizes: Vec<SizeFigures> = MEMORY_SIZES
             .into_iter()
-            .filter_map(|size| {
-                let s = samples.get(&(size, *name))?;
-                Some((size, summarize(&s.cold).median, summarize(&s.warm).median))
+            .filter_map(|memory_mb| {
+                let s = samples.get(&(memory_mb, *name))?;
+                let hello = samples.get(&(memory_mb, HELLO))?;
+                Some(SizeFigures {
+                    memory_mb,
+                    cold: summarize(&s.cold).median,
+                    warm: summarize(&s.warm).median,
+                    hello_cold: summarize(&hello.cold).median,
+                })
             })
             .collect();
-        let Some(best) = by_size.iter().map(|(_, cold, _)| *cold).min() else { continue };
-        let chosen = chosen_size(&by_size);
-        for (size, cold, warm) in &by_size {
-            let within = ratio(*cold, best) <= COLD_WITHIN;
-            let mark = if Some(*size) == chosen { " **(chosen)**" } else { "" };
+        let chosen = chosen_size(&sizes);
+        for size in &sizes {
+            let mark = if Some(size.memory_mb) == chosen { " **(chosen)**" } else { "" };
             let _ = writeln!(
                 body,
-                "| `{name}` | {size} MB{mark} | {} | {} | ${:.3} | ${:.3} | {} ({:.2}×) |",
-                ms(*cold),
-                ms(*warm),
-                cost_per_million(*warm, *size),
-                cost_per_million(*cold, *size),
-                if within { "yes" } else { "no" },
-                ratio(*cold, best)
+                "| `{name}` | {} MB{mark} | {} | {} | ${:.3} | ${:.3} | {} ({:.2}×) |",
+                size.memory_mb,
+                ms(size.cold),
+                ms(size.warm),
+                size.warm_cost(),
+                cost_per_million(size.cold, size.memory_mb),
+                if size.good() { "yes" } else { "no" },
+                size.to_hello()
             );
         }
         if *name == NODE_PEER {
             continue;
+        }
+        if let Some(smallest) = sizes.first() {
+            rows.push(Row::new(
+                format!("Cold request at {} MB `{name}`", smallest.memory_mb),
+                format!("≤ {COLD_WITHIN_HELLO}× hello-world's"),
+                format!("{} vs {} → {:.2}×", ms(smallest.cold), ms(smallest.hello_cold), smallest.to_hello()),
+                Some(smallest.good()),
+            ));
         }
         let configured = template.as_ref().ok().and_then(|sizes| sizes.get(*name).copied());
         let measured = format!(

@@ -213,6 +213,8 @@ pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str
         ),
         ("DELIVERY_QUEUE_URL", settings.delivery_queue_url.clone().unwrap_or_default()),
         ("DELIVERY_RETRY_QUEUE_URL", settings.retry_queue_url.clone().unwrap_or_default()),
+        ("DEAD_LETTER_QUEUE_URL", settings.dead_letter_queue_url.clone().unwrap_or_default()),
+        ("DELIVERY_SWEEP_AFTER_SECONDS", settings.sweep_after.as_secs_f64().to_string()),
         ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),
         ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
         ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
