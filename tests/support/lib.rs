@@ -115,6 +115,20 @@ pub fn clients() -> AwsClients {
     AwsClients::new(sdk_config())
 }
 
+/// [`clients`] whose calls may wait as long as a burst of writes queued on one item of a
+/// CPU-starved DynamoDB Local takes: for a test of what contention does, not of how long it
+/// takes. With the functions' limits (2 s an attempt, 4 s a call), a call that waits its turn
+/// behind the burst for over 2 s is abandoned and sent again, its abandoned write still queued
+/// ahead of it, and after 4 s the request is answered 500. Those limits are tested against a
+/// paused DynamoDB Local (tests/paused_dynamodb.rs), and the deployed functions keep them.
+pub fn patient_clients() -> AwsClients {
+    let patient = aws_config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(std::time::Duration::from_secs(60))
+        .operation_timeout(std::time::Duration::from_secs(60))
+        .build();
+    AwsClients::new(sdk_config().to_builder().timeout_config(patient).build())
+}
+
 /// The AWS clients of a function instance whose DynamoDB is at `dynamodb` and whose SQS and
 /// KMS are at `moto`.
 pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
