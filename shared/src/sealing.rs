@@ -21,7 +21,8 @@ use crate::config::{ConfigError, Settings};
 use crate::ids::{SubscriptionId, UserId};
 use crate::rotation::SigningSecrets;
 use crate::secrets;
-use crate::store::webhooks::{SealedSecrets, StoredSecrets, StoredSubscription, WebhookTable};
+use crate::store::data_key::DataKeyStore;
+use crate::store::webhooks::{SealedSecrets, StoredSecrets, StoredSubscription};
 use crate::store::StoreError;
 
 const NONCE_LEN: usize = 12;
@@ -46,7 +47,7 @@ pub struct Sealer {
     kms: aws_sdk_kms::Client,
     /// The KMS key (id, ARN or alias) that protects the data key.
     kms_key_id: String,
-    webhooks: WebhookTable,
+    data_key: DataKeyStore,
     cipher: OnceCell<Aes256Gcm>,
 }
 
@@ -60,7 +61,7 @@ impl Sealer {
         Ok(Self {
             kms: kms.clone(),
             kms_key_id: settings.require_secrets_kms_key()?.to_owned(),
-            webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
+            data_key: DataKeyStore::new(dynamodb.clone(), &settings.tables.webhooks),
             cipher: OnceCell::new(),
         })
     }
@@ -107,7 +108,7 @@ impl Sealer {
     async fn cipher(&self, create: bool) -> Result<&Aes256Gcm, SealError> {
         self.cipher
             .get_or_try_init(|| async {
-                let key = match self.webhooks.data_key().await? {
+                let key = match self.data_key.get().await? {
                     Some(encrypted) => self.decrypt_data_key(encrypted).await?,
                     None if create => self.create_data_key().await?,
                     None => return Err(SealError::NoDataKey),
@@ -145,10 +146,10 @@ impl Sealer {
         let (Some(plaintext), Some(encrypted)) = (output.plaintext, output.ciphertext_blob) else {
             return Err(SealError::Kms("GenerateDataKey returned no key".into()));
         };
-        if self.webhooks.insert_data_key(encrypted.as_ref(), &Timestamp::now()).await? {
+        if self.data_key.insert(encrypted.as_ref(), &Timestamp::now()).await? {
             return Ok(plaintext.into_inner());
         }
-        let stored = self.webhooks.data_key().await?.ok_or(SealError::NoDataKey)?;
+        let stored = self.data_key.get().await?.ok_or(SealError::NoDataKey)?;
         self.decrypt_data_key(stored).await
     }
 }
@@ -176,7 +177,7 @@ mod tests {
         Sealer {
             kms: aws_sdk_kms::Client::from_conf(config.build()),
             kms_key_id: "alias/test".into(),
-            webhooks: WebhookTable::new(dynamodb, "unused"),
+            data_key: DataKeyStore::new(dynamodb, "unused"),
             cipher: OnceCell::new_with(Some(cipher)),
         }
     }

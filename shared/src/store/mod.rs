@@ -1,15 +1,19 @@
-//! The DynamoDB tables: one small type per table, items mapped with serde_dynamo, every
-//! change a single conditional or atomic write. Every user-owned item lives in its owner's
-//! partition; nothing here scans.
+//! The DynamoDB tables: one small type per table (the webhooks table has three: its
+//! subscriptions, the sealed secrets' data key, and operators' reads), items mapped with
+//! serde_dynamo, every change a single conditional or atomic write built with `expression`.
+//! Every user-owned item lives in its owner's partition, so no request and no delivery
+//! scans; the one Scan is an operator's (`webhook_admin`).
 
 pub mod alerts;
 mod conditional;
+pub mod data_key;
 pub mod deliveries;
 mod expression;
 pub mod keys;
 pub mod platform;
 pub mod preferences;
 pub mod rate_limits;
+mod webhook_admin;
 pub mod webhooks;
 
 use std::collections::HashMap;

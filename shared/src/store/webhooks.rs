@@ -1,12 +1,11 @@
-//! The webhooks table: partition `userId`, sort `subscriptionId`. Beside the subscriptions,
-//! each user's partition holds one counter item, kept in the same transaction as every
-//! create and delete, that enforces the per-user limit without reading first. One more
-//! item, in a partition of its own, holds the encrypted data key of the sealed secrets. A
-//! keys-only global index `bySubscription` finds a subscription's owner for the admin CLI.
+//! The subscriptions in the webhooks table: partition `userId`, sort `subscriptionId`.
+//! Beside them, each user's partition holds one counter item, kept in the same transaction
+//! as every create and delete, that enforces the per-user limit without reading first. The
+//! table's other items and reads have files of their own: the data key of the sealed
+//! secrets (`data_key`) and the operators' reads (`webhook_admin`).
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -29,8 +28,6 @@ const FAILING_SINCE: &str = "failingSince";
 const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
 const ID: &str = "subscriptionId";
-/// The key of the data key's item (see `sealing`); no user's subscription sorts as `#…`.
-const DATA_KEY_ITEM: (&str, &str) = ("#service", "#secrets-data-key");
 
 /// A subscription as stored, with its secrets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -139,8 +136,8 @@ pub enum Created {
 
 #[derive(Clone)]
 pub struct WebhookTable {
-    client: Client,
-    table: String,
+    pub(super) client: Client,
+    pub(super) table: String,
 }
 
 impl WebhookTable {
@@ -201,8 +198,7 @@ impl WebhookTable {
                 .expression_attribute_values(":kind", s(kind.as_str()));
         }
         // At most 25 small items per user: one page always holds them all.
-        let output = request.send().await?;
-        Ok(serde_dynamo::from_items(output.items.unwrap_or_default())?)
+        subscriptions_of(request.send().await?.items)
     }
 
     pub async fn get(
@@ -247,22 +243,6 @@ impl WebhookTable {
         }
     }
 
-    /// The user a subscription belongs to, through the keys-only `bySubscription` index (for
-    /// operators, who know a subscription id and not its owner).
-    pub async fn owner_of(&self, subscription_id: &SubscriptionId) -> Result<Option<UserId>, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name("bySubscription")
-            .key_condition_expression("subscriptionId = :id")
-            .expression_attribute_values(":id", s(subscription_id))
-            .send()
-            .await?;
-        let owner = output.items.unwrap_or_default().into_iter().next().and_then(|mut item| item.remove("userId"));
-        Ok(owner.and_then(|value| value.as_s().ok().and_then(|text| UserId::parse(text))))
-    }
-
     /// Disables the subscription for `reason`, unless it is disabled already or gone. With
     /// `failing_since`, only if its failure clock still shows that time (a success in the
     /// meantime stopped it). `true` when this call disabled it.
@@ -283,61 +263,6 @@ impl WebhookTable {
             .set(DISABLED_REASON, serde_dynamo::to_attribute_value(reason)?)
             .when(still.and(Condition::absent(DISABLED_AT)));
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await)
-    }
-
-    /// Every subscription whose secret is still stored in plain text (an admin's scan).
-    pub async fn plain_secrets(&self) -> Result<Vec<StoredSubscription>, StoreError> {
-        let mut found = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .filter_expression("attribute_exists(secret)")
-                .set_exclusive_start_key(start)
-                .consistent_read(true)
-                .send()
-                .await?;
-            found.extend(serde_dynamo::from_items::<_, StoredSubscription>(output.items.unwrap_or_default())?);
-            start = output.last_evaluated_key;
-            if start.is_none() {
-                return Ok(found);
-            }
-        }
-    }
-
-    /// The data key as KMS encrypted it, if it was created.
-    pub async fn data_key(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("userId", s(DATA_KEY_ITEM.0))
-            .key("subscriptionId", s(DATA_KEY_ITEM.1))
-            .consistent_read(true)
-            .send()
-            .await?;
-        match output.item.as_ref().and_then(|item| item.get("encryptedKey")) {
-            Some(AttributeValue::B(blob)) => Ok(Some(blob.clone().into_inner())),
-            _ => Ok(None),
-        }
-    }
-
-    /// Stores the encrypted data key unless one exists; `false` when one did.
-    pub async fn insert_data_key(&self, encrypted: &[u8], created_at: &Timestamp) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item("userId", s(DATA_KEY_ITEM.0))
-            .item("subscriptionId", s(DATA_KEY_ITEM.1))
-            .item("encryptedKey", AttributeValue::B(Blob::new(encrypted)))
-            .item("createdAt", s(created_at))
-            .condition(Condition::absent(ID))
-            .send()
-            .await;
-        applied(result)
     }
 
     /// Starts the failure clock at `at` (RFC 3339), unless it already runs. Called only on a
@@ -443,6 +368,11 @@ impl WebhookTable {
             Transacted::FirstConditionFailed => Ok(false),
         }
     }
+}
+
+/// The subscriptions among the items a query or scan returned.
+pub(super) fn subscriptions_of(items: Option<Vec<super::Item>>) -> Result<Vec<StoredSubscription>, StoreError> {
+    Ok(serde_dynamo::from_items(items.unwrap_or_default())?)
 }
 
 #[cfg(test)]
