@@ -4,8 +4,8 @@
 //! No module here knows a particular Lambda function: the functions (`functions/*`) wire
 //! these modules together. The operators' side shares the same types and tables, so a
 //! little surface here serves only `careerctl` and the tests: writing and revoking API keys,
-//! the platform's own writes to profiles and assessments (`store::platform`), finding a
-//! subscription's owner, sealing the secrets stored before sealing, and the test hooks
+//! the platform's own writes to profiles and assessments (`store::platform`), the operators'
+//! reads of the webhooks table (`store::webhook_admin`), and the test hooks
 //! `runtime::EXTRA_ROOT_CERT_VAR` and `telemetry::init_writing_to`. What only `careerctl`
 //! runs (the local stack, its gateway and pumps, the admin commands) lives in `careerctl/`.
 
