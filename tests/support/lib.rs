@@ -44,7 +44,7 @@ pub fn services() -> &'static Services {
             runtime.block_on(async move {
                 let stack = LocalStack::start(&installed(), None, base_settings())
                     .await
-                    .unwrap_or_else(|e| panic!("starting the local services: {e}"));
+                    .unwrap_or_else(|e| panic!("starting the local services: {e:#}"));
                 ready
                     .send(Services {
                         dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
@@ -62,7 +62,7 @@ pub fn services() -> &'static Services {
 
 /// DynamoDB Local and the SQS emulator as `scripts/install-local-deps.sh` installed them.
 pub fn installed() -> Installed {
-    Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e}"))
+    Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The settings every test starts from (the services add the delivery queue's URL).
@@ -107,7 +107,7 @@ pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
 /// new HTTP client and so connection pools of its own.
 pub fn sdk_config() -> SdkConfig {
     careerctl::stack::sdk_config(&services().dynamodb_endpoint, &services().sqs_endpoint)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The AWS clients of a fresh function instance on the test's services.
@@ -118,7 +118,7 @@ pub fn clients() -> AwsClients {
 /// The AWS clients of a function instance whose DynamoDB is at `dynamodb` and whose SQS and
 /// KMS are at `moto`.
 pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
-    AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e}")))
+    AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
 /// A KMS client for the test's own runtime (moto serves KMS on the SQS emulator's endpoint).
