@@ -167,8 +167,11 @@ async fn a_portal_link_carries_a_webhooks_key_that_expires() {
     assert_eq!(link.user_id.as_str(), user);
     let key = link.url.strip_prefix("http://127.0.0.1:3000/portal#key=").expect("the portal URL and the key");
     assert!(ApiKey::parse(key).is_some(), "{}", link.url);
-    let lifetime = link.expires_at.datetime() - before;
-    assert!(lifetime > TimeDelta::minutes(89) && lifetime <= TimeDelta::minutes(90), "{lifetime}");
+    // Ninety minutes from the moment the key was issued, which lies between `before` and now
+    // (the expiry is stored to the millisecond, so it may lie up to 1 ms before `before` + 90).
+    let (expires, after) = (link.expires_at.datetime(), chrono::Utc::now());
+    let ninety = TimeDelta::minutes(90);
+    assert!(expires > before + ninety - TimeDelta::milliseconds(1) && expires <= after + ninety, "{expires}");
     api.get("/api/v1/webhooks", key).await.assert_status(200);
     api.get("/api/v1/webhooks/event-types", key).await.assert_status(200);
     let body = r#"{"url": "https://hooks.example.com/x", "events": ["profile.updated"]}"#;
