@@ -26,8 +26,8 @@ use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
-use career_core::webhooks::{WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::store::webhooks::{Created, WebhookTable};
+use career_core::webhooks::{Subscription, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use lambda_http::http::{self, HeaderMap, StatusCode};
@@ -106,13 +106,8 @@ pub async fn seed(
         .seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone()))
         .await
         .map_err(|e| format!("sealing the subscription's secret: {e}"))?;
-    let subscription = StoredSubscription::new(
-        user_id.clone(),
-        subscription_id.clone(),
-        &url,
-        EventKind::SUBSCRIBABLE.to_vec(),
-        sealed,
-    );
+    let subscription =
+        Subscription::new(user_id.clone(), subscription_id.clone(), &url, EventKind::SUBSCRIBABLE.to_vec(), sealed);
     if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.map_err(stored)? == Created::LimitReached {
         return Err(format!(
             "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"
