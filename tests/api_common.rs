@@ -130,11 +130,7 @@ async fn a_revoked_key_is_refused_by_an_instance_that_has_not_cached_it() {
 #[tokio::test]
 async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() {
     let calls = Calls::default();
-    let api = Api::on(
-        career_service::dynamodb_logged(&calls),
-        &career_service::kms(),
-        career_service::services().settings.clone(),
-    );
+    let api = Api::on(career_service::clients_logging_dynamodb(&calls), career_service::services().settings.clone());
     let user = unique_user();
     let scopes = Scopes::parse_list("read:webhooks").unwrap();
     let issued = api.admin.create_key(&user, scopes, None, Some(TimeDelta::seconds(3))).await.unwrap();
@@ -242,11 +238,7 @@ async fn a_missing_scope_is_reported_before_the_rate_limit_and_is_not_counted() 
 #[tokio::test]
 async fn a_get_reads_while_it_is_counted_and_a_write_waits_for_the_count() {
     let calls = Calls::default();
-    let api = Api::on(
-        career_service::dynamodb_logged(&calls),
-        &career_service::kms(),
-        career_service::services().settings.clone(),
-    );
+    let api = Api::on(career_service::clients_logging_dynamodb(&calls), career_service::services().settings.clone());
     let key = api.full_key(&unique_user()).await;
     let sent = |name: &str| Call::Sent(name.to_owned());
     for (path, read) in
@@ -273,7 +265,7 @@ async fn a_get_over_the_limit_drops_its_read_and_an_instance_that_knows_skips_it
     let calls = Calls::default();
     let mut settings = career_service::services().settings.clone();
     settings.rate_limit_per_minute = 1;
-    let api = Api::on(career_service::dynamodb_logged(&calls), &career_service::kms(), settings.clone());
+    let api = Api::on(career_service::clients_logging_dynamodb(&calls), settings.clone());
     let key = api.full_key(&unique_user()).await;
     api.get("/api/v1/alerts", &key).await.assert_status(200);
     let mark = calls.len();
@@ -286,7 +278,7 @@ async fn a_get_over_the_limit_drops_its_read_and_an_instance_that_knows_skips_it
     api.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
     assert_eq!(calls.since(mark), Vec::<String>::new(), "known to be refused: answered from memory, not read");
     // Another instance does not know yet: it reads along, and drops the read.
-    let other = Api::on(career_service::dynamodb_logged(&calls), &career_service::kms(), settings);
+    let other = Api::on(career_service::clients_logging_dynamodb(&calls), settings);
     other.get("/api/v1/alerts", &key).await.assert_error(429, "rate_limited");
 }
 

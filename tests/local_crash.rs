@@ -10,7 +10,7 @@ use career_core::delivery::log::DeliveryStatus;
 use career_core::store::deliveries::DeliveryTable;
 use career_service::local_run::{ctrl_c, run_local, LocalDir, Running};
 use career_service::receiver::Receiver;
-use career_service::{dynamodb_at, typed, unique_user};
+use career_service::{typed, unique_user};
 
 const SOON: Duration = Duration::from_secs(30);
 
@@ -43,10 +43,7 @@ async fn killing_the_sqs_emulator_in_a_burst_loses_no_delivery() {
 
     let second_run = tokio::spawn(run_local(local_dir.path.clone(), settings));
     let restarted = Running::wait_for(&local_dir.path).await;
-    let table = DeliveryTable::new(
-        dynamodb_at(&restarted.env["AWS_ENDPOINT_URL_DYNAMODB"]),
-        &TableNames::from_env().deliveries,
-    );
+    let table = DeliveryTable::new(restarted.clients().dynamodb().clone(), &TableNames::from_env().deliveries);
     let deadline = Instant::now() + Duration::from_secs(90);
     let records = loop {
         let page = table.list(&typed(&user), &typed(&subscription), None, 100, None).await.unwrap();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_service::{dynamodb_at, kms_at, settings_without_kms_or_queues, sqs_at};
+use career_service::{clients_at, settings_without_kms_or_queues};
 use careerctl::gateway::{self, ApiFunctions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -21,8 +21,7 @@ async fn gateway() -> String {
     let address = listener.local_addr().unwrap().to_string();
     let unreachable = "http://127.0.0.1:9";
     let settings = settings_without_kms_or_queues(unreachable);
-    let functions =
-        ApiFunctions::new(&dynamodb_at(unreachable), &kms_at(unreachable), &sqs_at(unreachable), &settings).unwrap();
+    let functions = ApiFunctions::new(&clients_at(unreachable, unreachable), &settings).unwrap();
     tokio::spawn(gateway::serve(listener, Arc::new(functions), IDLE));
     address
 }

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use career_service::{dynamodb_at, installed, kms_at, settings_without_kms_or_queues, unique_user, Answer, Api};
+use career_service::{clients_at, installed, settings_without_kms_or_queues, unique_user, Answer, Api};
 use careerctl::tables::create_tables;
 
 /// `Timeout` of the API functions in template.yaml: Lambda ends an invocation after it.
@@ -40,12 +40,12 @@ async fn within_lambda_timeout(answer: impl std::future::Future<Output = Answer>
 #[tokio::test]
 async fn a_paused_dynamodb_gives_internal_error_before_the_lambda_timeout_then_recovers() {
     let own = installed().start_dynamodb(None).await.expect("a DynamoDB Local of this test");
-    let client = dynamodb_at(&own.endpoint);
     // No request here touches a webhook secret or a queue, so KMS and SQS are never called.
     let unreachable = "http://127.0.0.1:9";
+    let clients = clients_at(&own.endpoint, unreachable);
     let settings = settings_without_kms_or_queues(unreachable);
-    create_tables(&client, &settings.tables).await.expect("tables");
-    let api = Api::on(client, &kms_at(unreachable), settings);
+    create_tables(clients.dynamodb(), &settings.tables).await.expect("tables");
+    let api = Api::on(clients, settings);
     let user = unique_user();
     let cached = api.full_key(&user).await;
     let uncached = api.full_key(&user).await;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::script_receiver::{project_dir, python, tsc, ScriptReceiver};
-use career_service::{dynamodb, kms, sqs, unique_user};
+use career_service::{clients, unique_user};
 use careerctl::gateway::{self, ApiFunctions};
 use lambda_http::http::Method;
 use serde_json::Value;
@@ -198,7 +198,7 @@ async fn the_readmes_rotation_commands_rotate() {
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = format!("http://{}", listener.local_addr().unwrap());
-    let functions = Arc::new(ApiFunctions::new(&dynamodb(), &kms(), &sqs(), pipeline.settings()).unwrap());
+    let functions = Arc::new(ApiFunctions::new(&clients(), pipeline.settings()).unwrap());
     let server = tokio::spawn(gateway::serve(listener, functions, gateway::IDLE_TIMEOUT));
 
     let script = snippet("rotate-secret").replace("whk_...", &id);

@@ -29,7 +29,7 @@ use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
-use career_service::{dynamodb, kms, sqs, typed};
+use career_service::{clients, dynamodb, kms, typed};
 use careerctl::demo::{self, Received, Seeded};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
@@ -318,14 +318,14 @@ impl Stack {
         let settings = self.pipeline.settings();
         let response = match function {
             ApiFunction::Alerts => {
-                career_alerts::handle(&career_alerts::Deps::new(&dynamodb(), settings).unwrap(), request).await
+                career_alerts::handle(&career_alerts::Deps::new(&clients(), settings).unwrap(), request).await
             }
             ApiFunction::DataSharing => {
-                let deps = career_data_sharing::Deps::new(&dynamodb(), settings).unwrap();
+                let deps = career_data_sharing::Deps::new(&clients(), settings).unwrap();
                 career_data_sharing::handle(&deps, request).await
             }
             ApiFunction::Webhooks => {
-                let deps = career_webhooks::Deps::new(&dynamodb(), &kms(), &sqs(), settings).unwrap();
+                let deps = career_webhooks::Deps::new(&clients(), settings).unwrap();
                 career_webhooks::handle(&deps, request).await
             }
         };
@@ -348,7 +348,7 @@ impl Stack {
             "career-fanout" => {
                 let batch: StreamEvent =
                     serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: not a stream event: {e}"));
-                let deps = career_fanout::Deps::new(&dynamodb(), &sqs(), settings).unwrap();
+                let deps = career_fanout::Deps::new(&clients(), settings).unwrap();
                 serde_json::to_value(career_fanout::handle(&deps, batch).await)
             }
             "career-deliver" => {

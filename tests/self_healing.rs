@@ -16,7 +16,7 @@ use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{dynamodb, sqs, typed, unique_user};
+use career_service::{clients, dynamodb, sqs, typed, unique_user};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -156,7 +156,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
 
     let mut settings = pipeline.settings().clone();
     settings.sweep_after = Duration::from_secs(1);
-    let sweep = career_sweep::Deps::new(&dynamodb(), &sqs(), &settings).unwrap();
+    let sweep = career_sweep::Deps::new(&clients(), &settings).unwrap();
     let not_yet = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
     assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -183,7 +183,7 @@ async fn the_fan_out_writes_the_records_before_it_queues() {
     let (subscription, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/hook", &["profile.updated"]).await;
     let mut lost_lanes = pipeline.settings().clone();
     lost_lanes.delivery_queue_url = Some(format!("{}-gone.fifo", pipeline.queues.delivery.trim_end_matches(".fifo")));
-    let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), &lost_lanes).unwrap();
+    let fanout = career_fanout::Deps::new(&clients(), &lost_lanes).unwrap();
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let streams = career_service::streams();
     let tables = vec![pipeline.settings().tables.profiles.clone()];

@@ -21,7 +21,7 @@ use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::typed;
-use career_service::{counted_kms, dynamodb, kms, sqs, unique_user, Answer, Api};
+use career_service::{clients_logging_kms, dynamodb, kms, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -257,7 +257,7 @@ async fn the_webhooks_function_calls_kms_once_per_cold_start_and_only_when_it_ne
     let pipeline = Pipeline::start(false).await; // a webhooks table of its own: no data key yet
     let user = unique_user();
     let calls = Calls::default();
-    let cold = Api::with_kms(&counted_kms(&calls), |s| *s = pipeline.settings().clone());
+    let cold = Api::with_clients(clients_logging_kms(&calls), |s| *s = pipeline.settings().clone());
     let key = cold.full_key(&user).await;
     cold.get(PATH, &key).await.assert_status(200);
     assert!(calls.is_empty(), "listing needs no key: {:?}", calls.since(0));
@@ -273,7 +273,7 @@ async fn the_webhooks_function_calls_kms_once_per_cold_start_and_only_when_it_ne
     assert_eq!(calls.since(0), ["GenerateDataKey"], "the first use creates the data key, once");
 
     let calls = Calls::default();
-    let next_cold_start = Api::with_kms(&counted_kms(&calls), |s| *s = pipeline.settings().clone());
+    let next_cold_start = Api::with_clients(clients_logging_kms(&calls), |s| *s = pipeline.settings().clone());
     for id in &ids {
         rotate(&next_cold_start, &key, id, Some(r#"{"gracePeriodSeconds": 0}"#)).await.assert_status(200);
     }
@@ -319,7 +319,7 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
         batch
     };
     let calls = Calls::default();
-    let deliver = career_deliver::Deps::new(&dynamodb(), &sqs(), &counted_kms(&calls), pipeline.settings()).unwrap();
+    let deliver = career_deliver::Deps::new(&clients_logging_kms(&calls), pipeline.settings()).unwrap();
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());
     assert_eq!(calls.since(0), ["Decrypt"], "six deliveries, one KMS call");

@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use career_core::aws::AwsClients;
 use career_core::config::{ConfigError, Settings};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -29,16 +30,11 @@ pub struct ApiFunctions {
 }
 
 impl ApiFunctions {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        kms: &aws_sdk_kms::Client,
-        sqs: &aws_sdk_sqs::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            alerts: career_alerts::Deps::new(dynamodb, settings)?,
-            data_sharing: career_data_sharing::Deps::new(dynamodb, settings)?,
-            webhooks: career_webhooks::Deps::new(dynamodb, kms, sqs, settings)?,
+            alerts: career_alerts::Deps::new(clients, settings)?,
+            data_sharing: career_data_sharing::Deps::new(clients, settings)?,
+            webhooks: career_webhooks::Deps::new(clients, settings)?,
         })
     }
 

@@ -56,21 +56,19 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
             saved.counts()
         ))?;
     }
-    let dynamodb = stack.dynamodb_client();
-    let kms = stack.kms_client();
+    let clients = stack.clients();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (set PORT to use another port)"))?;
-    let sqs = stack.sqs_client();
-    let functions = Arc::new(ApiFunctions::new(&dynamodb, &kms, &sqs, &stack.settings).map_err(|e| e.to_string())?);
-    let fanout = career_fanout::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
-    let deliver = career_deliver::Deps::new(&dynamodb, &sqs, &kms, &stack.settings).map_err(|e| e.to_string())?;
-    let sweep = career_sweep::Deps::new(&dynamodb, &sqs, &stack.settings).map_err(|e| e.to_string())?;
+    let functions = Arc::new(ApiFunctions::new(&clients, &stack.settings).map_err(|e| e.to_string())?);
+    let fanout = career_fanout::Deps::new(&clients, &stack.settings).map_err(|e| e.to_string())?;
+    let deliver = career_deliver::Deps::new(&clients, &stack.settings).map_err(|e| e.to_string())?;
+    let sweep = career_sweep::Deps::new(&clients, &stack.settings).map_err(|e| e.to_string())?;
     let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
     let checkpoints = data_dir.join("stream-checkpoints.json");
-    let admin = Admin::new(dynamodb.clone(), stack.settings.tables.clone());
+    let admin = Admin::new(clients.dynamodb().clone(), stack.settings.tables.clone());
     // Local data from before secrets were sealed: seal it before anything is served.
-    let sealer = Sealer::new(&kms, &dynamodb, &stack.settings).map_err(|e| e.to_string())?;
+    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &stack.settings).map_err(|e| e.to_string())?;
     let sealed = admin.seal_plain_secrets(&sealer).await?;
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
@@ -112,7 +110,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
     let front = async {
         let outcome = tokio::select! {
             served = gateway::serve(listener, functions, gateway::IDLE_TIMEOUT) => served.map_err(|e| format!("serving the API: {e}")),
-            () = pumps::run_stream_pump(dynamodb.clone(), streams, stream_tables, &fanout, Some(checkpoints)) => Ok(()),
+            () = pumps::run_stream_pump(clients.dynamodb().clone(), streams, stream_tables, &fanout, Some(checkpoints)) => Ok(()),
             ended = stack.service_ended() => Err(format!("{ended}; stopping the local stack")),
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
@@ -121,8 +119,9 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
         outcome
     };
     let delivering = async {
-        let lane =
-            |url: &str| pumps::run_queue_pump(sqs.clone(), url.to_owned(), &deliver, BATCHES_PER_QUEUE, stop_signal());
+        let lane = |url: &str| {
+            pumps::run_queue_pump(clients.sqs().clone(), url.to_owned(), &deliver, BATCHES_PER_QUEUE, stop_signal())
+        };
         tokio::join!(lane(&lanes.delivery), lane(&lanes.retry), pumps::run_sweeps(&sweep, SWEEP_EVERY, stop_signal()))
     };
     let (outcome, _) = tokio::join!(front, delivering);

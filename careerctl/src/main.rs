@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
+use career_core::aws::AwsClients;
 use career_core::config::{Settings, TableNames};
 use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
@@ -259,7 +260,8 @@ async fn main() -> ExitCode {
 
 async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
     let sdk = aws_config::defaults(BehaviorVersion::latest()).timeout_config(aws_timeouts()).load().await;
-    let admin = Admin::new(aws_sdk_dynamodb::Client::new(&sdk), TableNames::from_env());
+    let clients = AwsClients::new(sdk);
+    let admin = Admin::new(clients.dynamodb().clone(), TableNames::from_env());
     match command {
         Command::Keys(KeysCommand::Create { user, scopes, label, expires_in_minutes }) => {
             let lifetime = expires_in_minutes.map(|minutes| TimeDelta::minutes(i64::from(minutes)));
@@ -283,20 +285,18 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
             json(admin.list_deliveries(&subscription, status, limit, after.as_deref()).await)
         }
         Command::Deliveries(DeliveriesCommand::Redrive { from, to }) => {
-            json(admin.redrive(&aws_sdk_sqs::Client::new(&sdk), &from, &to).await)
+            json(admin.redrive(clients.sqs(), &from, &to).await)
         }
         Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
         Command::Webhooks(WebhooksCommand::SealSecrets) => {
             let settings = Settings::from_env().map_err(|e| e.to_string())?;
-            let sealer = Sealer::new(&aws_sdk_kms::Client::new(&sdk), &aws_sdk_dynamodb::Client::new(&sdk), &settings)
-                .map_err(|e| e.to_string())?;
+            let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &settings).map_err(|e| e.to_string())?;
             json(admin.seal_plain_secrets(&sealer).await)
         }
         Command::Demo(DemoCommand::Seed { receiver_url }) => {
             let settings = Settings::from_env().map_err(|e| e.to_string())?;
-            let (dynamodb, kms) = (aws_sdk_dynamodb::Client::new(&sdk), aws_sdk_kms::Client::new(&sdk));
-            let sealer = Sealer::new(&kms, &dynamodb, &settings).map_err(|e| e.to_string())?;
-            json(careerctl::demo::seed(&dynamodb, &settings, &sealer, &receiver_url).await)
+            let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &settings).map_err(|e| e.to_string())?;
+            json(careerctl::demo::seed(clients.dynamodb(), &settings, &sealer, &receiver_url).await)
         }
         Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),
     }

@@ -1,13 +1,13 @@
 //! The local stack: DynamoDB Local and moto (SQS and KMS) on free ports, with the service's
-//! tables, queues and KMS key, and SDK clients pointed at them. `careerctl local` and the
+//! tables, queues and KMS key, and the SDK configuration that points clients at them. `careerctl local` and the
 //! integration tests start it the same way.
 
 use std::path::Path;
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_config::SdkConfig;
+use career_core::aws::AwsClients;
 use career_core::config::Settings;
 
 use crate::services::{Installed, LocalService};
@@ -33,30 +33,17 @@ impl LocalStack {
             installed.start_dynamodb(dynamodb_dir.as_deref()),
             installed.start_moto(kms_dir.as_deref())
         )?;
-        let sdk = SdkConfig::builder()
-            .region(Region::new(REGION))
-            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                "local", "local", None, None, "local",
-            )))
-            .behavior_version(BehaviorVersion::latest())
-            .timeout_config(career_core::runtime::aws_timeouts())
-            .build();
-        let mut stack = LocalStack { dynamodb, sqs, queues: QueueUrls::default(), settings: settings.clone(), sdk };
+        let sdk = sdk_config(&dynamodb.endpoint, &sqs.endpoint)?;
         // Services that just started can take a while to answer their first calls (the JVM
         // warming up, a data file being opened), longer than a request may wait.
-        let setup = stack.sdk.to_builder().timeout_config(startup_timeouts()).build();
-        let dynamodb = aws_sdk_dynamodb::config::Builder::from(&setup).endpoint_url(&stack.dynamodb.endpoint).build();
-        create_tables(&aws_sdk_dynamodb::Client::from_conf(dynamodb), &settings.tables).await?;
-        let sqs = aws_sdk_sqs::config::Builder::from(&setup).endpoint_url(&stack.sqs.endpoint).build();
-        stack.queues =
-            create_queues(&aws_sdk_sqs::Client::from_conf(sqs), "career-", settings.max_delivery_attempts).await?;
-        settings.delivery_queue_url = Some(stack.queues.delivery.clone());
-        settings.retry_queue_url = Some(stack.queues.retry.clone());
-        settings.dead_letter_queue_url = Some(stack.queues.dead_letter.clone());
-        let kms = aws_sdk_kms::config::Builder::from(&setup).endpoint_url(&stack.sqs.endpoint).build();
-        settings.secrets_kms_key_id = Some(create_kms_key(&aws_sdk_kms::Client::from_conf(kms)).await?);
-        stack.settings = settings;
-        Ok(stack)
+        let setup = AwsClients::new(sdk.to_builder().timeout_config(startup_timeouts()).build());
+        create_tables(setup.dynamodb(), &settings.tables).await?;
+        let queues = create_queues(setup.sqs(), "career-", settings.max_delivery_attempts).await?;
+        settings.delivery_queue_url = Some(queues.delivery.clone());
+        settings.retry_queue_url = Some(queues.retry.clone());
+        settings.dead_letter_queue_url = Some(queues.dead_letter.clone());
+        settings.secrets_kms_key_id = Some(create_kms_key(setup.kms()).await?);
+        Ok(LocalStack { dynamodb, sqs, queues, settings, sdk })
     }
 
     /// Waits until DynamoDB Local or the SQS emulator ends, and says which and how: the stack
@@ -68,43 +55,27 @@ impl LocalStack {
         }
     }
 
-    pub fn dynamodb_client(&self) -> aws_sdk_dynamodb::Client {
-        let config = aws_sdk_dynamodb::config::Builder::from(&self.sdk).endpoint_url(&self.dynamodb.endpoint).build();
-        aws_sdk_dynamodb::Client::from_conf(config)
+    /// The AWS clients of one function instance (or of a command) on this stack.
+    pub fn clients(&self) -> AwsClients {
+        AwsClients::new(self.sdk.clone())
     }
 
+    /// DynamoDB Streams, which only the stack's stream pump reads (Lambda's event source
+    /// mapping does on AWS).
     pub fn streams_client(&self) -> aws_sdk_dynamodbstreams::Client {
-        let config =
-            aws_sdk_dynamodbstreams::config::Builder::from(&self.sdk).endpoint_url(&self.dynamodb.endpoint).build();
-        aws_sdk_dynamodbstreams::Client::from_conf(config)
-    }
-
-    pub fn sqs_client(&self) -> aws_sdk_sqs::Client {
-        let config = aws_sdk_sqs::config::Builder::from(&self.sdk).endpoint_url(&self.sqs.endpoint).build();
-        aws_sdk_sqs::Client::from_conf(config)
-    }
-
-    /// KMS on moto's endpoint.
-    pub fn kms_client(&self) -> aws_sdk_kms::Client {
-        let config = aws_sdk_kms::config::Builder::from(&self.sdk).endpoint_url(&self.sqs.endpoint).build();
-        aws_sdk_kms::Client::from_conf(config)
+        aws_sdk_dynamodbstreams::Client::new(&self.sdk)
     }
 
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
     pub fn env_file(&self, api_url: &str, demo_key: &str) -> String {
-        let mut vars = vec![
-            ("AWS_REGION", REGION.to_owned()),
-            ("AWS_ACCESS_KEY_ID", "local".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", "local".to_owned()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", self.dynamodb.endpoint.clone()),
-            ("AWS_ENDPOINT_URL_SQS", self.sqs.endpoint.clone()),
-            ("AWS_ENDPOINT_URL_KMS", self.sqs.endpoint.clone()),
+        let mut vars = aws_environment(&self.dynamodb.endpoint, &self.sqs.endpoint);
+        vars.extend([
             ("DELIVERY_QUEUE_URL", self.queues.delivery.clone()),
             ("DELIVERY_RETRY_QUEUE_URL", self.queues.retry.clone()),
             ("DEAD_LETTER_QUEUE_URL", self.queues.dead_letter.clone()),
             ("CAREER_API_URL", api_url.to_owned()),
             ("CAREER_DEMO_KEY", demo_key.to_owned()),
-        ];
+        ]);
         vars.extend(self.settings.tables.all().map(|(name, table)| (name, table.to_owned())));
         // So a function run under `cargo lambda watch` behaves as it does in the local stack.
         let settings = &self.settings;
@@ -123,6 +94,27 @@ impl LocalStack {
         ]);
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
+}
+
+/// The AWS part of the environment of a stack whose DynamoDB Local listens at `dynamodb` and
+/// moto (SQS and KMS) at `moto`: the region, the credentials and each service's endpoint.
+fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_REGION", REGION.to_owned()),
+        ("AWS_ACCESS_KEY_ID", "local".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "local".to_owned()),
+        ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.to_owned()),
+        ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", dynamodb.to_owned()),
+        ("AWS_ENDPOINT_URL_SQS", moto.to_owned()),
+        ("AWS_ENDPOINT_URL_KMS", moto.to_owned()),
+    ]
+}
+
+/// The SDK configuration of clients on such a stack, built from that environment by the
+/// functions' own code, as on Lambda (and with the functions' time limits).
+pub fn sdk_config(dynamodb: &str, moto: &str) -> Result<SdkConfig, String> {
+    let environment = aws_environment(dynamodb, moto).into_iter().map(|(name, value)| (name.to_owned(), value));
+    career_core::runtime::sdk_config(environment).map_err(|e| e.to_string())
 }
 
 /// Time limits for creating the tables and queues on freshly started services.

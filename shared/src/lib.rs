@@ -6,6 +6,7 @@
 pub mod alerts;
 pub mod api;
 pub mod auth;
+pub mod aws;
 pub mod clock;
 pub mod config;
 pub mod credentials;

@@ -17,6 +17,7 @@ use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext,
 use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 use aws_types::SdkConfig;
 
+use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
 
 /// Test hook: the path of a PEM file whose certificate the functions trust besides AWS's
@@ -27,14 +28,15 @@ pub const EXTRA_ROOT_CERT_VAR: &str = "TEST_EXTRA_ROOT_CERT_FILE";
 
 /// Setup shared by both kinds of function. The dependencies live as long as the process,
 /// like the Lambda execution environment, hence the leak.
-/// `build` creates only the clients its function uses; creating one makes no network call.
+/// `build` (the function's `Deps::new`) asks the handle for the clients its function uses,
+/// and only those are created; creating one makes no network call.
 async fn cold_start<D: 'static>(
-    build: fn(&SdkConfig, &Settings) -> Result<D, ConfigError>,
+    build: fn(&AwsClients, &Settings) -> Result<D, ConfigError>,
 ) -> Result<&'static D, lambda_runtime::Error> {
     crate::telemetry::init();
     let settings = Settings::from_env()?;
-    let sdk = sdk_config(std::env::vars())?;
-    Ok(Box::leak(Box::new(build(&sdk, &settings)?)))
+    let clients = AwsClients::new(sdk_config(std::env::vars())?);
+    Ok(Box::leak(Box::new(build(&clients, &settings)?)))
 }
 
 /// The SDK configuration that Lambda's environment describes, built by hand: the region,
@@ -122,7 +124,7 @@ fn aws_https_client(extra_root: Option<Vec<u8>>) -> Result<SharedHttpClient, Con
 
 /// Runs an API (lambda_http) function.
 pub async fn run_api_function<D, Fut>(
-    build: fn(&SdkConfig, &Settings) -> Result<D, ConfigError>,
+    build: fn(&AwsClients, &Settings) -> Result<D, ConfigError>,
     handle: fn(&'static D, Request) -> Fut,
 ) -> Result<(), lambda_runtime::Error>
 where
@@ -139,7 +141,7 @@ where
 
 /// Runs an event (lambda_runtime) function: a stream or queue consumer.
 pub async fn run_event_function<D, E, R, Fut>(
-    build: fn(&SdkConfig, &Settings) -> Result<D, ConfigError>,
+    build: fn(&AwsClients, &Settings) -> Result<D, ConfigError>,
     handle: fn(&'static D, E) -> Fut,
 ) -> Result<(), lambda_runtime::Error>
 where

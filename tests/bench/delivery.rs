@@ -48,8 +48,8 @@ async fn queued_batch(pipeline: &Pipeline, receiver: &Receiver, user: &str) -> R
     for _ in 0..BATCH {
         pipeline.subscribe(user, &receiver.url, &["profile.updated"]).await;
     }
-    let fanout = career_fanout::Deps::new(&career_service::dynamodb(), &career_service::sqs(), pipeline.settings())
-        .map_err(|e| e.to_string())?;
+    let fanout =
+        career_fanout::Deps::new(&career_service::clients(), pipeline.settings()).map_err(|e| e.to_string())?;
     let event: StreamEvent =
         serde_json::from_value(batch(vec![profile_record(user, "prf_batch", 1)])).map_err(|e| e.to_string())?;
     if !career_fanout::handle(&fanout, event).await.batch_item_failures.is_empty() {
@@ -97,8 +97,9 @@ async fn fan_out(bench: &Bench, pipeline: &Pipeline) -> Result<FanOut, String> {
     }
     let (sqs_calls, dynamodb_calls) = (Calls::default(), Calls::default());
     let counted = career_fanout::Deps::new(
-        &counting::dynamodb(&bench.dynamodb_endpoint, &dynamodb_calls),
-        &counting::sqs(&bench.sqs_endpoint, &sqs_calls),
+        &career_service::clients()
+            .with_dynamodb(counting::dynamodb(&bench.dynamodb_endpoint, &dynamodb_calls))
+            .with_sqs(counting::sqs(&bench.sqs_endpoint, &sqs_calls)),
         pipeline.settings(),
     )
     .map_err(|e| e.to_string())?;
@@ -274,9 +275,7 @@ struct LogCalls {
 async fn log_calls(bench: &Bench, pipeline: &Pipeline, user: &str, batch: &SqsEvent) -> Result<LogCalls, String> {
     let calls = Calls::default();
     let deliver = career_deliver::Deps::new(
-        &counting::dynamodb(&bench.dynamodb_endpoint, &calls),
-        &career_service::sqs(),
-        &career_service::kms(),
+        &career_service::clients().with_dynamodb(counting::dynamodb(&bench.dynamodb_endpoint, &calls)),
         pipeline.settings(),
     )
     .map_err(|e| e.to_string())?;

@@ -71,9 +71,11 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 /// starts them, but with the fan-out's SQS client logging when it sends.
 fn start_pumps(bench: &Bench, pipeline: &Pipeline, sends: &Calls) -> Result<[JoinHandle<()>; 2], String> {
     let settings = pipeline.settings();
-    let fanout =
-        career_fanout::Deps::new(&career_service::dynamodb(), &counting::sqs(&bench.sqs_endpoint, sends), settings)
-            .map_err(|e| e.to_string())?;
+    let fanout = career_fanout::Deps::new(
+        &career_service::clients().with_sqs(counting::sqs(&bench.sqs_endpoint, sends)),
+        settings,
+    )
+    .map_err(|e| e.to_string())?;
     let deliver = career_service::deliver_instance(settings);
     let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
     let queue = pipeline.queues.delivery.clone();

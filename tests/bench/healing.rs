@@ -163,8 +163,8 @@ async fn same_user_run(round: usize, sibling: Sibling) -> Result<(Vec<Duration>,
     let user = unique_user();
     pipeline.subscribe(&user, other.url(), &["profile.updated"]).await;
     pipeline.subscribe(&user, &healthy.url, &["profile.updated"]).await;
-    let fanout = career_fanout::Deps::new(&career_service::dynamodb(), &career_service::sqs(), pipeline.settings())
-        .map_err(|e| e.to_string())?;
+    let fanout =
+        career_fanout::Deps::new(&career_service::clients(), pipeline.settings()).map_err(|e| e.to_string())?;
 
     let mut sent: HashMap<String, Instant> = HashMap::new();
     let mut ticks = tokio::time::interval(TICK);
@@ -211,6 +211,11 @@ impl Meter {
 
     fn mark(&self) -> Mark {
         (self.dynamodb_calls.len(), self.sqs_calls.len(), self.capacity.len())
+    }
+
+    /// A function instance's clients, with the metered DynamoDB and SQS.
+    fn clients(&self) -> career_core::aws::AwsClients {
+        career_service::clients().with_dynamodb(self.dynamodb.clone()).with_sqs(self.sqs.clone())
     }
 }
 
@@ -330,7 +335,7 @@ async fn record_first(bench: &Bench) -> Result<RecordFirst, String> {
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let meter = Meter::new(bench);
 
-    let fanout = career_fanout::Deps::new(&meter.dynamodb, &meter.sqs, &settings).map_err(|e| e.to_string())?;
+    let fanout = career_fanout::Deps::new(&meter.clients(), &settings).map_err(|e| e.to_string())?;
     let mut fan_outs = Groups::default();
     for n in 0..=COUNTED {
         let mark = meter.mark();
@@ -345,8 +350,7 @@ async fn record_first(bench: &Bench) -> Result<RecordFirst, String> {
 
     // The instance's first delivery also reads the sealed secrets' data key, once per
     // instance (section 8): a warm-up, left out of the counts.
-    let deliver = career_deliver::Deps::new(&meter.dynamodb, &meter.sqs, &career_service::kms(), &settings)
-        .map_err(|e| e.to_string())?;
+    let deliver = career_deliver::Deps::new(&meter.clients(), &settings).map_err(|e| e.to_string())?;
     let event = careerctl::pumps::sqs_event(messages);
     let (warm_up, counted) = event.records.split_first().ok_or("no message")?;
     career_deliver::handle(&deliver, one_by_one(warm_up.clone())).await;
@@ -469,7 +473,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     let mut settings = pipeline.settings().clone();
     settings.sweep_after = Duration::from_secs(300);
     let meter = Meter::new(bench);
-    let sweeper = career_sweep::Deps::new(&meter.dynamodb, &meter.sqs, &settings).map_err(|e| e.to_string())?;
+    let sweeper = career_sweep::Deps::new(&meter.clients(), &settings).map_err(|e| e.to_string())?;
     let table = DeliveryTable::new(career_service::dynamodb(), &settings.tables.deliveries);
 
     // The same overdue deliveries (so the same due shards) in the empty log and in the full one.

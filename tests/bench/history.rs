@@ -201,9 +201,8 @@ async fn time_lists(
     alerts: &AlertTable,
 ) -> Result<[Timings; 2], String> {
     let calls = Calls::default();
-    let counted = counting::dynamodb(&bench.dynamodb_endpoint, &calls);
-    let functions = ApiFunctions::new(&counted, &career_service::kms(), &career_service::sqs(), pipeline.settings())
-        .map_err(|e| e.to_string())?;
+    let counted = career_service::clients().with_dynamodb(counting::dynamodb(&bench.dynamodb_endpoint, &calls));
+    let functions = ApiFunctions::new(&counted, pipeline.settings()).map_err(|e| e.to_string())?;
     let keys = [
         pipeline.api.key(users.heavy.as_str(), "read:alerts").await,
         pipeline.api.key(users.light.as_str(), "read:alerts").await,

@@ -122,8 +122,7 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
     let (healthy_user, hanging_user) = (career_service::unique_user(), career_service::unique_user());
     pipeline.subscribe(&healthy_user, &healthy.url, &["profile.updated"]).await;
     pipeline.subscribe(&hanging_user, &hanging.url, &["profile.updated"]).await;
-    let fanout = career_fanout::Deps::new(&career_service::dynamodb(), &career_service::sqs(), &settings)
-        .map_err(|e| e.to_string())?;
+    let fanout = career_fanout::Deps::new(&career_service::clients(), &settings).map_err(|e| e.to_string())?;
 
     let mut sent: HashMap<String, Instant> = HashMap::new();
     let mut ticks = tokio::time::interval(TICK);

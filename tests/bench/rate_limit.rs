@@ -75,11 +75,8 @@ fn instances(bench: &Bench, calls: &Calls) -> Vec<Arc<Api>> {
     settings.rate_limit_window = WINDOW;
     (0..INSTANCES)
         .map(|_| {
-            Arc::new(Api::on(
-                counting::dynamodb(&bench.dynamodb_endpoint, calls),
-                &career_service::kms(),
-                settings.clone(),
-            ))
+            let clients = career_service::clients().with_dynamodb(counting::dynamodb(&bench.dynamodb_endpoint, calls));
+            Arc::new(Api::on(clients, settings.clone()))
         })
         .collect()
 }

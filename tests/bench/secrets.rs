@@ -17,7 +17,7 @@ use career_core::signing;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::{Subscription, WebhookSecret};
 use career_service::pipeline::Pipeline;
-use career_service::{counted_kms, dynamodb, typed};
+use career_service::{clients_logging_kms, typed};
 
 use crate::counting::Calls;
 use crate::report::{Row, Section};
@@ -57,7 +57,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         let (id, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/unused", &["profile.updated"]).await;
         (typed(user), typed(id))
     };
-    let table = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
+    let table = WebhookTable::new(career_service::dynamodb(), &settings.tables.webhooks);
     let stored = table.get(&user, &id).await.map_err(|e| e.to_string())?.ok_or("the subscription is missing")?;
 
     progress(format!("   {COLD_STARTS} fresh instances: first opening of a subscription's secrets"));
@@ -82,7 +82,8 @@ async fn first_openings(
         table.get(&stored.user_id, &stored.id).await.map_err(|e| e.to_string())?;
         gets.push(started.elapsed());
         let calls = Calls::default();
-        let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), settings).map_err(|e| e.to_string())?;
+        let clients = clients_logging_kms(&calls);
+        let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings).map_err(|e| e.to_string())?;
         let started = Instant::now();
         sealer.open(stored).await.map_err(|e| e.to_string())?;
         first_opens.push(started.elapsed());
@@ -98,7 +99,8 @@ async fn first_openings(
 /// `n` openings by one instance after its first, with the KMS calls they make.
 async fn warm_openings(settings: &Settings, stored: &Subscription, n: usize) -> Result<WarmOpenings, String> {
     let calls = Calls::default();
-    let sealer = Sealer::new(&counted_kms(&calls), &dynamodb(), settings).map_err(|e| e.to_string())?;
+    let clients = clients_logging_kms(&calls);
+    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings).map_err(|e| e.to_string())?;
     let secrets = sealer.open(stored).await.map_err(|e| e.to_string())?;
     let after_first = calls.since(0).len();
     let mut opens = Vec::with_capacity(n);

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::sync::OnceLock;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_config::SdkConfig;
+use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::secrets;
 use careerctl::admin::Admin;
@@ -88,7 +88,7 @@ pub fn base_settings() -> Settings {
 /// A fresh instance of the delivery function (new clients, connection pools and HTTP agent)
 /// on the test's DynamoDB Local, SQS emulator and KMS.
 pub fn deliver_instance(settings: &Settings) -> career_deliver::Deps {
-    career_deliver::Deps::new(&dynamodb(), &sqs(), &kms(), settings).expect("delivery settings")
+    career_deliver::Deps::new(&clients(), settings).expect("delivery settings")
 }
 
 /// [`base_settings`] for functions whose KMS key and delivery queues lie at `unreachable`:
@@ -102,74 +102,55 @@ pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
     settings
 }
 
-/// The SDK configuration the test harness uses (static credentials, us-east-1, the functions'
-/// time limits).
+/// The SDK configuration of clients on the test's services: the one the local stack and
+/// the functions build (static credentials, us-east-1, the functions' time limits), with a
+/// new HTTP client and so connection pools of its own.
 pub fn sdk_config() -> SdkConfig {
-    SdkConfig::builder()
-        .region(Region::new("us-east-1"))
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "test")))
-        .behavior_version(BehaviorVersion::latest())
-        .timeout_config(career_core::runtime::aws_timeouts())
-        .build()
+    careerctl::stack::sdk_config(&services().dynamodb_endpoint, &services().sqs_endpoint)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The AWS clients of a fresh function instance on the test's services.
+pub fn clients() -> AwsClients {
+    AwsClients::new(sdk_config())
+}
+
+/// The AWS clients of a function instance whose DynamoDB is at `dynamodb` and whose SQS and
+/// KMS are at `moto`.
+pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
+    AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// A KMS client for the test's own runtime (moto serves KMS on the SQS emulator's endpoint).
 pub fn kms() -> aws_sdk_kms::Client {
-    kms_at(&services().sqs_endpoint)
+    aws_sdk_kms::Client::new(&sdk_config())
 }
 
-/// A KMS client for the test's own runtime, talking to `endpoint`.
-pub fn kms_at(endpoint: &str) -> aws_sdk_kms::Client {
-    let config = aws_sdk_kms::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
-    aws_sdk_kms::Client::from_conf(config)
-}
-
-/// A KMS client that logs its calls in `calls`.
-pub fn counted_kms(calls: &calls::Calls) -> aws_sdk_kms::Client {
-    let config = aws_sdk_kms::config::Builder::from(&sdk_config())
-        .endpoint_url(&services().sqs_endpoint)
-        .interceptor(calls.clone())
-        .build();
-    aws_sdk_kms::Client::from_conf(config)
+/// [`clients`] whose KMS client logs its calls in `calls`.
+pub fn clients_logging_kms(calls: &calls::Calls) -> AwsClients {
+    let config = aws_sdk_kms::config::Builder::from(&sdk_config()).interceptor(calls.clone()).build();
+    clients().with_kms(aws_sdk_kms::Client::from_conf(config))
 }
 
 /// A DynamoDB client for the test's own runtime.
 pub fn dynamodb() -> aws_sdk_dynamodb::Client {
-    dynamodb_at(&services().dynamodb_endpoint)
+    aws_sdk_dynamodb::Client::new(&sdk_config())
 }
 
-/// A DynamoDB client for the test's own runtime, talking to `endpoint`.
-pub fn dynamodb_at(endpoint: &str) -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
-    aws_sdk_dynamodb::Client::from_conf(config)
-}
-
-/// A DynamoDB client that logs its calls in `calls`.
-pub fn dynamodb_logged(calls: &calls::Calls) -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config())
-        .endpoint_url(&services().dynamodb_endpoint)
-        .interceptor(calls.clone())
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
+/// [`clients`] whose DynamoDB client logs its calls in `calls`.
+pub fn clients_logging_dynamodb(calls: &calls::Calls) -> AwsClients {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config()).interceptor(calls.clone()).build();
+    clients().with_dynamodb(aws_sdk_dynamodb::Client::from_conf(config))
 }
 
 /// A DynamoDB Streams client for the test's own runtime.
 pub fn streams() -> aws_sdk_dynamodbstreams::Client {
-    let config = aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config())
-        .endpoint_url(&services().dynamodb_endpoint)
-        .build();
-    aws_sdk_dynamodbstreams::Client::from_conf(config)
+    aws_sdk_dynamodbstreams::Client::new(&sdk_config())
 }
 
 /// An SQS client for the test's own runtime.
 pub fn sqs() -> aws_sdk_sqs::Client {
-    sqs_at(&services().sqs_endpoint)
-}
-
-/// An SQS client for the SQS emulator at `endpoint`.
-pub fn sqs_at(endpoint: &str) -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::config::Builder::from(&sdk_config()).endpoint_url(endpoint).build();
-    aws_sdk_sqs::Client::from_conf(config)
+    aws_sdk_sqs::Client::new(&sdk_config())
 }
 
 /// A user id no other test uses.
@@ -204,21 +185,21 @@ impl Api {
     }
 
     pub fn with_settings(change: impl FnOnce(&mut Settings)) -> Self {
-        Self::with_kms(&kms(), change)
+        Self::with_clients(clients(), change)
     }
 
-    /// The functions with their own KMS client (a fresh instance's, or a counted one).
-    pub fn with_kms(kms: &aws_sdk_kms::Client, change: impl FnOnce(&mut Settings)) -> Self {
+    /// The functions with clients of the test's choosing (a counted KMS, say).
+    pub fn with_clients(clients: AwsClients, change: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = services().settings.clone();
         change(&mut settings);
-        Self::on(dynamodb(), kms, settings)
+        Self::on(clients, settings)
     }
 
-    /// The functions on the DynamoDB and the KMS that these clients talk to.
-    pub fn on(dynamodb: aws_sdk_dynamodb::Client, kms: &aws_sdk_kms::Client, settings: Settings) -> Self {
+    /// The functions on the services that these clients talk to.
+    pub fn on(clients: AwsClients, settings: Settings) -> Self {
         Api {
-            functions: ApiFunctions::new(&dynamodb, kms, &sqs(), &settings).expect("valid settings"),
-            admin: Admin::new(dynamodb, settings.tables.clone()),
+            functions: ApiFunctions::new(&clients, &settings).expect("valid settings"),
+            admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()),
             settings,
         }
     }

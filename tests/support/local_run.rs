@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
+use career_core::aws::AwsClients;
 use career_core::config::TableNames;
 use career_core::credentials::Scopes;
 use careerctl::admin::Admin;
 use careerctl::services::free_port;
 use serde_json::Value;
 
-use crate::{dynamodb_at, sqs_at, unique_user};
+use crate::unique_user;
 
 const SOON: Duration = Duration::from_secs(30);
 
@@ -79,10 +80,15 @@ impl Running {
             .await
             .unwrap();
             if answered {
-                let admin = Admin::new(dynamodb_at(&env["AWS_ENDPOINT_URL_DYNAMODB"]), TableNames::from_env());
+                let admin = Admin::new(clients_of(&env).dynamodb().clone(), TableNames::from_env());
                 return Running { env, admin };
             }
         }
+    }
+
+    /// The AWS clients of the stack, made from its `env` file as a function would make them.
+    pub fn clients(&self) -> AwsClients {
+        clients_of(&self.env)
     }
 
     /// Subscribes `user` to `profile.updated` at `url`, through the stack's API; its id.
@@ -120,7 +126,7 @@ impl Running {
     /// Waits until the main lane holds `main` messages and the retry lane `retry` (in flight
     /// and delayed ones included).
     pub async fn wait_until_queued(&self, main: usize, retry: usize) {
-        let sqs = sqs_at(&self.env["AWS_ENDPOINT_URL_SQS"]);
+        let sqs = self.clients().sqs().clone();
         let held = |queue: String| {
             let sqs = sqs.clone();
             async move {
@@ -166,4 +172,9 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// The AWS clients that the environment `env` describes.
+fn clients_of(env: &HashMap<String, String>) -> AwsClients {
+    AwsClients::new(career_core::runtime::sdk_config(env.clone()).expect("the stack's env file names credentials"))
 }

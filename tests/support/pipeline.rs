@@ -9,7 +9,7 @@ use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
 use careerctl::tables::{create_queues, create_tables, QueueUrls};
 use tokio::task::JoinHandle;
 
-use crate::{dynamodb, services, sqs, streams, unique_user, Api};
+use crate::{clients, dynamodb, services, sqs, streams, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
@@ -39,7 +39,7 @@ impl Pipeline {
 
         let mut pumps = Vec::new();
         if with_pumps {
-            let fanout = career_fanout::Deps::new(&dynamodb(), &sqs(), &settings).expect("fan-out settings");
+            let fanout = career_fanout::Deps::new(&clients(), &settings).expect("fan-out settings");
             let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
             pumps
                 .push(tokio::spawn(async move { run_stream_pump(dynamodb(), streams(), tables, &fanout, None).await }));

@@ -2,6 +2,7 @@
 
 use career_core::alerts::{query_flag, AlertAction, ListFilter};
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
@@ -19,10 +20,10 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            front: Front::new(dynamodb, settings),
-            alerts: AlertTable::new(dynamodb.clone(), &settings.tables.alerts),
+            front: Front::new(clients.dynamodb(), settings),
+            alerts: AlertTable::new(clients.dynamodb().clone(), &settings.tables.alerts),
             cursors: CursorKey::new(settings.require_cursor_key()?),
         })
     }

@@ -1,6 +1,7 @@
 //! `/api/v1/data-sharing`: read (GET) and update (PUT) the user's data-sharing preferences.
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
@@ -15,10 +16,10 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            front: Front::new(dynamodb, settings),
-            preferences: PreferenceTable::new(dynamodb.clone(), &settings.tables.preferences),
+            front: Front::new(clients.dynamodb(), settings),
+            preferences: PreferenceTable::new(clients.dynamodb().clone(), &settings.tables.preferences),
         })
     }
 }

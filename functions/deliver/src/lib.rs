@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use career_core::aws::AwsClients;
 use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
@@ -38,17 +39,12 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        sqs: &aws_sdk_sqs::Client,
-        kms: &aws_sdk_kms::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
-            sealer: Sealer::new(kms, dynamodb, settings)?,
-            queues: DeliveryQueues::with_dead_letter(sqs.clone(), settings)?,
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            sealer: Sealer::new(clients.kms(), clients.dynamodb(), settings)?,
+            queues: DeliveryQueues::with_dead_letter(clients.sqs().clone(), settings)?,
             sender: Sender::new(settings.allow_insecure_webhook_urls),
             policy: Policy {
                 schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },

@@ -6,6 +6,7 @@
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use career_core::aws::AwsClients;
 use career_core::clock;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::log::DeliveryStatus;
@@ -24,15 +25,11 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        sqs: &aws_sdk_sqs::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
-            queues: DeliveryQueues::new(sqs.clone(), settings)?,
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            queues: DeliveryQueues::new(clients.sqs().clone(), settings)?,
         })
     }
 }

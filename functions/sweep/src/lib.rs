@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use career_core::aws::AwsClients;
 use career_core::clock;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::DeliveryMessage;
@@ -30,14 +31,10 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        sqs: &aws_sdk_sqs::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
-            queues: DeliveryQueues::new(sqs.clone(), settings)?,
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            queues: DeliveryQueues::new(clients.sqs().clone(), settings)?,
             sweep_after: settings.sweep_after,
         })
     }

@@ -8,6 +8,7 @@
 pub mod portal;
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::AwsClients;
 use career_core::clock::{self, Timestamp};
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
@@ -51,19 +52,14 @@ pub struct Deps {
 }
 
 impl Deps {
-    pub fn new(
-        dynamodb: &aws_sdk_dynamodb::Client,
-        kms: &aws_sdk_kms::Client,
-        sqs: &aws_sdk_sqs::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            front: Front::new(dynamodb, settings),
-            webhooks: WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries),
-            queues: DeliveryQueues::new(sqs.clone(), settings)?,
+            front: Front::new(clients.dynamodb(), settings),
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            queues: DeliveryQueues::new(clients.sqs().clone(), settings)?,
             cursors: CursorKey::new(settings.require_cursor_key()?),
-            sealer: Sealer::new(kms, dynamodb, settings)?,
+            sealer: Sealer::new(clients.kms(), clients.dynamodb(), settings)?,
             allow_insecure_urls: settings.allow_insecure_webhook_urls,
         })
     }

@@ -1,0 +1,76 @@
+//! The AWS clients of one instance: a function's, the local stack's or a test's. They come
+//! from one SDK configuration (on Lambda, `runtime::sdk_config` of the environment), which
+//! says each service's endpoint, and each client is built on first use and then shared, so
+//! a function builds only the clients it uses, once per cold start, and asks for them by
+//! name rather than in an argument order.
+
+use std::sync::OnceLock;
+
+use aws_types::SdkConfig;
+
+pub struct AwsClients {
+    sdk: SdkConfig,
+    dynamodb: OnceLock<aws_sdk_dynamodb::Client>,
+    sqs: OnceLock<aws_sdk_sqs::Client>,
+    kms: OnceLock<aws_sdk_kms::Client>,
+}
+
+impl AwsClients {
+    /// Builds nothing yet: each client is made from `sdk` when first asked for.
+    pub fn new(sdk: SdkConfig) -> Self {
+        Self { sdk, dynamodb: OnceLock::new(), sqs: OnceLock::new(), kms: OnceLock::new() }
+    }
+
+    /// The configuration the clients are made from.
+    pub fn sdk(&self) -> &SdkConfig {
+        &self.sdk
+    }
+
+    pub fn dynamodb(&self) -> &aws_sdk_dynamodb::Client {
+        self.dynamodb.get_or_init(|| aws_sdk_dynamodb::Client::new(&self.sdk))
+    }
+
+    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
+        self.sqs.get_or_init(|| aws_sdk_sqs::Client::new(&self.sdk))
+    }
+
+    pub fn kms(&self) -> &aws_sdk_kms::Client {
+        self.kms.get_or_init(|| aws_sdk_kms::Client::new(&self.sdk))
+    }
+
+    /// Uses `client` for DynamoDB instead of one made from the configuration (a client
+    /// with an interceptor, say).
+    pub fn with_dynamodb(mut self, client: aws_sdk_dynamodb::Client) -> Self {
+        self.dynamodb = OnceLock::from(client);
+        self
+    }
+
+    /// Uses `client` for SQS instead of one made from the configuration.
+    pub fn with_sqs(mut self, client: aws_sdk_sqs::Client) -> Self {
+        self.sqs = OnceLock::from(client);
+        self
+    }
+
+    /// Uses `client` for KMS instead of one made from the configuration.
+    pub fn with_kms(mut self, client: aws_sdk_kms::Client) -> Self {
+        self.kms = OnceLock::from(client);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
+
+    #[test]
+    fn a_client_is_made_on_first_use_and_shared_after() {
+        let sdk =
+            SdkConfig::builder().behavior_version(BehaviorVersion::latest()).region(Region::new("eu-west-1")).build();
+        let clients = AwsClients::new(sdk);
+        assert!(clients.dynamodb.get().is_none() && clients.sqs.get().is_none() && clients.kms.get().is_none());
+        let first = clients.sqs() as *const aws_sdk_sqs::Client;
+        assert_eq!(first, clients.sqs() as *const _);
+        assert!(clients.dynamodb.get().is_none() && clients.kms.get().is_none());
+    }
+}
