@@ -464,7 +464,13 @@ async fn careerctl_lists_a_subscriptions_deliveries_without_knowing_its_owner() 
     let failed = api.admin.list_deliveries(&subscription, Some(DeliveryStatus::Failed), 50, None).await.unwrap();
     assert_eq!(failed.deliveries.len(), 1);
     let unknown = ids::new_id(ids::SUBSCRIPTION);
-    assert!(api.admin.list_deliveries(&unknown, None, 50, None).await.unwrap_err().contains("no subscription"));
+    assert!(api
+        .admin
+        .list_deliveries(&unknown, None, 50, None)
+        .await
+        .unwrap_err()
+        .to_string()
+        .contains("no subscription"));
 }
 
 #[tokio::test]

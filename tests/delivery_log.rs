@@ -212,15 +212,15 @@ async fn redrive_moves_dead_lettered_deliveries_back_and_they_are_delivered() {
     let attempts = receiver.wait_for(3, SOON).await;
     until_dead_lettered(&pipeline, 1).await;
 
-    let moved = pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
-    assert_eq!(moved, Ok(careerctl::admin::Redriven { moved: 1, dropped: 0 }));
+    let moved = pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await.unwrap();
+    assert_eq!(moved, careerctl::admin::Redriven { moved: 1, dropped: 0 });
     let delivered = receiver.wait_for(4, SOON).await.remove(3);
     assert_eq!(delivery_id(&delivered), delivery_id(&attempts[0]));
     assert_eq!(delivered.body, attempts[0].body);
     record_when(&pipeline, &user, &delivery_id(&delivered), |r| r.status == DeliveryStatus::Succeeded).await;
     assert_eq!(dead_letters(&pipeline).await, 0);
-    let again = pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
-    assert_eq!(again, Ok(careerctl::admin::Redriven { moved: 0, dropped: 0 }));
+    let again = pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await.unwrap();
+    assert_eq!(again, careerctl::admin::Redriven { moved: 0, dropped: 0 });
 }
 
 /// Contract section 12: a dead letter whose delivery was retried by hand and succeeded is a
@@ -238,8 +238,9 @@ async fn redrive_drops_a_dead_letter_whose_delivery_succeeded_since() {
     post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={id}")).await;
     record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Succeeded).await;
 
-    let redriven = pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await;
-    assert_eq!(redriven, Ok(careerctl::admin::Redriven { moved: 0, dropped: 1 }));
+    let redriven =
+        pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await.unwrap();
+    assert_eq!(redriven, careerctl::admin::Redriven { moved: 0, dropped: 1 });
     assert_eq!(dead_letters(&pipeline).await, 0, "the stale copy left the dead-letter queue");
     // Were it sent, it would arrive within a few retry bases; none does.
     tokio::time::sleep(Duration::from_secs(3)).await;

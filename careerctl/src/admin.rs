@@ -1,8 +1,9 @@
 //! The admin commands of contract section 8. Each returns a typed result; `main` prints it
 //! as the JSON object the contract shows.
 
+use anyhow::{anyhow, bail, Context};
 use aws_sdk_dynamodb::Client as DynamoDb;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{BatchResultErrorEntry, Message, SendMessageBatchRequestEntry};
 use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::clock::{self, Timestamp};
@@ -134,7 +135,7 @@ impl Admin {
         scopes: Scopes,
         label: Option<String>,
         lifetime: Option<TimeDelta>,
-    ) -> Result<IssuedKey, String> {
+    ) -> anyhow::Result<IssuedKey> {
         let user_id = user(user_id.as_ref())?;
         let key = ApiKey::generate();
         let now = clock::now();
@@ -148,7 +149,7 @@ impl Admin {
             revoked_at: None,
             expires_at: expires_at.clone(),
         };
-        self.keys().insert(&stored).await.map_err(|e| format!("storing the key: {e}"))?;
+        self.keys().insert(&stored).await.context("storing the key")?;
         Ok(IssuedKey { key: key.expose().to_owned(), user_id, scopes: scopes.names(), expires_at })
     }
 
@@ -160,24 +161,24 @@ impl Admin {
         user_id: impl AsRef<str>,
         api_url: &str,
         minutes: u32,
-    ) -> Result<PortalLink, String> {
+    ) -> anyhow::Result<PortalLink> {
         let portal = portal_url(api_url)?;
         let scopes = [Scope::ReadWebhooks, Scope::WriteWebhooks].into_iter().collect();
         let lifetime = TimeDelta::minutes(i64::from(minutes));
         let issued = self.create_key(user_id, scopes, Some("portal link".into()), Some(lifetime)).await?;
-        let expires_at = issued.expires_at.ok_or("the portal key has no expiry")?;
+        let expires_at = issued.expires_at.context("the portal key has no expiry")?;
         Ok(PortalLink { url: format!("{portal}#key={}", issued.key), user_id: issued.user_id, expires_at })
     }
 
-    pub async fn revoke_key(&self, key: &str) -> Result<Revoked, String> {
-        let key = ApiKey::parse(key.trim()).ok_or("--key is not an API key (cak_ followed by 43 characters)")?;
-        match self.keys().revoke(&key.hash(), &Timestamp::now()).await.map_err(|e| format!("revoking the key: {e}"))? {
+    pub async fn revoke_key(&self, key: &str) -> anyhow::Result<Revoked> {
+        let key = ApiKey::parse(key.trim()).context("--key is not an API key (cak_ followed by 43 characters)")?;
+        match self.keys().revoke(&key.hash(), &Timestamp::now()).await.context("revoking the key")? {
             true => Ok(Revoked { revoked: true }),
-            false => Err("no such key".into()),
+            false => bail!("no such key"),
         }
     }
 
-    pub async fn create_alert(&self, user_id: impl AsRef<str>, new: NewAlert) -> Result<Alert, String> {
+    pub async fn create_alert(&self, user_id: impl AsRef<str>, new: NewAlert) -> anyhow::Result<Alert> {
         let user_id = user(user_id.as_ref())?;
         let alert = Alert {
             id: AlertId::generate(),
@@ -192,20 +193,17 @@ impl Admin {
             dismissed_at: None,
         };
         let table = AlertTable::new(self.dynamodb.clone(), &self.tables.alerts);
-        table.insert(&user_id, &alert).await.map_err(|e| format!("storing the alert: {e}"))?;
+        table.insert(&user_id, &alert).await.context("storing the alert")?;
         Ok(alert)
     }
 
     /// Changes the user's profile (creating one on first use), so a `profile.updated` follows.
-    pub async fn update_profile(&self, user_id: impl AsRef<str>) -> Result<ProfileUpdate, String> {
+    pub async fn update_profile(&self, user_id: impl AsRef<str>) -> anyhow::Result<ProfileUpdate> {
         let user_id = user(user_id.as_ref())?;
         let platform = self.platform();
-        let existing = platform.first_profile_id(&user_id).await.map_err(|e| format!("reading the profile: {e}"))?;
+        let existing = platform.first_profile_id(&user_id).await.context("reading the profile")?;
         let profile_id = existing.unwrap_or_else(ProfileId::generate);
-        platform
-            .touch_profile(&user_id, &profile_id, &Timestamp::now())
-            .await
-            .map_err(|e| format!("updating the profile: {e}"))?;
+        platform.touch_profile(&user_id, &profile_id, &Timestamp::now()).await.context("updating the profile")?;
         Ok(ProfileUpdate { user_id, profile_id })
     }
 
@@ -214,10 +212,10 @@ impl Admin {
         &self,
         user_id: impl AsRef<str>,
         assessment_id: Option<String>,
-    ) -> Result<AssessmentCompletion, String> {
+    ) -> anyhow::Result<AssessmentCompletion> {
         let user_id = user(user_id.as_ref())?;
         let assessment_id = match assessment_id {
-            Some(text) => AssessmentId::parse(text.trim()).ok_or_else(|| {
+            Some(text) => AssessmentId::parse(text.trim()).with_context(|| {
                 format!(
                     "--assessment must be an assessment id: not empty, at most {MAX_PLATFORM_ID_LEN} bytes, no control characters"
                 )
@@ -227,23 +225,24 @@ impl Admin {
         self.platform()
             .complete_assessment(&user_id, &assessment_id, &Timestamp::now())
             .await
-            .map_err(|e| format!("completing the assessment: {e}"))?;
+            .context("completing the assessment")?;
         Ok(AssessmentCompletion { user_id, assessment_id })
     }
 
     /// Seals every webhook secret still stored in plain text (subscriptions created before
     /// secrets were sealed), each in one conditional write; the secret itself is unchanged.
-    pub async fn seal_plain_secrets(&self, sealer: &Sealer) -> Result<Sealed, String> {
+    pub async fn seal_plain_secrets(&self, sealer: &Sealer) -> anyhow::Result<Sealed> {
         let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
-        let plain = webhooks.plain_secrets().await.map_err(|e| format!("finding plain-text secrets: {e}"))?;
+        let plain = webhooks.plain_secrets().await.context("finding plain-text secrets")?;
         let mut sealed = 0;
         for subscription in plain {
             let SecretsAtRest::Plain(secret) = &subscription.secrets else { continue };
             let secrets = SigningSecrets::new(secret.clone());
             let (user, id) = (&subscription.user_id, &subscription.id);
-            let new = sealer.seal(user, id, &secrets).await.map_err(|e| format!("sealing the secret of {id}: {e}"))?;
+            let new = sealer.seal(user, id, &secrets).await.with_context(|| format!("sealing the secret of {id}"))?;
+            let replaced = webhooks.replace_secrets(&subscription, &new).await;
             // A rotation in the meantime sealed it already.
-            if let Replaced::Yes(_) = webhooks.replace_secrets(&subscription, &new).await.map_err(|e| e.to_string())? {
+            if let Replaced::Yes(_) = replaced.with_context(|| format!("storing the sealed secret of {id}"))? {
                 sealed += 1;
             }
         }
@@ -258,25 +257,27 @@ impl Admin {
         status: Option<DeliveryStatus>,
         limit: u32,
         after: Option<&str>,
-    ) -> Result<DeliveryLog, String> {
-        let no_subscription = || format!("no subscription {subscription_id}");
+    ) -> anyhow::Result<DeliveryLog> {
+        let no_subscription = || anyhow!("no subscription {subscription_id}");
         let subscription_id = SubscriptionId::parse(subscription_id.trim()).ok_or_else(no_subscription)?;
         let after = match after {
-            Some(id) => Some(DeliveryId::parse(id.trim()).ok_or_else(|| format!("--after {id} is not a delivery id"))?),
+            Some(id) => {
+                Some(DeliveryId::parse(id.trim()).with_context(|| format!("--after {id} is not a delivery id"))?)
+            }
             None => None,
         };
         let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
-        let owner = webhooks.owner_of(&subscription_id).await.map_err(|e| format!("finding the subscription: {e}"))?;
+        let owner = webhooks.owner_of(&subscription_id).await.context("finding the subscription")?;
         let user_id = owner.ok_or_else(no_subscription)?;
         let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
         let page = deliveries
             .list(&user_id, &subscription_id, status, limit, after.as_ref())
             .await
-            .map_err(|e| format!("listing the deliveries: {e}"))?;
+            .context("listing the deliveries")?;
         Ok(DeliveryLog { user_id, subscription_id, deliveries: page.deliveries, next_after: page.last_id_if_more })
     }
 
-    pub async fn create_tables(&self) -> Result<CreatedTables, String> {
+    pub async fn create_tables(&self) -> anyhow::Result<CreatedTables> {
         let created = crate::tables::create_tables(&self.dynamodb, &self.tables).await?;
         Ok(CreatedTables { created })
     }
@@ -288,21 +289,11 @@ impl Admin {
     /// 12). A message whose record moved on since it was dead-lettered (a manual retry or a
     /// recovery, or the record is gone) is dropped unsent. A message leaves `from` only once
     /// `to` has it, or once it is known to be stale.
-    pub async fn redrive(&self, sqs: &Sqs, from: &str, to: &str) -> Result<Redriven, String> {
+    pub async fn redrive(&self, sqs: &Sqs, from: &str, to: &str) -> anyhow::Result<Redriven> {
         let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
         let mut redriven = Redriven { moved: 0, dropped: 0 };
         loop {
-            let received = sqs
-                .receive_message()
-                .queue_url(from)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                // Out of sight long enough to be moved, back in sight if the move fails.
-                .visibility_timeout(60)
-                .send()
-                .await
-                .map_err(|e| crate::sdk_error::describe("receiving from the dead-letter queue", e))?;
-            let messages = received.messages.unwrap_or_default();
+            let messages = receive_dead_letters(sqs, from).await?;
             if messages.is_empty() {
                 return Ok(redriven);
             }
@@ -313,82 +304,99 @@ impl Admin {
                     None => stale.push(message),
                 }
             }
-            let entries: Vec<SendMessageBatchRequestEntry> = going
-                .iter()
-                .enumerate()
-                .map(|(i, (_, restarted))| {
-                    SendMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .message_body(serde_json::to_string(restarted).expect("messages serialize"))
-                        .build()
-                        .expect("entry has id and body")
-                })
-                .collect();
-            let (sent, refused) =
-                match entries.is_empty() {
-                    true => (Vec::new(), Vec::new()),
-                    false => {
-                        let output =
-                            sqs.send_message_batch().queue_url(to).set_entries(Some(entries)).send().await.map_err(
-                                |e| crate::sdk_error::describe("sending to the --to queue (the retry lane)", e),
-                            )?;
-                        (output.successful, output.failed)
-                    }
-                };
-            let moved: Vec<_> = sent.iter().filter_map(|entry| going.get(entry.id.parse::<usize>().ok()?)).collect();
-            let done = crate::sqs_batch::delete_entries(
-                moved
-                    .iter()
-                    .map(|(message, _)| *message)
-                    .chain(stale.iter().copied())
-                    .map(|m| m.receipt_handle.as_deref()),
-            );
-            if !done.is_empty() {
-                sqs.delete_message_batch()
-                    .queue_url(from)
-                    .set_entries(Some(done))
-                    .send()
-                    .await
-                    .map_err(|e| crate::sdk_error::describe("deleting moved messages", e))?;
-            }
+            let (moved, refused) = send_restarted(sqs, to, &going).await?;
+            delete_messages(sqs, from, moved.iter().chain(&stale).copied()).await?;
             redriven.moved += moved.len();
             redriven.dropped += stale.len();
             if let Some(refused_first) = refused.first() {
-                let reason = refused_first.message.clone().unwrap_or_default();
-                return Err(format!(
-                    "moved {}; the --to queue refused {} messages: {reason}",
-                    redriven.moved,
-                    refused.len()
-                ));
+                let reason = refused_first.message.as_deref().unwrap_or_default();
+                bail!("moved {}; the --to queue refused {} messages: {reason}", redriven.moved, refused.len());
             }
         }
     }
 }
 
+/// Up to ten messages of the dead-letter queue `from`, out of sight long enough to be moved
+/// and back in sight if the move fails.
+async fn receive_dead_letters(sqs: &Sqs, from: &str) -> anyhow::Result<Vec<Message>> {
+    let received = sqs
+        .receive_message()
+        .queue_url(from)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .visibility_timeout(60)
+        .send()
+        .await
+        .context("receiving from the dead-letter queue")?;
+    Ok(received.messages.unwrap_or_default())
+}
+
+/// Sends each restarted delivery to the retry lane `to`. Returns the messages whose delivery
+/// the lane took, and the entries it refused.
+async fn send_restarted<'m>(
+    sqs: &Sqs,
+    to: &str,
+    going: &[(&'m Message, DeliveryMessage)],
+) -> anyhow::Result<(Vec<&'m Message>, Vec<BatchResultErrorEntry>)> {
+    if going.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let entries: Vec<SendMessageBatchRequestEntry> = going
+        .iter()
+        .enumerate()
+        .map(|(i, (_, restarted))| {
+            SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(serde_json::to_string(restarted).expect("messages serialize"))
+                .build()
+                .expect("entry has id and body")
+        })
+        .collect();
+    let output = sqs
+        .send_message_batch()
+        .queue_url(to)
+        .set_entries(Some(entries))
+        .send()
+        .await
+        .context("sending to the --to queue (the retry lane)")?;
+    let moved = output.successful.iter().filter_map(|entry| going.get(entry.id.parse::<usize>().ok()?));
+    Ok((moved.map(|(message, _)| *message).collect(), output.failed))
+}
+
+/// Deletes `messages` (moved, or known to be stale) from the queue `from`.
+async fn delete_messages<'m>(sqs: &Sqs, from: &str, messages: impl Iterator<Item = &'m Message>) -> anyhow::Result<()> {
+    let done = crate::sqs_batch::delete_entries(messages.map(|message| message.receipt_handle.as_deref()));
+    if done.is_empty() {
+        return Ok(());
+    }
+    sqs.delete_message_batch()
+        .queue_url(from)
+        .set_entries(Some(done))
+        .send()
+        .await
+        .context("deleting moved messages")?;
+    Ok(())
+}
+
 /// The message that sends a dead-lettered delivery again: its record restarted in the next
 /// generation. `None` when the message is unreadable or its record moved on since.
-async fn restarted(deliveries: &DeliveryTable, body: &str) -> Result<Option<DeliveryMessage>, String> {
+async fn restarted(deliveries: &DeliveryTable, body: &str) -> anyhow::Result<Option<DeliveryMessage>> {
     let Ok(message) = serde_json::from_str::<DeliveryMessage>(body) else { return Ok(None) };
-    let stored = deliveries
-        .get(&message.user_id, &message.delivery_id)
-        .await
-        .map_err(|e| format!("reading the delivery record: {e}"))?;
+    let stored = deliveries.get(&message.user_id, &message.delivery_id).await.context("reading the delivery record")?;
     let Some(stored) =
         stored.filter(|s| s.generation == message.generation && s.record.status == DeliveryStatus::Failed)
     else {
         return Ok(None);
     };
-    let restarted = deliveries
-        .restart(&stored, career_core::clock::now())
-        .await
-        .map_err(|e| format!("restarting the delivery record: {e}"))?;
-    restarted.map(|r| r.message().map_err(|e| format!("reading the delivery record's body: {e}"))).transpose()
+    let restarted =
+        deliveries.restart(&stored, career_core::clock::now()).await.context("restarting the delivery record")?;
+    restarted.map(|r| r.message().context("reading the delivery record's body")).transpose()
 }
 
 /// The portal's address below the API's base URL (`--api-url`, `CAREER_API_URL`), which may
 /// have a path (an API Gateway stage) but no query, fragment or user-info.
-fn portal_url(api_url: &str) -> Result<String, String> {
-    let refused = |why: &str| format!("--api-url (or CAREER_API_URL) {why}: {:?}", api_url);
+fn portal_url(api_url: &str) -> anyhow::Result<String> {
+    let refused = |why: &str| anyhow!("--api-url (or CAREER_API_URL) {why}: {:?}", api_url);
     let url = url::Url::parse(api_url.trim()).map_err(|e| refused(&format!("is not an absolute URL ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(refused("must be an http or https URL with a host"));
@@ -400,8 +408,8 @@ fn portal_url(api_url: &str) -> Result<String, String> {
 }
 
 /// `--user` as a user id (surrounding blanks dropped).
-fn user(text: &str) -> Result<UserId, String> {
-    UserId::parse(text.trim()).ok_or_else(|| {
+fn user(text: &str) -> anyhow::Result<UserId> {
+    UserId::parse(text.trim()).with_context(|| {
         format!(
             "--user must be a user id: not empty, at most {} bytes, no control characters, not starting with #",
             UserId::MAX_LEN
@@ -409,10 +417,10 @@ fn user(text: &str) -> Result<UserId, String> {
     })
 }
 
-fn non_empty<'a>(flag: &str, value: &'a str) -> Result<&'a str, String> {
+fn non_empty<'a>(flag: &str, value: &'a str) -> anyhow::Result<&'a str> {
     let value = value.trim();
     if value.is_empty() {
-        return Err(format!("{flag} must not be empty"));
+        bail!("{flag} must not be empty");
     }
     Ok(value)
 }
@@ -432,7 +440,7 @@ mod tests {
             ),
             (" https://API.example.com ", "https://api.example.com/portal"),
         ] {
-            assert_eq!(portal_url(api).as_deref(), Ok(portal), "{api}");
+            assert_eq!(portal_url(api).unwrap(), portal, "{api}");
         }
         for bad in [
             "",
@@ -442,7 +450,7 @@ mod tests {
             "https://example.com/#f",
             "https://u:p@example.com",
         ] {
-            let refused = portal_url(bad).expect_err(bad);
+            let refused = portal_url(bad).expect_err(bad).to_string();
             assert!(refused.starts_with("--api-url (or CAREER_API_URL) "), "{refused}");
         }
     }

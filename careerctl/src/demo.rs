@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use anyhow::{anyhow, bail, Context};
 use aws_sdk_dynamodb::Client as DynamoDb;
 use career_core::alerts::{Alert, AlertAction, Category, Severity};
 use career_core::clock::{self, Timestamp};
@@ -27,6 +28,7 @@ use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, WebhookTable};
+use career_core::store::StoreError;
 use career_core::webhooks::{Subscription, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -62,7 +64,7 @@ pub struct Seeded {
 }
 
 /// A key for the demo user with all six scopes, as `make run` prints it.
-pub async fn demo_key(admin: &Admin) -> Result<IssuedKey, String> {
+pub async fn demo_key(admin: &Admin) -> anyhow::Result<IssuedKey> {
     admin.create_key(USER, Scopes::all(), Some("make run demo key".into()), None).await
 }
 
@@ -81,53 +83,20 @@ pub async fn seed(
     settings: &Settings,
     sealer: &Sealer,
     receiver_url: &str,
-) -> Result<Seeded, String> {
+) -> anyhow::Result<Seeded> {
     let url = loopback_url(receiver_url, settings.allow_insecure_webhook_urls)?;
     let user_id = UserId::parse(USER).expect("the demo user is a user id");
     let alert_id = AlertId::parse(ALERT).expect("the sample alert id is an alert id");
     let subscription_id = SubscriptionId::parse(SUBSCRIPTION).expect("the sample subscription id is one");
     let delivery_id = DeliveryId::parse(FAILED_DELIVERY).expect("the sample delivery id is one");
-
     let alerts = AlertTable::new(dynamodb.clone(), &settings.tables.alerts);
-    let now = Timestamp::now();
-    let stored = |e| format!("seeding the alert: {e}");
-    if alerts.apply(&user_id, &alert_id, AlertAction::Unread, &now).await.map_err(stored)?.is_some() {
-        alerts.apply(&user_id, &alert_id, AlertAction::Undismiss, &now).await.map_err(stored)?;
-    } else {
-        alerts.insert(&user_id, &demo_alert(alert_id.clone(), now)).await.map_err(stored)?;
-    }
-
-    // A subscription is made anew, so that its secret can be shown.
+    seed_alert(&alerts, &user_id, &alert_id).await.context("seeding the alert")?;
     let webhooks = WebhookTable::new(dynamodb.clone(), &settings.tables.webhooks);
-    let stored = |e| format!("seeding the subscription: {e}");
-    webhooks.delete(&user_id, &subscription_id).await.map_err(stored)?;
-    let secret = WebhookSecret::generate();
-    let sealed = sealer
-        .seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone()))
+    let secret = seed_subscription(&webhooks, sealer, &user_id, &subscription_id, &url).await?;
+    let deliveries = DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries);
+    seed_failed_delivery(&deliveries, &user_id, &subscription_id, &delivery_id)
         .await
-        .map_err(|e| format!("sealing the subscription's secret: {e}"))?;
-    let subscription =
-        Subscription::new(user_id.clone(), subscription_id.clone(), &url, EventKind::SUBSCRIBABLE.to_vec(), sealed);
-    if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.map_err(stored)? == Created::LimitReached {
-        return Err(format!(
-            "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"
-        ));
-    }
-
-    let message = DeliveryMessage {
-        delivery_id: delivery_id.clone(),
-        user_id: user_id.clone(),
-        subscription_id: subscription_id.clone(),
-        event: Event::ping(&subscription_id),
-        generation: 0,
-    };
-    let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
-    let attempt = RecordUpdate::retry_at(None).attempt(&refused, clock::now());
-    DeliveryTable::new(dynamodb.clone(), &settings.tables.deliveries)
-        .record_attempt(&message, &message.body(), &attempt)
-        .await
-        .map_err(|e| format!("seeding the failed delivery: {e}"))?;
-
+        .context("seeding the failed delivery")?;
     Ok(Seeded {
         user_id,
         alert_id,
@@ -136,6 +105,62 @@ pub async fn seed(
         secret: secret.expose().to_owned(),
         failed_delivery_id: delivery_id,
     })
+}
+
+/// The sample alert, unread and not dismissed.
+async fn seed_alert(alerts: &AlertTable, user_id: &UserId, alert_id: &AlertId) -> Result<(), StoreError> {
+    let now = Timestamp::now();
+    if alerts.apply(user_id, alert_id, AlertAction::Unread, &now).await?.is_some() {
+        alerts.apply(user_id, alert_id, AlertAction::Undismiss, &now).await?;
+    } else {
+        alerts.insert(user_id, &demo_alert(alert_id.clone(), now)).await?;
+    }
+    Ok(())
+}
+
+/// The sample subscription, made anew (so that its secret can be shown): its secret.
+async fn seed_subscription(
+    webhooks: &WebhookTable,
+    sealer: &Sealer,
+    user_id: &UserId,
+    subscription_id: &SubscriptionId,
+    url: &WebhookUrl,
+) -> anyhow::Result<WebhookSecret> {
+    const SEEDING: &str = "seeding the subscription";
+    webhooks.delete(user_id, subscription_id).await.context(SEEDING)?;
+    let secret = WebhookSecret::generate();
+    let sealed = sealer
+        .seal(user_id, subscription_id, &SigningSecrets::new(secret.clone()))
+        .await
+        .context("sealing the subscription's secret")?;
+    let kinds = EventKind::SUBSCRIBABLE.to_vec();
+    let subscription = Subscription::new(user_id.clone(), subscription_id.clone(), url, kinds, sealed);
+    if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.context(SEEDING)? == Created::LimitReached {
+        bail!(
+            "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"
+        );
+    }
+    Ok(secret)
+}
+
+/// A `webhook.ping` delivery of the subscription that failed its last attempt (made up: it
+/// was never sent).
+async fn seed_failed_delivery(
+    deliveries: &DeliveryTable,
+    user_id: &UserId,
+    subscription_id: &SubscriptionId,
+    delivery_id: &DeliveryId,
+) -> Result<(), StoreError> {
+    let message = DeliveryMessage {
+        delivery_id: delivery_id.clone(),
+        user_id: user_id.clone(),
+        subscription_id: subscription_id.clone(),
+        event: Event::ping(subscription_id),
+        generation: 0,
+    };
+    let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
+    let attempt = RecordUpdate::retry_at(None).attempt(&refused, clock::now());
+    deliveries.record_attempt(&message, &message.body(), &attempt).await.map(drop)
 }
 
 fn demo_alert(id: AlertId, now: Timestamp) -> Alert {
@@ -155,8 +180,8 @@ fn demo_alert(id: AlertId, now: Timestamp) -> Alert {
 
 /// `text` as a subscription URL, if it points at this machine (demo data never makes a
 /// subscription that reaches out of it) and the API would take it with these settings.
-fn loopback_url(text: &str, allow_insecure: bool) -> Result<WebhookUrl, String> {
-    let refused = |why: &str| format!("--receiver-url {text}: {why}");
+fn loopback_url(text: &str, allow_insecure: bool) -> anyhow::Result<WebhookUrl> {
+    let refused = |why: &str| anyhow!("--receiver-url {text}: {why}");
     let parsed = url::Url::parse(text).map_err(|e| refused(&e.to_string()))?;
     let loopback = match parsed.host() {
         Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),

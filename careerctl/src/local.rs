@@ -4,12 +4,15 @@
 //! and put back on the next start (queue_snapshot). The sweep runs every
 //! [`SWEEP_EVERY`], as the schedule runs it on AWS.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::{anyhow, Context};
+use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings};
 use career_core::sealing::Sealer;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::Admin;
@@ -24,8 +27,8 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// The local stack's settings: the environment, with the local defaults of contract
 /// section 8 where a variable is not set.
-pub fn settings_from_env() -> Result<Settings, String> {
-    let mut settings = Settings::from_env().map_err(|e| e.to_string())?;
+pub fn settings_from_env() -> anyhow::Result<Settings> {
+    let mut settings = Settings::from_env()?;
     let unset = |name: &str| std::env::var_os(name).is_none();
     if unset("ALLOW_INSECURE_WEBHOOK_URLS") {
         settings.allow_insecure_webhook_urls = true;
@@ -41,45 +44,89 @@ pub fn settings_from_env() -> Result<Settings, String> {
 
 /// Runs the stack with the API on `127.0.0.1:port`, the tools installed under `local_dir`
 /// and its data there, until Ctrl-C (SIGINT).
-pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), String> {
+pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> anyhow::Result<()> {
     let installed = Installed::at(local_dir)?;
     eprintln!("==> starting DynamoDB Local and moto (SQS and KMS)");
     let data_dir = local_dir.join("data");
     let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
     let snapshot_path = data_dir.join("queued-deliveries.json");
-    if let Some(saved) = QueueSnapshot::read(&snapshot_path)? {
-        saved.restore(&stack.sqs, &stack.queues).await?;
-        std::fs::remove_file(&snapshot_path).map_err(|e| format!("removing {}: {e}", snapshot_path.display()))?;
-        crate::print_line(format_args!(
-            "Restored {} queued deliveries from the last run ({}).",
-            saved.len(),
-            saved.counts()
-        ))?;
-    }
-    let clients = stack.clients();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+    restore_queues(&stack, &snapshot_path).await?;
+    let listener = TcpListener::bind(("127.0.0.1", port))
         .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (set PORT to use another port)"))?;
-    let functions = Arc::new(ApiFunctions::new(&clients, &stack.settings).map_err(|e| e.to_string())?);
-    let fanout = career_fanout::Deps::new(&clients, &stack.settings).map_err(|e| e.to_string())?;
-    let deliver = career_deliver::Deps::new(&clients, &stack.settings).map_err(|e| e.to_string())?;
-    let sweep = career_sweep::Deps::new(&clients, &stack.settings).map_err(|e| e.to_string())?;
-    let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
-    let checkpoints = data_dir.join("stream-checkpoints.json");
-    let admin = Admin::new(clients.dynamodb().clone(), stack.settings.tables.clone());
-    // Local data from before secrets were sealed: seal it before anything is served.
-    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &stack.settings).map_err(|e| e.to_string())?;
+        .with_context(|| format!("cannot listen on 127.0.0.1:{port} (set PORT to use another port)"))?;
+    let functions = Functions::new(stack.clients(), &stack.settings)?;
+    let demo_key = prepare_data(&functions, &stack.settings).await?;
+    let api_url = format!("http://127.0.0.1:{port}");
+    let env_path = local_dir.join("env");
+    std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
+        .with_context(|| format!("writing {}", env_path.display()))?;
+    print_welcome(&stack, &api_url, &demo_key, &env_path)?;
+    career_core::telemetry::init();
+
+    let outcome = serve(&mut stack, listener, &functions, data_dir.join("stream-checkpoints.json")).await;
+    let _ = std::fs::remove_file(&env_path);
+    let saved = save_queues(&stack, &snapshot_path).await;
+    drop(stack);
+    match (outcome, saved) {
+        (Ok(()), saved) => saved,
+        // A service died: what the survivor held is saved if it was the SQS emulator.
+        (Err(ended), Ok(())) => Err(ended),
+        (Err(ended), Err(unsaved)) => Err(anyhow!(
+            "{ended:#}; the delivery queues could not be saved ({unsaved:#}): the deliveries they held are \
+             put back by the sweep after the next start, and dead-lettered ones can be recovered \
+             (POST /api/v1/webhooks/recover)"
+        )),
+    }
+}
+
+/// Every function of the service, as one instance each, on the stack's clients.
+struct Functions {
+    clients: AwsClients,
+    api: Arc<ApiFunctions>,
+    fanout: career_fanout::Deps,
+    deliver: career_deliver::Deps,
+    sweep: career_sweep::Deps,
+}
+
+impl Functions {
+    fn new(clients: AwsClients, settings: &Settings) -> anyhow::Result<Self> {
+        Ok(Functions {
+            api: Arc::new(ApiFunctions::new(&clients, settings)?),
+            fanout: career_fanout::Deps::new(&clients, settings)?,
+            deliver: career_deliver::Deps::new(&clients, settings)?,
+            sweep: career_sweep::Deps::new(&clients, settings)?,
+            clients,
+        })
+    }
+}
+
+/// Puts back what the delivery queues held when the last run stopped, if it saved them.
+async fn restore_queues(stack: &LocalStack, snapshot_path: &Path) -> anyhow::Result<()> {
+    let Some(saved) = QueueSnapshot::read(snapshot_path)? else { return Ok(()) };
+    saved.restore(&stack.sqs, &stack.queues).await?;
+    std::fs::remove_file(snapshot_path).with_context(|| format!("removing {}", snapshot_path.display()))?;
+    crate::print_line(format_args!(
+        "Restored {} queued deliveries from the last run ({}).",
+        saved.len(),
+        saved.counts()
+    ))
+}
+
+/// Seals the secrets of local data from before secrets were sealed (before anything is
+/// served), and issues the demo key.
+async fn prepare_data(functions: &Functions, settings: &Settings) -> anyhow::Result<String> {
+    let clients = &functions.clients;
+    let admin = Admin::new(clients.dynamodb().clone(), settings.tables.clone());
+    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings)?;
     let sealed = admin.seal_plain_secrets(&sealer).await?;
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
     }
-    let demo = crate::demo::demo_key(&admin).await?;
-    let demo_key = demo.key;
-    let api_url = format!("http://127.0.0.1:{port}");
-    let env_path = local_dir.join("env");
-    std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
-        .map_err(|e| format!("writing {}: {e}", env_path.display()))?;
+    Ok(crate::demo::demo_key(&admin).await?.key)
+}
 
+/// Says where everything is, and what to try first.
+fn print_welcome(stack: &LocalStack, api_url: &str, demo_key: &str, env_path: &Path) -> anyhow::Result<()> {
     crate::print_line(format_args!(
         "Career service is up at {api_url}\n  \
          DynamoDB Local  {}\n  \
@@ -94,11 +141,19 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
         stack.sqs.endpoint,
         env_path.display(),
         user = crate::demo::USER,
-    ))?;
-    career_core::telemetry::init();
+    ))
+}
 
-    // The delivery pumps stop receiving on Ctrl-C and finish the batches in hand (at most
-    // one send timeout), so that nothing is in flight when the queues are saved.
+/// Serves the API, pumps the streams and the delivery lanes and runs the sweep, until Ctrl-C
+/// or until a service ends (an error). The delivery pumps then stop receiving and finish the
+/// batches in hand (at most one send timeout), so that nothing is in flight when the queues
+/// are saved.
+async fn serve(
+    stack: &mut LocalStack,
+    listener: TcpListener,
+    functions: &Functions,
+    checkpoints: PathBuf,
+) -> anyhow::Result<()> {
     let (stop, stopping) = watch::channel(false);
     let stop_signal = || {
         let mut stopping = stopping.clone();
@@ -106,12 +161,14 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
             let _ = stopping.wait_for(|stop| *stop).await;
         }
     };
+    let dynamodb = functions.clients.dynamodb().clone();
+    let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
     let (streams, lanes) = (stack.streams_client(), stack.queues.clone());
     let front = async {
         let outcome = tokio::select! {
-            served = gateway::serve(listener, functions, gateway::IDLE_TIMEOUT) => served.map_err(|e| format!("serving the API: {e}")),
-            () = pumps::run_stream_pump(clients.dynamodb().clone(), streams, stream_tables, &fanout, Some(checkpoints)) => Ok(()),
-            ended = stack.service_ended() => Err(format!("{ended}; stopping the local stack")),
+            served = gateway::serve(listener, functions.api.clone(), gateway::IDLE_TIMEOUT) => served.context("serving the API"),
+            () = pumps::run_stream_pump(dynamodb, streams, stream_tables, &functions.fanout, Some(checkpoints)) => Ok(()),
+            ended = stack.service_ended() => Err(anyhow!("{ended}; stopping the local stack")),
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
         eprintln!("==> stopping the local stack (deliveries in progress finish first)");
@@ -119,30 +176,19 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> Result<(), 
         outcome
     };
     let delivering = async {
+        let sqs = functions.clients.sqs();
         let lane = |url: &str| {
-            pumps::run_queue_pump(clients.sqs().clone(), url.to_owned(), &deliver, BATCHES_PER_QUEUE, stop_signal())
+            pumps::run_queue_pump(sqs.clone(), url.to_owned(), &functions.deliver, BATCHES_PER_QUEUE, stop_signal())
         };
-        tokio::join!(lane(&lanes.delivery), lane(&lanes.retry), pumps::run_sweeps(&sweep, SWEEP_EVERY, stop_signal()))
+        let sweeps = pumps::run_sweeps(&functions.sweep, SWEEP_EVERY, stop_signal());
+        tokio::join!(lane(&lanes.delivery), lane(&lanes.retry), sweeps)
     };
-    let (outcome, _) = tokio::join!(front, delivering);
-    let _ = std::fs::remove_file(&env_path);
-    let saved = save_queues(&stack, &snapshot_path).await;
-    drop(stack);
-    match (outcome, saved) {
-        (Ok(()), saved) => saved,
-        // A service died: what the survivor held is saved if it was the SQS emulator.
-        (Err(ended), Ok(())) => Err(ended),
-        (Err(ended), Err(unsaved)) => Err(format!(
-            "{ended}; the delivery queues could not be saved ({unsaved}): the deliveries they held are \
-             put back by the sweep after the next start, and dead-lettered ones can be recovered \
-             (POST /api/v1/webhooks/recover)"
-        )),
-    }
+    tokio::join!(front, delivering).0
 }
 
 /// Writes what the delivery queues hold to `path`, to be put back on the next start, and
 /// says how many it saved.
-async fn save_queues(stack: &LocalStack, path: &Path) -> Result<(), String> {
+async fn save_queues(stack: &LocalStack, path: &Path) -> anyhow::Result<()> {
     let snapshot = QueueSnapshot::take(&stack.sqs, &stack.queues).await?;
     if snapshot.is_empty() {
         eprintln!("==> the delivery queues were empty: nothing to save");

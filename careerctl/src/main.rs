@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use aws_config::BehaviorVersion;
 use career_core::alerts::{Category, Severity};
 use career_core::aws::AwsClients;
@@ -182,8 +183,9 @@ enum DeliveriesCommand {
     },
 }
 
-fn parse_status(text: &str) -> Result<DeliveryStatus, String> {
-    DeliveryStatus::parse(text).ok_or_else(|| format!("unknown status '{text}' (pending, succeeded, failed, skipped)"))
+fn parse_status(text: &str) -> anyhow::Result<DeliveryStatus> {
+    DeliveryStatus::parse(text)
+        .with_context(|| format!("unknown status '{text}' (pending, succeeded, failed, skipped)"))
 }
 
 #[derive(Subcommand)]
@@ -251,24 +253,26 @@ async fn main() -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("careerctl: {message}");
+        Err(err) => {
+            // The error and its causes, each after the context it happened in.
+            eprintln!("careerctl: {err:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
+async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
     let sdk = aws_config::defaults(BehaviorVersion::latest()).timeout_config(aws_timeouts()).load().await;
     let clients = AwsClients::new(sdk);
     let admin = Admin::new(clients.dynamodb().clone(), TableNames::from_env());
     match command {
         Command::Keys(KeysCommand::Create { user, scopes, label, expires_in_minutes }) => {
             let lifetime = expires_in_minutes.map(|minutes| TimeDelta::minutes(i64::from(minutes)));
-            json(admin.create_key(&user, Scopes::parse_list(&scopes)?, label, lifetime).await)
+            let scopes = Scopes::parse_list(&scopes).map_err(anyhow::Error::msg)?;
+            json(admin.create_key(&user, scopes, label, lifetime).await)
         }
         Command::PortalLink(PortalLinkArgs { user, minutes, api_url }) => {
-            let api_url = api_url.ok_or(
+            let api_url = api_url.context(
                 "the API URL is needed: pass --api-url or set CAREER_API_URL (source .local/env sets it for make run)",
             )?;
             json(admin.portal_link(&user, &api_url, minutes).await)
@@ -289,27 +293,32 @@ async fn admin_command(command: Command) -> Result<serde_json::Value, String> {
         }
         Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
         Command::Webhooks(WebhooksCommand::SealSecrets) => {
-            let settings = Settings::from_env().map_err(|e| e.to_string())?;
-            let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &settings).map_err(|e| e.to_string())?;
+            let (_, sealer) = sealing(&clients)?;
             json(admin.seal_plain_secrets(&sealer).await)
         }
         Command::Demo(DemoCommand::Seed { receiver_url }) => {
-            let settings = Settings::from_env().map_err(|e| e.to_string())?;
-            let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &settings).map_err(|e| e.to_string())?;
+            let (settings, sealer) = sealing(&clients)?;
             json(careerctl::demo::seed(clients.dynamodb(), &settings, &sealer, &receiver_url).await)
         }
         Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),
     }
 }
 
+/// The settings of the environment, and the sealer of webhook secrets they name.
+fn sealing(clients: &AwsClients) -> anyhow::Result<(Settings, Sealer)> {
+    let settings = Settings::from_env()?;
+    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &settings)?;
+    Ok((settings, sealer))
+}
+
 /// `demo receiver`: one JSON line per delivery on stdout until Ctrl-C.
-async fn run_receiver(port: u16) -> Result<(), String> {
+async fn run_receiver(port: u16) -> anyhow::Result<()> {
     let text = std::env::var("WEBHOOK_SECRET")
-        .map_err(|_| "set WEBHOOK_SECRET to the subscription's secret (the \"secret\" that demo seed prints)")?;
-    let secret = WebhookSecret::parse(text.trim()).ok_or("WEBHOOK_SECRET is not a webhook secret (whsec_…)")?;
+        .context("set WEBHOOK_SECRET to the subscription's secret (the \"secret\" that demo seed prints)")?;
+    let secret = WebhookSecret::parse(text.trim()).context("WEBHOOK_SECRET is not a webhook secret (whsec_…)")?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e} (use --port)"))?;
+        .with_context(|| format!("cannot listen on 127.0.0.1:{port} (use --port)"))?;
     eprintln!("careerctl: receiving webhook deliveries on http://127.0.0.1:{port}/ (Ctrl-C stops)");
     let (failed, mut output_failure) = tokio::sync::mpsc::unbounded_channel();
     let report = move |received: careerctl::demo::Received| {
@@ -319,15 +328,15 @@ async fn run_receiver(port: u16) -> Result<(), String> {
         }
     };
     tokio::select! {
-        served = careerctl::demo::receive(listener, secret, report) => served.map_err(|e| format!("receiving: {e}")),
+        served = careerctl::demo::receive(listener, secret, report) => served.context("receiving"),
         Some(message) = output_failure.recv() => Err(message),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
 
 /// An admin command's result as the JSON object it prints (contract section 8).
-fn json(result: Result<impl serde::Serialize, String>) -> Result<serde_json::Value, String> {
-    serde_json::to_value(result?).map_err(|e| e.to_string())
+fn json(result: anyhow::Result<impl serde::Serialize>) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::to_value(result?)?)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::services::{HeldMessage, LocalService};
@@ -22,7 +23,7 @@ pub struct QueueSnapshot {
 
 impl QueueSnapshot {
     /// Every message the emulator's delivery queues hold now.
-    pub async fn take(sqs: &LocalService, queues: &QueueUrls) -> Result<Self, String> {
+    pub async fn take(sqs: &LocalService, queues: &QueueUrls) -> anyhow::Result<Self> {
         let mut snapshot =
             QueueSnapshot { saved_at: career_core::clock::rfc3339(career_core::clock::now()), ..Default::default() };
         for (name, url) in queues.all() {
@@ -35,7 +36,7 @@ impl QueueSnapshot {
     }
 
     /// Puts every message back on the queue of the same name.
-    pub async fn restore(&self, sqs: &LocalService, queues: &QueueUrls) -> Result<(), String> {
+    pub async fn restore(&self, sqs: &LocalService, queues: &QueueUrls) -> anyhow::Result<()> {
         for (name, url) in queues.all() {
             if let Some(held) = self.queues.get(name) {
                 sqs.put_back(url, held).await?;
@@ -59,21 +60,20 @@ impl QueueSnapshot {
     }
 
     /// Writes the snapshot to `path` (through a temporary file, so a half-written one is never read).
-    pub fn write(&self, path: &Path) -> Result<(), String> {
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
         let partial = path.with_extension("partial");
         let json = serde_json::to_vec_pretty(self).expect("snapshots serialize");
-        std::fs::write(&partial, json).map_err(|e| format!("writing {}: {e}", partial.display()))?;
-        std::fs::rename(&partial, path).map_err(|e| format!("writing {}: {e}", path.display()))
+        std::fs::write(&partial, json).with_context(|| format!("writing {}", partial.display()))?;
+        std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
     }
 
     /// The snapshot at `path`, if there is one.
-    pub fn read(path: &Path) -> Result<Option<Self>, String> {
+    pub fn read(path: &Path) -> anyhow::Result<Option<Self>> {
+        let reading = || format!("reading {}", path.display());
         match std::fs::read(path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("reading {}: {e}", path.display()))
-            }
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).with_context(reading),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(format!("reading {}: {err}", path.display())),
+            Err(err) => Err(err).with_context(reading),
         }
     }
 }

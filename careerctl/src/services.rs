@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use tokio::process::{Child, ChildStdin, Command};
 
@@ -42,21 +43,17 @@ impl LocalService {
     }
 
     /// Every message of the emulated queue `queue_url`.
-    pub async fn held_messages(&self, queue_url: &str) -> Result<Vec<HeldMessage>, String> {
+    pub async fn held_messages(&self, queue_url: &str) -> anyhow::Result<Vec<HeldMessage>> {
         let request = ureq::get(&self.messages_route()).query("queue", queue_url);
-        let text = blocking(move || {
-            let response = request.call().map_err(emulator_error)?;
-            response.into_string().map_err(emulator_error)
-        })
-        .await?;
-        serde_json::from_str(&text).map_err(emulator_error)
+        let text = blocking(move || Ok(request.call()?.into_string()?)).await.context(EMULATOR_ROUTE)?;
+        serde_json::from_str(&text).context(EMULATOR_ROUTE)
     }
 
     /// Puts `messages` on the emulated queue `queue_url`, each with its receive count and wait.
-    pub async fn put_back(&self, queue_url: &str, messages: &[HeldMessage]) -> Result<(), String> {
+    pub async fn put_back(&self, queue_url: &str, messages: &[HeldMessage]) -> anyhow::Result<()> {
         let request = ureq::post(&self.messages_route()).query("queue", queue_url);
         let body = serde_json::to_string(messages).expect("messages serialize");
-        blocking(move || request.send_string(&body).map(drop).map_err(emulator_error)).await
+        blocking(move || Ok(request.send_string(&body).map(drop)?)).await.context(EMULATOR_ROUTE)
     }
 
     fn messages_route(&self) -> String {
@@ -71,14 +68,11 @@ pub struct Installed {
 }
 
 impl Installed {
-    pub fn at(dir: impl Into<PathBuf>) -> Result<Self, String> {
+    pub fn at(dir: impl Into<PathBuf>) -> anyhow::Result<Self> {
         let installed = Installed { dir: dir.into() };
         for needed in [installed.dynamodb_jar(), installed.moto_server()] {
             if !needed.exists() {
-                return Err(format!(
-                    "{} is missing: run scripts/install-local-deps.sh (make run and make test do)",
-                    needed.display()
-                ));
+                bail!("{} is missing: run scripts/install-local-deps.sh (make run and make test do)", needed.display());
             }
         }
         Ok(installed)
@@ -97,7 +91,7 @@ impl Installed {
     }
 
     /// DynamoDB Local, in memory or persisted under `data_dir`.
-    pub async fn start_dynamodb(&self, data_dir: Option<&Path>) -> Result<LocalService, String> {
+    pub async fn start_dynamodb(&self, data_dir: Option<&Path>) -> anyhow::Result<LocalService> {
         let port = free_port()?;
         let lib = self.dir.join("dynamodb/DynamoDBLocal_lib");
         let mut args = vec![
@@ -107,7 +101,7 @@ impl Installed {
         ];
         match data_dir {
             Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
                 args.extend(["-dbPath".into(), dir.display().to_string()]);
             }
             None => args.push("-inMemory".into()),
@@ -122,7 +116,7 @@ impl Installed {
     /// moto, standing in for SQS and KMS, with the changes moto_server.py describes: its KMS
     /// key kept under `kms_state` across restarts (moto itself keeps everything in memory), a
     /// route to save and restore queued messages, and SQS's long poll on FIFO queues.
-    pub async fn start_moto(&self, kms_state: Option<&Path>) -> Result<LocalService, String> {
+    pub async fn start_moto(&self, kms_state: Option<&Path>) -> anyhow::Result<LocalService> {
         let port = free_port()?;
         let mut args = ["-c", MOTO_SERVER, "-H", "127.0.0.1", "-p", &port.to_string()].map(String::from).to_vec();
         if let Some(dir) = kms_state {
@@ -148,18 +142,17 @@ pub struct HeldMessage {
     pub wait_millis: u64,
 }
 
-fn emulator_error(err: impl std::fmt::Display) -> String {
-    format!("the SQS emulator's message route: {err}")
-}
+/// The context of a failed call to the route that moto_server.py adds.
+const EMULATOR_ROUTE: &str = "the SQS emulator's message route";
 
 /// Runs a blocking ureq call off the async executor.
-async fn blocking<T: Send + 'static>(call: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(call).await.map_err(|e| e.to_string())?
+async fn blocking<T: Send + 'static>(call: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(call).await?
 }
 
 /// Runs `program` under a small shell watchdog that ends it when our end of the pipe on its
 /// stdin closes, so no service outlives the tests or the local stack, however they end.
-fn spawn_supervised(program: &str, args: &[String]) -> Result<Child, String> {
+fn spawn_supervised(program: &str, args: &[String]) -> anyhow::Result<Child> {
     // Background jobs of a non-interactive shell read /dev/null, hence the explicit fd 3.
     // A Ctrl-C in the terminal signals the whole process group; the watchdog and its service
     // ignore it and end when careerctl drops them, after it has saved what they hold.
@@ -179,15 +172,15 @@ wait "$child""#;
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("starting {program}: {e}"))
+        .with_context(|| format!("starting {program}"))
 }
 
-pub fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr().context("finding a free port")?.port())
 }
 
-pub async fn wait_for_port(port: u16, what: &str) -> Result<(), String> {
+pub async fn wait_for_port(port: u16, what: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
@@ -195,5 +188,5 @@ pub async fn wait_for_port(port: u16, what: &str) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(format!("{what} did not start listening on port {port} within 60 s"))
+    bail!("{what} did not start listening on port {port} within 60 s")
 }

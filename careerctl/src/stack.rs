@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use anyhow::Context;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
@@ -27,7 +28,7 @@ pub struct LocalStack {
 impl LocalStack {
     /// Starts both services (their data under `data_dir`, or in memory), creates what is
     /// missing, and points `settings` at the delivery lanes and the KMS key.
-    pub async fn start(installed: &Installed, data_dir: Option<&Path>, mut settings: Settings) -> Result<Self, String> {
+    pub async fn start(installed: &Installed, data_dir: Option<&Path>, mut settings: Settings) -> anyhow::Result<Self> {
         let (dynamodb_dir, kms_dir) = (data_dir.map(|d| d.join("dynamodb")), data_dir.map(|d| d.join("kms")));
         let (dynamodb, sqs) = tokio::try_join!(
             installed.start_dynamodb(dynamodb_dir.as_deref()),
@@ -112,9 +113,9 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
 
 /// The SDK configuration of clients on such a stack, built from that environment by the
 /// functions' own code, as on Lambda (and with the functions' time limits).
-pub fn sdk_config(dynamodb: &str, moto: &str) -> Result<SdkConfig, String> {
+pub fn sdk_config(dynamodb: &str, moto: &str) -> anyhow::Result<SdkConfig> {
     let environment = aws_environment(dynamodb, moto).into_iter().map(|(name, value)| (name.to_owned(), value));
-    career_core::runtime::sdk_config(environment).map_err(|e| e.to_string())
+    career_core::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")
 }
 
 /// Time limits for creating the tables and queues on freshly started services.
@@ -127,12 +128,12 @@ fn startup_timeouts() -> TimeoutConfig {
 
 /// The KMS key that protects the webhook secrets' data key, as the SAM template creates it on
 /// AWS. With kept KMS state, moto hands out the same key, id and material, on every start.
-async fn create_kms_key(kms: &aws_sdk_kms::Client) -> Result<String, String> {
+async fn create_kms_key(kms: &aws_sdk_kms::Client) -> anyhow::Result<String> {
     let created = kms
         .create_key()
         .description("career webhook secrets (local stack)")
         .send()
         .await
-        .map_err(|e| crate::sdk_error::describe("creating the KMS key", e))?;
-    created.key_metadata.map(|metadata| metadata.key_id).ok_or_else(|| "CreateKey returned no key".into())
+        .context("creating the KMS key")?;
+    created.key_metadata.map(|metadata| metadata.key_id).context("CreateKey returned no key")
 }

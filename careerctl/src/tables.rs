@@ -1,6 +1,7 @@
 //! Creating the service's tables and queues, as the SAM template declares them, for the
 //! local stack and the tests.
 
+use anyhow::Context;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
     GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection, ProjectionType,
@@ -11,8 +12,6 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client as Sqs;
 use career_core::config::TableNames;
 use career_core::store::deliveries::BY_DUE;
-
-use crate::sdk_error::describe;
 
 struct TableSpec<'a> {
     name: &'a str,
@@ -61,8 +60,8 @@ fn specs(names: &TableNames) -> [TableSpec<'_>; 8] {
 
 /// Creates every table that does not exist yet, and the global indexes that tables kept
 /// from an older version lack. Returns the names of the tables it created.
-pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> Result<Vec<String>, String> {
-    let existing = dynamodb.list_tables().send().await.map_err(|e| describe("listing tables", e))?;
+pub async fn create_tables(dynamodb: &DynamoDb, names: &TableNames) -> anyhow::Result<Vec<String>> {
+    let existing = dynamodb.list_tables().send().await.context("listing tables")?;
     let existing = existing.table_names.unwrap_or_default();
     let mut created = Vec::new();
     for spec in specs(names) {
@@ -90,7 +89,7 @@ fn global_index(index: &str, partition: &str, sort: Option<&str>) -> GlobalSecon
         .expect("complete")
 }
 
-async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), String> {
+async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> anyhow::Result<()> {
     if spec.global_indexes.is_empty() {
         return Ok(());
     }
@@ -99,7 +98,7 @@ async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -
         .table_name(spec.name)
         .send()
         .await
-        .map_err(|e| describe(&format!("describing table {}", spec.name), e))?;
+        .with_context(|| format!("describing table {}", spec.name))?;
     let present: Vec<String> = described
         .table
         .and_then(|table| table.global_secondary_indexes)
@@ -130,12 +129,12 @@ async fn add_missing_global_indexes(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -
             .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
             .send()
             .await
-            .map_err(|e| describe(&format!("adding index {index} to {}", spec.name), e))?;
+            .with_context(|| format!("adding index {index} to {}", spec.name))?;
     }
     Ok(())
 }
 
-async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), String> {
+async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> anyhow::Result<()> {
     let key =
         |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
     let string_attribute = |name: &str| {
@@ -178,7 +177,7 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
             .expect("complete");
         request = request.stream_specification(stream);
     }
-    request.send().await.map_err(|e| describe(&format!("creating table {}", spec.name), e))?;
+    request.send().await.with_context(|| format!("creating table {}", spec.name))?;
     if let Some(attribute) = spec.time_to_live {
         let ttl = TimeToLiveSpecification::builder().attribute_name(attribute).enabled(true).build().expect("complete");
         dynamodb
@@ -187,7 +186,7 @@ async fn create_table(dynamodb: &DynamoDb, spec: &TableSpec<'_>) -> Result<(), S
             .time_to_live_specification(ttl)
             .send()
             .await
-            .map_err(|e| describe(&format!("enabling TTL on {}", spec.name), e))?;
+            .with_context(|| format!("enabling TTL on {}", spec.name))?;
     }
     Ok(())
 }
@@ -221,7 +220,7 @@ impl QueueUrls {
 /// Creates (or finds) the queues as the SAM template declares them: `{prefix}deliveries.fifo`
 /// and `{prefix}retries`, whose redrive policies move a message to `{prefix}deliveries-dlq.fifo`
 /// and `{prefix}deliveries-dlq` after `max_attempts` receives.
-pub async fn create_queues(sqs: &Sqs, prefix: &str, max_attempts: u32) -> Result<QueueUrls, String> {
+pub async fn create_queues(sqs: &Sqs, prefix: &str, max_attempts: u32) -> anyhow::Result<QueueUrls> {
     let fifo = [
         (QueueAttributeName::FifoQueue, "true"),
         (QueueAttributeName::DeduplicationScope, "messageGroup"),
@@ -251,7 +250,7 @@ async fn create_queue(
     name: &str,
     attributes: &[(QueueAttributeName, &str)],
     redrive: Option<(String, u32)>,
-) -> Result<QueueUrl, String> {
+) -> anyhow::Result<QueueUrl> {
     let mut request = sqs.create_queue().queue_name(name).attributes(QueueAttributeName::VisibilityTimeout, "60");
     for (attribute, value) in attributes {
         request = request.attributes(attribute.clone(), *value);
@@ -261,15 +260,14 @@ async fn create_queue(
             serde_json::json!({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receives.to_string()});
         request = request.attributes(QueueAttributeName::RedrivePolicy, policy.to_string());
     }
-    let url =
-        request.send().await.map_err(|e| describe(&format!("creating queue {name}"), e))?.queue_url.unwrap_or_default();
+    let url = request.send().await.with_context(|| format!("creating queue {name}"))?.queue_url.unwrap_or_default();
     let arn = sqs
         .get_queue_attributes()
         .queue_url(&url)
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| describe(&format!("reading queue {name}"), e))?
+        .with_context(|| format!("reading queue {name}"))?
         .attributes
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .unwrap_or_default();

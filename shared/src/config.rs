@@ -111,7 +111,8 @@ pub struct Settings {
     /// `ALLOW_INSECURE_WEBHOOK_URLS=true`: `http` and private targets, for the local stack
     /// and tests only.
     pub allow_insecure_webhook_urls: bool,
-    /// `CURSOR_SIGNING_KEY`: the HMAC key of alert pagination cursors.
+    /// `CURSOR_SIGNING_KEY`: the HMAC key of every list's pagination cursors (the alerts
+    /// and a subscription's delivery log).
     pub cursor_signing_key: Option<SecretSetting>,
     /// `DELIVERY_QUEUE_URL`: the main lane, where the fan-out sends one message per delivery
     /// to a subscription that is not failing.

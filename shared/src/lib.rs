@@ -1,7 +1,13 @@
-//! Domain of the career alerts, data-sharing and webhooks service.
+//! Domain of the career alerts, data-sharing and webhooks service, one module per contract
+//! concept, and the Lambda runtime that starts the functions (`runtime`).
 //!
-//! Nothing here knows about a particular Lambda function, the local stack or the CLI:
-//! the functions wire these modules together, one module per contract section.
+//! No module here knows a particular Lambda function: the functions (`functions/*`) wire
+//! these modules together. The operators' side shares the same types and tables, so a
+//! little surface here serves only `careerctl` and the tests: writing and revoking API keys,
+//! the platform's own writes to profiles and assessments (`store::platform`), the operators'
+//! reads of the webhooks table (`store::webhook_admin`), and the test hooks
+//! `runtime::EXTRA_ROOT_CERT_VAR` and `telemetry::init_writing_to`. What only `careerctl`
+//! runs (the local stack, its gateway and pumps, the admin commands) lives in `careerctl/`.
 
 pub mod alerts;
 pub mod api;

@@ -44,7 +44,7 @@ pub fn services() -> &'static Services {
             runtime.block_on(async move {
                 let stack = LocalStack::start(&installed(), None, base_settings())
                     .await
-                    .unwrap_or_else(|e| panic!("starting the local services: {e}"));
+                    .unwrap_or_else(|e| panic!("starting the local services: {e:#}"));
                 ready
                     .send(Services {
                         dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
@@ -62,7 +62,7 @@ pub fn services() -> &'static Services {
 
 /// DynamoDB Local and the SQS emulator as `scripts/install-local-deps.sh` installed them.
 pub fn installed() -> Installed {
-    Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e}"))
+    Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The settings every test starts from (the services add the delivery queue's URL).
@@ -107,7 +107,7 @@ pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
 /// new HTTP client and so connection pools of its own.
 pub fn sdk_config() -> SdkConfig {
     careerctl::stack::sdk_config(&services().dynamodb_endpoint, &services().sqs_endpoint)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The AWS clients of a fresh function instance on the test's services.
@@ -115,10 +115,24 @@ pub fn clients() -> AwsClients {
     AwsClients::new(sdk_config())
 }
 
+/// [`clients`] whose calls may wait as long as a burst of writes queued on one item of a
+/// CPU-starved DynamoDB Local takes: for a test of what contention does, not of how long it
+/// takes. With the functions' limits (2 s an attempt, 4 s a call), a call that waits its turn
+/// behind the burst for over 2 s is abandoned and sent again, its abandoned write still queued
+/// ahead of it, and after 4 s the request is answered 500. Those limits are tested against a
+/// paused DynamoDB Local (tests/paused_dynamodb.rs), and the deployed functions keep them.
+pub fn patient_clients() -> AwsClients {
+    let patient = aws_config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(std::time::Duration::from_secs(60))
+        .operation_timeout(std::time::Duration::from_secs(60))
+        .build();
+    AwsClients::new(sdk_config().to_builder().timeout_config(patient).build())
+}
+
 /// The AWS clients of a function instance whose DynamoDB is at `dynamodb` and whose SQS and
 /// KMS are at `moto`.
 pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
-    AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e}")))
+    AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
 /// A KMS client for the test's own runtime (moto serves KMS on the SQS emulator's endpoint).

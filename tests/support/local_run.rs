@@ -18,8 +18,10 @@ use crate::unique_user;
 
 const SOON: Duration = Duration::from_secs(30);
 
+/// `careerctl local` on a free port; its error as careerctl prints it.
 pub async fn run_local(local_dir: PathBuf, settings: career_core::config::Settings) -> Result<(), String> {
-    careerctl::local::run(free_port()?, &local_dir, settings).await
+    let run = async { careerctl::local::run(free_port()?, &local_dir, settings).await };
+    run.await.map_err(|e| format!("{e:#}"))
 }
 
 /// What Ctrl-C in a terminal does.

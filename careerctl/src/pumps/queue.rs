@@ -5,11 +5,11 @@ use std::future::Future;
 use std::pin::pin;
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ERROR_PAUSE;
-use crate::sdk_error::describe;
 use crate::sqs_batch::delete_entries;
 
 /// How many batches of one queue the local stack handles at once: what the template's
@@ -71,7 +71,7 @@ async fn receive_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Option<Sqs
     match received {
         Ok(output) => Some(output.messages.unwrap_or_default()).filter(|m| !m.is_empty()).map(sqs_event),
         Err(err) => {
-            tracing::warn!(error = %describe("receiving deliveries", err), "queue pump");
+            tracing::warn!(error = %DisplayErrorContext(err), "queue pump: receiving deliveries failed");
             tokio::time::sleep(ERROR_PAUSE).await;
             None
         }
@@ -91,7 +91,7 @@ async fn handle_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str, deliver: &care
     );
     if !done.is_empty() {
         if let Err(err) = sqs.delete_message_batch().queue_url(queue_url).set_entries(Some(done)).send().await {
-            tracing::warn!(error = %describe("deleting delivered messages", err), "queue pump");
+            tracing::warn!(error = %DisplayErrorContext(err), "queue pump: deleting delivered messages failed");
         }
     }
 }

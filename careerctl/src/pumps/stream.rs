@@ -4,13 +4,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord, StreamRecord, StreamViewType};
+use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use chrono::{TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ERROR_PAUSE;
-use crate::sdk_error::describe;
 
 /// How long the pump waits before reading again when the streams had nothing new.
 const IDLE_POLL: Duration = Duration::from_millis(200);
@@ -55,7 +56,7 @@ pub async fn run_stream_pump(
     let mut finished: Vec<String> = Vec::new();
     loop {
         if let Err(err) = discover_shards(&dynamodb, &streams, &tables, &checkpoints, &finished, &mut shards).await {
-            tracing::warn!(error = %err, "stream pump: listing shards failed");
+            tracing::warn!(error = %format_args!("{err:#}"), "stream pump: listing shards failed");
             tokio::time::sleep(ERROR_PAUSE).await;
             continue;
         }
@@ -65,7 +66,7 @@ pub async fn run_stream_pump(
             let output = match streams.get_records().shard_iterator(&iterator).limit(100).send().await {
                 Ok(output) => output,
                 Err(err) => {
-                    tracing::warn!(error = %describe("reading a stream", err), "stream pump");
+                    tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
                     continue; // the iterator is dropped and fetched again from the checkpoint
                 }
             };
@@ -79,19 +80,8 @@ pub async fn run_stream_pump(
             }
             busy = true;
             let batch = stream_event(&shard.stream_arn, records);
-            let response = career_fanout::handle(fanout, batch.clone()).await;
-            let failed_at = response.batch_item_failures.first().and_then(|f| f.item_identifier.clone());
-            let done = batch
-                .records
-                .iter()
-                .map(|r| r.change.sequence_number.clone().unwrap_or_default())
-                .take_while(|sequence| Some(sequence) != failed_at.as_ref())
-                .last();
-            if let Some(sequence) = done {
-                checkpoints.after_sequence.insert(shard_id.clone(), sequence);
-                checkpoints.save(checkpoint_file.as_ref());
-            }
-            if failed_at.is_some() {
+            let failed_at = fan_out(fanout, batch, shard_id, &mut checkpoints, checkpoint_file.as_ref()).await;
+            if failed_at {
                 // Resume from the failed record, as Lambda does, after a pause.
                 shard.iterator = None;
                 finished.retain(|id| id != shard_id);
@@ -105,6 +95,30 @@ pub async fn run_stream_pump(
     }
 }
 
+/// Hands one shard's batch to the fan-out handler and checkpoints the records before the
+/// first it reports as failed; `true` when it reported one.
+async fn fan_out(
+    fanout: &career_fanout::Deps,
+    batch: StreamEvent,
+    shard_id: &str,
+    checkpoints: &mut Checkpoints,
+    checkpoint_file: Option<&PathBuf>,
+) -> bool {
+    let response = career_fanout::handle(fanout, batch.clone()).await;
+    let failed_at = response.batch_item_failures.first().and_then(|f| f.item_identifier.clone());
+    let done = batch
+        .records
+        .iter()
+        .map(|r| r.change.sequence_number.clone().unwrap_or_default())
+        .take_while(|sequence| Some(sequence) != failed_at.as_ref())
+        .last();
+    if let Some(sequence) = done {
+        checkpoints.after_sequence.insert(shard_id.to_owned(), sequence);
+        checkpoints.save(checkpoint_file);
+    }
+    failed_at.is_some()
+}
+
 /// Opens an iterator for every shard that has none: after its checkpoint, or from the start.
 async fn discover_shards(
     dynamodb: &aws_sdk_dynamodb::Client,
@@ -113,20 +127,14 @@ async fn discover_shards(
     checkpoints: &Checkpoints,
     finished: &[String],
     shards: &mut HashMap<String, Shard>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     if shards.values().all(|shard| shard.iterator.is_some()) && !shards.is_empty() {
         return Ok(());
     }
     for table in tables {
-        let described =
-            dynamodb.describe_table().table_name(table).send().await.map_err(|e| describe("describing a table", e))?;
+        let described = dynamodb.describe_table().table_name(table).send().await.context("describing a table")?;
         let Some(stream_arn) = described.table.and_then(|t| t.latest_stream_arn) else { continue };
-        let stream = streams
-            .describe_stream()
-            .stream_arn(&stream_arn)
-            .send()
-            .await
-            .map_err(|e| describe("describing a stream", e))?;
+        let stream = streams.describe_stream().stream_arn(&stream_arn).send().await.context("describing a stream")?;
         let listed = stream.stream_description.and_then(|d| d.shards).unwrap_or_default();
         for shard_id in listed.into_iter().filter_map(|s| s.shard_id) {
             if finished.contains(&shard_id) || shards.get(&shard_id).is_some_and(|s| s.iterator.is_some()) {
@@ -139,7 +147,7 @@ async fn discover_shards(
                 }
                 None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
             };
-            let iterator = request.send().await.map_err(|e| describe("opening a shard", e))?.shard_iterator;
+            let iterator = request.send().await.context("opening a shard")?.shard_iterator;
             shards.insert(shard_id, Shard { stream_arn: stream_arn.clone(), iterator });
         }
     }

@@ -328,3 +328,48 @@ async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let enabled = deps.webhooks.enable(call.user_id(), &subscription_id(id)?).await?;
     Reply::ok(enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_its_own_paths_and_the_portals_only() {
+        let served =
+            ["/api/v1/webhooks", "/api/v1/webhooks/", "/api/v1/webhooks/ping", "/api/v1/webhooks/x/y", "/portal"];
+        for path in served.into_iter().chain(RESOURCES.iter().map(|resource| resource.path)) {
+            assert!(serves(path), "{path}");
+        }
+        for path in
+            ["/api/v1/webhooksx", "/api/v1/webhook", "/api/v1/alerts", "/api/v1/data-sharing", "/api/v2/webhooks", "/"]
+        {
+            assert!(!serves(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn each_path_is_one_resource_and_each_method_one_operation() {
+        let mut paths: Vec<&str> = RESOURCES.iter().map(|resource| resource.path).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        assert_eq!(paths.len(), RESOURCES.len(), "a path is listed twice");
+        for resource in &RESOURCES {
+            let mut methods: Vec<&str> = resource.operations.iter().map(|(method, _, _)| method.as_str()).collect();
+            methods.sort_unstable();
+            methods.dedup();
+            assert_eq!(methods.len(), resource.operations.len(), "{}: a method is listed twice", resource.path);
+        }
+    }
+
+    #[test]
+    fn a_subscription_id_of_another_shape_is_not_found() {
+        let generated = SubscriptionId::generate();
+        assert_eq!(subscription_id(generated.as_str()).ok(), Some(generated));
+        for id in ["whk_nonsense", "alr_01M8BDWP008BW9FC8PBW4Q3DY4", "", "whk_01M8DWVHC0HA1MTS2ZMV8KRM9"] {
+            match subscription_id(id) {
+                Err(ApiError::WebhookNotFound(echoed)) => assert_eq!(echoed, id),
+                other => panic!("{id:?}: {:?}", other.map(|id| id.to_string())),
+            }
+        }
+    }
+}
