@@ -78,7 +78,11 @@ impl<'a> Batches<'a> {
 /// The batch's wall time, `RUNS` times, each with a fresh batch: a fresh function instance
 /// (clients, connection pools, HTTP agent) for the first run, the same one again for the
 /// others.
-async fn time_batches(settings: &Settings, receiver: &Receiver, batches: &Batches<'_>) -> Result<Vec<Duration>, String> {
+async fn time_batches(
+    settings: &Settings,
+    receiver: &Receiver,
+    batches: &Batches<'_>,
+) -> Result<Vec<Duration>, String> {
     let deliver = career_service::deliver_instance(settings);
     let mut times = Vec::new();
     for run in 0..RUNS {
