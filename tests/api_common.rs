@@ -7,7 +7,7 @@ use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
 use career_core::credentials::{ApiKey, Scopes};
 use career_core::store::keys::{KeyTable, StoredKey};
 use career_service::calls::{Call, Calls};
-use career_service::{unique_user, Api};
+use career_service::{sink_url, unique_user, Api};
 use chrono::TimeDelta;
 use lambda_http::http::Method;
 
@@ -160,7 +160,7 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
 /// read and change the user's webhooks and nothing else, and that expires when it says.
 #[tokio::test]
 async fn a_portal_link_carries_a_webhooks_key_that_expires() {
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let before = chrono::Utc::now();
     let link = api.admin.portal_link(&user, "http://127.0.0.1:3000/", 90).await.unwrap();
@@ -171,8 +171,8 @@ async fn a_portal_link_carries_a_webhooks_key_that_expires() {
     assert!(lifetime > TimeDelta::minutes(89) && lifetime <= TimeDelta::minutes(90), "{lifetime}");
     api.get("/api/v1/webhooks", key).await.assert_status(200);
     api.get("/api/v1/webhooks/event-types", key).await.assert_status(200);
-    let body = r#"{"url": "https://hooks.example.com/x", "events": ["profile.updated"]}"#;
-    api.send_json(Method::POST, "/api/v1/webhooks", key, body).await.assert_status(201);
+    let body = serde_json::json!({"url": sink_url(), "events": ["profile.updated"]}).to_string();
+    api.send_json(Method::POST, "/api/v1/webhooks", key, &body).await.assert_status(201);
     for path in ["/api/v1/alerts", "/api/v1/data-sharing"] {
         api.get(path, key).await.assert_error(403, "auth.forbidden");
     }
