@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
-use career_core::credentials::{ApiKey, Scopes};
-use career_core::store::keys::{KeyTable, StoredKey};
+use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
+use career_core::store::keys::KeyTable;
 use career_service::calls::{Call, Calls};
 use career_service::{sink_url, unique_user, Api};
 use chrono::TimeDelta;
@@ -450,10 +450,10 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
     for _ in 0..3 {
         api.get("/api/v1/alerts", key.expose()).await.assert_error(401, "auth.unauthorized");
     }
-    let stored = StoredKey {
-        key_hash: key.hash().as_str().to_owned(),
+    let stored = KeyRecord {
+        hash: key.hash(),
         user_id: career_service::typed(unique_user()),
-        scopes: vec!["read:alerts".into()],
+        scopes: [Scope::ReadAlerts].into_iter().collect(),
         label: None,
         created_at: career_service::typed("2026-01-01T00:00:00.000Z"),
         revoked_at: None,

@@ -11,7 +11,7 @@ use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
-use career_core::webhooks::DisabledReason;
+use career_core::webhooks::{DisabledReason, Health};
 use career_core::{clock, ids};
 use career_service::typed;
 use career_service::{assert_rfc3339_utc, dynamodb, sink_url, sqs, unique_user, Answer as Reply, Api};
@@ -447,7 +447,7 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
         assert!(body.get("secret").is_none());
     }
     let stored = webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap();
-    assert_eq!((stored.failing_since, stored.disabled_at), (None, None), "the failure clock is reset");
+    assert_eq!(stored.health, Health::Active, "enabled, and the failure clock is reset");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use base64::Engine;
 
 use career_core::clock::Timestamp;
 use career_core::store::webhooks::WebhookTable;
-use career_core::webhooks::{DisabledReason, WebhookUrl};
+use career_core::webhooks::{DisabledReason, Health, WebhookUrl};
 use career_service::{assert_rfc3339_utc, sink_url, typed, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -676,7 +676,7 @@ async fn pause_and_resume_set_and_clear_the_manual_reason() {
     let resumed = update(&api, &key, id, r#"{"enabled": true, "events": ["assessment.completed"]}"#).await;
     assert_eq!(resumed.assert_status(200)["enabled"], true);
     let stored = webhooks.get(&user_id, &subscription_id).await.unwrap().unwrap();
-    assert_eq!((stored.failing_since, stored.disabled_at, stored.disabled_reason), (None, None, None));
+    assert_eq!(stored.health, Health::Active);
     assert_eq!(stored.events, [career_core::events::EventKind::AssessmentCompleted]);
 }
 

@@ -12,8 +12,8 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
-use career_core::store::webhooks::{StoredSecrets, StoredSubscription, WebhookTable};
-use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
@@ -249,8 +249,9 @@ async fn the_failure_clock_starts_at_the_first_failure_and_stops_at_the_next_suc
     let receiver = Receiver::start(&[500, 500, 500, 200], NO_DELAY).await;
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let failing_since =
-        || async { table.get(&typed(&user), &typed(&subscription_id)).await.unwrap().unwrap().failing_since };
+    let failing_since = || async {
+        table.get(&typed(&user), &typed(&subscription_id)).await.unwrap().unwrap().health.failing_since().cloned()
+    };
     assert_eq!(failing_since().await, None);
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
@@ -318,16 +319,14 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
             .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate()))
             .await
             .unwrap();
-        let subscription = StoredSubscription {
+        let subscription = Subscription {
             user_id: typed(&user),
-            subscription_id: typed(&subscription_id),
+            id: typed(&subscription_id),
             url,
             events: vec![EventKind::ProfileUpdated],
-            secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
+            secrets: SecretsAtRest::Sealed(sealed),
             created_at: career_core::clock::Timestamp::now(),
-            failing_since: None,
-            disabled_at: None,
-            disabled_reason: None,
+            health: Health::Active,
         };
         let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
         table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
@@ -385,7 +384,9 @@ async fn fan_out_profile_change(fanout: &career_fanout::Deps, user: &str, sequen
 async fn wait_for_failure_clock(pipeline: &Pipeline, user: &str, subscription_id: &str, running: bool) {
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let deadline = std::time::Instant::now() + 2 * SOON;
-    while table.get(&typed(user), &typed(subscription_id)).await.unwrap().unwrap().failing_since.is_some() != running {
+    while table.get(&typed(user), &typed(subscription_id)).await.unwrap().unwrap().health.failing_since().is_some()
+        != running
+    {
         assert!(std::time::Instant::now() < deadline, "the failure clock did not become running: {running}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

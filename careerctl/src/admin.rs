@@ -8,7 +8,7 @@ use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::clock::{self, Timestamp};
 use career_core::config::TableNames;
-use career_core::credentials::{ApiKey, Scope, Scopes};
+use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
 use career_core::ids::{AlertId, AssessmentId, DeliveryId, ProfileId, SubscriptionId, UserId, MAX_PLATFORM_ID_LEN};
@@ -16,9 +16,10 @@ use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::keys::{KeyTable, StoredKey};
+use career_core::store::keys::KeyTable;
 use career_core::store::platform::PlatformTables;
-use career_core::store::webhooks::{Replaced, StoredSecrets, WebhookTable};
+use career_core::store::webhooks::{Replaced, WebhookTable};
+use career_core::webhooks::SecretsAtRest;
 use chrono::TimeDelta;
 use serde::Serialize;
 
@@ -139,10 +140,10 @@ impl Admin {
         let key = ApiKey::generate();
         let now = clock::now();
         let expires_at = lifetime.map(|lifetime| Timestamp::from_datetime(now + lifetime));
-        let stored = StoredKey {
-            key_hash: key.hash().as_str().to_owned(),
+        let stored = KeyRecord {
+            hash: key.hash(),
             user_id: user_id.clone(),
-            scopes: scopes.names().into_iter().map(String::from).collect(),
+            scopes,
             label,
             created_at: Timestamp::from_datetime(now),
             revoked_at: None,
@@ -235,9 +236,9 @@ impl Admin {
         let plain = webhooks.plain_secrets().await.context("finding plain-text secrets")?;
         let mut sealed = 0;
         for subscription in plain {
-            let StoredSecrets::Plain { secret } = &subscription.secrets else { continue };
+            let SecretsAtRest::Plain(secret) = &subscription.secrets else { continue };
             let secrets = SigningSecrets::new(secret.clone());
-            let (user, id) = (&subscription.user_id, &subscription.subscription_id);
+            let (user, id) = (&subscription.user_id, &subscription.id);
             let new = sealer.seal(user, id, &secrets).await.with_context(|| format!("sealing the secret of {id}"))?;
             let replaced = webhooks.replace_secrets(&subscription, &new).await;
             // A rotation in the meantime sealed it already.

@@ -27,9 +27,9 @@ use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
 use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{Created, StoredSubscription, WebhookTable};
+use career_core::store::webhooks::{Created, WebhookTable};
 use career_core::store::StoreError;
-use career_core::webhooks::{WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::webhooks::{Subscription, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use lambda_http::http::{self, HeaderMap, StatusCode};
@@ -134,7 +134,7 @@ async fn seed_subscription(
         .await
         .context("sealing the subscription's secret")?;
     let kinds = EventKind::SUBSCRIBABLE.to_vec();
-    let subscription = StoredSubscription::new(user_id.clone(), subscription_id.clone(), url, kinds, sealed);
+    let subscription = Subscription::new(user_id.clone(), subscription_id.clone(), url, kinds, sealed);
     if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.context(SEEDING)? == Created::LimitReached {
         bail!(
             "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::credentials::{ApiKey, KeyHash, Scope, Scopes};
+use crate::credentials::{ApiKey, KeyHash, KeyRecord, Scopes};
 use crate::ids::UserId;
-use crate::store::keys::{KeyTable, StoredKey};
+use crate::store::keys::KeyTable;
 use crate::store::StoreError;
 
 /// How long a warm instance trusts a key lookup: a revoked key fails within this time.
@@ -61,7 +61,7 @@ impl Authenticator {
         if let Some(principal) = self.cached(&hash) {
             return Ok(unexpired(principal));
         }
-        let principal = self.keys.get(&hash).await?.and_then(|stored| principal_of(&hash, stored));
+        let principal = self.keys.get(&hash).await?.and_then(principal_of);
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         cache.retain(|_, (_, expires)| *expires > now);
@@ -84,16 +84,16 @@ impl Authenticator {
     }
 }
 
-fn principal_of(hash: &KeyHash, stored: StoredKey) -> Option<Principal> {
-    // The item was fetched by this very hash, so only revocation can disqualify it.
-    if stored.revoked_at.is_some() {
+fn principal_of(record: KeyRecord) -> Option<Principal> {
+    // The record was fetched by the key's very hash, so only revocation can disqualify it.
+    if record.revoked_at.is_some() {
         return None;
     }
     Some(Principal {
-        user_id: stored.user_id,
-        scopes: stored.scopes.iter().filter_map(|name| Scope::parse(name)).collect(),
-        key_hash: hash.clone(),
-        expires_at: stored.expires_at.as_ref().map(crate::clock::Timestamp::datetime),
+        user_id: record.user_id,
+        scopes: record.scopes,
+        key_hash: record.hash,
+        expires_at: record.expires_at.as_ref().map(crate::clock::Timestamp::datetime),
     })
 }
 
@@ -103,18 +103,17 @@ mod tests {
 
     #[test]
     fn revoked_keys_are_not_principals() {
-        let hash = ApiKey::generate().hash();
-        let stored = |revoked: Option<&str>| StoredKey {
-            key_hash: hash.as_str().into(),
+        let record = |revoked: Option<&str>| KeyRecord {
+            hash: ApiKey::generate().hash(),
             user_id: "u1".parse().unwrap(),
-            scopes: vec!["read:alerts".into()],
+            scopes: [crate::credentials::Scope::ReadAlerts].into_iter().collect(),
             label: None,
             created_at: "2026-01-01T00:00:00.000Z".parse().unwrap(),
             revoked_at: revoked.map(|at| at.parse().unwrap()),
             expires_at: None,
         };
-        assert!(principal_of(&hash, stored(None)).is_some());
-        assert!(principal_of(&hash, stored(Some("2026-01-02T00:00:00.000Z"))).is_none());
+        assert!(principal_of(record(None)).is_some());
+        assert!(principal_of(record(Some("2026-01-02T00:00:00.000Z"))).is_none());
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! Credential types (contract section 2): scopes, API keys and their hashes. A leaf
-//! module: the authenticator and the keys table both build on it.
+//! Credential types (contract section 2): scopes, API keys, their hashes and what is kept
+//! of an issued key. A leaf module: the authenticator and the keys table both build on it.
 
 use std::fmt;
 
 use sha2::{Digest, Sha256};
 
+use crate::clock::Timestamp;
+use crate::ids::UserId;
 use crate::secrets;
 
 const KEY_PREFIX: &str = "cak_";
@@ -143,6 +145,19 @@ impl KeyHash {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// An issued API key as the service keeps it: its hash (never the key), owner and scopes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRecord {
+    pub hash: KeyHash,
+    pub user_id: UserId,
+    pub scopes: Scopes,
+    pub label: Option<String>,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+    /// From this time on the key is refused (contract section 2); `None`: it never expires.
+    pub expires_at: Option<Timestamp>,
 }
 
 #[cfg(test)]

@@ -1,9 +1,27 @@
 //! Data-sharing preferences (contract section 4).
 
+use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
+
+use crate::clock::Timestamp;
 
 /// Every known preference flag. Adding a flag is a one-line change here.
 pub const PREFERENCE_FLAGS: &[&str] = &["shareAssessmentResults", "shareProfileData", "shareActivityData"];
+
+/// A user's preferences: the GET and PUT response. The store maps them from their item.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preferences {
+    /// Every known flag, in [`PREFERENCE_FLAGS`]' order; a flag never set is off.
+    #[serde(rename = "preferences", serialize_with = "flags_as_object")]
+    pub flags: Vec<(&'static str, bool)>,
+    /// When a flag last changed; `None` before the first change.
+    pub updated_at: Option<Timestamp>,
+}
+
+fn flags_as_object<S: Serializer>(flags: &[(&'static str, bool)], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(flags.iter().copied())
+}
 
 /// A validated PUT body: at least one known flag with a boolean value, nothing else.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,6 +73,18 @@ fn known_flag(name: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn preferences_are_shown_as_an_object_of_flags_in_their_order() {
+        let preferences = Preferences {
+            flags: PREFERENCE_FLAGS.iter().map(|flag| (*flag, *flag == "shareProfileData")).collect(),
+            updated_at: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&preferences).unwrap(),
+            r#"{"preferences":{"shareAssessmentResults":false,"shareProfileData":true,"shareActivityData":false},"updatedAt":null}"#
+        );
+    }
 
     #[test]
     fn applies_known_boolean_flags() {

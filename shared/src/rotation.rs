@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::webhooks::{Subscription, WebhookSecret};
+use crate::webhooks::{SubscriptionObject, WebhookSecret};
 
 /// The current secret and, until it expires, the one it replaced. Only one previous secret
 /// is kept. This is what a subscription stores, sealed (see `sealing`).
@@ -51,7 +51,7 @@ impl SigningSecrets {
 #[serde(rename_all = "camelCase")]
 pub struct RotatedSubscription {
     #[serde(flatten)]
-    pub subscription: Subscription,
+    pub subscription: SubscriptionObject,
     pub secret: String,
     pub previous_secret_expires_at: Option<String>,
 }

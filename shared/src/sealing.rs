@@ -22,8 +22,8 @@ use crate::ids::{SubscriptionId, UserId};
 use crate::rotation::SigningSecrets;
 use crate::secrets;
 use crate::store::data_key::DataKeyStore;
-use crate::store::webhooks::{SealedSecrets, StoredSecrets, StoredSubscription};
 use crate::store::StoreError;
+use crate::webhooks::{SealedSecrets, SecretsAtRest, Subscription};
 
 const NONCE_LEN: usize = 12;
 /// Bound into every KMS call on the data key, so the key's policy can require it and a
@@ -85,10 +85,10 @@ impl Sealer {
 
     /// The secrets of a stored subscription. A plain-text secret stored before secrets were
     /// sealed needs no key (`careerctl webhooks seal-secrets` seals those).
-    pub async fn open(&self, subscription: &StoredSubscription) -> Result<SigningSecrets, SealError> {
+    pub async fn open(&self, subscription: &Subscription) -> Result<SigningSecrets, SealError> {
         let sealed = match &subscription.secrets {
-            StoredSecrets::Sealed { sealed_secrets } => sealed_secrets,
-            StoredSecrets::Plain { secret } => return Ok(SigningSecrets::new(secret.clone())),
+            SecretsAtRest::Sealed(sealed) => sealed,
+            SecretsAtRest::Plain(secret) => return Ok(SigningSecrets::new(secret.clone())),
         };
         let cipher = self.cipher(false).await?;
         let bytes = STANDARD.decode(&sealed.0).map_err(|_| SealError::Unopenable)?;
@@ -96,7 +96,7 @@ impl Sealer {
             return Err(SealError::Unopenable);
         }
         let (nonce, sealed) = bytes.split_at(NONCE_LEN);
-        let aad = associated_data(&subscription.user_id, &subscription.subscription_id);
+        let aad = associated_data(&subscription.user_id, &subscription.id);
         let plaintext = cipher
             .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad: &aad })
             .map_err(|_| SealError::Unopenable)?;
@@ -163,7 +163,7 @@ fn associated_data(user_id: &UserId, subscription_id: &SubscriptionId) -> Vec<u8
 mod tests {
     use super::*;
     use crate::rotation::GracePeriod;
-    use crate::webhooks::WebhookSecret;
+    use crate::webhooks::{Health, WebhookSecret};
 
     /// A sealer whose data key is already in memory: no KMS or table call is made.
     fn sealer() -> Sealer {
@@ -182,17 +182,15 @@ mod tests {
         }
     }
 
-    fn stored(user_id: &str, subscription_id: &str, secrets: StoredSecrets) -> StoredSubscription {
-        StoredSubscription {
+    fn stored(user_id: &str, subscription_id: &str, secrets: SecretsAtRest) -> Subscription {
+        Subscription {
             user_id: user_id.parse().unwrap(),
-            subscription_id: subscription_id.parse().unwrap(),
+            id: subscription_id.parse().unwrap(),
             url: "https://hooks.example.com/".into(),
             events: vec![],
             secrets,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
-            failing_since: None,
-            disabled_at: None,
-            disabled_reason: None,
+            health: Health::Active,
         }
     }
 
@@ -207,7 +205,7 @@ mod tests {
             .unwrap();
         assert!(!sealed_secrets.0.contains("whsec_"));
         assert!(!sealed_secrets.0.contains(&STANDARD.encode(secrets.current.key())));
-        let sealed = StoredSecrets::Sealed { sealed_secrets: sealed_secrets.clone() };
+        let sealed = SecretsAtRest::Sealed(sealed_secrets.clone());
         assert_eq!(
             sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", sealed.clone())).await.unwrap(),
             secrets
@@ -221,12 +219,12 @@ mod tests {
         let mut bytes = STANDARD.decode(&sealed_secrets.0).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        let altered = StoredSecrets::Sealed { sealed_secrets: SealedSecrets(STANDARD.encode(bytes)) };
+        let altered = SecretsAtRest::Sealed(SealedSecrets(STANDARD.encode(bytes)));
         assert!(matches!(
             sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", altered)).await,
             Err(SealError::Unopenable)
         ));
-        let garbage = StoredSecrets::Sealed { sealed_secrets: SealedSecrets("not base64!".into()) };
+        let garbage = SecretsAtRest::Sealed(SealedSecrets("not base64!".into()));
         assert!(matches!(
             sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", garbage)).await,
             Err(SealError::Unopenable)
@@ -248,7 +246,7 @@ mod tests {
     #[tokio::test]
     async fn a_plain_secret_stored_before_sealing_opens_without_a_key() {
         let secret = WebhookSecret::parse("whsec_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE").unwrap();
-        let plain = stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", StoredSecrets::Plain { secret: secret.clone() });
+        let plain = stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", SecretsAtRest::Plain(secret.clone()));
         let sealer = Sealer { cipher: OnceCell::new(), ..sealer() };
         assert_eq!(sealer.open(&plain).await.unwrap(), SigningSecrets::new(secret));
     }

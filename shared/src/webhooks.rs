@@ -1,5 +1,6 @@
-//! Webhook subscriptions (contract sections 5 and 13): URL and event validation, what an
-//! update may change, secrets, and the subscription object.
+//! Webhook subscriptions (contract sections 5, 9, 12 and 13): URL and event validation,
+//! what an update may change, secrets, the subscription and its health, and the
+//! subscription object the API shows.
 
 use std::net::IpAddr;
 
@@ -12,7 +13,7 @@ use url::{Host, Url};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::excerpt::Excerpt;
-use crate::ids::SubscriptionId;
+use crate::ids::{SubscriptionId, UserId};
 use crate::{netguard, secrets};
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -184,10 +185,103 @@ impl SubscriptionChanges {
     }
 }
 
-/// A subscription as listed (the secret is never listed).
+/// A subscription: whose it is, where and what it delivers, its secrets as stored, and its
+/// health. The store maps it to and from its item (`store::webhooks`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subscription {
+    pub user_id: UserId,
+    pub id: SubscriptionId,
+    /// The normalised URL ([`WebhookUrl`]).
+    pub url: String,
+    pub events: Vec<EventKind>,
+    pub secrets: SecretsAtRest,
+    pub created_at: Timestamp,
+    pub health: Health,
+}
+
+/// Whether a subscription is sent its deliveries, and how they have been going.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Sent its deliveries, with no failure since the last success.
+    Active,
+    /// Sent its deliveries, failing since the first failure after the last success: the
+    /// failure clock of section 9. Its deliveries go to the retry lane (section 12).
+    Failing { since: Timestamp },
+    /// Sent nothing until enabled again, which also stops the failure clock; its deliveries
+    /// are recorded as `skipped` (section 9). A pause is [`DisabledReason::Manual`].
+    Disabled { at: Timestamp, reason: DisabledReason },
+}
+
+impl Health {
+    pub fn is_enabled(&self) -> bool {
+        !matches!(self, Health::Disabled { .. })
+    }
+
+    /// When the failure clock started, while it runs.
+    pub fn failing_since(&self) -> Option<&Timestamp> {
+        match self {
+            Health::Failing { since } => Some(since),
+            _ => None,
+        }
+    }
+}
+
+/// A subscription's signing secrets as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SecretsAtRest {
+    /// `rotation::SigningSecrets` as `sealing::Sealer` sealed them.
+    Sealed(SealedSecrets),
+    /// A plain-text secret stored before secrets were sealed, until `careerctl webhooks
+    /// seal-secrets` (or a rotation) seals it.
+    Plain(WebhookSecret),
+}
+
+/// Sealed secrets: the standard base64 of a nonce and the AES-256-GCM ciphertext.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedSecrets(pub String);
+
+impl Subscription {
+    /// A new subscription, active, created now.
+    pub fn new(
+        user_id: UserId,
+        id: SubscriptionId,
+        url: &WebhookUrl,
+        events: Vec<EventKind>,
+        sealed: SealedSecrets,
+    ) -> Self {
+        Subscription {
+            user_id,
+            id,
+            url: url.as_str().to_owned(),
+            events,
+            secrets: SecretsAtRest::Sealed(sealed),
+            created_at: Timestamp::now(),
+            health: Health::Active,
+        }
+    }
+
+    /// The subscription object the API shows (contract section 5; never the secrets).
+    pub fn public(&self) -> SubscriptionObject {
+        let (disabled_at, disabled_reason) = match &self.health {
+            Health::Disabled { at, reason } => (Some(at.clone()), Some(*reason)),
+            Health::Active | Health::Failing { .. } => (None, None),
+        };
+        SubscriptionObject {
+            id: self.id.clone(),
+            url: self.url.clone(),
+            events: self.events.clone(),
+            created_at: self.created_at.clone(),
+            enabled: self.health.is_enabled(),
+            disabled_at,
+            disabled_reason,
+        }
+    }
+}
+
+/// The subscription object: a subscription as listed (the secret is never listed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Subscription {
+pub struct SubscriptionObject {
     pub id: SubscriptionId,
     pub url: String,
     pub events: Vec<EventKind>,
@@ -214,7 +308,7 @@ pub enum DisabledReason {
 #[serde(rename_all = "camelCase")]
 pub struct CreatedSubscription {
     #[serde(flatten)]
-    pub subscription: Subscription,
+    pub subscription: SubscriptionObject,
     pub secret: WebhookSecret,
 }
 

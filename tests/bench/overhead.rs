@@ -19,8 +19,8 @@ use career_core::ratelimit::RateLimiter;
 use career_core::store::alerts::AlertTable;
 use career_core::store::preferences::PreferenceTable;
 use career_core::store::rate_limits::RateLimitTable;
-use career_core::store::webhooks::{SealedSecrets, StoredSecrets, StoredSubscription, WebhookTable};
-use career_core::webhooks::{WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
+use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::{SealedSecrets, Subscription, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::pipeline::Pipeline;
 use career_service::{sink_url, typed};
 use careerctl::gateway::{lambda_request, ApiFunctions};
@@ -318,22 +318,18 @@ impl Fixture {
                 store.webhooks.list(&self.user).await.expect("list subscriptions");
             }
             Op::CreateWebhook => {
-                let subscription = StoredSubscription {
-                    user_id: self.user.clone(),
-                    subscription_id: SubscriptionId::generate(),
-                    url: new_subscription_url(),
-                    events: vec![EventKind::ProfileUpdated],
-                    // As long as a sealed secret; the bare baseline needs no KMS.
-                    secrets: StoredSecrets::Sealed {
-                        sealed_secrets: SealedSecrets(WebhookSecret::generate().expose().repeat(3)),
-                    },
-                    created_at: Timestamp::now(),
-                    failing_since: None,
-                    disabled_at: None,
-                    disabled_reason: None,
-                };
+                let url = WebhookUrl::parse(&new_subscription_url().into(), true).expect("a URL");
+                // As long as a sealed secret; the bare baseline needs no KMS.
+                let sealed = SealedSecrets(WebhookSecret::generate().expose().repeat(3));
+                let subscription = Subscription::new(
+                    self.user.clone(),
+                    SubscriptionId::generate(),
+                    &url,
+                    vec![EventKind::ProfileUpdated],
+                    sealed,
+                );
                 store.webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.expect("create");
-                return Some(subscription.subscription_id.to_string());
+                return Some(subscription.id.to_string());
             }
             Op::DeleteWebhook => {
                 let id: SubscriptionId = id.and_then(SubscriptionId::parse).expect("a created subscription");

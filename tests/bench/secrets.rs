@@ -14,8 +14,8 @@ use career_core::rotation::GracePeriod;
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing;
-use career_core::store::webhooks::{StoredSubscription, WebhookTable};
-use career_core::webhooks::WebhookSecret;
+use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::{Subscription, WebhookSecret};
 use career_service::pipeline::Pipeline;
 use career_service::{clients_logging_kms, typed};
 
@@ -74,13 +74,13 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 async fn first_openings(
     settings: &Settings,
     table: &WebhookTable,
-    stored: &StoredSubscription,
+    stored: &Subscription,
 ) -> Result<FirstOpenings, String> {
     let (mut first_opens, mut gets, mut kms_calls) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..COLD_STARTS {
         // The GetItem of the subscription that every delivery makes anyway: the baseline.
         let started = Instant::now();
-        table.get(&stored.user_id, &stored.subscription_id).await.map_err(|e| e.to_string())?;
+        table.get(&stored.user_id, &stored.id).await.map_err(|e| e.to_string())?;
         gets.push(started.elapsed());
         let calls = Calls::default();
         let clients = clients_logging_kms(&calls);
@@ -98,7 +98,7 @@ async fn first_openings(
 }
 
 /// `n` openings by one instance after its first, with the KMS calls they make.
-async fn warm_openings(settings: &Settings, stored: &StoredSubscription, n: usize) -> Result<WarmOpenings, String> {
+async fn warm_openings(settings: &Settings, stored: &Subscription, n: usize) -> Result<WarmOpenings, String> {
     let calls = Calls::default();
     let clients = clients_logging_kms(&calls);
     let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings).map_err(|e| e.to_string())?;

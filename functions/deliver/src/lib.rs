@@ -21,10 +21,10 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{StoredSubscription, WebhookTable};
+use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
-use career_core::webhooks::{DisabledReason, LoggedUrl};
+use career_core::webhooks::{DisabledReason, LoggedUrl, Subscription};
 use chrono::{DateTime, Utc};
 use tracing::Instrument;
 
@@ -125,7 +125,7 @@ async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
 }
 
 /// The record's state and the subscription, read together.
-async fn load(deps: &Deps, received: &Received<'_>) -> Result<(Option<StoredSubscription>, Found), StoreError> {
+async fn load(deps: &Deps, received: &Received<'_>) -> Result<(Option<Subscription>, Found), StoreError> {
     let delivery = &received.delivery;
     let (record, subscription) = tokio::join!(
         deps.deliveries.state(&delivery.user_id, &delivery.delivery_id),
@@ -136,20 +136,13 @@ async fn load(deps: &Deps, received: &Received<'_>) -> Result<(Option<StoredSubs
         lane: received.lane,
         generation: delivery.generation,
         record: record?.unwrap_or_else(RecordState::unwritten),
-        subscription: subscription
-            .as_ref()
-            .map(|s| SubscriptionState { enabled: s.is_enabled(), failing_since: s.failing_since() }),
+        subscription: subscription.as_ref().map(|s| SubscriptionState::of(&s.health)),
     };
     Ok((subscription, found))
 }
 
 /// Opens the secrets, signs and sends, then records and executes the plan for the answer.
-async fn attempt_delivery(
-    deps: &Deps,
-    received: Received<'_>,
-    subscription: &StoredSubscription,
-    attempt: u32,
-) -> bool {
+async fn attempt_delivery(deps: &Deps, received: Received<'_>, subscription: &Subscription, attempt: u32) -> bool {
     let secrets = match deps.sealer.open(subscription).await {
         Ok(secrets) => secrets,
         Err(err) => {
@@ -163,7 +156,8 @@ async fn attempt_delivery(
     let now = clock::now();
     let answer = outcome.answer();
     let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
-    let after = plan::after_send(attempt, answered, subscription.failing_since(), now, &deps.policy, jitter());
+    let failing_since = SubscriptionState::of(&subscription.health).failing_since;
+    let after = plan::after_send(attempt, answered, failing_since, now, &deps.policy, jitter());
     let recorded = record(deps, &received.delivery, subscription, &outcome, &body, &after, now).await;
     report(deps, &received.delivery, subscription, &outcome, &after, attempt, latency_ms);
     match recorded {
@@ -198,7 +192,7 @@ async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &Sign
 async fn record(
     deps: &Deps,
     delivery: &DeliveryMessage,
-    subscription: &StoredSubscription,
+    subscription: &Subscription,
     outcome: &Outcome,
     body: &[u8],
     after: &After,
@@ -218,11 +212,11 @@ async fn record(
 /// Writes the subscription only when the plan changes it.
 async fn change_subscription(
     deps: &Deps,
-    subscription: &StoredSubscription,
+    subscription: &Subscription,
     change: SubscriptionChange,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let (user_id, id) = (&subscription.user_id, &subscription.subscription_id);
+    let (user_id, id) = (&subscription.user_id, &subscription.id);
     match change {
         SubscriptionChange::Unchanged => Ok(()),
         SubscriptionChange::StartFailing => {
@@ -232,7 +226,7 @@ async fn change_subscription(
         SubscriptionChange::Disable(reason) => {
             let at = Timestamp::from_datetime(now);
             // Failing disables only while the clock still shows the failure it measured.
-            let since = subscription.failing_since.as_ref().filter(|_| reason == DisabledReason::Failing);
+            let since = subscription.health.failing_since().filter(|_| reason == DisabledReason::Failing);
             if deps.webhooks.disable(user_id, id, reason, since, &at).await? {
                 tracing::warn!(reason = ?reason, "subscription disabled");
             }
@@ -245,7 +239,7 @@ async fn change_subscription(
 fn report(
     deps: &Deps,
     delivery: &DeliveryMessage,
-    subscription: &StoredSubscription,
+    subscription: &Subscription,
     outcome: &Outcome,
     after: &After,
     attempt: u32,

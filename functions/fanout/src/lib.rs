@@ -14,8 +14,9 @@ use career_core::delivery::DeliveryMessage;
 use career_core::events::event_from_record;
 use career_core::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::{StoredSubscription, WebhookTable};
+use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
+use career_core::webhooks::Subscription;
 
 pub struct Deps {
     webhooks: WebhookTable,
@@ -73,8 +74,8 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         return Ok(());
     };
     let subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
-    let message = |s: &StoredSubscription| DeliveryMessage::new(&event, user_id, &s.subscription_id);
-    let status = |s: &StoredSubscription| match s.is_enabled() {
+    let message = |s: &Subscription| DeliveryMessage::new(&event, user_id, &s.id);
+    let status = |s: &Subscription| match s.health.is_enabled() {
         true => DeliveryStatus::Pending,
         false => DeliveryStatus::Skipped,
     };
@@ -85,7 +86,7 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     // A disabled subscription is sent nothing: its record says `skipped` already.
     let (mut main, mut retry) = (Vec::new(), Vec::new());
     for (subscription, (message, status)) in subscriptions.iter().zip(deliveries) {
-        match (status, subscription.failing_since.is_some()) {
+        match (status, subscription.health.failing_since().is_some()) {
             (DeliveryStatus::Skipped, _) => {}
             (_, true) => retry.push(message),
             (_, false) => main.push(message),

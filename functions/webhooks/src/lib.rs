@@ -23,10 +23,11 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
-use career_core::store::webhooks::{Changes, Created, Replaced, StoredSubscription, WebhookTable};
+use career_core::store::webhooks::{Created, Replaced, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::{
-    CreatedSubscription, EventKinds, SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
+    CreatedSubscription, EventKinds, Subscription, SubscriptionChanges, WebhookSecret, WebhookUrl,
+    MAX_SUBSCRIPTIONS_PER_USER,
 };
 use futures_util::StreamExt;
 use lambda_http::http::Method;
@@ -148,7 +149,7 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
 
 async fn list(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let stored = deps.webhooks.list(call.user_id()).await?;
-    let webhooks: Vec<_> = stored.iter().map(StoredSubscription::public).collect();
+    let webhooks: Vec<_> = stored.iter().map(Subscription::public).collect();
     Reply::ok(json!({"webhooks": webhooks}))
 }
 
@@ -163,7 +164,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secret = WebhookSecret::generate();
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone())).await?;
-    let stored = StoredSubscription::new(user_id, subscription_id, &url, events.kinds().to_vec(), sealed);
+    let stored = Subscription::new(user_id, subscription_id, &url, events.kinds().to_vec(), sealed);
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
@@ -175,11 +176,6 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
-    let changes = Changes {
-        url: changes.url.as_ref().map(WebhookUrl::as_str),
-        events: changes.events.as_ref().map(EventKinds::kinds),
-        enabled: changes.enabled,
-    };
     let updated = deps.webhooks.update(call.user_id(), &subscription_id(id)?, &changes, &Timestamp::now()).await?;
     Reply::ok(updated.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }
@@ -204,7 +200,7 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let stored = own_subscription(deps, &call, id).await?;
         let now = clock::now_millis() / 1000;
         let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), now, grace);
-        let sealed = deps.sealer.seal(&stored.user_id, &stored.subscription_id, &rotated).await?;
+        let sealed = deps.sealer.seal(&stored.user_id, &stored.id, &rotated).await?;
         if let Replaced::Yes(updated) = deps.webhooks.replace_secrets(&stored, &sealed).await? {
             let expires_at = rotated.previous.map(|previous| clock::rfc3339_from_millis(previous.expires_at * 1000));
             return Reply::ok(RotatedSubscription {
@@ -223,7 +219,7 @@ fn subscription_id(id: &str) -> Result<SubscriptionId, ApiError> {
 }
 
 /// The caller's subscription `id`; another user's is as missing as one that never was.
-async fn own_subscription(deps: &Deps, call: &Call, id: &str) -> Result<StoredSubscription, ApiError> {
+async fn own_subscription(deps: &Deps, call: &Call, id: &str) -> Result<Subscription, ApiError> {
     let typed = subscription_id(id)?;
     deps.webhooks.get(call.user_id(), &typed).await?.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))
 }
@@ -245,7 +241,7 @@ async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         None => None,
     };
     let subscription = own_subscription(deps, &call, id).await?;
-    let page = deps.deliveries.list(user_id, &subscription.subscription_id, status, limit, after.as_ref()).await?;
+    let page = deps.deliveries.list(user_id, &subscription.id, status, limit, after.as_ref()).await?;
     let next_cursor = page.last_id_if_more.map(|last| deps.cursors.seal(user_id, &list, &last));
     Reply::ok(json!({"deliveries": page.deliveries, "nextCursor": next_cursor}))
 }
@@ -261,7 +257,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         // A delivery of a deleted subscription cannot be retried.
         let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
         let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
-        if !subscription.is_enabled() {
+        if !subscription.health.is_enabled() {
             if deps.deliveries.record_skipped(&message, stored.record.body.as_bytes(), clock::now()).await? {
                 let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
                 return Reply::accepted(record);
@@ -290,9 +286,9 @@ async fn restart(deps: &Deps, stored: &StoredDelivery) -> Result<Option<StoredDe
 async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let subscription = own_subscription(deps, &call, id).await?;
-    let id = &subscription.subscription_id;
+    let id = &subscription.id;
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
-    let status = if subscription.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
+    let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
     let record = deps.deliveries.create(&message, status, clock::now()).await?;
     if status == DeliveryStatus::Pending {
         deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
@@ -307,13 +303,11 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let body = call.json_object()?;
     let window = RecoverWindow::parse(&body, clock::now()).map_err(ApiError::WebhookInvalidRecoverWindow)?;
     let subscription = own_subscription(deps, &call, id).await?;
-    if !subscription.is_enabled() {
+    if !subscription.health.is_enabled() {
         return Err(ApiError::WebhookSubscriptionDisabled);
     }
-    let mut found = deps
-        .deliveries
-        .recoverable(call.user_id(), &subscription.subscription_id, window.since, window.until, MAX_PER_CALL)
-        .await?;
+    let mut found =
+        deps.deliveries.recoverable(call.user_id(), &subscription.id, window.since, window.until, MAX_PER_CALL).await?;
     let more = found.len() > MAX_PER_CALL as usize;
     found.truncate(MAX_PER_CALL as usize);
     // A few at a time: each is a conditional write and a queued message. (The futures are

@@ -11,7 +11,7 @@ use super::attempt::Outcome;
 use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::queue::Lane;
-use crate::webhooks::DisabledReason;
+use crate::webhooks::{DisabledReason, Health};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -44,6 +44,16 @@ pub struct SubscriptionState {
     pub enabled: bool,
     /// The failure clock: the first failure since the last success (contract section 9).
     pub failing_since: Option<DateTime<Utc>>,
+}
+
+impl SubscriptionState {
+    /// What the plan needs of a subscription's health.
+    pub fn of(health: &Health) -> Self {
+        SubscriptionState {
+            enabled: health.is_enabled(),
+            failing_since: health.failing_since().map(crate::clock::Timestamp::datetime),
+        }
+    }
 }
 
 /// What one received message found.

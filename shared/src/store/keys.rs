@@ -7,23 +7,53 @@ use super::conditional::applied;
 use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{s, StoreError};
 use crate::clock::Timestamp;
-use crate::credentials::KeyHash;
+use crate::credentials::{KeyHash, KeyRecord, Scope};
 use crate::ids::UserId;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A key as the table holds it.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StoredKey {
-    pub key_hash: String,
-    pub user_id: UserId,
-    pub scopes: Vec<String>,
+struct KeyItem {
+    key_hash: String,
+    user_id: UserId,
+    /// Scope names. One that this version does not know (a later version's) grants nothing.
+    scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    pub created_at: Timestamp,
+    label: Option<String>,
+    created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<Timestamp>,
-    /// From this time on the key is refused (contract section 2); `None`: it never expires.
+    revoked_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
+    expires_at: Option<Timestamp>,
+}
+
+impl KeyItem {
+    /// The record of the item that was read under `hash`.
+    fn into_record(self, hash: KeyHash) -> KeyRecord {
+        KeyRecord {
+            hash,
+            user_id: self.user_id,
+            scopes: self.scopes.iter().filter_map(|name| Scope::parse(name)).collect(),
+            label: self.label,
+            created_at: self.created_at,
+            revoked_at: self.revoked_at,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+impl From<&KeyRecord> for KeyItem {
+    fn from(record: &KeyRecord) -> Self {
+        KeyItem {
+            key_hash: record.hash.as_str().to_owned(),
+            user_id: record.user_id.clone(),
+            scopes: record.scopes.names().into_iter().map(String::from).collect(),
+            label: record.label.clone(),
+            created_at: record.created_at.clone(),
+            revoked_at: record.revoked_at.clone(),
+            expires_at: record.expires_at.clone(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -37,7 +67,7 @@ impl KeyTable {
         Self { client, table: table.into() }
     }
 
-    pub async fn get(&self, hash: &KeyHash) -> Result<Option<StoredKey>, StoreError> {
+    pub async fn get(&self, hash: &KeyHash) -> Result<Option<KeyRecord>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -46,14 +76,15 @@ impl KeyTable {
             .consistent_read(true)
             .send()
             .await?;
-        Ok(output.item.map(serde_dynamo::from_item).transpose()?)
+        let item: Option<KeyItem> = output.item.map(serde_dynamo::from_item).transpose()?;
+        Ok(item.map(|item| item.into_record(hash.clone())))
     }
 
-    pub async fn insert(&self, key: &StoredKey) -> Result<(), StoreError> {
+    pub async fn insert(&self, key: &KeyRecord) -> Result<(), StoreError> {
         self.client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(serde_dynamo::to_item(key)?))
+            .set_item(Some(serde_dynamo::to_item(KeyItem::from(key))?))
             .condition(Condition::absent("keyHash"))
             .send()
             .await?;
@@ -71,5 +102,37 @@ impl KeyTable {
             .send()
             .await;
         applied(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::{ApiKey, Scopes};
+
+    #[test]
+    fn items_keep_their_attributes_and_a_later_versions_scope_grants_nothing() {
+        let record = KeyRecord {
+            hash: ApiKey::generate().hash(),
+            user_id: "u1".parse().unwrap(),
+            scopes: [Scope::ReadAlerts, Scope::WriteWebhooks].into_iter().collect(),
+            label: Some("portal link".into()),
+            created_at: "2026-01-01T00:00:00.000Z".parse().unwrap(),
+            revoked_at: None,
+            expires_at: Some("2026-01-02T00:00:00.000Z".parse().unwrap()),
+        };
+        let mut item: super::super::Item = serde_dynamo::to_item(KeyItem::from(&record)).unwrap();
+        assert_eq!(item.get("keyHash"), Some(&s(record.hash.as_str())));
+        assert_eq!(item.get("expiresAt"), Some(&s("2026-01-02T00:00:00.000Z")));
+        assert!(!item.contains_key("revokedAt"));
+        let read = |item: &super::super::Item| {
+            serde_dynamo::from_item::<_, KeyItem>(item.clone()).unwrap().into_record(record.hash.clone())
+        };
+        assert_eq!(read(&item), record);
+
+        let names =
+            ["read:alerts", "admin:everything"].map(|name| aws_sdk_dynamodb::types::AttributeValue::S(name.into()));
+        item.insert("scopes".into(), aws_sdk_dynamodb::types::AttributeValue::L(names.to_vec()));
+        assert_eq!(read(&item).scopes, Scopes::from_iter([Scope::ReadAlerts]));
     }
 }

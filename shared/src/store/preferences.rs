@@ -2,29 +2,20 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
-use serde::Serialize;
 
 use super::expression::{Expression, Updates};
 use super::{s, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::ids::UserId;
-use crate::preferences::{PreferenceUpdate, PREFERENCE_FLAGS};
+use crate::preferences::{PreferenceUpdate, Preferences, PREFERENCE_FLAGS};
 
-/// Every known flag and when they last changed: the GET and PUT response.
-#[derive(Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Preferences {
-    pub preferences: serde_json::Map<String, serde_json::Value>,
-    pub updated_at: Option<String>,
-}
-
-impl Preferences {
-    fn from_item(item: Option<&Item>) -> Self {
-        let flag = |name: &str| matches!(item.and_then(|i| i.get(name)), Some(AttributeValue::Bool(true)));
-        Preferences {
-            preferences: PREFERENCE_FLAGS.iter().map(|name| (name.to_string(), flag(name).into())).collect(),
-            updated_at: item.and_then(|i| i.get("updatedAt")).and_then(|v| v.as_s().ok()).cloned(),
-        }
+/// The preferences of the user's item (`None`: no item yet): one Boolean attribute per flag
+/// that was ever set, and `updatedAt`.
+fn preferences_of(item: Option<&Item>) -> Preferences {
+    let flag = |name: &str| matches!(item.and_then(|i| i.get(name)), Some(AttributeValue::Bool(true)));
+    Preferences {
+        flags: PREFERENCE_FLAGS.iter().map(|name| (*name, flag(name))).collect(),
+        updated_at: item.and_then(|i| i.get("updatedAt")).and_then(|v| v.as_s().ok()).and_then(|t| Timestamp::parse(t)),
     }
 }
 
@@ -48,7 +39,7 @@ impl PreferenceTable {
             .consistent_read(true)
             .send()
             .await?;
-        Ok(Preferences::from_item(output.item.as_ref()))
+        Ok(preferences_of(output.item.as_ref()))
     }
 
     /// Sets the given flags in one atomic update; the others keep their values.
@@ -71,6 +62,6 @@ impl PreferenceTable {
             .return_values(ReturnValue::AllNew)
             .send()
             .await?;
-        Ok(Preferences::from_item(output.attributes.as_ref()))
+        Ok(preferences_of(output.attributes.as_ref()))
     }
 }

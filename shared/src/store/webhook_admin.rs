@@ -4,10 +4,10 @@
 //! subscriptions whose secret is still stored in plain text (`careerctl webhooks
 //! seal-secrets`, run once after the upgrade that sealed secrets).
 
-use super::webhooks::StoredSubscription;
 use super::webhooks::{subscriptions_of, WebhookTable};
 use super::{s, StoreError};
 use crate::ids::{SubscriptionId, UserId};
+use crate::webhooks::Subscription;
 
 impl WebhookTable {
     /// The user a subscription belongs to.
@@ -26,7 +26,7 @@ impl WebhookTable {
     }
 
     /// Every subscription whose secret is still stored in plain text.
-    pub async fn plain_secrets(&self) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn plain_secrets(&self) -> Result<Vec<Subscription>, StoreError> {
         let mut found = Vec::new();
         let mut start = None;
         loop {

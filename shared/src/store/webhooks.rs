@@ -11,11 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use super::conditional::{applied, held, send_update, transact, Transacted};
 use super::expression::{Condition, Conditional, Expression, Updates};
-use super::{n, s, StoreError};
+use super::{n, s, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
-use crate::webhooks::{DisabledReason, Subscription, WebhookSecret, WebhookUrl};
+use crate::webhooks::{
+    DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, WebhookSecret,
+};
 
 const COUNTER_ID: &str = "#count";
 /// The counter item's attribute: how many subscriptions its user has.
@@ -29,103 +31,95 @@ const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
 const ID: &str = "subscriptionId";
 
-/// A subscription as stored, with its secrets.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A subscription as the table holds it. Its health is three attributes: `failingSince`
+/// while the failure clock runs, `disabledAt` and `disabledReason` while it is disabled.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StoredSubscription {
-    pub user_id: UserId,
-    pub subscription_id: SubscriptionId,
-    pub url: String,
-    pub events: Vec<EventKind>,
+struct SubscriptionItem {
+    user_id: UserId,
+    subscription_id: SubscriptionId,
+    url: String,
+    events: Vec<EventKind>,
     #[serde(flatten)]
-    pub secrets: StoredSecrets,
-    pub created_at: Timestamp,
-    /// The failure clock: the first failure since the last success (contract section 9).
+    secrets: SecretsItem,
+    created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failing_since: Option<Timestamp>,
+    failing_since: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled_at: Option<Timestamp>,
+    disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled_reason: Option<DisabledReason>,
+    disabled_reason: Option<DisabledReason>,
 }
 
-/// A subscription's signing secrets as the table holds them.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The secrets' attribute: `sealedSecrets`, or `secret` in plain text from before sealing.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum StoredSecrets {
+enum SecretsItem {
     Sealed {
         #[serde(rename = "sealedSecrets")]
-        sealed_secrets: SealedSecrets,
+        sealed_secrets: String,
     },
-    /// A plain-text secret stored before secrets were sealed, until
-    /// `careerctl webhooks seal-secrets` (or a rotation) seals it.
-    Plain { secret: WebhookSecret },
+    Plain {
+        secret: WebhookSecret,
+    },
 }
 
-/// `rotation::SigningSecrets` as `sealing::Sealer` sealed them: the standard base64 of a
-/// nonce and the AES-256-GCM ciphertext.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SealedSecrets(pub String);
+impl From<SubscriptionItem> for Subscription {
+    fn from(item: SubscriptionItem) -> Self {
+        // A disabled item keeps the `failingSince` it had; enabling removes both. Every
+        // disable writes `disabledAt` and `disabledReason` together (the reason defaults only
+        // for safety).
+        let health = match (item.disabled_at, item.failing_since) {
+            (Some(at), _) => Health::Disabled { at, reason: item.disabled_reason.unwrap_or(DisabledReason::Failing) },
+            (None, Some(since)) => Health::Failing { since },
+            (None, None) => Health::Active,
+        };
+        Subscription {
+            user_id: item.user_id,
+            id: item.subscription_id,
+            url: item.url,
+            events: item.events,
+            secrets: match item.secrets {
+                SecretsItem::Sealed { sealed_secrets } => SecretsAtRest::Sealed(SealedSecrets(sealed_secrets)),
+                SecretsItem::Plain { secret } => SecretsAtRest::Plain(secret),
+            },
+            created_at: item.created_at,
+            health,
+        }
+    }
+}
+
+impl From<&Subscription> for SubscriptionItem {
+    fn from(subscription: &Subscription) -> Self {
+        let (failing_since, disabled_at, disabled_reason) = match &subscription.health {
+            Health::Active => (None, None, None),
+            Health::Failing { since } => (Some(since.clone()), None, None),
+            Health::Disabled { at, reason } => (None, Some(at.clone()), Some(*reason)),
+        };
+        SubscriptionItem {
+            user_id: subscription.user_id.clone(),
+            subscription_id: subscription.id.clone(),
+            url: subscription.url.clone(),
+            events: subscription.events.clone(),
+            secrets: match &subscription.secrets {
+                SecretsAtRest::Sealed(sealed) => SecretsItem::Sealed { sealed_secrets: sealed.0.clone() },
+                SecretsAtRest::Plain(secret) => SecretsItem::Plain { secret: secret.clone() },
+            },
+            created_at: subscription.created_at.clone(),
+            failing_since,
+            disabled_at,
+            disabled_reason,
+        }
+    }
+}
 
 /// How a conditional replacement of a subscription's secrets ended.
 #[derive(Debug, PartialEq)]
 pub enum Replaced {
     /// The new secrets are stored; the subscription as it now is.
-    Yes(Box<StoredSubscription>),
+    Yes(Box<Subscription>),
     /// The stored secrets were not the expected ones any more (or the subscription is gone).
     Changed,
-}
-
-/// What [`WebhookTable::update`] changes (at least one field); `None` leaves a field as it is.
-#[derive(Clone, Copy, Debug)]
-pub struct Changes<'a> {
-    pub url: Option<&'a str>,
-    pub events: Option<&'a [EventKind]>,
-    pub enabled: Option<bool>,
-}
-
-impl StoredSubscription {
-    /// A new subscription, enabled and not failing, created now.
-    pub fn new(
-        user_id: UserId,
-        subscription_id: SubscriptionId,
-        url: &WebhookUrl,
-        events: Vec<EventKind>,
-        sealed: SealedSecrets,
-    ) -> Self {
-        StoredSubscription {
-            user_id,
-            subscription_id,
-            url: url.as_str().to_owned(),
-            events,
-            secrets: StoredSecrets::Sealed { sealed_secrets: sealed },
-            created_at: Timestamp::now(),
-            failing_since: None,
-            disabled_at: None,
-            disabled_reason: None,
-        }
-    }
-
-    pub fn public(&self) -> Subscription {
-        Subscription {
-            id: self.subscription_id.clone(),
-            url: self.url.clone(),
-            events: self.events.clone(),
-            created_at: self.created_at.clone(),
-            enabled: self.is_enabled(),
-            disabled_at: self.disabled_at.clone(),
-            disabled_reason: self.disabled_reason,
-        }
-    }
-
-    pub fn is_enabled(&self) -> bool {
-        self.disabled_at.is_none()
-    }
-
-    pub fn failing_since(&self) -> Option<chrono::DateTime<chrono::Utc>> {
-        self.failing_since.as_ref().map(Timestamp::datetime)
-    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -146,7 +140,7 @@ impl WebhookTable {
     }
 
     /// Stores `subscription` unless its owner already has `max` of them.
-    pub async fn insert(&self, subscription: &StoredSubscription, max: u32) -> Result<Created, StoreError> {
+    pub async fn insert(&self, subscription: &Subscription, max: u32) -> Result<Created, StoreError> {
         let below_max = Condition::absent(COUNT).or(Condition::below(COUNT, n(max)));
         let count = Update::builder()
             .table_name(&self.table)
@@ -157,7 +151,7 @@ impl WebhookTable {
             .expect("update has table, key and expression");
         let put = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(serde_dynamo::to_item(subscription)?))
+            .set_item(Some(serde_dynamo::to_item(SubscriptionItem::from(subscription))?))
             .condition(Condition::absent("subscriptionId"))
             .build()
             .expect("put has table and item");
@@ -170,20 +164,16 @@ impl WebhookTable {
     }
 
     /// The user's subscriptions, oldest first.
-    pub async fn list(&self, user_id: &UserId) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn list(&self, user_id: &UserId) -> Result<Vec<Subscription>, StoreError> {
         self.query(user_id, None).await
     }
 
     /// The user's subscriptions that list `kind`.
-    pub async fn subscribed_to(
-        &self,
-        user_id: &UserId,
-        kind: EventKind,
-    ) -> Result<Vec<StoredSubscription>, StoreError> {
+    pub async fn subscribed_to(&self, user_id: &UserId, kind: EventKind) -> Result<Vec<Subscription>, StoreError> {
         self.query(user_id, Some(kind)).await
     }
 
-    async fn query(&self, user_id: &UserId, kind: Option<EventKind>) -> Result<Vec<StoredSubscription>, StoreError> {
+    async fn query(&self, user_id: &UserId, kind: Option<EventKind>) -> Result<Vec<Subscription>, StoreError> {
         let mut request = self
             .client
             .query()
@@ -205,7 +195,7 @@ impl WebhookTable {
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-    ) -> Result<Option<StoredSubscription>, StoreError> {
+    ) -> Result<Option<Subscription>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -215,30 +205,22 @@ impl WebhookTable {
             .consistent_read(true)
             .send()
             .await?;
-        Ok(output.item.map(serde_dynamo::from_item).transpose()?)
+        output.item.map(subscription_of).transpose()
     }
 
     /// Replaces the subscription's secrets with `new`, in one conditional write that holds
     /// only while the stored secrets are still `expected` (a plain-text secret is removed).
-    pub async fn replace_secrets(
-        &self,
-        expected: &StoredSubscription,
-        new: &SealedSecrets,
-    ) -> Result<Replaced, StoreError> {
+    pub async fn replace_secrets(&self, expected: &Subscription, new: &SealedSecrets) -> Result<Replaced, StoreError> {
         let unchanged = match &expected.secrets {
-            StoredSecrets::Sealed { sealed_secrets } => Condition::equals(SEALED, s(&sealed_secrets.0)),
-            StoredSecrets::Plain { secret } => {
-                Condition::equals(PLAIN, s(secret.expose())).and(Condition::absent(SEALED))
-            }
+            SecretsAtRest::Sealed(sealed) => Condition::equals(SEALED, s(&sealed.0)),
+            SecretsAtRest::Plain(secret) => Condition::equals(PLAIN, s(secret.expose())).and(Condition::absent(SEALED)),
         };
         let update = self
-            .subscription_update(&expected.user_id, &expected.subscription_id)
+            .subscription_update(&expected.user_id, &expected.id)
             .expression(Expression::new().set(SEALED, s(&new.0)).remove(PLAIN).when(unchanged))
             .return_values(ReturnValue::AllNew);
         match held(send_update(update).await)? {
-            Some(output) => {
-                Ok(Replaced::Yes(Box::new(serde_dynamo::from_item(output.attributes.unwrap_or_default())?)))
-            }
+            Some(output) => Ok(Replaced::Yes(Box::new(subscription_of(output.attributes.unwrap_or_default())?))),
             None => Ok(Replaced::Changed),
         }
     }
@@ -297,8 +279,8 @@ impl WebhookTable {
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-    ) -> Result<Option<StoredSubscription>, StoreError> {
-        let changes = Changes { url: None, events: None, enabled: Some(true) };
+    ) -> Result<Option<Subscription>, StoreError> {
+        let changes = SubscriptionChanges { url: None, events: None, enabled: Some(true) };
         self.update(user_id, subscription_id, &changes, &Timestamp::now()).await
     }
 
@@ -310,15 +292,15 @@ impl WebhookTable {
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-        changes: &Changes<'_>,
+        changes: &SubscriptionChanges,
         at: &Timestamp,
-    ) -> Result<Option<StoredSubscription>, StoreError> {
+    ) -> Result<Option<Subscription>, StoreError> {
         let mut expression = Expression::new();
-        if let Some(url) = changes.url {
-            expression = expression.set("url", s(url));
+        if let Some(url) = &changes.url {
+            expression = expression.set("url", s(url.as_str()));
         }
-        if let Some(events) = changes.events {
-            expression = expression.set("events", serde_dynamo::to_attribute_value(events)?);
+        if let Some(events) = &changes.events {
+            expression = expression.set("events", serde_dynamo::to_attribute_value(events.kinds())?);
         }
         expression = match changes.enabled {
             Some(false) => expression
@@ -332,7 +314,7 @@ impl WebhookTable {
             .expression(expression.when(Condition::exists(ID)))
             .return_values(ReturnValue::AllNew);
         let updated = held(send_update(update).await)?;
-        Ok(updated.map(|output| serde_dynamo::from_item(output.attributes.unwrap_or_default())).transpose()?)
+        updated.map(|output| subscription_of(output.attributes.unwrap_or_default())).transpose()
     }
 
     fn subscription_update(&self, user_id: &UserId, subscription_id: &SubscriptionId) -> UpdateItemFluentBuilder {
@@ -370,38 +352,82 @@ impl WebhookTable {
     }
 }
 
+fn subscription_of(item: Item) -> Result<Subscription, StoreError> {
+    Ok(serde_dynamo::from_item::<_, SubscriptionItem>(item)?.into())
+}
+
 /// The subscriptions among the items a query or scan returned.
-pub(super) fn subscriptions_of(items: Option<Vec<super::Item>>) -> Result<Vec<StoredSubscription>, StoreError> {
-    Ok(serde_dynamo::from_items(items.unwrap_or_default())?)
+pub(super) fn subscriptions_of(items: Option<Vec<Item>>) -> Result<Vec<Subscription>, StoreError> {
+    let items: Vec<SubscriptionItem> = serde_dynamo::from_items(items.unwrap_or_default())?;
+    Ok(items.into_iter().map(Subscription::from).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn items_hold_sealed_secrets_or_a_plain_secret_of_before() {
-        let sealed = StoredSubscription {
+    fn subscription(secrets: SecretsAtRest, health: Health) -> Subscription {
+        Subscription {
             user_id: "u1".parse().unwrap(),
-            subscription_id: "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap(),
+            id: "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap(),
             url: "https://hooks.example.com/".into(),
             events: vec![EventKind::ProfileUpdated],
-            secrets: StoredSecrets::Sealed { sealed_secrets: SealedSecrets("c2VhbGVk".into()) },
+            secrets,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
-            failing_since: None,
-            disabled_at: None,
-            disabled_reason: None,
-        };
-        let item: super::super::Item = serde_dynamo::to_item(&sealed).unwrap();
+            health,
+        }
+    }
+
+    fn item_of(subscription: &Subscription) -> Item {
+        serde_dynamo::to_item(SubscriptionItem::from(subscription)).unwrap()
+    }
+
+    #[test]
+    fn items_hold_sealed_secrets_or_a_plain_secret_of_before() {
+        let sealed = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        let item = item_of(&sealed);
         assert_eq!(item.get("sealedSecrets"), Some(&s("c2VhbGVk")));
         assert!(!item.contains_key("secret"));
-        assert_eq!(serde_dynamo::from_item::<_, StoredSubscription>(item).unwrap(), sealed);
+        assert_eq!(subscription_of(item).unwrap(), sealed);
 
         let legacy = "whsec_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE";
-        let mut item: super::super::Item = serde_dynamo::to_item(&sealed).unwrap();
+        let mut item = item_of(&sealed);
         item.remove("sealedSecrets");
         item.insert("secret".into(), s(legacy));
-        let plain: StoredSubscription = serde_dynamo::from_item(item).unwrap();
-        assert_eq!(plain.secrets, StoredSecrets::Plain { secret: WebhookSecret::parse(legacy).unwrap() });
+        let plain = subscription_of(item).unwrap();
+        assert_eq!(plain.secrets, SecretsAtRest::Plain(WebhookSecret::parse(legacy).unwrap()));
+    }
+
+    /// Each health is the attributes items have always had: `failingSince` while failing,
+    /// `disabledAt` and `disabledReason` (the contract's words) while disabled.
+    #[test]
+    fn health_is_stored_in_the_attributes_of_before() {
+        let (at, since) = ("2026-11-28T09:00:00.000Z", "2026-11-27T09:00:00.000Z");
+        let sealed = || SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into()));
+        for (health, attributes) in [
+            (Health::Active, vec![]),
+            (Health::Failing { since: since.parse().unwrap() }, vec![("failingSince", since)]),
+            (
+                Health::Disabled { at: at.parse().unwrap(), reason: DisabledReason::Gone },
+                vec![("disabledAt", at), ("disabledReason", "gone")],
+            ),
+            (
+                Health::Disabled { at: at.parse().unwrap(), reason: DisabledReason::Manual },
+                vec![("disabledAt", at), ("disabledReason", "manual")],
+            ),
+        ] {
+            let item = item_of(&subscription(sealed(), health.clone()));
+            for name in ["failingSince", "disabledAt", "disabledReason"] {
+                let expected = attributes.iter().find(|(known, _)| *known == name).map(|(_, value)| s(value));
+                assert_eq!(item.get(name), expected.as_ref(), "{health:?}: {name}");
+            }
+            assert_eq!(subscription_of(item).unwrap().health, health);
+        }
+        // Disabled while the failure clock ran (a pause of a failing subscription): disabled.
+        let mut item = item_of(&subscription(sealed(), Health::Failing { since: since.parse().unwrap() }));
+        item.insert("disabledAt".into(), s(at));
+        item.insert("disabledReason".into(), s("manual"));
+        let health = subscription_of(item).unwrap().health;
+        assert_eq!(health, Health::Disabled { at: at.parse().unwrap(), reason: DisabledReason::Manual });
     }
 }
