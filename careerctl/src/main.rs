@@ -121,10 +121,10 @@ enum AlertsCommand {
         #[arg(long, default_value = "")]
         message: String,
         /// career_health or risk_signal.
-        #[arg(long, default_value = "career_health", value_parser = Category::parse)]
+        #[arg(long, default_value = "career_health", value_parser = str::parse::<Category>)]
         category: Category,
         /// info, warning or critical.
-        #[arg(long, default_value = "info", value_parser = Severity::parse)]
+        #[arg(long, default_value = "info", value_parser = str::parse::<Severity>)]
         severity: Severity,
     },
 }
@@ -159,7 +159,7 @@ enum DeliveriesCommand {
         #[arg(long)]
         subscription: String,
         /// Only deliveries in this state.
-        #[arg(long, value_parser = parse_status)]
+        #[arg(long, value_parser = str::parse::<DeliveryStatus>)]
         status: Option<DeliveryStatus>,
         /// How many, 1-100.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -181,11 +181,6 @@ enum DeliveriesCommand {
         #[arg(long, env = "DELIVERY_RETRY_QUEUE_URL")]
         to: String,
     },
-}
-
-fn parse_status(text: &str) -> anyhow::Result<DeliveryStatus> {
-    DeliveryStatus::parse(text)
-        .with_context(|| format!("unknown status '{text}' (pending, succeeded, failed, skipped)"))
 }
 
 #[derive(Subcommand)]

@@ -38,64 +38,48 @@ impl ConfigError {
     }
 }
 
-/// The names of the service's tables; each defaults to the name the local stack uses.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TableNames {
-    pub keys: String,
-    pub rate_limits: String,
-    pub alerts: String,
-    pub preferences: String,
-    pub webhooks: String,
-    pub deliveries: String,
-    pub profiles: String,
-    pub assessments: String,
+/// Declares [`TableNames`] from one list of `field: environment variable, name after the
+/// prefix`, so a table is added in one line.
+macro_rules! table_names {
+    ($($field:ident: $variable:literal, $name:literal;)+) => {
+        /// The names of the service's tables; each defaults to the name the local stack uses.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct TableNames {
+            $(pub $field: String,)+
+        }
+
+        impl TableNames {
+            /// Every table: `(environment variable, name)`.
+            pub fn all(&self) -> [(&'static str, &str); [$($variable),+].len()] {
+                [$(($variable, &self.$field)),+]
+            }
+
+            pub fn with_prefix(prefix: &str) -> Self {
+                Self { $($field: format!("{prefix}{}", $name),)+ }
+            }
+
+            fn from_lookup(vars: &Lookup) -> Self {
+                let defaults = Self::with_prefix("career-");
+                Self { $($field: vars($variable).unwrap_or(defaults.$field),)+ }
+            }
+        }
+    };
+}
+
+table_names! {
+    keys: "KEYS_TABLE", "api-keys";
+    rate_limits: "RATE_LIMIT_TABLE", "rate-limits";
+    alerts: "ALERTS_TABLE", "alerts";
+    preferences: "PREFERENCES_TABLE", "preferences";
+    webhooks: "WEBHOOKS_TABLE", "webhooks";
+    deliveries: "DELIVERIES_TABLE", "deliveries";
+    profiles: "PROFILES_TABLE", "profiles";
+    assessments: "ASSESSMENTS_TABLE", "assessments";
 }
 
 impl TableNames {
-    /// Every table: `(environment variable, name)`.
-    pub fn all(&self) -> [(&'static str, &str); 8] {
-        [
-            ("KEYS_TABLE", &self.keys),
-            ("RATE_LIMIT_TABLE", &self.rate_limits),
-            ("ALERTS_TABLE", &self.alerts),
-            ("PREFERENCES_TABLE", &self.preferences),
-            ("WEBHOOKS_TABLE", &self.webhooks),
-            ("DELIVERIES_TABLE", &self.deliveries),
-            ("PROFILES_TABLE", &self.profiles),
-            ("ASSESSMENTS_TABLE", &self.assessments),
-        ]
-    }
-
-    pub fn with_prefix(prefix: &str) -> Self {
-        Self {
-            keys: format!("{prefix}api-keys"),
-            rate_limits: format!("{prefix}rate-limits"),
-            alerts: format!("{prefix}alerts"),
-            preferences: format!("{prefix}preferences"),
-            webhooks: format!("{prefix}webhooks"),
-            deliveries: format!("{prefix}deliveries"),
-            profiles: format!("{prefix}profiles"),
-            assessments: format!("{prefix}assessments"),
-        }
-    }
-
     pub fn from_env() -> Self {
         Self::from_lookup(&|name| env::var(name).ok())
-    }
-
-    fn from_lookup(vars: &Lookup) -> Self {
-        let defaults = Self::with_prefix("career-");
-        let pick = |name: &str, default: &String| vars(name).unwrap_or_else(|| default.clone());
-        Self {
-            keys: pick("KEYS_TABLE", &defaults.keys),
-            rate_limits: pick("RATE_LIMIT_TABLE", &defaults.rate_limits),
-            alerts: pick("ALERTS_TABLE", &defaults.alerts),
-            preferences: pick("PREFERENCES_TABLE", &defaults.preferences),
-            webhooks: pick("WEBHOOKS_TABLE", &defaults.webhooks),
-            deliveries: pick("DELIVERIES_TABLE", &defaults.deliveries),
-            profiles: pick("PROFILES_TABLE", &defaults.profiles),
-            assessments: pick("ASSESSMENTS_TABLE", &defaults.assessments),
-        }
     }
 }
 

@@ -11,49 +11,20 @@ use crate::secrets;
 
 const KEY_PREFIX: &str = "cak_";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
-    ReadAlerts,
-    WriteAlerts,
-    ReadDataSharing,
-    WriteDataSharing,
-    ReadWebhooks,
-    WriteWebhooks,
+crate::text::wire_names! {
+    pub enum Scope: "scope" {
+        ReadAlerts = "read:alerts",
+        WriteAlerts = "write:alerts",
+        ReadDataSharing = "read:data_sharing",
+        WriteDataSharing = "write:data_sharing",
+        ReadWebhooks = "read:webhooks",
+        WriteWebhooks = "write:webhooks",
+    }
 }
 
 impl Scope {
-    pub const ALL: [Scope; 6] = [
-        Scope::ReadAlerts,
-        Scope::WriteAlerts,
-        Scope::ReadDataSharing,
-        Scope::WriteDataSharing,
-        Scope::ReadWebhooks,
-        Scope::WriteWebhooks,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::ReadAlerts => "read:alerts",
-            Scope::WriteAlerts => "write:alerts",
-            Scope::ReadDataSharing => "read:data_sharing",
-            Scope::WriteDataSharing => "write:data_sharing",
-            Scope::ReadWebhooks => "read:webhooks",
-            Scope::WriteWebhooks => "write:webhooks",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Scope> {
-        Scope::ALL.into_iter().find(|scope| scope.as_str() == text)
-    }
-
     fn bit(self) -> u8 {
         1 << (self as u8)
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -82,10 +53,8 @@ impl Scopes {
     pub fn parse_list(text: &str) -> Result<Self, String> {
         let mut scopes = Scopes::default();
         for name in text.split(',').map(str::trim).filter(|name| !name.is_empty()) {
-            let scope = Scope::parse(name).ok_or_else(|| {
-                let known: Vec<_> = Scope::ALL.iter().map(|s| s.as_str()).collect();
-                format!("unknown scope '{name}' (known: {})", known.join(", "))
-            })?;
+            let scope =
+                Scope::parse(name).ok_or_else(|| format!("unknown scope '{name}' (known: {})", Scope::names()))?;
             scopes.0 |= scope.bit();
         }
         if scopes.0 == 0 {

@@ -10,33 +10,23 @@ use serde_dynamo::AttributeValue;
 use crate::clock::Timestamp;
 use crate::ids::{AssessmentId, EventId, ProfileId, SubscriptionId, UserId};
 
-/// Every event kind. The one list of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum EventKind {
-    #[serde(rename = "profile.updated")]
-    ProfileUpdated,
-    #[serde(rename = "assessment.completed")]
-    AssessmentCompleted,
-    /// A test event sent on request to one subscription (contract section 9).
-    #[serde(rename = "webhook.ping")]
-    WebhookPing,
+crate::text::wire_names! {
+    /// Every event kind. The one list of them.
+    pub enum EventKind: "event kind" {
+        ProfileUpdated = "profile.updated",
+        AssessmentCompleted = "assessment.completed",
+        /// A test event sent on request to one subscription (contract section 9).
+        WebhookPing = "webhook.ping",
+    }
 }
 
 impl EventKind {
     /// The kinds a subscription can list; `webhook.ping` needs no listing.
     pub const SUBSCRIBABLE: [EventKind; 2] = [EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::ProfileUpdated => "profile.updated",
-            EventKind::AssessmentCompleted => "assessment.completed",
-            EventKind::WebhookPing => "webhook.ping",
-        }
-    }
-
     /// The subscribable kind named `text`.
     pub fn subscribable(text: &str) -> Option<Self> {
-        EventKind::SUBSCRIBABLE.into_iter().find(|kind| kind.as_str() == text)
+        EventKind::parse(text).filter(|kind| EventKind::SUBSCRIBABLE.contains(kind))
     }
 
     /// The subscribable kinds as a sentence fragment: `profile.updated, assessment.completed`.

@@ -48,13 +48,14 @@ fn sqs_error(err: impl std::error::Error) -> QueueError {
     QueueError::Sqs(DisplayErrorContext(err).to_string())
 }
 
-/// Which of the two queues a delivery waits in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lane {
-    /// First attempts to subscriptions that are not failing.
-    Main,
-    /// Retries, and every delivery to a subscription that is currently failing.
-    Retry,
+crate::text::wire_names! {
+    /// Which of the two queues a delivery waits in (its name in log lines).
+    pub enum Lane: "lane" {
+        /// First attempts to subscriptions that are not failing.
+        Main = "main",
+        /// Retries, and every delivery to a subscription that is currently failing.
+        Retry = "retry",
+    }
 }
 
 impl Lane {
@@ -65,13 +66,6 @@ impl Lane {
             Lane::Main
         } else {
             Lane::Retry
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Main => "main",
-            Lane::Retry => "retry",
         }
     }
 }

@@ -291,16 +291,16 @@ pub struct SubscriptionObject {
     pub disabled_reason: Option<DisabledReason>,
 }
 
-/// Why a subscription was disabled (contract section 12, "What the receiver says").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DisabledReason {
-    /// Its deliveries kept failing for longer than the disable-after setting (section 9).
-    Failing,
-    /// The receiver answered `410 Gone` (section 12).
-    Gone,
-    /// Its owner paused it (section 13).
-    Manual,
+crate::text::wire_names! {
+    /// Why a subscription was disabled (contract section 12, "What the receiver says").
+    pub enum DisabledReason: "disabled reason" {
+        /// Its deliveries kept failing for longer than the disable-after setting (section 9).
+        Failing = "failing",
+        /// The receiver answered `410 Gone` (section 12).
+        Gone = "gone",
+        /// Its owner paused it (section 13).
+        Manual = "manual",
+    }
 }
 
 /// The create response: the subscription and, this once, its secret.

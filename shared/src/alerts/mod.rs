@@ -21,39 +21,18 @@ pub struct Alert {
     pub dismissed_at: Option<Timestamp>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Category {
-    CareerHealth,
-    RiskSignal,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Warning,
-    Critical,
-}
-
-impl Category {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "career_health" => Ok(Category::CareerHealth),
-            "risk_signal" => Ok(Category::RiskSignal),
-            other => Err(format!("unknown category '{other}' (career_health, risk_signal)")),
-        }
+crate::text::wire_names! {
+    pub enum Category: "category" {
+        CareerHealth = "career_health",
+        RiskSignal = "risk_signal",
     }
 }
 
-impl Severity {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "info" => Ok(Severity::Info),
-            "warning" => Ok(Severity::Warning),
-            "critical" => Ok(Severity::Critical),
-            other => Err(format!("unknown severity '{other}' (info, warning, critical)")),
-        }
+crate::text::wire_names! {
+    pub enum Severity: "severity" {
+        Info = "info",
+        Warning = "warning",
+        Critical = "critical",
     }
 }
 
@@ -73,40 +52,23 @@ impl AlertFlag {
     }
 }
 
-/// What PATCH may do to an alert: set or clear one flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AlertAction {
-    Read,
-    Dismiss,
-    Unread,
-    Undismiss,
+crate::text::wire_names! {
+    /// What PATCH may do to an alert: set or clear one flag. The one list of the actions.
+    pub enum AlertAction: "action" {
+        Read = "read",
+        Dismiss = "dismiss",
+        Unread = "unread",
+        Undismiss = "undismiss",
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct InvalidAction;
 
 impl AlertAction {
-    /// Every action PATCH accepts. The one list of them.
-    pub const ALL: [AlertAction; 4] =
-        [AlertAction::Read, AlertAction::Dismiss, AlertAction::Unread, AlertAction::Undismiss];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertAction::Read => "read",
-            AlertAction::Dismiss => "dismiss",
-            AlertAction::Unread => "unread",
-            AlertAction::Undismiss => "undismiss",
-        }
-    }
-
-    /// The accepted actions as a sentence fragment: `read, dismiss, unread, undismiss`.
-    pub fn names() -> String {
-        Self::ALL.map(Self::as_str).join(", ")
-    }
-
-    pub fn parse(value: &serde_json::Value) -> Result<Self, InvalidAction> {
-        let text = value.as_str().ok_or(InvalidAction)?;
-        Self::ALL.into_iter().find(|action| action.as_str() == text).ok_or(InvalidAction)
+    /// The action a PATCH body's `action` names (a JSON string).
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, InvalidAction> {
+        value.as_str().and_then(Self::parse).ok_or(InvalidAction)
     }
 
     pub fn flag(self) -> AlertFlag {
@@ -169,12 +131,12 @@ mod tests {
 
     #[test]
     fn actions_parse_only_the_four_literals() {
-        assert_eq!(AlertAction::parse(&json!("read")), Ok(AlertAction::Read));
-        assert_eq!(AlertAction::parse(&json!("dismiss")), Ok(AlertAction::Dismiss));
-        assert_eq!(AlertAction::parse(&json!("unread")), Ok(AlertAction::Unread));
-        assert_eq!(AlertAction::parse(&json!("undismiss")), Ok(AlertAction::Undismiss));
+        assert_eq!(AlertAction::from_json(&json!("read")), Ok(AlertAction::Read));
+        assert_eq!(AlertAction::from_json(&json!("dismiss")), Ok(AlertAction::Dismiss));
+        assert_eq!(AlertAction::from_json(&json!("unread")), Ok(AlertAction::Unread));
+        assert_eq!(AlertAction::from_json(&json!("undismiss")), Ok(AlertAction::Undismiss));
         for bad in [json!("READ"), json!("dismissed"), json!(""), json!(1), json!(null), json!(["read"])] {
-            assert_eq!(AlertAction::parse(&bad), Err(InvalidAction), "{bad}");
+            assert_eq!(AlertAction::from_json(&bad), Err(InvalidAction), "{bad}");
         }
         assert_eq!(AlertAction::Undismiss.flag(), AlertFlag::Dismissed);
         assert!(!AlertAction::Undismiss.sets());

@@ -13,34 +13,16 @@ use crate::ids::{DeliveryId, EventId, SubscriptionId};
 /// How long a record is kept after its last change (DynamoDB TTL).
 pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    /// Queued, or waiting for its next attempt.
-    Pending,
-    /// A 2xx came back.
-    Succeeded,
-    /// Every attempt used; the delivery sits in the dead-letter queue.
-    Failed,
-    /// The subscription was disabled when its turn came; never sent.
-    Skipped,
-}
-
-impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 4] =
-        [DeliveryStatus::Pending, DeliveryStatus::Succeeded, DeliveryStatus::Failed, DeliveryStatus::Skipped];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Succeeded => "succeeded",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::Skipped => "skipped",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        DeliveryStatus::ALL.into_iter().find(|status| status.as_str() == text)
+crate::text::wire_names! {
+    pub enum DeliveryStatus: "status" {
+        /// Queued, or waiting for its next attempt.
+        Pending = "pending",
+        /// A 2xx came back.
+        Succeeded = "succeeded",
+        /// Every attempt used; the delivery sits in the dead-letter queue.
+        Failed = "failed",
+        /// The subscription was disabled when its turn came; never sent.
+        Skipped = "skipped",
     }
 }
 
@@ -77,20 +59,4 @@ pub struct AttemptRecord {
     pub next_attempt_at: Option<Timestamp>,
     /// Moves the record's generation on (after a success), so no other copy sends again.
     pub advance_generation: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_parse_only_the_four_names() {
-        for status in DeliveryStatus::ALL {
-            assert_eq!(DeliveryStatus::parse(status.as_str()), Some(status));
-            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
-        }
-        for other in ["", "Failed", "failure", "all"] {
-            assert_eq!(DeliveryStatus::parse(other), None, "{other}");
-        }
-    }
 }
