@@ -162,13 +162,17 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
 async fn a_portal_link_carries_a_webhooks_key_that_expires() {
     let api = Api::loopback();
     let user = unique_user();
-    let before = chrono::Utc::now();
+    // Times are kept to the millisecond (truncated), so the expiry is 90 minutes after a
+    // moment between `before` at that precision and `after`.
+    let before = career_core::clock::Timestamp::now().datetime();
     let link = api.admin.portal_link(&user, "http://127.0.0.1:3000/", 90).await.unwrap();
+    let after = chrono::Utc::now();
     assert_eq!(link.user_id.as_str(), user);
     let key = link.url.strip_prefix("http://127.0.0.1:3000/portal#key=").expect("the portal URL and the key");
     assert!(ApiKey::parse(key).is_some(), "{}", link.url);
-    let lifetime = link.expires_at.datetime() - before;
-    assert!(lifetime > TimeDelta::minutes(89) && lifetime <= TimeDelta::minutes(90), "{lifetime}");
+    let expires = link.expires_at.datetime();
+    let (earliest, latest) = (before + TimeDelta::minutes(90), after + TimeDelta::minutes(90));
+    assert!(earliest <= expires && expires <= latest, "{expires} not within {earliest}..={latest}");
     api.get("/api/v1/webhooks", key).await.assert_status(200);
     api.get("/api/v1/webhooks/event-types", key).await.assert_status(200);
     let body = serde_json::json!({"url": sink_url(), "events": ["profile.updated"]}).to_string();
