@@ -7,7 +7,7 @@ use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
 use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
 use career_core::store::keys::KeyTable;
 use career_service::calls::{Call, Calls};
-use career_service::{unique_user, Api};
+use career_service::{sink_url, unique_user, Api};
 use chrono::TimeDelta;
 use lambda_http::http::Method;
 
@@ -160,22 +160,23 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
 /// read and change the user's webhooks and nothing else, and that expires when it says.
 #[tokio::test]
 async fn a_portal_link_carries_a_webhooks_key_that_expires() {
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
-    let before = chrono::Utc::now();
+    // Times are kept to the millisecond (truncated), so the expiry is 90 minutes after a
+    // moment between `before` at that precision and `after`.
+    let before = career_core::clock::Timestamp::now().datetime();
     let link = api.admin.portal_link(&user, "http://127.0.0.1:3000/", 90).await.unwrap();
+    let after = chrono::Utc::now();
     assert_eq!(link.user_id.as_str(), user);
     let key = link.url.strip_prefix("http://127.0.0.1:3000/portal#key=").expect("the portal URL and the key");
     assert!(ApiKey::parse(key).is_some(), "{}", link.url);
-    // Ninety minutes from the moment the key was issued, which lies between `before` and now
-    // (the expiry is stored to the millisecond, so it may lie up to 1 ms before `before` + 90).
-    let (expires, after) = (link.expires_at.datetime(), chrono::Utc::now());
-    let ninety = TimeDelta::minutes(90);
-    assert!(expires > before + ninety - TimeDelta::milliseconds(1) && expires <= after + ninety, "{expires}");
+    let expires = link.expires_at.datetime();
+    let (earliest, latest) = (before + TimeDelta::minutes(90), after + TimeDelta::minutes(90));
+    assert!(earliest <= expires && expires <= latest, "{expires} not within {earliest}..={latest}");
     api.get("/api/v1/webhooks", key).await.assert_status(200);
     api.get("/api/v1/webhooks/event-types", key).await.assert_status(200);
-    let body = r#"{"url": "https://hooks.example.com/x", "events": ["profile.updated"]}"#;
-    api.send_json(Method::POST, "/api/v1/webhooks", key, body).await.assert_status(201);
+    let body = serde_json::json!({"url": sink_url(), "events": ["profile.updated"]}).to_string();
+    api.send_json(Method::POST, "/api/v1/webhooks", key, &body).await.assert_status(201);
     for path in ["/api/v1/alerts", "/api/v1/data-sharing"] {
         api.get(path, key).await.assert_error(403, "auth.forbidden");
     }

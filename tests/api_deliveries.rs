@@ -14,17 +14,16 @@ use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::{DisabledReason, Health};
 use career_core::{clock, ids};
 use career_service::typed;
-use career_service::{assert_rfc3339_utc, dynamodb, sqs, unique_user, Answer as Reply, Api};
+use career_service::{assert_rfc3339_utc, dynamodb, sink_url, sqs, unique_user, Answer as Reply, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const HOOK: &str = "https://hooks.example.com/career";
-
-/// A user with a key of all scopes and one subscription; its id and secret.
+/// A user with a key of all scopes and one subscription (to the test binary's loopback
+/// receiver); its id and secret.
 async fn subscriber(api: &Api) -> (String, String, String, String) {
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let body = json!({"url": HOOK, "events": ["profile.updated"]}).to_string();
+    let body = json!({"url": sink_url(), "events": ["profile.updated"]}).to_string();
     let created = api.send_json(Method::POST, "/api/v1/webhooks", &key, &body).await;
     let created = created.assert_status(201);
     let (id, secret) = (created["id"].as_str().unwrap().to_owned(), created["secret"].as_str().unwrap().to_owned());
@@ -73,7 +72,7 @@ fn ids_of(answer: &Reply) -> Vec<String> {
 
 #[tokio::test]
 async fn the_list_is_newest_first_in_pages_and_filters_by_status() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, subscription, _) = subscriber(&api).await;
     let mut created = Vec::new();
     for (outcome, retry_in) in [
@@ -91,7 +90,7 @@ async fn the_list_is_newest_first_in_pages_and_filters_by_status() {
             Method::POST,
             "/api/v1/webhooks",
             &key,
-            &json!({"url": HOOK, "events": ["profile.updated"]}).to_string(),
+            &json!({"url": sink_url(), "events": ["profile.updated"]}).to_string(),
         )
         .await;
     let other = other.assert_status(201)["id"].as_str().unwrap().to_owned();
@@ -158,7 +157,7 @@ async fn the_list_is_newest_first_in_pages_and_filters_by_status() {
 
 #[tokio::test]
 async fn a_record_has_the_documented_shape_and_no_secret() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, subscription, secret) = subscriber(&api).await;
     let id = seed(&api, &user, &subscription, rejected(500, "boom"), SOON).await;
     let answer = api.get(&format!("/api/v1/webhooks/deliveries?id={subscription}"), &key).await;
@@ -222,7 +221,7 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
 
 #[tokio::test]
 async fn list_parameters_are_checked_in_the_contract_order() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (_, key, subscription, _) = subscriber(&api).await;
     let unknown = ids::new_id(ids::SUBSCRIPTION);
     let cases = [
@@ -252,7 +251,7 @@ async fn list_parameters_are_checked_in_the_contract_order() {
 
 #[tokio::test]
 async fn scopes_methods_and_paths_are_checked_first() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, _, subscription, _) = subscriber(&api).await;
     let reader = api.key(&user, "read:webhooks").await;
     let writer = api.key(&user, "write:webhooks").await;
@@ -281,7 +280,7 @@ async fn scopes_methods_and_paths_are_checked_first() {
 
 #[tokio::test]
 async fn another_users_subscription_or_delivery_is_not_found() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (owner, _, subscription, _) = subscriber(&api).await;
     let delivery = seed(&api, &owner, &subscription, delivered(), None).await;
     let intruder = api.full_key(&unique_user()).await;
@@ -345,7 +344,10 @@ async fn a_ping_is_queued_and_logged_pending() {
 async fn with_own_queue() -> Api {
     let prefix = format!("{}-", unique_user());
     let queues = careerctl::tables::create_queues(&sqs(), &prefix, 3).await.expect("queues created");
-    Api::with_settings(|settings| settings.delivery_queue_url = Some(queues.delivery))
+    Api::with_settings(|settings| {
+        settings.allow_insecure_webhook_urls = true;
+        settings.delivery_queue_url = Some(queues.delivery);
+    })
 }
 
 /// The delivery message with this id on the API's delivery queue.
@@ -401,7 +403,7 @@ async fn a_manual_retry_queues_the_same_delivery_again() {
 
 #[tokio::test]
 async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, subscription, _) = subscriber(&api).await;
     for path in ["/api/v1/webhooks/enable", "/api/v1/webhooks/enable?id="] {
         api.request(Method::POST, path).key(&key).send().await.assert_error(400, "webhooks.missing_subscription_id");
@@ -450,7 +452,7 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
 
 #[tokio::test]
 async fn careerctl_lists_a_subscriptions_deliveries_without_knowing_its_owner() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, _, subscription, _) = subscriber(&api).await;
     let older = seed(&api, &user, &subscription, rejected(500, "down"), None).await;
     let newer = seed(&api, &user, &subscription, delivered(), None).await;

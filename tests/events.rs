@@ -206,7 +206,7 @@ async fn one_event_for_25_subscriptions_is_one_message_for_each() {
     let pipeline = Pipeline::start(false).await;
     let user = unique_user();
     for _ in 0..25 {
-        pipeline.subscribe(&user, "http://127.0.0.1:9/never", &["profile.updated"]).await;
+        pipeline.subscribe(&user, &format!("{}/never", career_service::sink_url()), &["profile.updated"]).await;
     }
     let fanout = career_fanout::Deps::new(&clients(), pipeline.settings()).unwrap();
     fan_out_profile_change(&fanout, &user, "9").await;

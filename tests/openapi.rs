@@ -20,7 +20,7 @@ use career_core::event_catalog::event_types;
 use career_core::events::event_from_record;
 use career_core::webhooks::{DisabledReason, WebhookSecret};
 use career_service::typed;
-use career_service::{unique_user, Answer, Api};
+use career_service::{sink_url, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -869,7 +869,7 @@ fn oversized_body() -> Vec<u8> {
 }
 
 /// The answers every operation shares: 401, 403, 413, 429 and 500. `valid` sends a request
-/// that succeeds for the given key and Api; `breaks_storage` names the operation's table
+/// that succeeds for the given key and Api (whose webhook URLs may be loopback ones); `breaks_storage` names the operation's table
 /// so that pointing it at a missing table makes the operation fail unexpectedly.
 async fn common_errors(
     checker: &mut Checker,
@@ -877,7 +877,7 @@ async fn common_errors(
     breaks_storage: fn(&mut career_core::config::Settings),
 ) {
     let op = checker.op;
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
 
     // 401: no header, another scheme, a malformed key, an unknown key.
@@ -906,7 +906,10 @@ async fn common_errors(
     checker.check(&big.body(&oversized_body()).send().await, 413, Some("request.body_too_large"));
 
     // 429: one request a minute, so the second is refused (a few tries spare the sequence).
-    let limited = Api::with_settings(|s| s.rate_limit_per_minute = 1);
+    let limited = Api::with_settings(|s| {
+        s.allow_insecure_webhook_urls = true;
+        s.rate_limit_per_minute = 1;
+    });
     let key = limited.key(&user, op.scope).await;
     let mut answer = valid.send(&limited, &key).await;
     for _ in 0..3 {
@@ -921,7 +924,10 @@ async fn common_errors(
     assert!((1..=65).contains(&retry_after), "Retry-After {retry_after}");
 
     // 500: the operation's table is missing.
-    let broken = Api::with_settings(breaks_storage);
+    let broken = Api::with_settings(|s| {
+        s.allow_insecure_webhook_urls = true;
+        breaks_storage(s);
+    });
     let key = broken.key(&user, op.scope).await;
     let answer = valid.send(&broken, &key).await;
     checker.check(&answer, 500, Some("internal_error"));
@@ -956,7 +962,7 @@ fn missing_table(name: &mut String) {
 #[tokio::test]
 async fn list_alerts_answers_as_documented() {
     let mut checker = Checker::new(&LIST_ALERTS);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     // An empty list, then one with a read alert (readAt set) and a next page.
@@ -984,7 +990,7 @@ async fn list_alerts_answers_as_documented() {
 #[tokio::test]
 async fn mark_alert_answers_as_documented() {
     let mut checker = Checker::new(&MARK_ALERT);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let id = api.alert(&user, "to mark").await;
@@ -1027,7 +1033,7 @@ async fn mark_alert_answers_as_documented() {
 #[tokio::test]
 async fn get_preferences_answers_as_documented() {
     let mut checker = Checker::new(&GET_PREFERENCES);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let fresh = api.get("/api/v1/data-sharing", &key).await;
@@ -1046,7 +1052,7 @@ async fn get_preferences_answers_as_documented() {
 #[tokio::test]
 async fn put_preferences_answers_as_documented() {
     let mut checker = Checker::new(&PUT_PREFERENCES);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let path = "/api/v1/data-sharing";
@@ -1081,12 +1087,12 @@ async fn put_preferences_answers_as_documented() {
 #[tokio::test]
 async fn list_webhooks_answers_as_documented() {
     let mut checker = Checker::new(&LIST_WEBHOOKS);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     checker.check(&api.get("/api/v1/webhooks", &key).await, 200, None);
-    let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated", "assessment.completed"]}"#;
-    api.send_json(Method::POST, "/api/v1/webhooks", &key, body).await.assert_status(201);
+    let body = json!({"url": sink_url(), "events": ["profile.updated", "assessment.completed"]}).to_string();
+    api.send_json(Method::POST, "/api/v1/webhooks", &key, &body).await.assert_status(201);
     let listed = api.get("/api/v1/webhooks", &key).await;
     checker.check(&listed, 200, None);
     assert_eq!(listed.json["webhooks"].as_array().map(Vec::len), Some(1));
@@ -1099,11 +1105,11 @@ async fn list_webhooks_answers_as_documented() {
 #[tokio::test]
 async fn create_webhook_answers_as_documented() {
     let mut checker = Checker::new(&CREATE_WEBHOOK);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let path = "/api/v1/webhooks";
-    let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated", "profile.updated"]}"#;
+    let body = &json!({"url": sink_url(), "events": ["profile.updated", "profile.updated"]}).to_string();
     checker.check(&api.send_json(Method::POST, path, &key, body).await, 201, None);
 
     let text = api.request(Method::POST, path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
@@ -1120,8 +1126,10 @@ async fn create_webhook_answers_as_documented() {
         (r#"{"url": "https://hooks.example.com/a", "events": []}"#, "webhooks.invalid_events"),
         (r#"{"url": "https://hooks.example.com/a", "events": ["profile.deleted"]}"#, "webhooks.invalid_events"),
     ];
+    // Refused under the production setting, so they create nothing.
+    let strict = Api::new();
     for (body, code) in cases {
-        checker.check(&api.send_json(Method::POST, path, &key, body).await, 400, Some(code));
+        checker.check(&strict.send_json(Method::POST, path, &key, body).await, 400, Some(code));
     }
     let crowded = unique_user();
     let crowded_key = api.key(&crowded, "write:webhooks").await;
@@ -1140,15 +1148,15 @@ async fn create_webhook_answers_as_documented() {
 
 /// Creates a subscription for the owner of `key` and returns its id.
 async fn create_subscription(api: &Api, key: &str) -> String {
-    let body = r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"]}"#;
-    let created = api.send_json(Method::POST, "/api/v1/webhooks", key, body).await;
+    let body = json!({"url": sink_url(), "events": ["profile.updated"]}).to_string();
+    let created = api.send_json(Method::POST, "/api/v1/webhooks", key, &body).await;
     created.assert_status(201)["id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
 async fn delete_webhook_answers_as_documented() {
     let mut checker = Checker::new(&DELETE_WEBHOOK);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let id = create_subscription(&api, &key).await;
@@ -1175,7 +1183,7 @@ async fn delete_webhook_answers_as_documented() {
 #[tokio::test]
 async fn rotate_secret_answers_as_documented() {
     let mut checker = Checker::new(&ROTATE_SECRET);
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let id = create_subscription(&api, &key).await;
@@ -1237,7 +1245,7 @@ async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
 #[tokio::test]
 async fn list_deliveries_answers_as_documented() {
     let mut checker = Checker::new(&LIST_DELIVERIES);
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
     let path = format!("/api/v1/webhooks/deliveries?id={id}");
     checker.check(&api.get(&path, &key).await, 200, None);
@@ -1272,7 +1280,7 @@ async fn list_deliveries_answers_as_documented() {
 #[tokio::test]
 async fn retry_delivery_answers_as_documented() {
     let mut checker = Checker::new(&RETRY_DELIVERY);
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
     let delivery = failed_once(&api, &user, &id).await;
     let path = format!("/api/v1/webhooks/deliveries/retry?id={delivery}");
@@ -1300,7 +1308,7 @@ async fn retry_delivery_answers_as_documented() {
 #[tokio::test]
 async fn ping_webhook_answers_as_documented() {
     let mut checker = Checker::new(&PING_WEBHOOK);
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
     let path = format!("/api/v1/webhooks/ping?id={id}");
     let answer = api.request(Method::POST, &path).key(&key).send().await;
@@ -1341,7 +1349,7 @@ async fn ping_webhook_answers_as_documented() {
 #[tokio::test]
 async fn enable_webhook_answers_as_documented() {
     let mut checker = Checker::new(&ENABLE_WEBHOOK);
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
@@ -1383,7 +1391,7 @@ async fn enable_webhook_answers_as_documented() {
 #[tokio::test]
 async fn recover_deliveries_answers_as_documented() {
     let mut checker = Checker::new(&RECOVER_DELIVERIES);
-    let api = Api::new();
+    let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
     let path = format!("/api/v1/webhooks/recover?id={id}");
     let hour_ago = career_core::clock::Timestamp::from_datetime(career_core::clock::now() - chrono::Duration::hours(1));
@@ -1433,14 +1441,11 @@ async fn recover_deliveries_answers_as_documented() {
 #[tokio::test]
 async fn update_webhook_answers_as_documented() {
     let mut checker = Checker::new(&UPDATE_WEBHOOK);
-    let api = Api::new();
+    let api = Api::loopback();
     let (_, key, id) = subscribed(&api).await;
     let path = format!("/api/v1/webhooks?id={id}");
-    for body in [
-        r#"{"url": "https://hooks.example.com/b", "events": ["assessment.completed"]}"#,
-        r#"{"enabled": false}"#,
-        r#"{"enabled": true}"#,
-    ] {
+    let moved = json!({"url": format!("{}/b", sink_url()), "events": ["assessment.completed"]}).to_string();
+    for body in [moved.as_str(), r#"{"enabled": false}"#, r#"{"enabled": true}"#] {
         checker.check(&api.send_json(Method::PATCH, &path, &key, body).await, 200, None);
     }
     let paused = api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await;
@@ -1467,8 +1472,10 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"events": null}"#, "webhooks.invalid_events"),
         (r#"{"events": ["webhook.ping"]}"#, "webhooks.invalid_events"),
     ];
+    // Under the production setting, which refuses the http URL.
+    let strict = Api::new();
     for (body, code) in cases {
-        checker.check(&api.send_json(Method::PATCH, &path, &key, body).await, 400, Some(code));
+        checker.check(&strict.send_json(Method::PATCH, &path, &key, body).await, 400, Some(code));
     }
     let someone_elses = subscribed(&api).await.2;
     let unknown = career_core::ids::new_id(career_core::ids::SUBSCRIPTION);
@@ -1485,7 +1492,7 @@ async fn update_webhook_answers_as_documented() {
 #[tokio::test]
 async fn event_types_answer_as_documented() {
     let mut checker = Checker::new(&EVENT_TYPES);
-    let api = Api::new();
+    let api = Api::loopback();
     let key = api.full_key(unique_user()).await;
     let answer = api.get("/api/v1/webhooks/event-types", &key).await;
     checker.check(&answer, 200, None);

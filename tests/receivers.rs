@@ -194,7 +194,8 @@ async fn the_readmes_rust_receiver_is_this_code_and_verifies_real_deliveries() {
 async fn the_readmes_rotation_commands_rotate() {
     let pipeline = Pipeline::start(false).await;
     let user = unique_user();
-    let (id, first) = pipeline.subscribe(&user, "http://127.0.0.1:9/hook", &["profile.updated"]).await;
+    let (id, first) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = format!("http://{}", listener.local_addr().unwrap());

@@ -180,7 +180,8 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
 async fn the_fan_out_writes_the_records_before_it_queues() {
     let pipeline = Pipeline::start(false).await;
     let user = unique_user();
-    let (subscription, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/hook", &["profile.updated"]).await;
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
     let mut lost_lanes = pipeline.settings().clone();
     lost_lanes.delivery_queue_url = Some(format!("{}-gone.fifo", pipeline.queues.delivery.trim_end_matches(".fifo")));
     let fanout = career_fanout::Deps::new(&clients(), &lost_lanes).unwrap();
@@ -255,7 +256,8 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
 async fn recover_answers_its_codes() {
     let pipeline = Pipeline::start(false).await;
     let user = unique_user();
-    let (subscription, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/hook", &["profile.updated"]).await;
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let recover = |query: String, body: Value| {
         let (pipeline, key) = (&pipeline, key.clone());

@@ -21,7 +21,7 @@ use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::typed;
-use career_service::{clients_logging_kms, dynamodb, kms, unique_user, Answer, Api};
+use career_service::{clients_logging_kms, dynamodb, kms, sink_url, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -70,10 +70,10 @@ fn unix_now() -> u64 {
 
 #[tokio::test]
 async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_grace_period() {
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let created = create(&api, &key, "https://hooks.example.com/a").await;
+    let created = create(&api, &key, &format!("{}/a", sink_url())).await;
     let (id, first) = (created["id"].as_str().unwrap(), created["secret"].as_str().unwrap());
 
     let before = unix_now();
@@ -132,10 +132,10 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
 
 #[tokio::test]
 async fn a_refused_rotation_changes_nothing() {
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let id = create(&api, &key, "https://hooks.example.com/a").await["id"].as_str().unwrap().to_owned();
+    let id = create(&api, &key, &format!("{}/a", sink_url())).await["id"].as_str().unwrap().to_owned();
     let stored = raw_item(&api, &user, &id).await;
 
     rotate(&api, &key, "", Some("{}")).await.assert_error(400, "webhooks.missing_subscription_id");
@@ -167,10 +167,10 @@ async fn a_refused_rotation_changes_nothing() {
 
 #[tokio::test]
 async fn another_users_subscription_is_not_found_and_keeps_its_secret() {
-    let api = Api::new();
+    let api = Api::loopback();
     let (owner, other) = (unique_user(), unique_user());
     let (owner_key, other_key) = (api.full_key(&owner).await, api.full_key(&other).await);
-    let id = create(&api, &owner_key, "https://hooks.example.com/a").await["id"].as_str().unwrap().to_owned();
+    let id = create(&api, &owner_key, &format!("{}/a", sink_url())).await["id"].as_str().unwrap().to_owned();
     let stored = raw_item(&api, &owner, &id).await;
 
     rotate(&api, &other_key, &id, None).await.assert_error(404, "webhooks.not_found");
@@ -186,10 +186,10 @@ async fn another_users_subscription_is_not_found_and_keeps_its_secret() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_rotations_leave_one_consistent_pair() {
-    let api = Arc::new(Api::new());
+    let api = Arc::new(Api::loopback());
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let created = create(&api, &key, "https://hooks.example.com/a").await;
+    let created = create(&api, &key, &format!("{}/a", sink_url())).await;
     let id = created["id"].as_str().unwrap().to_owned();
     let tasks: Vec<_> = (0..4)
         .map(|_| {
@@ -211,12 +211,12 @@ async fn concurrent_rotations_leave_one_consistent_pair() {
 
 #[tokio::test]
 async fn a_raw_table_dump_holds_no_secret() {
-    let api = Api::new();
+    let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
     let mut secrets = Vec::new();
     for n in 0..3 {
-        let created = create(&api, &key, &format!("https://hooks.example.com/{n}")).await;
+        let created = create(&api, &key, &format!("{}/{n}", sink_url())).await;
         secrets.push(created["secret"].as_str().unwrap().to_owned());
         let rotated = rotate(&api, &key, created["id"].as_str().unwrap(), None).await;
         secrets.push(rotated.json["secret"].as_str().unwrap().to_owned());
@@ -263,9 +263,7 @@ async fn the_webhooks_function_calls_kms_once_per_cold_start_and_only_when_it_ne
     assert!(calls.is_empty(), "listing needs no key: {:?}", calls.since(0));
     let mut ids = Vec::new();
     for n in 0..3 {
-        ids.push(
-            create(&cold, &key, &format!("https://hooks.example.com/{n}")).await["id"].as_str().unwrap().to_owned(),
-        );
+        ids.push(create(&cold, &key, &format!("{}/{n}", sink_url())).await["id"].as_str().unwrap().to_owned());
     }
     for id in &ids {
         rotate(&cold, &key, id, None).await.assert_status(200);
@@ -277,7 +275,7 @@ async fn the_webhooks_function_calls_kms_once_per_cold_start_and_only_when_it_ne
     for id in &ids {
         rotate(&next_cold_start, &key, id, Some(r#"{"gracePeriodSeconds": 0}"#)).await.assert_status(200);
     }
-    create(&next_cold_start, &key, "https://hooks.example.com/9").await;
+    create(&next_cold_start, &key, &format!("{}/9", sink_url())).await;
     assert_eq!(calls.since(0), ["Decrypt"], "a later cold start decrypts the stored data key, once");
 }
 

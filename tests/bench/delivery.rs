@@ -115,7 +115,7 @@ struct FanOut {
 async fn fan_out(bench: &Bench, pipeline: &Pipeline) -> Result<FanOut, String> {
     let fan_user = career_service::unique_user();
     for i in 0..FAN_OUT {
-        pipeline.subscribe(&fan_user, &format!("https://hooks.example.com/fan/{i}"), &["profile.updated"]).await;
+        pipeline.subscribe(&fan_user, &format!("{}/fan/{i}", career_service::sink_url()), &["profile.updated"]).await;
     }
     let (sqs_calls, dynamodb_calls) = (Calls::default(), Calls::default());
     let counted = career_fanout::Deps::new(

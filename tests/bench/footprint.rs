@@ -50,8 +50,9 @@ impl Workload {
             }
             "career-webhooks" => match i % 3 {
                 0 => {
-                    let body = r#"{"url":"https://hooks.example.com/career/footprint","events":["profile.updated","assessment.completed"]}"#;
-                    api_request("POST", "/api/v1/webhooks", &[], &self.key, Some(body), i)
+                    let url = format!("{}/career/footprint", career_service::sink_url());
+                    let body = serde_json::json!({"url": url, "events": ["profile.updated", "assessment.completed"]});
+                    api_request("POST", "/api/v1/webhooks", &[], &self.key, Some(&body.to_string()), i)
                 }
                 1 => api_request("GET", "/api/v1/webhooks", &[], &self.key, None, i),
                 _ => {

@@ -54,7 +54,8 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let (user, id): (UserId, SubscriptionId) = {
         let user = career_service::unique_user();
         // Created through the webhooks function: the data key exists and the secrets are sealed.
-        let (id, _) = pipeline.subscribe(&user, "http://127.0.0.1:9/unused", &["profile.updated"]).await;
+        let (id, _) =
+            pipeline.subscribe(&user, &format!("{}/unused", career_service::sink_url()), &["profile.updated"]).await;
         (typed(user), typed(id))
     };
     let table = WebhookTable::new(career_service::dynamodb(), &settings.tables.webhooks);

@@ -31,6 +31,8 @@ pub struct Services {
     pub sqs_endpoint: String,
     pub queues: QueueUrls,
     pub settings: Settings,
+    /// See [`sink_url`].
+    pub sink_url: String,
 }
 
 /// The services of this test binary, started on first use. They run on a runtime of their
@@ -45,12 +47,14 @@ pub fn services() -> &'static Services {
                 let stack = LocalStack::start(&installed(), None, base_settings())
                     .await
                     .unwrap_or_else(|e| panic!("starting the local services: {e:#}"));
+                let sink = receiver::Receiver::start(&[200], std::time::Duration::ZERO).await;
                 ready
                     .send(Services {
                         dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
                         sqs_endpoint: stack.sqs.endpoint.clone(),
                         queues: stack.queues.clone(),
                         settings: stack.settings.clone(),
+                        sink_url: sink.url.clone(),
                     })
                     .expect("the test waits for the services");
                 std::future::pending::<()>().await;
@@ -58,6 +62,14 @@ pub fn services() -> &'static Services {
         });
         started.recv().expect("the local services started")
     })
+}
+
+/// A receiver on loopback that answers 200 to every request (paths under it reach it too),
+/// running as long as the services: where a test points the subscriptions it creates but
+/// whose deliveries it does not look at. The house rule: no test creates a subscription
+/// whose URL is not a loopback receiver it runs (see [`assert_subscriptions_on_loopback`]).
+pub fn sink_url() -> &'static str {
+    &services().sink_url
 }
 
 /// DynamoDB Local and the SQS emulator as `scripts/install-local-deps.sh` installed them.
@@ -202,6 +214,12 @@ impl Api {
         Self::with_clients(clients(), change)
     }
 
+    /// The functions as the local stack runs them: webhook URLs may be `http` and private,
+    /// so that subscriptions can name a receiver on loopback ([`sink_url`]).
+    pub fn loopback() -> Self {
+        Self::with_settings(|s| s.allow_insecure_webhook_urls = true)
+    }
+
     /// The functions with clients of the test's choosing (a counted KMS, say).
     pub fn with_clients(clients: AwsClients, change: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = services().settings.clone();
@@ -292,7 +310,35 @@ impl RequestBuilder<'_> {
         let (parts, body) = response.into_parts();
         let json =
             serde_json::from_slice(&body).unwrap_or_else(|e| panic!("response body is not JSON ({e}): {body:?}"));
-        Answer { status: parts.status, headers: parts.headers, json }
+        let answer = Answer { status: parts.status, headers: parts.headers, json };
+        assert_subscriptions_on_loopback(&answer);
+        answer
+    }
+}
+
+/// The guard of the house rule that no test creates a subscription the delivery function
+/// could send to another machine: every subscription that an answer shows (created, changed
+/// or listed, so also one a test wrote straight to the table) must name a receiver on
+/// loopback. A refused request shows none, so its URL may be anything.
+#[track_caller]
+pub fn assert_subscriptions_on_loopback(answer: &Answer) {
+    let listed = answer.json.get("webhooks").and_then(Value::as_array);
+    let shown = listed.map_or_else(|| vec![&answer.json], |all| all.iter().collect());
+    for subscription in shown {
+        let is_subscription = subscription["id"].as_str().is_some_and(|id| id.starts_with("whk_"));
+        if let (true, Some(url)) = (is_subscription, subscription["url"].as_str()) {
+            assert!(is_loopback(url), "a subscription to {url}: tests may only create subscriptions to loopback receivers they run (sink_url, receiver::Receiver)");
+        }
+    }
+}
+
+/// Whether `url` names this machine: 127.0.0.0/8, [::1] or `localhost`.
+pub fn is_loopback(url: &str) -> bool {
+    match url::Url::parse(url).ok().as_ref().and_then(url::Url::host) {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
     }
 }
 
@@ -321,5 +367,49 @@ impl Answer {
     pub fn assert_status(&self, status: u16) -> &Value {
         assert_eq!(self.status.as_u16(), status, "{self:?}");
         &self.json
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(json: Value) -> Answer {
+        Answer { status: StatusCode::OK, headers: HeaderMap::new(), json }
+    }
+
+    #[test]
+    fn loopback_is_127_0_0_0_8_and_1_and_localhost_only() {
+        for url in ["http://127.0.0.1:3000/hook", "http://127.8.9.10/", "http://[::1]:80/x", "http://LocalHost:9/"] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in ["https://hooks.example.com/a", "https://10.0.0.5/", "https://localhost.example.com/", "/hook", ""] {
+            assert!(!is_loopback(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn subscriptions_on_loopback_and_answers_without_subscriptions_pass() {
+        assert_subscriptions_on_loopback(&answer(serde_json::json!({"id": "whk_1", "url": "http://127.0.0.1:1/h"})));
+        assert_subscriptions_on_loopback(&answer(
+            serde_json::json!({"webhooks": [{"id": "whk_1", "url": "http://[::1]/"}]}),
+        ));
+        assert_subscriptions_on_loopback(&answer(serde_json::json!({"url": "https://example.com/portal#key=x"})));
+        assert_subscriptions_on_loopback(&answer(serde_json::json!({"error": {"code": "webhooks.invalid_url"}})));
+    }
+
+    #[test]
+    #[should_panic(expected = "a subscription to https://hooks.example.com/a")]
+    fn a_created_subscription_elsewhere_fails_the_test() {
+        assert_subscriptions_on_loopback(&answer(
+            serde_json::json!({"id": "whk_1", "url": "https://hooks.example.com/a"}),
+        ));
+    }
+
+    #[test]
+    #[should_panic(expected = "a subscription to https://10.0.0.5/")]
+    fn a_listed_subscription_elsewhere_fails_the_test() {
+        let listed = serde_json::json!({"webhooks": [{"id": "whk_1", "url": "http://127.0.0.1/"}, {"id": "whk_2", "url": "https://10.0.0.5/"}]});
+        assert_subscriptions_on_loopback(&answer(listed));
     }
 }
