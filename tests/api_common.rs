@@ -4,11 +4,11 @@
 use std::time::{Duration, Instant};
 
 use career_core::auth::UNKNOWN_KEY_CACHE_TTL;
+use career_core::clock::Timestamp;
 use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
 use career_core::store::keys::KeyTable;
 use career_service::calls::{Call, Calls};
 use career_service::{sink_url, unique_user, Api};
-use chrono::TimeDelta;
 use lambda_http::http::Method;
 
 const OPERATIONS: [(Method, &str); 9] = [
@@ -133,11 +133,12 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
     let api = Api::on(career_service::clients_logging_dynamodb(&calls), career_service::services().settings.clone());
     let user = unique_user();
     let scopes = Scopes::parse_list("read:webhooks").unwrap();
-    let issued = api.admin.create_key(&user, scopes, None, Some(TimeDelta::seconds(3))).await.unwrap();
-    let expires_at = issued.expires_at.expect("an expiry").datetime();
+    let issued =
+        api.admin.create_key(&user, scopes, None, Some(Timestamp::now() + Duration::from_secs(3))).await.unwrap();
+    let expires_at = issued.expires_at.expect("an expiry");
     api.get("/api/v1/webhooks", &issued.key).await.assert_status(200);
-    assert!(chrono::Utc::now() < expires_at, "the first request came before the expiry");
-    while chrono::Utc::now() < expires_at {
+    assert!(Timestamp::now() < expires_at, "the first request came before the expiry");
+    while Timestamp::now() < expires_at {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mark = calls.len();
@@ -150,7 +151,8 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
     // A key without an expiry, and one that expires later, keep working.
     let lasting = api.admin.create_key(&user, scopes, None, None).await.unwrap();
     assert!(lasting.expires_at.is_none());
-    let later = api.admin.create_key(&user, scopes, None, Some(TimeDelta::minutes(60))).await.unwrap();
+    let later =
+        api.admin.create_key(&user, scopes, None, Some(Timestamp::now() + Duration::from_secs(3600))).await.unwrap();
     for key in [&lasting.key, &later.key] {
         api.get("/api/v1/webhooks", key).await.assert_status(200);
     }
@@ -162,16 +164,14 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
 async fn a_portal_link_carries_a_webhooks_key_that_expires() {
     let api = Api::loopback();
     let user = unique_user();
-    // Times are kept to the millisecond (truncated), so the expiry is 90 minutes after a
-    // moment between `before` at that precision and `after`.
-    let before = career_core::clock::Timestamp::now().datetime();
+    let before = Timestamp::now();
     let link = api.admin.portal_link(&user, "http://127.0.0.1:3000/", 90).await.unwrap();
-    let after = chrono::Utc::now();
+    let after = Timestamp::now();
     assert_eq!(link.user_id.as_str(), user);
     let key = link.url.strip_prefix("http://127.0.0.1:3000/portal#key=").expect("the portal URL and the key");
     assert!(ApiKey::parse(key).is_some(), "{}", link.url);
-    let expires = link.expires_at.datetime();
-    let (earliest, latest) = (before + TimeDelta::minutes(90), after + TimeDelta::minutes(90));
+    let expires = link.expires_at;
+    let (earliest, latest) = (before + Duration::from_secs(90 * 60), after + Duration::from_secs(90 * 60));
     assert!(earliest <= expires && expires <= latest, "{expires} not within {earliest}..={latest}");
     api.get("/api/v1/webhooks", key).await.assert_status(200);
     api.get("/api/v1/webhooks/event-types", key).await.assert_status(200);

@@ -46,7 +46,7 @@ async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry
     // Distinct milliseconds, so creation order is id order.
     tokio::time::sleep(Duration::from_millis(3)).await;
     let message = DeliveryMessage::new(&profile_event(user), &typed(user), &typed(subscription));
-    let now = clock::now();
+    let now = clock::Timestamp::now();
     let update = match (&outcome, retry_in) {
         (Outcome::Delivered(_), _) => RecordUpdate::succeeded(),
         (_, wait) => RecordUpdate::retry_at(wait.map(|wait| now + wait)),
@@ -410,7 +410,7 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
     }
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     webhooks
-        .start_failure_clock(&typed(&user), &typed(&subscription), &typed("2026-11-01T00:00:00.000Z"))
+        .start_failure_clock(&typed(&user), &typed(&subscription), typed("2026-11-01T00:00:00.000Z"))
         .await
         .unwrap();
     assert!(webhooks
@@ -418,8 +418,8 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
             &typed(&user),
             &typed(&subscription),
             DisabledReason::Failing,
-            Some(&typed("2026-11-01T00:00:00.000Z")),
-            &typed("2026-11-06T00:00:01.000Z")
+            Some(typed("2026-11-01T00:00:00.000Z")),
+            typed("2026-11-06T00:00:01.000Z")
         )
         .await
         .unwrap());

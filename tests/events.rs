@@ -249,16 +249,14 @@ async fn the_failure_clock_starts_at_the_first_failure_and_stops_at_the_next_suc
     let receiver = Receiver::start(&[500, 500, 500, 200], NO_DELAY).await;
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let failing_since = || async {
-        table.get(&typed(&user), &typed(&subscription_id)).await.unwrap().unwrap().health.failing_since().cloned()
-    };
+    let failing_since =
+        || async { table.get(&typed(&user), &typed(&subscription_id)).await.unwrap().unwrap().health.failing_since() };
     assert_eq!(failing_since().await, None);
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
     // An attempt is made only once the previous failure is handled, clock included.
     receiver.wait_for(2, SOON).await;
     let started = failing_since().await.expect("the first failure started the clock");
-    career_service::assert_rfc3339_utc(&started);
     receiver.wait_for(3, SOON).await;
     assert_eq!(failing_since().await, Some(started), "a later failure leaves the clock as it is");
     receiver.wait_for(4, SOON).await;
@@ -273,7 +271,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     table
-        .start_failure_clock(&typed(&user), &typed(&subscription_id), &typed("2026-11-27T08:00:00.000Z"))
+        .start_failure_clock(&typed(&user), &typed(&subscription_id), typed("2026-11-27T08:00:00.000Z"))
         .await
         .unwrap();
 

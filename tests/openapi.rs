@@ -1233,7 +1233,7 @@ async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
     let event = career_core::events::Event::ping(&typed(subscription));
     let message = DeliveryMessage::new(&event, &typed(user), &typed(subscription));
     let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into(), retry_after: None });
-    let now = career_core::clock::now();
+    let now = career_core::clock::Timestamp::now();
     let next = RecordUpdate::retry_at(Some(now + std::time::Duration::from_secs(30)));
     let attempt = next.attempt(&outcome, now);
     let table =
@@ -1316,14 +1316,14 @@ async fn ping_webhook_answers_as_documented() {
     assert_eq!(answer.json["status"], "pending");
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    webhooks.start_failure_clock(&typed(&user), &typed(&id), typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     webhooks
         .disable(
             &typed(&user),
             &typed(&id),
             DisabledReason::Failing,
-            Some(&typed("2026-11-01T00:00:00.000Z")),
-            &typed("2026-11-06T00:00:00.000Z"),
+            Some(typed("2026-11-01T00:00:00.000Z")),
+            typed("2026-11-06T00:00:00.000Z"),
         )
         .await
         .unwrap();
@@ -1353,14 +1353,14 @@ async fn enable_webhook_answers_as_documented() {
     let (user, key, id) = subscribed(&api).await;
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&typed(&user), &typed(&id), &typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    webhooks.start_failure_clock(&typed(&user), &typed(&id), typed("2026-11-01T00:00:00.000Z")).await.unwrap();
     webhooks
         .disable(
             &typed(&user),
             &typed(&id),
             DisabledReason::Failing,
-            Some(&typed("2026-11-01T00:00:00.000Z")),
-            &typed("2026-11-06T00:00:00.000Z"),
+            Some(typed("2026-11-01T00:00:00.000Z")),
+            typed("2026-11-06T00:00:00.000Z"),
         )
         .await
         .unwrap();
@@ -1394,7 +1394,7 @@ async fn recover_deliveries_answers_as_documented() {
     let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
     let path = format!("/api/v1/webhooks/recover?id={id}");
-    let hour_ago = career_core::clock::Timestamp::from_datetime(career_core::clock::now() - chrono::Duration::hours(1));
+    let hour_ago = career_core::clock::Timestamp::now() - std::time::Duration::from_secs(3600);
     let window = json!({"since": hour_ago}).to_string();
     let answer = api.send_json(Method::POST, &path, &key, &window).await;
     checker.check(&answer, 202, None);
@@ -1428,7 +1428,7 @@ async fn recover_deliveries_answers_as_documented() {
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     let at = typed("2026-11-06T00:00:00.000Z");
-    webhooks.disable(&typed(&user), &typed(&id), DisabledReason::Manual, None, &at).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&id), DisabledReason::Manual, None, at).await.unwrap();
     let disabled = api.send_json(Method::POST, &path, &key, &window).await;
     checker.check(&disabled, 400, Some("webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&id)).await.unwrap();
@@ -1604,9 +1604,14 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         kinds.insert(kind.to_owned());
         let message = DeliveryMessage::new(&event, &typed("u1"), &typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
         let (current, previous) = (WebhookSecret::generate(), WebhookSecret::generate());
-        let signed = SignedDelivery::new(&message, &[&current], 1_795_766_400);
+        let signed =
+            SignedDelivery::new(&message, &[&current], career_core::clock::Timestamp::from_unix_seconds(1_795_766_400));
         // During a rotation's grace period, both signature headers hold two signatures.
-        let during_grace = SignedDelivery::new(&message, &[&current, &previous], 1_795_766_400);
+        let during_grace = SignedDelivery::new(
+            &message,
+            &[&current, &previous],
+            career_core::clock::Timestamp::from_unix_seconds(1_795_766_400),
+        );
 
         let operation = doc.node(child(&child("/webhooks", kind), "post"));
         let body: Value = serde_json::from_slice(&signed.body).unwrap();

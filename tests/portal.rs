@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use career_core::clock::Timestamp;
 use career_core::credentials::Scopes;
 use career_core::signing;
 use career_service::pipeline::Pipeline;
@@ -134,8 +135,8 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let link = pipeline.api.admin.portal_link(&user, &base, 60).await.unwrap().url;
     let key = link.split_once("#key=").expect("the key in the fragment").1.to_owned();
     let scopes = Scopes::parse_list("read:webhooks,write:webhooks").unwrap();
-    let lifetime = Some(chrono::TimeDelta::minutes(-1));
-    let expired = pipeline.api.admin.create_key(&user, scopes, None, lifetime).await.unwrap().key;
+    let a_minute_ago = Some(Timestamp::now() - Duration::from_secs(60));
+    let expired = pipeline.api.admin.create_key(&user, scopes, None, a_minute_ago).await.unwrap().key;
 
     let artefacts = Path::new(env!("CARGO_TARGET_TMPDIR")).join("portal");
     std::fs::create_dir_all(&artefacts).unwrap();

@@ -387,8 +387,8 @@ fn sample_deliveries(text: &str) -> Vec<DeliveryMessage> {
 fn with_recent_since(text: &str) -> String {
     let mut event: Value = serde_json::from_str(text).expect("a JSON event");
     let mut body: Value = serde_json::from_str(event["body"].as_str().expect("a body")).expect("a JSON body");
-    let day_ago = career_core::clock::now() - std::time::Duration::from_secs(86_400);
-    body["since"] = json!(career_core::clock::Timestamp::from_datetime(day_ago));
+    let day_ago = career_core::clock::Timestamp::now() - std::time::Duration::from_secs(86_400);
+    body["since"] = json!(day_ago);
     let body = body.to_string();
     event["headers"]["content-length"] = json!(body.len().to_string());
     event["body"] = json!(body);

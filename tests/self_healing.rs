@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use career_core::clock;
+use career_core::clock::Timestamp;
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::plan::GONE_ERROR;
 use career_core::delivery::DeliveryMessage;
@@ -150,17 +150,17 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     // The record is written as the fan-out writes it; its message is lost on its way.
     let event = Event::ping(&typed(&subscription));
     let message = DeliveryMessage::new(&event, &typed(&user), &typed(&subscription));
-    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], clock::now()).await.unwrap();
+    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], Timestamp::now()).await.unwrap();
     let pending = records(&pipeline, &user, &subscription).await;
     assert_eq!((pending[0].status, pending[0].attempts), (DeliveryStatus::Pending, 0), "in the log before any queue");
 
     let mut settings = pipeline.settings().clone();
     settings.sweep_after = Duration::from_secs(1);
     let sweep = career_sweep::Deps::new(&clients(), &settings).unwrap();
-    let not_yet = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
+    let not_yet = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let swept = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
+    let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((swept.overdue, swept.requeued), (1, 1));
     receiver.wait_for(1, SOON).await;
     records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
@@ -170,7 +170,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
-    let again = career_sweep::sweep(&sweep, clock::now()).await.unwrap();
+    let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((again.overdue, again.requeued), (0, 0), "a settled record is not in the due index");
 }
 
@@ -212,8 +212,8 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     events(&pipeline, &user, 2).await;
     records_when(&pipeline, &user, &subscription, 3, failed).await;
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let at = clock::Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, &at).await.unwrap();
+    let at = Timestamp::now();
+    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
     events(&pipeline, &user, 1).await;
     records_when(&pipeline, &user, &subscription, 4, failed).await;
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
@@ -268,7 +268,7 @@ async fn recover_answers_its_codes() {
         }
     };
     let id = format!("?id={subscription}");
-    let since = json!({"since": clock::Timestamp::from_datetime(clock::now() - Duration::from_secs(60))});
+    let since = json!({"since": Timestamp::now() - Duration::from_secs(60)});
     let code = |status: u16, code: &str| (status, code.to_owned());
     assert_eq!(recover(String::new(), since.clone()).await, code(400, "webhooks.missing_subscription_id"));
     assert_eq!(recover("?id=".into(), since.clone()).await, code(400, "webhooks.missing_subscription_id"));
@@ -285,8 +285,8 @@ async fn recover_answers_its_codes() {
     assert_eq!(forbidden.status.as_u16(), 403);
 
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let at = clock::Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, &at).await.unwrap();
+    let at = Timestamp::now();
+    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
     assert_eq!(recover(id.clone(), since.clone()).await, code(400, "webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
     assert_eq!(recover(id, since).await, (202, String::new()));

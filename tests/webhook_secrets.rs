@@ -9,14 +9,15 @@ use std::time::Duration;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use career_core::clock::Timestamp;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
+use career_core::ids;
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::{sign_standard, verify_hex};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::WebhookSecret;
-use career_core::{clock, ids};
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
@@ -65,7 +66,7 @@ async fn signing_secrets(settings: &career_core::config::Settings, user: &str, i
 }
 
 fn unix_now() -> u64 {
-    clock::now_millis() / 1000
+    Timestamp::now().unix_seconds()
 }
 
 #[tokio::test]
@@ -99,12 +100,11 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
     let second = body["secret"].as_str().unwrap();
     assert!(WebhookSecret::parse(second).is_some_and(|s| s.expose().len() == 50), "{second}");
     assert_ne!(second, first);
-    let expires = chrono::DateTime::parse_from_rfc3339(body["previousSecretExpiresAt"].as_str().unwrap()).unwrap();
-    let expires = expires.timestamp() as u64;
-    assert!((before + 86_400..=unix_now() + 86_400).contains(&expires), "one day by default: {body}");
+    let expires: Timestamp = body["previousSecretExpiresAt"].as_str().unwrap().parse().unwrap();
+    assert!((before + 86_400..=unix_now() + 86_400).contains(&expires.unix_seconds()), "one day by default: {body}");
 
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(unix_now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
     assert_eq!(active, [second, first], "both sign, the new one first");
     assert_eq!(secrets.active_at(expires).len(), 1, "the old one stops at previousSecretExpiresAt");
 
@@ -112,14 +112,14 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
     let third = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 60}"#)).await;
     let third = third.assert_status(200)["secret"].as_str().unwrap().to_owned();
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(unix_now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
     assert_eq!(active, [third.as_str(), second]);
 
     // Without a grace period only the new secret signs.
     let fourth = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 0}"#)).await;
     assert_eq!(fourth.json["previousSecretExpiresAt"], Value::Null);
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(unix_now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
     assert_eq!(active, [fourth.json["secret"].as_str().unwrap()]);
 
     // Neither the list nor any answer but the rotation's shows a secret.
@@ -202,7 +202,7 @@ async fn concurrent_rotations_leave_one_consistent_pair() {
         issued.push(task.await.unwrap().assert_status(200)["secret"].as_str().unwrap().to_owned());
     }
     let secrets = signing_secrets(&api.settings, &user, &id).await;
-    let active: Vec<String> = secrets.active_at(unix_now()).iter().map(|s| s.expose().to_owned()).collect();
+    let active: Vec<String> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose().to_owned()).collect();
     assert_eq!(active.len(), 2);
     assert!(active.iter().all(|secret| issued.contains(secret)), "{active:?} among {issued:?}");
     assert_ne!(active[0], active[1]);
@@ -350,7 +350,7 @@ async fn seed_era_subscription(settings: &career_core::config::Settings, user: &
         .item("url", s(url))
         .item("events", aws_sdk_dynamodb::types::AttributeValue::L(vec![s("profile.updated")]))
         .item("secret", s(&secret))
-        .item("createdAt", s(&clock::rfc3339(clock::now())))
+        .item("createdAt", s(&Timestamp::now().to_string()))
         .send()
         .await
         .unwrap();

@@ -1,12 +1,14 @@
 //! The admin commands of contract section 8. Each returns a typed result; `main` prints it
 //! as the JSON object the contract shows.
 
+use std::time::Duration;
+
 use anyhow::{anyhow, bail, Context};
 use aws_sdk_dynamodb::Client as DynamoDb;
 use aws_sdk_sqs::types::{BatchResultErrorEntry, Message, SendMessageBatchRequestEntry};
 use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
-use career_core::clock::{self, Timestamp};
+use career_core::clock::Timestamp;
 use career_core::config::TableNames;
 use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
@@ -20,7 +22,6 @@ use career_core::store::keys::KeyTable;
 use career_core::store::platform::PlatformTables;
 use career_core::store::webhooks::{Replaced, WebhookTable};
 use career_core::webhooks::SecretsAtRest;
-use chrono::TimeDelta;
 use serde::Serialize;
 
 pub struct Admin {
@@ -128,26 +129,24 @@ impl Admin {
         PlatformTables::new(self.dynamodb.clone(), &self.tables.profiles, &self.tables.assessments)
     }
 
-    /// Issues a key; with `lifetime`, one that is refused from that long after now on.
+    /// Issues a key; with `expires_at`, one that is refused from then on.
     pub async fn create_key(
         &self,
         user_id: impl AsRef<str>,
         scopes: Scopes,
         label: Option<String>,
-        lifetime: Option<TimeDelta>,
+        expires_at: Option<Timestamp>,
     ) -> anyhow::Result<IssuedKey> {
         let user_id = user(user_id.as_ref())?;
         let key = ApiKey::generate();
-        let now = clock::now();
-        let expires_at = lifetime.map(|lifetime| Timestamp::from_datetime(now + lifetime));
         let stored = KeyRecord {
             hash: key.hash(),
             user_id: user_id.clone(),
             scopes,
             label,
-            created_at: Timestamp::from_datetime(now),
+            created_at: Timestamp::now(),
             revoked_at: None,
-            expires_at: expires_at.clone(),
+            expires_at,
         };
         self.keys().insert(&stored).await.context("storing the key")?;
         Ok(IssuedKey { key: key.expose().to_owned(), user_id, scopes: scopes.names(), expires_at })
@@ -164,15 +163,14 @@ impl Admin {
     ) -> anyhow::Result<PortalLink> {
         let portal = portal_url(api_url)?;
         let scopes = [Scope::ReadWebhooks, Scope::WriteWebhooks].into_iter().collect();
-        let lifetime = TimeDelta::minutes(i64::from(minutes));
-        let issued = self.create_key(user_id, scopes, Some("portal link".into()), Some(lifetime)).await?;
-        let expires_at = issued.expires_at.context("the portal key has no expiry")?;
+        let expires_at = minutes_from_now(minutes);
+        let issued = self.create_key(user_id, scopes, Some("portal link".into()), Some(expires_at)).await?;
         Ok(PortalLink { url: format!("{portal}#key={}", issued.key), user_id: issued.user_id, expires_at })
     }
 
     pub async fn revoke_key(&self, key: &str) -> anyhow::Result<Revoked> {
         let key = ApiKey::parse(key.trim()).context("--key is not an API key (cak_ followed by 43 characters)")?;
-        match self.keys().revoke(&key.hash(), &Timestamp::now()).await.context("revoking the key")? {
+        match self.keys().revoke(&key.hash(), Timestamp::now()).await.context("revoking the key")? {
             true => Ok(Revoked { revoked: true }),
             false => bail!("no such key"),
         }
@@ -203,7 +201,7 @@ impl Admin {
         let platform = self.platform();
         let existing = platform.first_profile_id(&user_id).await.context("reading the profile")?;
         let profile_id = existing.unwrap_or_else(ProfileId::generate);
-        platform.touch_profile(&user_id, &profile_id, &Timestamp::now()).await.context("updating the profile")?;
+        platform.touch_profile(&user_id, &profile_id, Timestamp::now()).await.context("updating the profile")?;
         Ok(ProfileUpdate { user_id, profile_id })
     }
 
@@ -223,7 +221,7 @@ impl Admin {
             None => AssessmentId::generate(),
         };
         self.platform()
-            .complete_assessment(&user_id, &assessment_id, &Timestamp::now())
+            .complete_assessment(&user_id, &assessment_id, Timestamp::now())
             .await
             .context("completing the assessment")?;
         Ok(AssessmentCompletion { user_id, assessment_id })
@@ -388,9 +386,13 @@ async fn restarted(deliveries: &DeliveryTable, body: &str) -> anyhow::Result<Opt
     else {
         return Ok(None);
     };
-    let restarted =
-        deliveries.restart(&stored, career_core::clock::now()).await.context("restarting the delivery record")?;
+    let restarted = deliveries.restart(&stored, Timestamp::now()).await.context("restarting the delivery record")?;
     restarted.map(|r| r.message().context("reading the delivery record's body")).transpose()
+}
+
+/// The moment `minutes` from now: when a key issued now for that long expires.
+pub fn minutes_from_now(minutes: u32) -> Timestamp {
+    Timestamp::now() + Duration::from_secs(u64::from(minutes) * 60)
 }
 
 /// The portal's address below the API's base URL (`--api-url`, `CAREER_API_URL`), which may

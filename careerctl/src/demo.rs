@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 use aws_sdk_dynamodb::Client as DynamoDb;
 use career_core::alerts::{Alert, AlertAction, Category, Severity};
-use career_core::clock::{self, Timestamp};
+use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::credentials::Scopes;
 use career_core::delivery::attempt::{Outcome, SendFailure};
@@ -110,8 +110,8 @@ pub async fn seed(
 /// The sample alert, unread and not dismissed.
 async fn seed_alert(alerts: &AlertTable, user_id: &UserId, alert_id: &AlertId) -> Result<(), StoreError> {
     let now = Timestamp::now();
-    if alerts.apply(user_id, alert_id, AlertAction::Unread, &now).await?.is_some() {
-        alerts.apply(user_id, alert_id, AlertAction::Undismiss, &now).await?;
+    if alerts.apply(user_id, alert_id, AlertAction::Unread, now).await?.is_some() {
+        alerts.apply(user_id, alert_id, AlertAction::Undismiss, now).await?;
     } else {
         alerts.insert(user_id, &demo_alert(alert_id.clone(), now)).await?;
     }
@@ -159,7 +159,7 @@ async fn seed_failed_delivery(
         generation: 0,
     };
     let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
-    let attempt = RecordUpdate::retry_at(None).attempt(&refused, clock::now());
+    let attempt = RecordUpdate::retry_at(None).attempt(&refused, Timestamp::now());
     deliveries.record_attempt(&message, &message.body(), &attempt).await.map(drop)
 }
 

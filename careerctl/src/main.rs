@@ -15,7 +15,6 @@ use career_core::runtime::aws_timeouts;
 use career_core::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
-use chrono::TimeDelta;
 use clap::{Parser, Subcommand};
 
 /// Admin CLI and local stack of the career alerts, data-sharing and webhooks service.
@@ -262,9 +261,8 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
     let admin = Admin::new(clients.dynamodb().clone(), TableNames::from_env());
     match command {
         Command::Keys(KeysCommand::Create { user, scopes, label, expires_in_minutes }) => {
-            let lifetime = expires_in_minutes.map(|minutes| TimeDelta::minutes(i64::from(minutes)));
             let scopes = Scopes::parse_list(&scopes).map_err(anyhow::Error::msg)?;
-            json(admin.create_key(&user, scopes, label, lifetime).await)
+            json(admin.create_key(&user, scopes, label, expires_in_minutes.map(admin::minutes_from_now)).await)
         }
         Command::PortalLink(PortalLinkArgs { user, minutes, api_url }) => {
             let api_url = api_url.context(

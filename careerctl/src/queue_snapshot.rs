@@ -25,7 +25,7 @@ impl QueueSnapshot {
     /// Every message the emulator's delivery queues hold now.
     pub async fn take(sqs: &LocalService, queues: &QueueUrls) -> anyhow::Result<Self> {
         let mut snapshot =
-            QueueSnapshot { saved_at: career_core::clock::rfc3339(career_core::clock::now()), ..Default::default() };
+            QueueSnapshot { saved_at: career_core::clock::Timestamp::now().to_string(), ..Default::default() };
         for (name, url) in queues.all() {
             let held = sqs.held_messages(url).await?;
             if !held.is_empty() {

@@ -6,8 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-
+use crate::clock::Timestamp;
 use crate::credentials::{ApiKey, KeyHash, KeyRecord, Scopes};
 use crate::ids::UserId;
 use crate::store::keys::KeyTable;
@@ -28,12 +27,12 @@ pub struct Principal {
     pub scopes: Scopes,
     pub key_hash: KeyHash,
     /// When the key stops working, if it expires.
-    pub expires_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<Timestamp>,
 }
 
 impl Principal {
     /// Whether the key has expired at `now` (an expiry is the first instant it is refused).
-    pub fn has_expired(&self, now: DateTime<Utc>) -> bool {
+    pub fn has_expired(&self, now: Timestamp) -> bool {
         self.expires_at.is_some_and(|expires_at| now >= expires_at)
     }
 }
@@ -57,7 +56,7 @@ impl Authenticator {
             return Ok(None);
         };
         let hash = key.hash();
-        let unexpired = |principal: Option<Principal>| principal.filter(|known| !known.has_expired(Utc::now()));
+        let unexpired = |principal: Option<Principal>| principal.filter(|known| !known.has_expired(Timestamp::now()));
         if let Some(principal) = self.cached(&hash) {
             return Ok(unexpired(principal));
         }
@@ -93,7 +92,7 @@ fn principal_of(record: KeyRecord) -> Option<Principal> {
         user_id: record.user_id,
         scopes: record.scopes,
         key_hash: record.hash,
-        expires_at: record.expires_at.as_ref().map(crate::clock::Timestamp::datetime),
+        expires_at: record.expires_at,
     })
 }
 
@@ -118,7 +117,7 @@ mod tests {
 
     #[test]
     fn a_key_expires_at_its_expiry_and_not_before() {
-        let at = |text: &str| text.parse::<crate::clock::Timestamp>().unwrap().datetime();
+        let at = |text: &str| text.parse::<Timestamp>().unwrap();
         let principal = |expires_at: Option<&str>| Principal {
             user_id: "u1".parse().unwrap(),
             scopes: Scopes::default(),

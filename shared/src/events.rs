@@ -166,13 +166,10 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
                 .ok_or_else(|| malformed("no assessmentId key, or not an id"))?,
         },
     };
-    let created_millis = created_millis(change);
+    let created_at = created_at(change);
     Ok(Some(Event {
-        id: EventId::derived(
-            created_millis,
-            &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id],
-        ),
-        created_at: Timestamp::from_millis(created_millis),
+        id: EventId::derived(created_at, &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id]),
+        created_at,
         data,
     }))
 }
@@ -180,14 +177,12 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
 /// When the change happened: the item's own timestamp (`updatedAt`, `completedAt`) when it
 /// has one, else the stream's approximate creation time. Both come from the record, so a
 /// repeated record yields the same event.
-fn created_millis(change: &StreamRecord) -> u64 {
-    let stamped = ["updatedAt", "completedAt"]
+fn created_at(change: &StreamRecord) -> Timestamp {
+    ["updatedAt", "completedAt"]
         .iter()
         .filter_map(|name| string_attribute(&change.new_image, name))
-        .find_map(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
-        .map(|at| at.timestamp_millis());
-    let millis = stamped.unwrap_or_else(|| change.approximate_creation_date_time.timestamp_millis());
-    u64::try_from(millis).unwrap_or_default()
+        .find_map(Timestamp::parse_rfc3339)
+        .unwrap_or_else(|| change.approximate_creation_date_time.into())
 }
 
 fn is_completed(image: &serde_dynamo::Item) -> bool {
@@ -237,8 +232,8 @@ mod tests {
         let event = event_from_record(&record("INSERT", PROFILE_KEYS(), json!(null), profile("1"))).unwrap().unwrap();
         assert_eq!(event.kind(), EventKind::ProfileUpdated);
         assert_eq!(serde_json::to_value(&event.data).unwrap(), json!({"userId": "u1", "profileId": "prf_1"}));
-        assert_eq!(event.created_at.as_str(), "2026-11-27T08:00:05.250Z");
-        assert_eq!(event.id.millis(), event.created_at.millis(), "the id sorts by the change's time");
+        assert_eq!(event.created_at.to_string(), "2026-11-27T08:00:05.250Z");
+        assert_eq!(event.id.created_at(), event.created_at, "the id sorts by the change's time");
         let changed = event_from_record(&record("MODIFY", PROFILE_KEYS(), profile("1"), profile("2"))).unwrap();
         assert!(changed.is_some());
     }
@@ -255,7 +250,7 @@ mod tests {
         let event = completed(assessment("in_progress"), assessment("completed")).unwrap();
         assert_eq!(event.kind(), EventKind::AssessmentCompleted);
         assert_eq!(event.user_id().map(UserId::as_str), Some("u1"));
-        assert_eq!(event.created_at.as_str(), "2026-11-27T08:00:00.000Z", "no item timestamp: the stream's time");
+        assert_eq!(event.created_at.to_string(), "2026-11-27T08:00:00.000Z", "no item timestamp: the stream's time");
         assert_eq!(completed(assessment("completed"), assessment("completed")), None);
         assert_eq!(completed(assessment("started"), assessment("in_progress")), None);
         let inserted = event_from_record(&record("INSERT", ASSESSMENT_KEYS(), json!(null), assessment("completed")));

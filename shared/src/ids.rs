@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::clock::Timestamp;
 use crate::text::text_traits;
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -36,8 +37,8 @@ macro_rules! prefixed_id {
             }
 
             /// The id that the same `parts` always give (see [`derived_id`]).
-            pub fn derived(millis: u64, parts: &[&str]) -> Self {
-                $name(derived_id($prefix, millis, parts))
+            pub fn derived(at: Timestamp, parts: &[&str]) -> Self {
+                $name(derived_id($prefix, at.unix_millis(), parts))
             }
 
             /// `Some` when `text` has this kind's prefix and a ULID: the one shape check.
@@ -49,9 +50,9 @@ macro_rules! prefixed_id {
                 &self.0
             }
 
-            /// When the id was made (Unix milliseconds).
-            pub fn millis(&self) -> u64 {
-                millis_of(&self.0).unwrap_or_default()
+            /// When the id was made, to the millisecond.
+            pub fn created_at(&self) -> Timestamp {
+                Timestamp::from_unix_millis(millis_of(&self.0).unwrap_or_default())
             }
         }
 
@@ -154,7 +155,7 @@ pub fn has_shape(id: &str, prefix: &str) -> bool {
 /// millisecond still increase (ULID's monotonic mode), so creation order is kept.
 pub fn new_id(prefix: &str) -> String {
     static LAST: Mutex<(u64, u128)> = Mutex::new((0, 0));
-    let millis = crate::clock::now_millis();
+    let millis = Timestamp::now().unix_millis();
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let entropy = if millis <= last.0 && last.1 < ENTROPY_MAX {
         last.1 + 1
@@ -183,14 +184,14 @@ pub fn derived_id(prefix: &str, millis: u64, parts: &[&str]) -> String {
     format!("{prefix}{}", ulid(millis, entropy))
 }
 
-/// The smallest id of `prefix` that can be made at `millis`: a bound of a key range over ids
-/// by their time (it is not an id of anything).
-pub fn first_id_at(prefix: &str, millis: u64) -> String {
-    format!("{prefix}{}", ulid_from_parts(millis, 0))
+/// The smallest id of `prefix` that can be made at `at`: a bound of a key range over ids by
+/// their time (it is not an id of anything).
+pub fn first_id_at(prefix: &str, at: Timestamp) -> String {
+    format!("{prefix}{}", ulid_from_parts(at.unix_millis(), 0))
 }
 
 /// The creation time (Unix milliseconds) inside an id of any prefix.
-pub fn millis_of(id: &str) -> Option<u64> {
+fn millis_of(id: &str) -> Option<u64> {
     let ulid = id.rsplit('_').next()?;
     if ulid.len() != 26 {
         return None;
@@ -235,9 +236,10 @@ mod tests {
         let json = serde_json::to_string(&alert).unwrap();
         assert_eq!(serde_json::from_str::<AlertId>(&json).unwrap(), alert);
         assert!(serde_json::from_str::<DeliveryId>(&json).is_err(), "an alert id is no delivery id");
-        let event = EventId::derived(1_795_766_400_123, &["x"]);
-        assert_eq!(event.millis(), 1_795_766_400_123);
-        assert_eq!(event, EventId::derived(1_795_766_400_123, &["x"]));
+        let at = Timestamp::from_unix_millis(1_795_766_400_123);
+        let event = EventId::derived(at, &["x"]);
+        assert_eq!(event.created_at(), at);
+        assert_eq!(event, EventId::derived(at, &["x"]));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::credentials::KeyHash;
 use crate::store::rate_limits::{RateLimitTable, SlotCounts};
@@ -150,7 +150,7 @@ struct Window {
 
 impl Window {
     fn now(slot_ms: u64) -> Self {
-        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        let now_ms = crate::clock::Timestamp::now().unix_millis();
         Self::at(now_ms, slot_ms)
     }
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::clock::{self, Timestamp};
 use crate::webhooks::{SubscriptionObject, WebhookSecret};
 
 /// The current secret and, until it expires, the one it replaced. Only one previous secret
@@ -20,8 +21,9 @@ pub struct SigningSecrets {
 #[serde(rename_all = "camelCase")]
 pub struct PreviousSecret {
     pub secret: WebhookSecret,
-    /// Unix seconds from which it no longer signs.
-    pub expires_at: u64,
+    /// When it stops signing; stored as Unix seconds.
+    #[serde(with = "clock::unix_seconds")]
+    pub expires_at: Timestamp,
 }
 
 impl SigningSecrets {
@@ -29,17 +31,18 @@ impl SigningSecrets {
         SigningSecrets { current, previous: None }
     }
 
-    /// The secrets after rotating to `next` at `now` (unix seconds): the current secret
-    /// becomes the previous one for `grace`, replacing any earlier previous secret.
-    pub fn rotated(&self, next: WebhookSecret, now: u64, grace: GracePeriod) -> Self {
-        let previous = (grace.0 > 0)
-            .then(|| PreviousSecret { secret: self.current.clone(), expires_at: now + u64::from(grace.0) });
+    /// The secrets after rotating to `next` at `now`: the current secret becomes the
+    /// previous one for `grace`, replacing any earlier previous secret.
+    pub fn rotated(&self, next: WebhookSecret, now: Timestamp, grace: GracePeriod) -> Self {
+        // A whole second, as it is stored: the response shows the expiry that applies.
+        let expires_at = Timestamp::from_unix_seconds(now.unix_seconds() + u64::from(grace.0));
+        let previous = (grace.0 > 0).then(|| PreviousSecret { secret: self.current.clone(), expires_at });
         SigningSecrets { current: next, previous }
     }
 
     /// The secrets that sign a delivery sent at `now`: the current one first, then the
     /// previous one while its grace period lasts.
-    pub fn active_at(&self, now: u64) -> Vec<&WebhookSecret> {
+    pub fn active_at(&self, now: Timestamp) -> Vec<&WebhookSecret> {
         let previous = self.previous.as_ref().filter(|previous| now < previous.expires_at);
         std::iter::once(&self.current).chain(previous.map(|previous| &previous.secret)).collect()
     }
@@ -53,7 +56,7 @@ pub struct RotatedSubscription {
     #[serde(flatten)]
     pub subscription: SubscriptionObject,
     pub secret: String,
-    pub previous_secret_expires_at: Option<String>,
+    pub previous_secret_expires_at: Option<Timestamp>,
 }
 
 /// How long the previous secret keeps signing after a rotation: 0 to 7 days, 1 day unless
@@ -92,42 +95,44 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const NOW: u64 = 1_795_766_400;
+    fn at(seconds: u64) -> Timestamp {
+        Timestamp::from_unix_seconds(1_795_766_400 + seconds)
+    }
 
     #[test]
     fn a_rotation_keeps_the_replaced_secret_for_the_grace_period_only() {
         let (first, second) = (WebhookSecret::generate(), WebhookSecret::generate());
         let secrets = SigningSecrets::new(first.clone());
-        assert_eq!(secrets.active_at(NOW), [&first]);
+        assert_eq!(secrets.active_at(at(0)), [&first]);
 
-        let rotated = secrets.rotated(second.clone(), NOW, GracePeriod(60));
-        assert_eq!(rotated.active_at(NOW), [&second, &first], "the new secret first");
-        assert_eq!(rotated.active_at(NOW + 59), [&second, &first]);
-        assert_eq!(rotated.active_at(NOW + 60), [&second], "expired");
-        assert_eq!(rotated.previous.as_ref().map(|p| p.expires_at), Some(NOW + 60));
+        let rotated = secrets.rotated(second.clone(), at(0), GracePeriod(60));
+        assert_eq!(rotated.active_at(at(0)), [&second, &first], "the new secret first");
+        assert_eq!(rotated.active_at(at(59)), [&second, &first]);
+        assert_eq!(rotated.active_at(at(60)), [&second], "expired");
+        assert_eq!(rotated.previous.as_ref().map(|p| p.expires_at), Some(at(60)));
 
-        let immediate = secrets.rotated(second.clone(), NOW, GracePeriod(0));
-        assert_eq!(immediate.active_at(NOW), [&second]);
+        let immediate = secrets.rotated(second.clone(), at(0), GracePeriod(0));
+        assert_eq!(immediate.active_at(at(0)), [&second]);
         assert_eq!(immediate.previous, None);
     }
 
     #[test]
     fn only_one_previous_secret_is_kept() {
         let (first, second, third) = (WebhookSecret::generate(), WebhookSecret::generate(), WebhookSecret::generate());
-        let twice = SigningSecrets::new(first.clone()).rotated(second.clone(), NOW, GracePeriod::DEFAULT).rotated(
+        let twice = SigningSecrets::new(first.clone()).rotated(second.clone(), at(0), GracePeriod::DEFAULT).rotated(
             third.clone(),
-            NOW + 10,
+            at(10),
             GracePeriod(100),
         );
-        assert_eq!(twice.active_at(NOW + 10), [&third, &second]);
-        assert!(!twice.active_at(NOW + 10).contains(&&first));
+        assert_eq!(twice.active_at(at(10)), [&third, &second]);
+        assert!(!twice.active_at(at(10)).contains(&&first));
     }
 
     #[test]
     fn the_sealed_form_round_trips() {
         let secrets = SigningSecrets::new(WebhookSecret::generate()).rotated(
             WebhookSecret::generate(),
-            NOW,
+            at(0),
             GracePeriod::DEFAULT,
         );
         let json = serde_json::to_vec(&secrets).unwrap();

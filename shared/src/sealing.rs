@@ -146,7 +146,7 @@ impl Sealer {
         let (Some(plaintext), Some(encrypted)) = (output.plaintext, output.ciphertext_blob) else {
             return Err(SealError::Kms("GenerateDataKey returned no key".into()));
         };
-        if self.data_key.insert(encrypted.as_ref(), &Timestamp::now()).await? {
+        if self.data_key.insert(encrypted.as_ref(), Timestamp::now()).await? {
             return Ok(plaintext.into_inner());
         }
         let stored = self.data_key.get().await?.ok_or(SealError::NoDataKey)?;
@@ -197,8 +197,11 @@ mod tests {
     #[tokio::test]
     async fn sealed_secrets_open_only_in_their_own_item() {
         let sealer = sealer();
-        let secrets =
-            SigningSecrets::new(WebhookSecret::generate()).rotated(WebhookSecret::generate(), 1, GracePeriod::DEFAULT);
+        let secrets = SigningSecrets::new(WebhookSecret::generate()).rotated(
+            WebhookSecret::generate(),
+            Timestamp::now(),
+            GracePeriod::DEFAULT,
+        );
         let sealed_secrets = sealer
             .seal(&"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap(), &secrets)
             .await

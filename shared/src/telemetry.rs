@@ -4,7 +4,6 @@
 
 use std::fmt;
 
-use chrono::SecondsFormat;
 use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -62,7 +61,7 @@ where
 {
     fn format_event(&self, context: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
         let mut line = Map::new();
-        line.insert("timestamp".into(), crate::clock::now().to_rfc3339_opts(SecondsFormat::Micros, true).into());
+        line.insert("timestamp".into(), crate::clock::Timestamp::now().to_string().into());
         line.insert("level".into(), event.metadata().level().as_str().into());
         for span in context.event_scope().into_iter().flat_map(|scope| scope.from_root()) {
             let extensions = span.extensions();
@@ -151,7 +150,7 @@ pub fn delivery_metrics(namespace: &str, event_type: &str, result: DeliveryResul
     }
     let mut line = json!({
         "_aws": {
-            "Timestamp": crate::clock::now_millis(),
+            "Timestamp": crate::clock::Timestamp::now().unix_millis(),
             "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [["EventType"], []], "Metrics": metrics}],
         },
         "EventType": event_type,

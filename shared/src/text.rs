@@ -1,4 +1,4 @@
-//! Checked text: the traits every newtype that wraps validated text shares (ids, times), and
+//! Checked text: the traits every newtype that wraps validated text shares (the ids), and
 //! enums whose variants each have one wire name (statuses, kinds, scopes). A leaf module, so
 //! the modules that declare such types depend on it and not on each other.
 

@@ -218,9 +218,9 @@ impl Health {
     }
 
     /// When the failure clock started, while it runs.
-    pub fn failing_since(&self) -> Option<&Timestamp> {
+    pub fn failing_since(&self) -> Option<Timestamp> {
         match self {
-            Health::Failing { since } => Some(since),
+            Health::Failing { since } => Some(*since),
             _ => None,
         }
     }
@@ -263,14 +263,14 @@ impl Subscription {
     /// The subscription object the API shows (contract section 5; never the secrets).
     pub fn public(&self) -> SubscriptionObject {
         let (disabled_at, disabled_reason) = match &self.health {
-            Health::Disabled { at, reason } => (Some(at.clone()), Some(*reason)),
+            Health::Disabled { at, reason } => (Some(*at), Some(*reason)),
             Health::Active | Health::Failing { .. } => (None, None),
         };
         SubscriptionObject {
             id: self.id.clone(),
             url: self.url.clone(),
             events: self.events.clone(),
-            created_at: self.created_at.clone(),
+            created_at: self.created_at,
             enabled: self.health.is_enabled(),
             disabled_at,
             disabled_reason,

@@ -251,8 +251,7 @@ fn zipped_size(root: &Path, function: &str) -> Option<String> {
     let built = metadata
         .modified()
         .ok()
-        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|since| clock::rfc3339_from_millis(since.as_millis() as u64))
+        .map(|at| clock::Timestamp::from(at).to_string())
         .map(|at| format!(" (built {})", &at[..16].replace('T', " ")))
         .unwrap_or_default();
     Some(format!("{:.1} MiB{built}", metadata.len() as f64 / 1048576.0))

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::AttributeValue;
-use career_core::clock;
+use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::plan::RecordUpdate;
@@ -414,7 +414,7 @@ fn profile_event(user: &str, profile: &str, sequence: u64) -> Result<Event, Stri
 /// A first attempt that got 200.
 fn succeeded_attempt() -> AttemptRecord {
     let answer = Answer { status: 200, body: String::new(), retry_after: None };
-    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), clock::now())
+    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), Timestamp::now())
 }
 
 /// The stored record's size by DynamoDB's documented rules.
@@ -492,7 +492,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     let (full, full_times) = sweeps(&meter, &sweeper, &table, &overdue).await?;
 
     let (mut idle, mark, started) = (Groups::default(), meter.mark(), Instant::now());
-    let swept = career_sweep::sweep(&sweeper, clock::now()).await.map_err(|e| e.to_string())?;
+    let swept = career_sweep::sweep(&sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
     let idle_time = started.elapsed();
     idle.push(&meter, mark);
     if swept != (Swept { overdue: 0, requeued: 0 }) {
@@ -536,7 +536,7 @@ async fn sweeps(
     for set in overdue {
         insert_overdue(table, set).await?;
         let (mark, started) = (meter.mark(), Instant::now());
-        let swept = career_sweep::sweep(sweeper, clock::now()).await.map_err(|e| e.to_string())?;
+        let swept = career_sweep::sweep(sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
         times.push(started.elapsed());
         groups.push(meter, mark);
         if swept != (Swept { overdue: OVERDUE, requeued: OVERDUE }) {
@@ -550,7 +550,7 @@ async fn sweeps(
 /// `pending` and due an hour ago: their messages were lost.
 async fn insert_overdue(table: &DeliveryTable, messages: &[DeliveryMessage]) -> Result<(), String> {
     let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
-    let an_hour_ago = clock::now() - chrono::TimeDelta::hours(1);
+    let an_hour_ago = Timestamp::now() - Duration::from_secs(3600);
     table.insert_new(&records, an_hour_ago).await.map_err(|e| e.to_string())
 }
 
@@ -577,7 +577,7 @@ async fn seed_delivered(table: &DeliveryTable) -> Result<(), String> {
             for user in (seeder..USERS).step_by(SEEDERS) {
                 let messages = messages(&unique_user(), "prf_seed", (user * per_user) as u64, per_user)?;
                 let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
-                table.insert_new(&records, clock::now()).await.map_err(|e| e.to_string())?;
+                table.insert_new(&records, Timestamp::now()).await.map_err(|e| e.to_string())?;
                 for message in &messages {
                     table
                         .record_attempt(message, &message.body(), &succeeded_attempt())
@@ -601,7 +601,7 @@ async fn scan_overdue(
     table: &str,
     sweep_after: Duration,
 ) -> Result<(usize, usize), String> {
-    let cutoff = clock::rfc3339(clock::now() - sweep_after);
+    let cutoff = (Timestamp::now() - sweep_after).to_string();
     let (mut scanned, mut matched, mut start) = (0, 0, None);
     loop {
         let output = dynamodb

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use career_core::alerts::{Alert, Category, ListFilter, Severity};
-use career_core::clock::Timestamp;
 use career_core::ids::{AlertId, UserId};
 use career_core::pagination::DEFAULT_PAGE_SIZE;
 use career_core::store::alerts::AlertTable;
@@ -35,16 +34,16 @@ type Item = HashMap<String, AttributeValue>;
 /// An alert item exactly as the store writes it (`AlertTable::item`): the sparse index keys
 /// are present only while the alert is active, unread, undismissed.
 fn alert_item(user: &UserId, id: &AlertId, read: bool, dismissed: bool) -> Item {
-    let created = Timestamp::from_millis(id.millis());
+    let created = id.created_at();
     let alert = Alert {
         id: id.clone(),
         category: Category::CareerHealth,
         severity: Severity::Warning,
         title: "Your skills profile needs attention".into(),
         message: "Two of your listed skills have not been assessed in the last twelve months.".into(),
-        created_at: created.clone(),
+        created_at: created,
         read,
-        read_at: read.then(|| created.clone()),
+        read_at: read.then_some(created),
         dismissed,
         dismissed_at: dismissed.then_some(created),
     };

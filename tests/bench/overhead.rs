@@ -304,7 +304,7 @@ impl Fixture {
             }
             Op::MarkAlert => {
                 let action = if flag { AlertAction::Read } else { AlertAction::Unread };
-                store.alerts.apply(&self.user, &self.bare_alert, action, &Timestamp::now()).await.expect("mark");
+                store.alerts.apply(&self.user, &self.bare_alert, action, Timestamp::now()).await.expect("mark");
             }
             Op::GetPreferences => {
                 store.preferences.get(&self.user).await.expect("get preferences");
@@ -312,7 +312,7 @@ impl Fixture {
             Op::PutPreferences => {
                 let update =
                     PreferenceUpdate::parse(&serde_json::json!({"shareProfileData": flag})).expect("an update");
-                store.preferences.update(&self.user, &update, &Timestamp::now()).await.expect("update preferences");
+                store.preferences.update(&self.user, &update, Timestamp::now()).await.expect("update preferences");
             }
             Op::ListWebhooks => {
                 store.webhooks.list(&self.user).await.expect("list subscriptions");

@@ -56,7 +56,7 @@ pub fn profile_record(user: &str, profile_id: &str, sequence: u64) -> Value {
     let keys = json!({"userId": {"S": user}, "profileId": {"S": profile_id}});
     let image = |revision: u64| {
         json!({"userId": {"S": user}, "profileId": {"S": profile_id}, "revision": {"N": revision.to_string()},
-               "updatedAt": {"S": career_core::clock::rfc3339(career_core::clock::now())}})
+               "updatedAt": {"S": career_core::clock::Timestamp::now().to_string()}})
     };
     json!({
         "awsRegion": "us-east-1",

@@ -174,7 +174,7 @@ fn machine(root: &Path, load_at_start: &str, load_at_end: &str) -> Vec<(&'static
     };
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     vec![
-        ("Date (UTC)", career_core::clock::rfc3339(career_core::clock::now())),
+        ("Date (UTC)", career_core::clock::Timestamp::now().to_string()),
         ("Load average (1, 5, 15 min) at start / end", format!("{load_at_start} / {load_at_end}")),
         ("nproc", std::thread::available_parallelism().map(|n| n.get().to_string()).unwrap_or_default()),
         ("CPU model name", model),

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::Event;
@@ -125,17 +126,21 @@ fn time_signing(message: &DeliveryMessage, secrets: &SigningSecrets, n: usize) -
         summarize(&samples)
     };
     let body = serde_json::to_vec(&message.event).expect("events serialize");
-    let rotated = secrets.rotated(WebhookSecret::generate(), 0, GracePeriod::DEFAULT);
-    let two: Vec<_> = rotated.active_at(0);
+    let rotated = secrets.rotated(WebhookSecret::generate(), Timestamp::from_unix_seconds(0), GracePeriod::DEFAULT);
+    let two: Vec<_> = rotated.active_at(Timestamp::from_unix_seconds(0));
     Signing {
         seed_only: time(&|| {
             std::hint::black_box(signing::sign_hex(secrets.current.expose(), &body));
         }),
         one: time(&|| {
-            std::hint::black_box(SignedDelivery::new(message, &[&secrets.current], 1_795_766_400));
+            std::hint::black_box(SignedDelivery::new(
+                message,
+                &[&secrets.current],
+                Timestamp::from_unix_seconds(1_795_766_400),
+            ));
         }),
         both: time(&|| {
-            std::hint::black_box(SignedDelivery::new(message, &two, 1_795_766_400));
+            std::hint::black_box(SignedDelivery::new(message, &two, Timestamp::from_unix_seconds(1_795_766_400)));
         }),
     }
 }

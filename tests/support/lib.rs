@@ -190,12 +190,14 @@ pub fn typed<T: std::str::FromStr<Err = String>>(text: impl AsRef<str>) -> T {
     text.as_ref().parse().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The contract's time format: RFC 3339 in UTC with a `Z`.
+/// The contract's time format: RFC 3339 in UTC with milliseconds and a `Z`.
 #[track_caller]
 pub fn assert_rfc3339_utc(text: impl AsRef<str>) {
     let text = text.as_ref();
-    let parsed = chrono::DateTime::parse_from_rfc3339(text);
-    assert!(parsed.is_ok() && text.ends_with('Z'), "not an RFC 3339 UTC time: {text:?}");
+    assert!(
+        career_core::clock::Timestamp::parse(text).is_some(),
+        "not an RFC 3339 UTC time with milliseconds: {text:?}"
+    );
 }
 
 /// The three API functions as a fresh (cold) instance would run them.

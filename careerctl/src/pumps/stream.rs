@@ -8,7 +8,7 @@ use anyhow::Context;
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord, StreamRecord, StreamViewType};
 use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
-use chrono::{TimeZone, Utc};
+use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::ERROR_PAUSE;
@@ -166,7 +166,7 @@ fn event_record(stream_arn: &str, record: Record) -> EventRecord {
     let mut change = StreamRecord::default();
     if let Some(at) = source.approximate_creation_date_time {
         change.approximate_creation_date_time =
-            Utc.timestamp_millis_opt(at.to_millis().unwrap_or_default()).single().unwrap_or_default();
+            Timestamp::from_unix_millis(u64::try_from(at.to_millis().unwrap_or_default()).unwrap_or_default()).into();
     }
     change.keys = source.keys.unwrap_or_default().into();
     change.new_image = source.new_image.unwrap_or_default().into();

@@ -76,6 +76,6 @@ async fn mark(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         AlertAction::from_json(body.get("action").unwrap_or(&Value::Null)).map_err(|_| ApiError::AlertInvalidAction)?;
     let not_found = || ApiError::AlertNotFound(id.to_owned());
     let id = AlertId::parse(id).ok_or_else(not_found)?;
-    let alert = deps.alerts.apply(call.user_id(), &id, action, &Timestamp::now()).await?.ok_or_else(not_found)?;
+    let alert = deps.alerts.apply(call.user_id(), &id, action, Timestamp::now()).await?.ok_or_else(not_found)?;
     Reply::ok(alert)
 }

@@ -51,5 +51,5 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
 
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let update = PreferenceUpdate::parse(&call.json_body()?)?;
-    Reply::ok(deps.preferences.update(call.user_id(), &update, &Timestamp::now()).await?)
+    Reply::ok(deps.preferences.update(call.user_id(), &update, Timestamp::now()).await?)
 }

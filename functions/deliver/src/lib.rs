@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::aws::AwsClients;
-use career_core::clock::{self, Timestamp};
+use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::plan::{
@@ -25,7 +25,6 @@ use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
 use career_core::webhooks::{DisabledReason, LoggedUrl, Subscription};
-use chrono::{DateTime, Utc};
 use tracing::Instrument;
 
 pub struct Deps {
@@ -105,7 +104,7 @@ async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
             return stay(deps, &received, deps.policy.schedule.base).await;
         }
     };
-    let now = clock::now();
+    let now = Timestamp::now();
     match plan::before_send(&found, now, &deps.policy) {
         Before::Send { attempt } => {
             let subscription = subscription.expect("a send has a subscription");
@@ -153,7 +152,7 @@ async fn attempt_delivery(deps: &Deps, received: Received<'_>, subscription: &Su
     let started = Instant::now();
     let (outcome, body) = send(deps, &received.delivery, &subscription.url, &secrets).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let now = clock::now();
+    let now = Timestamp::now();
     let answer = outcome.answer();
     let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
     let failing_since = SubscriptionState::of(&subscription.health).failing_since;
@@ -178,7 +177,7 @@ async fn attempt_delivery(deps: &Deps, received: Received<'_>, subscription: &Su
 /// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks).
 /// Returns the outcome and the exact bytes sent.
 async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &SigningSecrets) -> (Outcome, Vec<u8>) {
-    let now = clock::now_millis() / 1000;
+    let now = Timestamp::now();
     let signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
     let (sender, url) = (deps.sender.clone(), url.to_owned());
     tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body)).await.unwrap_or_else(|err| {
@@ -196,7 +195,7 @@ async fn record(
     outcome: &Outcome,
     body: &[u8],
     after: &After,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Result<bool, StoreError> {
     let attempt = after.record.attempt(outcome, now);
     let (recorded, changed) = tokio::join!(
@@ -214,20 +213,17 @@ async fn change_subscription(
     deps: &Deps,
     subscription: &Subscription,
     change: SubscriptionChange,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Result<(), StoreError> {
     let (user_id, id) = (&subscription.user_id, &subscription.id);
     match change {
         SubscriptionChange::Unchanged => Ok(()),
-        SubscriptionChange::StartFailing => {
-            deps.webhooks.start_failure_clock(user_id, id, &Timestamp::from_datetime(now)).await
-        }
+        SubscriptionChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, now).await,
         SubscriptionChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id).await,
         SubscriptionChange::Disable(reason) => {
-            let at = Timestamp::from_datetime(now);
             // Failing disables only while the clock still shows the failure it measured.
             let since = subscription.health.failing_since().filter(|_| reason == DisabledReason::Failing);
-            if deps.webhooks.disable(user_id, id, reason, since, &at).await? {
+            if deps.webhooks.disable(user_id, id, reason, since, now).await? {
                 tracing::warn!(reason = ?reason, "subscription disabled");
             }
             Ok(())
@@ -270,7 +266,7 @@ fn report(
 }
 
 /// A disabled or deleted subscription is sent nothing: the record says `skipped`.
-async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, now: DateTime<Utc>) -> bool {
+async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, now: Timestamp) -> bool {
     let delivery = &received.delivery;
     match deps.deliveries.record_skipped(delivery, &delivery.body(), now).await {
         Ok(_) => {

@@ -7,7 +7,7 @@
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use career_core::aws::AwsClients;
-use career_core::clock;
+use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::DeliveryMessage;
@@ -82,7 +82,7 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
         subscriptions.iter().map(|s| (message(s), status(s))).collect();
     let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
-    deps.deliveries.insert_new(&records, clock::now()).await?;
+    deps.deliveries.insert_new(&records, Timestamp::now()).await?;
     // A disabled subscription is sent nothing: its record says `skipped` already.
     let (mut main, mut retry) = (Vec::new(), Vec::new());
     for (subscription, (message, status)) in subscriptions.iter().zip(deliveries) {

@@ -9,13 +9,12 @@
 use std::time::Duration;
 
 use career_core::aws::AwsClients;
-use career_core::clock;
+use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::DeliveryMessage;
 use career_core::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::store::deliveries::{DeliveryTable, Overdue};
 use career_core::store::StoreError;
-use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use serde::Serialize;
 
@@ -59,7 +58,7 @@ pub struct Swept {
 
 /// One run, as the schedule (or `make run`) invokes it; the event carries nothing it needs.
 pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, String> {
-    match sweep(deps, clock::now()).await {
+    match sweep(deps, Timestamp::now()).await {
         Ok(swept) => {
             if swept.overdue > 0 {
                 tracing::warn!(overdue = swept.overdue, requeued = swept.requeued, "overdue deliveries put back");
@@ -74,7 +73,7 @@ pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, Str
 }
 
 /// Puts the deliveries overdue at `now` back on the retry lane.
-pub async fn sweep(deps: &Deps, now: DateTime<Utc>) -> Result<Swept, SweepError> {
+pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     let cutoff = now - deps.sweep_after;
     let overdue = deps.deliveries.overdue(cutoff, PER_SHARD).await?;
     // The futures are made first: a stream that maps with a closure over `deps` is not
@@ -96,8 +95,8 @@ pub async fn sweep(deps: &Deps, now: DateTime<Utc>) -> Result<Swept, SweepError>
 async fn claim(
     deps: &Deps,
     found: &Overdue,
-    cutoff: DateTime<Utc>,
-    now: DateTime<Utc>,
+    cutoff: Timestamp,
+    now: Timestamp,
 ) -> Result<Option<DeliveryMessage>, SweepError> {
     let Some(claimed) = deps.deliveries.claim_overdue(found, cutoff, now).await? else { return Ok(None) };
     match claimed.message() {

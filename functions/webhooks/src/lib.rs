@@ -9,7 +9,7 @@ pub mod portal;
 
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
-use career_core::clock::{self, Timestamp};
+use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
@@ -176,7 +176,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
-    let updated = deps.webhooks.update(call.user_id(), &subscription_id(id)?, &changes, &Timestamp::now()).await?;
+    let updated = deps.webhooks.update(call.user_id(), &subscription_id(id)?, &changes, Timestamp::now()).await?;
     Reply::ok(updated.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }
 
@@ -198,15 +198,13 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let next = WebhookSecret::generate();
     for _ in 0..ROTATION_ATTEMPTS {
         let stored = own_subscription(deps, &call, id).await?;
-        let now = clock::now_millis() / 1000;
-        let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), now, grace);
+        let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), Timestamp::now(), grace);
         let sealed = deps.sealer.seal(&stored.user_id, &stored.id, &rotated).await?;
         if let Replaced::Yes(updated) = deps.webhooks.replace_secrets(&stored, &sealed).await? {
-            let expires_at = rotated.previous.map(|previous| clock::rfc3339_from_millis(previous.expires_at * 1000));
             return Reply::ok(RotatedSubscription {
                 subscription: updated.public(),
                 secret: next.into(),
-                previous_secret_expires_at: expires_at,
+                previous_secret_expires_at: rotated.previous.map(|previous| previous.expires_at),
             });
         }
     }
@@ -258,7 +256,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
         let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
         if !subscription.health.is_enabled() {
-            if deps.deliveries.record_skipped(&message, stored.record.body.as_bytes(), clock::now()).await? {
+            if deps.deliveries.record_skipped(&message, stored.record.body.as_bytes(), Timestamp::now()).await? {
                 let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
                 return Reply::accepted(record);
             }
@@ -274,7 +272,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 /// Starts a delivery's schedule again in its next generation, then queues its message;
 /// `None` when the record changed since it was read (a concurrent attempt or retry).
 async fn restart(deps: &Deps, stored: &StoredDelivery) -> Result<Option<StoredDelivery>, ApiError> {
-    let Some(restarted) = deps.deliveries.restart(stored, clock::now()).await? else { return Ok(None) };
+    let Some(restarted) = deps.deliveries.restart(stored, Timestamp::now()).await? else { return Ok(None) };
     let message = restarted.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
     // The record first: should this send fail, the sweep finds the pending record overdue.
     deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
@@ -289,7 +287,7 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = &subscription.id;
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
     let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
-    let record = deps.deliveries.create(&message, status, clock::now()).await?;
+    let record = deps.deliveries.create(&message, status, Timestamp::now()).await?;
     if status == DeliveryStatus::Pending {
         deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
     }
@@ -301,7 +299,7 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let body = call.json_object()?;
-    let window = RecoverWindow::parse(&body, clock::now()).map_err(ApiError::WebhookInvalidRecoverWindow)?;
+    let window = RecoverWindow::parse(&body, Timestamp::now()).map_err(ApiError::WebhookInvalidRecoverWindow)?;
     let subscription = own_subscription(deps, &call, id).await?;
     if !subscription.health.is_enabled() {
         return Err(ApiError::WebhookSubscriptionDisabled);

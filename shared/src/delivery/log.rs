@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
@@ -51,7 +50,7 @@ pub struct DeliveryRecord {
 /// What one attempt changes in its record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttemptRecord {
-    pub at: DateTime<Utc>,
+    pub at: Timestamp,
     pub status: DeliveryStatus,
     /// The answer's status and the start of its body; `None` when no answer came.
     pub response: Option<(u16, String)>,

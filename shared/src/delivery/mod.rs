@@ -11,6 +11,7 @@ pub mod sender;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::Timestamp;
 use crate::events::Event;
 use crate::ids::{DeliveryId, SubscriptionId, UserId};
 use crate::signing;
@@ -36,7 +37,7 @@ impl DeliveryMessage {
     /// record or a retry carries the same `X-Webhook-Delivery`.
     pub fn new(event: &Event, user_id: &UserId, subscription_id: &SubscriptionId) -> Self {
         DeliveryMessage {
-            delivery_id: DeliveryId::derived(event.id.millis(), &[event.id.as_str(), subscription_id.as_str()]),
+            delivery_id: DeliveryId::derived(event.id.created_at(), &[event.id.as_str(), subscription_id.as_str()]),
             user_id: user_id.clone(),
             subscription_id: subscription_id.clone(),
             event: event.clone(),
@@ -61,8 +62,9 @@ pub const USER_AGENT: &str = concat!("career-webhooks/", env!("CARGO_PKG_VERSION
 impl SignedDelivery {
     /// Signs with each of `secrets` (the current one first, contract section 10): the
     /// seed's `X-Webhook-Signature` and the Standard Webhooks headers (section 11), whose
-    /// timestamp is this attempt's, `unix_seconds`.
-    pub fn new(message: &DeliveryMessage, secrets: &[&WebhookSecret], unix_seconds: u64) -> Self {
+    /// timestamp is this attempt's, `at`, in Unix seconds.
+    pub fn new(message: &DeliveryMessage, secrets: &[&WebhookSecret], at: Timestamp) -> Self {
+        let unix_seconds = at.unix_seconds();
         let body = message.body();
         let id = &message.delivery_id;
         let hex: Vec<String> = secrets.iter().map(|secret| signing::sign_hex(secret.expose(), &body)).collect();
@@ -104,7 +106,7 @@ mod tests {
             profile_id: "prf_1".parse().unwrap(),
         };
         Event {
-            id: EventId::derived(1_795_766_400_000, &["arn", "record-1"]),
+            id: EventId::derived(Timestamp::from_unix_seconds(1_795_766_400), &["arn", "record-1"]),
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             data,
         }
@@ -115,7 +117,7 @@ mod tests {
         let a = DeliveryMessage::new(&event(), &user(), &subscription(1));
         assert_eq!(a.delivery_id, DeliveryMessage::new(&event(), &user(), &subscription(1)).delivery_id);
         assert_ne!(a.delivery_id, DeliveryMessage::new(&event(), &user(), &subscription(2)).delivery_id);
-        assert_eq!(a.delivery_id.millis(), event().id.millis(), "sorts with its event");
+        assert_eq!(a.delivery_id.created_at(), event().id.created_at(), "sorts with its event");
     }
 
     fn header<'a>(signed: &'a SignedDelivery, name: &str) -> &'a str {
@@ -126,7 +128,7 @@ mod tests {
     fn the_signature_covers_the_exact_body_sent() {
         let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
         let secret = WebhookSecret::generate();
-        let signed = SignedDelivery::new(&message, &[&secret], 1_795_766_400);
+        let signed = SignedDelivery::new(&message, &[&secret], Timestamp::from_unix_seconds(1_795_766_400));
         let header = |name| header(&signed, name);
         assert!(signing::verify_hex(secret.expose(), &signed.body, header("X-Webhook-Signature")));
         assert_eq!(header("X-Webhook-Event"), "profile.updated");
@@ -148,7 +150,7 @@ mod tests {
     fn during_a_grace_period_both_headers_carry_both_signatures_new_first() {
         let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
         let (new, old) = (WebhookSecret::generate(), WebhookSecret::generate());
-        let signed = SignedDelivery::new(&message, &[&new, &old], 1_795_766_400);
+        let signed = SignedDelivery::new(&message, &[&new, &old], Timestamp::from_unix_seconds(1_795_766_400));
         let hex: Vec<&str> = header(&signed, "X-Webhook-Signature").split(' ').collect();
         assert_eq!(hex.len(), 2);
         assert!(signing::verify_hex(new.expose(), &signed.body, hex[0]));

@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
 use super::attempt::Outcome;
 use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
+use crate::clock::Timestamp;
 use crate::queue::Lane;
 use crate::webhooks::{DisabledReason, Health};
 
@@ -27,7 +26,7 @@ pub struct RecordState {
     pub status: DeliveryStatus,
     /// Attempts since the schedule last started (the fan-out, a manual retry or a recovery).
     pub round_attempts: u32,
-    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<Timestamp>,
 }
 
 impl RecordState {
@@ -43,16 +42,13 @@ impl RecordState {
 pub struct SubscriptionState {
     pub enabled: bool,
     /// The failure clock: the first failure since the last success (contract section 9).
-    pub failing_since: Option<DateTime<Utc>>,
+    pub failing_since: Option<Timestamp>,
 }
 
 impl SubscriptionState {
     /// What the plan needs of a subscription's health.
     pub fn of(health: &Health) -> Self {
-        SubscriptionState {
-            enabled: health.is_enabled(),
-            failing_since: health.failing_since().map(crate::clock::Timestamp::datetime),
-        }
+        SubscriptionState { enabled: health.is_enabled(), failing_since: health.failing_since() }
     }
 }
 
@@ -95,7 +91,7 @@ pub struct Policy {
     pub disable_after: Duration,
 }
 
-pub fn before_send(found: &Found, now: DateTime<Utc>, policy: &Policy) -> Before {
+pub fn before_send(found: &Found, now: Timestamp, policy: &Policy) -> Before {
     let record = &found.record;
     if record.generation != found.generation || record.status != DeliveryStatus::Pending {
         return Before::Stale;
@@ -105,7 +101,7 @@ pub fn before_send(found: &Found, now: DateTime<Utc>, policy: &Policy) -> Before
         return Before::Skip(SkipReason::Disabled);
     }
     if let Some(due) = record.next_attempt_at {
-        let early = (due - now).to_std().unwrap_or_default();
+        let early = due.since(now);
         if early > EARLY_TOLERANCE {
             return Before::NotYet(early);
         }
@@ -133,7 +129,7 @@ pub enum Answered {
 impl Answered {
     /// `retry_after` is the answer's `Retry-After` header, read at `now` (delta-seconds or an
     /// HTTP date); only 429 and 503 answers are heeded.
-    pub fn of(status: Option<u16>, retry_after: Option<&str>, now: DateTime<Utc>) -> Self {
+    pub fn of(status: Option<u16>, retry_after: Option<&str>, now: Timestamp) -> Self {
         match status {
             None => Answered::NoAnswer,
             Some(200..=299) => Answered::Delivered,
@@ -148,20 +144,19 @@ impl Answered {
 
 /// `Retry-After` (RFC 9110 section 10.2.3): delta-seconds, or an HTTP date (a date in the
 /// past waits nothing). Anything else is ignored.
-pub fn parse_retry_after(header: &str, now: DateTime<Utc>) -> Option<Duration> {
+pub fn parse_retry_after(header: &str, now: Timestamp) -> Option<Duration> {
     let header = header.trim();
     if !header.is_empty() && header.bytes().all(|b| b.is_ascii_digit()) {
         return Some(Duration::from_secs(header.parse().unwrap_or(u64::MAX)));
     }
-    let at: DateTime<Utc> = httpdate::parse_http_date(header).ok()?.into();
-    Some((at - now).to_std().unwrap_or_default())
+    Some(Timestamp::parse_http_date(header)?.since(now))
 }
 
 /// What an attempt writes to its record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordUpdate {
     pub status: DeliveryStatus,
-    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<Timestamp>,
     /// Moves the generation on, so that no other copy of the message sends again.
     pub advance_generation: bool,
     /// Said instead of the answer's own error (a 410's consequence).
@@ -174,19 +169,19 @@ impl RecordUpdate {
     }
 
     /// Failed, with the next attempt at `next`, or none left.
-    pub fn retry_at(next: Option<DateTime<Utc>>) -> Self {
+    pub fn retry_at(next: Option<Timestamp>) -> Self {
         let status = if next.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Failed };
         RecordUpdate { status, next_attempt_at: next, advance_generation: false, error: None }
     }
 
     /// The record's write for the attempt that got `outcome` at `at`.
-    pub fn attempt(&self, outcome: &Outcome, at: DateTime<Utc>) -> AttemptRecord {
+    pub fn attempt(&self, outcome: &Outcome, at: Timestamp) -> AttemptRecord {
         AttemptRecord {
             at,
             status: self.status,
             response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
             error: self.error.map(str::to_owned).or_else(|| outcome.error()),
-            next_attempt_at: self.next_attempt_at.map(crate::clock::Timestamp::from_datetime),
+            next_attempt_at: self.next_attempt_at,
             advance_generation: self.advance_generation,
         }
     }
@@ -231,8 +226,8 @@ pub const GONE_ERROR: &str = "answered 410; subscription disabled";
 pub fn after_send(
     attempt: u32,
     answered: Answered,
-    failing_since: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
+    failing_since: Option<Timestamp>,
+    now: Timestamp,
     policy: &Policy,
     jitter: f64,
 ) -> After {
@@ -260,7 +255,7 @@ pub fn after_send(
             let subscription = match failing_since {
                 None => SubscriptionChange::StartFailing,
                 Some(since) => {
-                    let failing_for = (now - since).to_std().unwrap_or_default();
+                    let failing_for = now.since(since);
                     if wait.is_none() && failing_for > policy.disable_after {
                         SubscriptionChange::Disable(DisabledReason::Failing)
                     } else {
@@ -279,8 +274,8 @@ pub fn after_send(
 mod tests {
     use super::*;
 
-    fn at(seconds: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_795_766_400 + seconds, 0).unwrap()
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_unix_seconds(1_795_766_400_u64.checked_add_signed(seconds).unwrap())
     }
 
     fn policy() -> Policy {
@@ -440,7 +435,7 @@ mod tests {
     #[test]
     fn an_attempt_keeps_the_answer_and_writes_what_the_plan_says() {
         use crate::delivery::attempt::{Answer, SendFailure};
-        let at = chrono::DateTime::parse_from_rfc3339("2026-11-21T08:00:00Z").unwrap().with_timezone(&Utc);
+        let at: Timestamp = "2026-11-21T08:00:00.000Z".parse().unwrap();
         let rejected = Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None });
         let pending = RecordUpdate::retry_at(Some(at + Duration::from_secs(30))).attempt(&rejected, at);
         assert_eq!(

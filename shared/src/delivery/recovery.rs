@@ -1,12 +1,10 @@
 //! Recovering after an outage (contract section 12): the window of a `POST …/recover` call,
 //! checked once, and how much one call recovers.
 
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::log::RETENTION;
+use crate::clock::Timestamp;
 
 /// At most this many deliveries are recovered by one call, oldest first.
 pub const MAX_PER_CALL: u32 = 1000;
@@ -14,8 +12,8 @@ pub const MAX_PER_CALL: u32 = 1000;
 /// `[since, until)`: `since` before `until`, and no further back than the log keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoverWindow {
-    pub since: DateTime<Utc>,
-    pub until: DateTime<Utc>,
+    pub since: Timestamp,
+    pub until: Timestamp,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -32,15 +30,13 @@ pub enum InvalidWindow {
 
 impl RecoverWindow {
     /// The body's `since` and `until` (optional, default `now`), read at `now`.
-    pub fn parse(body: &Map<String, Value>, now: DateTime<Utc>) -> Result<Self, InvalidWindow> {
-        let time = |name: &'static str| -> Result<Option<DateTime<Utc>>, InvalidWindow> {
+    pub fn parse(body: &Map<String, Value>, now: Timestamp) -> Result<Self, InvalidWindow> {
+        let time = |name: &'static str| -> Result<Option<Timestamp>, InvalidWindow> {
             match body.get(name) {
                 None | Some(Value::Null) => Ok(None),
-                Some(value) => value
-                    .as_str()
-                    .and_then(|text| DateTime::parse_from_rfc3339(text).ok())
-                    .map(|at| Some(at.with_timezone(&Utc)))
-                    .ok_or(InvalidWindow::NotATime(name)),
+                Some(value) => {
+                    value.as_str().and_then(Timestamp::parse_rfc3339).map(Some).ok_or(InvalidWindow::NotATime(name))
+                }
             }
         };
         let since = time("since")?.ok_or(InvalidWindow::MissingSince)?;
@@ -48,7 +44,7 @@ impl RecoverWindow {
         if since >= until {
             return Err(InvalidWindow::Empty);
         }
-        if (now - since).to_std().unwrap_or(Duration::ZERO) > RETENTION {
+        if now.since(since) > RETENTION {
             return Err(InvalidWindow::BeyondRetention);
         }
         Ok(RecoverWindow { since, until })
@@ -61,12 +57,12 @@ mod tests {
     use serde_json::json;
 
     fn parse(body: Value) -> Result<RecoverWindow, InvalidWindow> {
-        let now = DateTime::parse_from_rfc3339("2026-11-23T12:00:00Z").unwrap().with_timezone(&Utc);
+        let now = at("2026-11-23T12:00:00Z");
         RecoverWindow::parse(body.as_object().unwrap(), now)
     }
 
-    fn at(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse_rfc3339(text).unwrap()
     }
 
     #[test]

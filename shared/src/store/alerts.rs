@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conditional::held;
 use super::expression::{Condition, Conditional, Expression, Updates};
-use super::{s, Item, StoreError};
+use super::{s, time, Item, StoreError};
 use crate::alerts::{Alert, AlertAction, AlertFlag, Category, ListFilter, Severity};
 use crate::clock::Timestamp;
 use crate::ids::{AlertId, UserId};
@@ -125,11 +125,11 @@ impl AlertTable {
             severity: alert.severity,
             title: alert.title.clone(),
             message: alert.message.clone(),
-            created_at: alert.created_at.clone(),
+            created_at: alert.created_at,
             read: alert.read,
-            read_at: alert.read_at.clone(),
+            read_at: alert.read_at,
             dismissed: alert.dismissed,
-            dismissed_at: alert.dismissed_at.clone(),
+            dismissed_at: alert.dismissed_at,
             active_key: active.then(|| alert.id.to_string()),
             unread_key: (!alert.read).then(|| alert.id.to_string()),
             undismissed_key: (!alert.dismissed).then(|| alert.id.to_string()),
@@ -186,13 +186,13 @@ impl AlertTable {
         user_id: &UserId,
         alert_id: &AlertId,
         action: AlertAction,
-        now: &Timestamp,
+        now: Timestamp,
     ) -> Result<Option<Alert>, StoreError> {
         let own = columns(action.flag());
         let expression = if action.sets() {
             Expression::new()
                 .set(own.flag, AttributeValue::Bool(true))
-                .set_if_absent(own.at, s(now))
+                .set_if_absent(own.at, time(now))
                 .remove(own.key_while_off)
                 .remove(ACTIVE_KEY)
         } else {

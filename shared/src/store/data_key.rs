@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::Client;
 
 use super::conditional::applied;
 use super::expression::{Condition, Conditional};
-use super::{s, StoreError};
+use super::{s, time, StoreError};
 use crate::clock::Timestamp;
 
 /// The item's key: its partition and sort key values.
@@ -44,7 +44,7 @@ impl DataKeyStore {
     }
 
     /// Stores the encrypted data key unless one exists; `false` when one did.
-    pub async fn insert(&self, encrypted: &[u8], created_at: &Timestamp) -> Result<bool, StoreError> {
+    pub async fn insert(&self, encrypted: &[u8], created_at: Timestamp) -> Result<bool, StoreError> {
         let result = self
             .client
             .put_item()
@@ -52,7 +52,7 @@ impl DataKeyStore {
             .item("userId", s(DATA_KEY_ITEM.0))
             .item("subscriptionId", s(DATA_KEY_ITEM.1))
             .item("encryptedKey", AttributeValue::B(Blob::new(encrypted)))
-            .item("createdAt", s(created_at))
+            .item("createdAt", time(created_at))
             .condition(Condition::absent("subscriptionId"))
             .send()
             .await;

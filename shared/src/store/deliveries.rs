@@ -13,12 +13,11 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{PutRequest, ReturnValue, WriteRequest};
 use aws_sdk_dynamodb::Client;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::conditional::{applied, held};
 use super::expression::{Condition, Conditional, Expression, Updates};
-use super::{n, s, Item, StoreError};
+use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
 use crate::delivery::plan::RecordState;
@@ -68,8 +67,9 @@ struct DeliveryItem {
     succeeded_at: Option<Timestamp>,
     /// The exact body that was signed and sent (a JSON text), for manual retries.
     body: String,
-    /// Unix seconds; DynamoDB's TTL removes the record after it.
-    expires_at: u64,
+    /// DynamoDB's TTL removes the record after it; stored as Unix seconds, as TTL wants.
+    #[serde(with = "clock::unix_seconds")]
+    expires_at: Timestamp,
     subscription_key: String,
     status_key: String,
     /// Which message may send (contract section 12); moved on by a success, a manual retry,
@@ -87,7 +87,7 @@ struct DeliveryItem {
 impl DeliveryItem {
     /// A record no attempt has touched: `pending` (due now) or `skipped`. Its `createdAt` is
     /// its event's, the time inside its id, so a time window is a range of ids.
-    fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: DateTime<Utc>) -> Self {
+    fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Self {
         let pending = status == DeliveryStatus::Pending;
         DeliveryItem {
             user_id: message.user_id.clone(),
@@ -95,14 +95,14 @@ impl DeliveryItem {
             subscription_id: message.subscription_id.clone(),
             event_id: message.event.id.clone(),
             event_type: message.event.kind(),
-            created_at: message.event.created_at.clone(),
+            created_at: message.event.created_at,
             status,
             attempts: 0,
             last_attempt_at: None,
             last_response_status: None,
             last_response_body: None,
             last_error: None,
-            next_attempt_at: pending.then(|| Timestamp::from_datetime(at)),
+            next_attempt_at: pending.then_some(at),
             succeeded_at: None,
             body: String::from_utf8_lossy(body).into_owned(),
             expires_at: expires_at(at),
@@ -186,9 +186,9 @@ fn due_shard(delivery_id: &DeliveryId) -> String {
     (last % DUE_SHARDS).to_string()
 }
 
-/// Unix seconds when a record changed at `at` expires.
-fn expires_at(at: DateTime<Utc>) -> u64 {
-    u64::try_from(at.timestamp()).unwrap_or_default() + RETENTION.as_secs()
+/// When a record changed at `at` expires.
+fn expires_at(at: Timestamp) -> Timestamp {
+    at + RETENTION
 }
 
 #[derive(Clone)]
@@ -208,7 +208,7 @@ impl DeliveryTable {
     pub async fn insert_new(
         &self,
         messages: &[(&DeliveryMessage, DeliveryStatus)],
-        at: DateTime<Utc>,
+        at: Timestamp,
     ) -> Result<(), StoreError> {
         for chunk in messages.chunks(BATCH_WRITE_ITEMS) {
             let mut requests = chunk
@@ -246,7 +246,7 @@ impl DeliveryTable {
         &self,
         message: &DeliveryMessage,
         status: DeliveryStatus,
-        at: DateTime<Utc>,
+        at: Timestamp,
     ) -> Result<DeliveryRecord, StoreError> {
         let item = DeliveryItem::new(message, &message.body(), status, at);
         let result = self
@@ -293,7 +293,7 @@ impl DeliveryTable {
             generation: item.generation,
             status: item.status,
             round_attempts: item.round_attempts,
-            next_attempt_at: item.next_attempt_at.as_ref().map(Timestamp::datetime),
+            next_attempt_at: item.next_attempt_at,
         }))
     }
 
@@ -310,7 +310,7 @@ impl DeliveryTable {
         let mut expression = upsert(message, body, attempt.status, attempt.at)
             .add("attempts", 1)
             .add("roundAttempts", 1)
-            .set("lastAttemptAt", s(clock::rfc3339(attempt.at)));
+            .set("lastAttemptAt", time(attempt.at));
         if attempt.advance_generation {
             expression = expression.set(GENERATION, n(message.generation + 1));
         }
@@ -325,12 +325,14 @@ impl DeliveryTable {
             None => expression.remove("lastError"),
         };
         // Only pending records, which have a next attempt, are in the due index.
-        expression = match &attempt.next_attempt_at {
-            Some(next) => expression.set(NEXT_ATTEMPT_AT, s(next)).set(DUE_SHARD, s(due_shard(&message.delivery_id))),
+        expression = match attempt.next_attempt_at {
+            Some(next) => {
+                expression.set(NEXT_ATTEMPT_AT, time(next)).set(DUE_SHARD, s(due_shard(&message.delivery_id)))
+            }
             None => expression.remove(NEXT_ATTEMPT_AT).remove(DUE_SHARD),
         };
         expression = match attempt.status {
-            DeliveryStatus::Succeeded => expression.set(SUCCEEDED_AT, s(clock::rfc3339(attempt.at))),
+            DeliveryStatus::Succeeded => expression.set(SUCCEEDED_AT, time(attempt.at)),
             _ => expression.remove(SUCCEEDED_AT),
         };
         let expression = expression.when(same_generation(message.generation));
@@ -344,7 +346,7 @@ impl DeliveryTable {
         &self,
         message: &DeliveryMessage,
         body: &[u8],
-        at: DateTime<Utc>,
+        at: Timestamp,
     ) -> Result<bool, StoreError> {
         let expression = upsert(message, body, DeliveryStatus::Skipped, at)
             .set_if_absent("attempts", n(0))
@@ -358,18 +360,14 @@ impl DeliveryTable {
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
     /// now, a new round, the next generation; only while the record is still as `seen` (its
     /// generation and status), else `None`. The record as it now is, with its new generation.
-    pub async fn restart(
-        &self,
-        seen: &StoredDelivery,
-        at: DateTime<Utc>,
-    ) -> Result<Option<StoredDelivery>, StoreError> {
+    pub async fn restart(&self, seen: &StoredDelivery, at: Timestamp) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
         let pending = DeliveryStatus::Pending;
         let expression = Expression::new()
             .set(STATUS, s(pending.as_str()))
             .set(STATUS_KEY, s(status_key(&record.subscription_id, pending, &record.id)))
-            .set(NEXT_ATTEMPT_AT, s(clock::rfc3339(at)))
-            .set(EXPIRES_AT, n(expires_at(at)))
+            .set(NEXT_ATTEMPT_AT, time(at))
+            .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
             .set(GENERATION, n(seen.generation + 1))
             .set("roundAttempts", n(0))
             .set(DUE_SHARD, s(due_shard(&record.id)))
@@ -391,13 +389,12 @@ impl DeliveryTable {
     pub async fn claim_overdue(
         &self,
         overdue: &Overdue,
-        cutoff: DateTime<Utc>,
-        now: DateTime<Utc>,
+        cutoff: Timestamp,
+        now: Timestamp,
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let still_overdue = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
-            .and(Condition::below(NEXT_ATTEMPT_AT, s(clock::rfc3339(cutoff))));
-        let expression =
-            Expression::new().set(NEXT_ATTEMPT_AT, s(clock::rfc3339(now))).add(GENERATION, 1).when(still_overdue);
+            .and(Condition::below(NEXT_ATTEMPT_AT, time(cutoff)));
+        let expression = Expression::new().set(NEXT_ATTEMPT_AT, time(now)).add(GENERATION, 1).when(still_overdue);
         let result = self
             .record_update(&overdue.user_id, &overdue.delivery_id)
             .expression(expression)
@@ -414,7 +411,7 @@ impl DeliveryTable {
 
     /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
     /// the sparse due index: what it reads is what is overdue, however large the log.
-    pub async fn overdue(&self, cutoff: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>, StoreError> {
+    pub async fn overdue(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Key {
@@ -430,7 +427,7 @@ impl DeliveryTable {
                 .index_name(BY_DUE)
                 .key_condition_expression("dueShard = :shard AND nextAttemptAt < :cutoff")
                 .expression_attribute_values(":shard", s(shard.to_string()))
-                .expression_attribute_values(":cutoff", s(clock::rfc3339(cutoff)))
+                .expression_attribute_values(":cutoff", time(cutoff))
                 .limit(i32::try_from(limit).unwrap_or(i32::MAX))
                 .send()
                 .await?;
@@ -447,13 +444,11 @@ impl DeliveryTable {
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-        since: DateTime<Utc>,
-        until: DateTime<Utc>,
+        since: Timestamp,
+        until: Timestamp,
         limit: u32,
     ) -> Result<Vec<StoredDelivery>, StoreError> {
-        let millis = |at: DateTime<Utc>| u64::try_from(at.timestamp_millis()).unwrap_or_default();
-        let (first, end) =
-            (ids::first_id_at(ids::DELIVERY, millis(since)), ids::first_id_at(ids::DELIVERY, millis(until)));
+        let (first, end) = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
         let mut found = Vec::new();
         for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
             let prefix = format!("{subscription_id}#{}#", status.as_str());
@@ -478,7 +473,7 @@ impl DeliveryTable {
                 let in_window: Vec<StoredDelivery> = items
                     .into_iter()
                     .map(DeliveryItem::into_stored)
-                    .filter(|d| (since..until).contains(&d.record.created_at.datetime()))
+                    .filter(|d| (since..until).contains(&d.record.created_at))
                     .collect();
                 of_status += in_window.len();
                 found.extend(in_window);
@@ -552,15 +547,15 @@ impl DeliveryTable {
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the
 /// status, its index key, the expiry and (if the record is new) its identity and body.
-fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: DateTime<Utc>) -> Expression {
+fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Expression {
     Expression::new()
         .set(STATUS, s(status.as_str()))
         .set(STATUS_KEY, s(status_key(&message.subscription_id, status, &message.delivery_id)))
-        .set(EXPIRES_AT, n(expires_at(at)))
+        .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
         .set_if_absent("subscriptionId", s(&message.subscription_id))
         .set_if_absent("eventId", s(&message.event.id))
         .set_if_absent("eventType", s(message.event.kind().as_str()))
-        .set_if_absent("createdAt", s(clock::rfc3339(at)))
+        .set_if_absent("createdAt", time(at))
         .set_if_absent("body", s(String::from_utf8_lossy(body)))
         .set_if_absent("subscriptionKey", s(subscription_key(&message.subscription_id, &message.delivery_id)))
 }

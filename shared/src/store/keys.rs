@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conditional::applied;
 use super::expression::{Condition, Conditional, Expression, Updates};
-use super::{s, StoreError};
+use super::{s, time, StoreError};
 use crate::clock::Timestamp;
 use crate::credentials::{KeyHash, KeyRecord, Scope};
 use crate::ids::UserId;
@@ -49,9 +49,9 @@ impl From<&KeyRecord> for KeyItem {
             user_id: record.user_id.clone(),
             scopes: record.scopes.names().into_iter().map(String::from).collect(),
             label: record.label.clone(),
-            created_at: record.created_at.clone(),
-            revoked_at: record.revoked_at.clone(),
-            expires_at: record.expires_at.clone(),
+            created_at: record.created_at,
+            revoked_at: record.revoked_at,
+            expires_at: record.expires_at,
         }
     }
 }
@@ -92,13 +92,13 @@ impl KeyTable {
     }
 
     /// Marks a key revoked; `false` when there is no such key.
-    pub async fn revoke(&self, hash: &KeyHash, at: &Timestamp) -> Result<bool, StoreError> {
+    pub async fn revoke(&self, hash: &KeyHash, at: Timestamp) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("keyHash", s(hash.as_str()))
-            .expression(Expression::new().set_if_absent("revokedAt", s(at)).when(Condition::exists("keyHash")))
+            .expression(Expression::new().set_if_absent("revokedAt", time(at)).when(Condition::exists("keyHash")))
             .send()
             .await;
         applied(result)

@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use crate::clock::Timestamp;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("DynamoDB: {}", DisplayErrorContext(.0))]
@@ -44,6 +46,11 @@ pub type Item = HashMap<String, AttributeValue>;
 
 pub(crate) fn s(text: impl AsRef<str>) -> AttributeValue {
     AttributeValue::S(text.as_ref().to_owned())
+}
+
+/// A time as the service stores it: the contract's text, which sorts as time.
+pub(crate) fn time(at: Timestamp) -> AttributeValue {
+    AttributeValue::S(at.to_string())
 }
 
 pub(crate) fn n(number: impl ToString) -> AttributeValue {

@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
 use super::expression::{Expression, Updates};
-use super::{s, StoreError};
+use super::{s, time, StoreError};
 use crate::clock::Timestamp;
 use crate::ids::{AssessmentId, ProfileId, UserId};
 
@@ -27,14 +27,14 @@ impl PlatformTables {
         &self,
         user_id: &UserId,
         profile_id: &ProfileId,
-        now: &Timestamp,
+        now: Timestamp,
     ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.profiles)
             .key("userId", s(user_id))
             .key("profileId", s(profile_id))
-            .expression(Expression::new().set("updatedAt", s(now)).add("revision", 1))
+            .expression(Expression::new().set("updatedAt", time(now)).add("revision", 1))
             .return_values(ReturnValue::None)
             .send()
             .await?;
@@ -66,14 +66,14 @@ impl PlatformTables {
         &self,
         user_id: &UserId,
         assessment_id: &AssessmentId,
-        now: &Timestamp,
+        now: Timestamp,
     ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.assessments)
             .key("userId", s(user_id))
             .key("assessmentId", s(assessment_id))
-            .expression(Expression::new().set("status", s("completed")).set_if_absent("completedAt", s(now)))
+            .expression(Expression::new().set("status", s("completed")).set_if_absent("completedAt", time(now)))
             .send()
             .await?;
         Ok(())

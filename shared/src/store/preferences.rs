@@ -4,7 +4,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 
 use super::expression::{Expression, Updates};
-use super::{s, Item, StoreError};
+use super::{s, time, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::ids::UserId;
 use crate::preferences::{PreferenceUpdate, Preferences, PREFERENCE_FLAGS};
@@ -47,10 +47,10 @@ impl PreferenceTable {
         &self,
         user_id: &UserId,
         update: &PreferenceUpdate,
-        at: &Timestamp,
+        at: Timestamp,
     ) -> Result<Preferences, StoreError> {
         let expression =
-            update.flags().iter().fold(Expression::new().set("updatedAt", s(at)), |expression, (flag, on)| {
+            update.flags().iter().fold(Expression::new().set("updatedAt", time(at)), |expression, (flag, on)| {
                 expression.set(*flag, AttributeValue::Bool(*on))
             });
         let output = self

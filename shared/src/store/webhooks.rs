@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conditional::{applied, held, send_update, transact, Transacted};
 use super::expression::{Condition, Conditional, Expression, Updates};
-use super::{n, s, Item, StoreError};
+use super::{n, s, time, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
@@ -93,8 +93,8 @@ impl From<&Subscription> for SubscriptionItem {
     fn from(subscription: &Subscription) -> Self {
         let (failing_since, disabled_at, disabled_reason) = match &subscription.health {
             Health::Active => (None, None, None),
-            Health::Failing { since } => (Some(since.clone()), None, None),
-            Health::Disabled { at, reason } => (None, Some(at.clone()), Some(*reason)),
+            Health::Failing { since } => (Some(*since), None, None),
+            Health::Disabled { at, reason } => (None, Some(*at), Some(*reason)),
         };
         SubscriptionItem {
             user_id: subscription.user_id.clone(),
@@ -105,7 +105,7 @@ impl From<&Subscription> for SubscriptionItem {
                 SecretsAtRest::Sealed(sealed) => SecretsItem::Sealed { sealed_secrets: sealed.0.clone() },
                 SecretsAtRest::Plain(secret) => SecretsItem::Plain { secret: secret.clone() },
             },
-            created_at: subscription.created_at.clone(),
+            created_at: subscription.created_at,
             failing_since,
             disabled_at,
             disabled_reason,
@@ -233,15 +233,15 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
         reason: DisabledReason,
-        failing_since: Option<&Timestamp>,
-        at: &Timestamp,
+        failing_since: Option<Timestamp>,
+        at: Timestamp,
     ) -> Result<bool, StoreError> {
         let still = match failing_since {
-            Some(since) => Condition::equals(FAILING_SINCE, s(since)),
+            Some(since) => Condition::equals(FAILING_SINCE, time(since)),
             None => Condition::exists(ID),
         };
         let expression = Expression::new()
-            .set(DISABLED_AT, s(at))
+            .set(DISABLED_AT, time(at))
             .set(DISABLED_REASON, serde_dynamo::to_attribute_value(reason)?)
             .when(still.and(Condition::absent(DISABLED_AT)));
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await)
@@ -253,11 +253,11 @@ impl WebhookTable {
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-        at: &Timestamp,
+        at: Timestamp,
     ) -> Result<(), StoreError> {
         // Neither is an earlier start moved nor a deleted subscription brought back.
         let expression = Expression::new()
-            .set(FAILING_SINCE, s(at))
+            .set(FAILING_SINCE, time(at))
             .when(Condition::exists(ID).and(Condition::absent(FAILING_SINCE)));
         // A refused condition means the clock already runs, or the subscription is gone.
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
@@ -281,7 +281,7 @@ impl WebhookTable {
         subscription_id: &SubscriptionId,
     ) -> Result<Option<Subscription>, StoreError> {
         let changes = SubscriptionChanges { url: None, events: None, enabled: Some(true) };
-        self.update(user_id, subscription_id, &changes, &Timestamp::now()).await
+        self.update(user_id, subscription_id, &changes, Timestamp::now()).await
     }
 
     /// Applies `changes` in one conditional write, at `at`: a new URL or kinds replace the
@@ -293,7 +293,7 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
         changes: &SubscriptionChanges,
-        at: &Timestamp,
+        at: Timestamp,
     ) -> Result<Option<Subscription>, StoreError> {
         let mut expression = Expression::new();
         if let Some(url) = &changes.url {
@@ -304,7 +304,7 @@ impl WebhookTable {
         }
         expression = match changes.enabled {
             Some(false) => expression
-                .set_if_absent(DISABLED_AT, s(at))
+                .set_if_absent(DISABLED_AT, time(at))
                 .set(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Manual)?),
             Some(true) => expression.remove(DISABLED_AT).remove(DISABLED_REASON).remove(FAILING_SINCE),
             None => expression,
