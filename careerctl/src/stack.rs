@@ -70,29 +70,10 @@ impl LocalStack {
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
     pub fn env_file(&self, api_url: &str, demo_key: &str) -> String {
         let mut vars = aws_environment(&self.dynamodb.endpoint, &self.sqs.endpoint);
-        vars.extend([
-            ("DELIVERY_QUEUE_URL", self.queues.delivery.clone()),
-            ("DELIVERY_RETRY_QUEUE_URL", self.queues.retry.clone()),
-            ("DEAD_LETTER_QUEUE_URL", self.queues.dead_letter.clone()),
-            ("CAREER_API_URL", api_url.to_owned()),
-            ("CAREER_DEMO_KEY", demo_key.to_owned()),
-        ]);
-        vars.extend(self.settings.tables.all().map(|(name, table)| (name, table.to_owned())));
-        // So a function run under `cargo lambda watch` behaves as it does in the local stack.
-        let settings = &self.settings;
-        vars.extend([
-            ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),
-            ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
-            (
-                "CURSOR_SIGNING_KEY",
-                settings.cursor_signing_key.as_ref().map(|key| key.expose().to_owned()).unwrap_or_default(),
-            ),
-            ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
-            ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
-            ("SECRETS_KMS_KEY_ID", settings.secrets_kms_key_id.clone().unwrap_or_default()),
-            ("WEBHOOK_DISABLE_AFTER_SECONDS", settings.webhook_disable_after.as_secs().to_string()),
-            ("METRICS_NAMESPACE", settings.metrics_namespace.clone()),
-        ]);
+        vars.extend([("CAREER_API_URL", api_url.to_owned()), ("CAREER_DEMO_KEY", demo_key.to_owned())]);
+        // So a function run under `cargo lambda watch` behaves as it does in the local stack
+        // (the settings hold the stack's lanes and KMS key).
+        vars.extend(self.settings.to_env());
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
 }

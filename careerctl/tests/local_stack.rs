@@ -18,6 +18,11 @@ impl LocalStack {
     /// Starts `careerctl local` in a fresh directory that borrows the installed tools, and
     /// waits until it is up.
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// The same, with these environment variables set for it.
+    fn start_with(vars: &[(&str, &str)]) -> Self {
         let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.local");
         let dir = std::env::temp_dir().join(format!("careerctl-local-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -28,6 +33,7 @@ impl LocalStack {
             .arg("local")
             .env("PORT", free_port().to_string())
             .env("CAREER_LOCAL_DIR", &dir)
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -124,4 +130,32 @@ fn it_stops_with_an_error_when_the_sqs_emulator_dies() {
     let mut stack = LocalStack::start();
     kill(stack.service("moto_server"));
     assert_stops_saying(&mut stack, "careerctl: the SQS emulator ended unexpectedly");
+}
+
+/// `make run` writes `.local/env` so that a function run on its own (`cargo lambda watch`)
+/// sees the stack's settings: every one, its own variables included, and the local defaults.
+#[test]
+fn its_env_file_gives_a_function_the_stacks_settings() {
+    let stack = LocalStack::start_with(&[("DELIVERY_SWEEP_AFTER_SECONDS", "7"), ("DELIVERY_MAX_ATTEMPTS", "4")]);
+    let text = std::fs::read_to_string(stack.dir.join("env")).unwrap();
+    let vars: std::collections::HashMap<&str, &str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("export ")?.split_once('='))
+        .map(|(name, value)| (name, value.trim_matches('\'')))
+        .collect();
+    for (name, value) in [
+        ("DELIVERY_SWEEP_AFTER_SECONDS", "7"),
+        ("DELIVERY_MAX_ATTEMPTS", "4"),
+        ("DELIVERY_RETRY_BASE_SECONDS", "1"),
+        ("ALLOW_INSECURE_WEBHOOK_URLS", "true"),
+        ("DELIVERIES_TABLE", "career-deliveries"),
+    ] {
+        assert_eq!(vars.get(name), Some(&value), "{name} in {text}");
+    }
+    for lane in ["DELIVERY_QUEUE_URL", "DELIVERY_RETRY_QUEUE_URL", "DEAD_LETTER_QUEUE_URL"] {
+        assert!(vars.get(lane).is_some_and(|url| url.starts_with("http://127.0.0.1:")), "{lane} in {text}");
+    }
+    for set in ["CURSOR_SIGNING_KEY", "SECRETS_KMS_KEY_ID", "AWS_ENDPOINT_URL_DYNAMODB", "CAREER_DEMO_KEY"] {
+        assert!(vars.get(set).is_some_and(|value| !value.is_empty()), "{set} in {text}");
+    }
 }

@@ -84,7 +84,7 @@ impl TableNames {
 }
 
 /// Behaviour settings that the contract makes configurable.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub tables: TableNames,
     /// Requests per key per minute (`RATE_LIMIT_PER_MINUTE`, contract section 6).
@@ -147,6 +147,33 @@ impl Settings {
             webhook_disable_after: seconds(vars, "WEBHOOK_DISABLE_AFTER_SECONDS", 432_000.0)?,
             metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
         })
+    }
+
+    /// The environment that [`Settings::from_env`] reads back as these settings (unset
+    /// options are left out): what the local stack and the benchmarks give the functions
+    /// they start, so that no list of variable names is kept anywhere else.
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        let seconds = |wait: Duration| wait.as_secs_f64().to_string();
+        let mut vars: Vec<(&'static str, String)> =
+            self.tables.all().into_iter().map(|(name, table)| (name, table.to_owned())).collect();
+        vars.extend([
+            ("RATE_LIMIT_PER_MINUTE", self.rate_limit_per_minute.to_string()),
+            ("ALLOW_INSECURE_WEBHOOK_URLS", self.allow_insecure_webhook_urls.to_string()),
+            ("DELIVERY_SWEEP_AFTER_SECONDS", seconds(self.sweep_after)),
+            ("DELIVERY_RETRY_BASE_SECONDS", seconds(self.retry_base)),
+            ("DELIVERY_MAX_ATTEMPTS", self.max_delivery_attempts.to_string()),
+            ("WEBHOOK_DISABLE_AFTER_SECONDS", seconds(self.webhook_disable_after)),
+            ("METRICS_NAMESPACE", self.metrics_namespace.clone()),
+        ]);
+        let optional = [
+            ("CURSOR_SIGNING_KEY", self.cursor_signing_key.as_ref().map(|key| key.expose().to_owned())),
+            ("DELIVERY_QUEUE_URL", self.delivery_queue_url.clone()),
+            ("DELIVERY_RETRY_QUEUE_URL", self.retry_queue_url.clone()),
+            ("DEAD_LETTER_QUEUE_URL", self.dead_letter_queue_url.clone()),
+            ("SECRETS_KMS_KEY_ID", self.secrets_kms_key_id.clone()),
+        ];
+        vars.extend(optional.into_iter().filter_map(|(name, value)| Some((name, value?))));
+        vars
     }
 
     pub fn require_cursor_key(&self) -> Result<&str, ConfigError> {
@@ -267,6 +294,42 @@ mod tests {
         assert_eq!(settings.rate_limit_per_minute, 5);
         assert_eq!(settings.retry_base, Duration::from_millis(250));
         assert_eq!(settings.max_delivery_attempts, 1);
+    }
+
+    #[test]
+    fn the_environment_written_reads_back_as_the_same_settings_and_names_every_variable_read() {
+        let settings = Settings {
+            tables: TableNames::with_prefix("elsewhere-"),
+            rate_limit_per_minute: 7,
+            rate_limit_window: Duration::from_secs(60),
+            allow_insecure_webhook_urls: true,
+            cursor_signing_key: Some(SecretSetting::new("a-cursor-key-of-at-least-32-characters")),
+            delivery_queue_url: Some("http://127.0.0.1:5000/queue/main.fifo".into()),
+            retry_queue_url: Some("http://127.0.0.1:5000/queue/retry".into()),
+            dead_letter_queue_url: Some("http://127.0.0.1:5000/queue/dead.fifo".into()),
+            sweep_after: Duration::from_millis(1500),
+            retry_base: Duration::from_millis(250),
+            max_delivery_attempts: 3,
+            secrets_kms_key_id: Some("alias/career".into()),
+            webhook_disable_after: Duration::from_secs(7),
+            metrics_namespace: "Elsewhere".into(),
+        };
+        let written: HashMap<&str, String> = settings.to_env().into_iter().collect();
+        let read = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let (asked, environment) = (read.clone(), written.clone());
+        let again = Settings::from_lookup(&move |name| {
+            asked.borrow_mut().push(name.to_owned());
+            environment.get(name).cloned()
+        });
+        assert_eq!(again.unwrap(), settings);
+        let mut read = read.take();
+        read.sort();
+        let mut names: Vec<&str> = written.into_keys().collect();
+        names.sort();
+        assert_eq!(read, names, "every variable read is written, and nothing else");
+        let unset = Settings { cursor_signing_key: None, secrets_kms_key_id: None, ..settings };
+        let names: Vec<&str> = unset.to_env().into_iter().map(|(name, _)| name).collect();
+        assert!(!names.contains(&"CURSOR_SIGNING_KEY") && !names.contains(&"SECRETS_KMS_KEY_ID"), "unset: left out");
     }
 
     #[test]

@@ -186,7 +186,7 @@ fn status(status: StatusCode) -> Response<Full<Bytes>> {
 /// The environment Lambda gives a function (the runtime API address is added at spawn),
 /// plus the service's settings, pointed at the given endpoints.
 pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = [
+    [
         ("AWS_LAMBDA_FUNCTION_NAME", function.to_owned()),
         ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".to_owned()),
         ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_owned()),
@@ -207,25 +207,11 @@ pub fn lambda_env(function: &str, settings: &Settings, dynamodb: &str, sqs: &str
         ("TZ", ":UTC".to_owned()),
         ("LANG", "en_US.UTF-8".to_owned()),
         ("PATH", "/usr/local/bin:/usr/bin:/bin".to_owned()),
-        (
-            "CURSOR_SIGNING_KEY",
-            settings.cursor_signing_key.as_ref().map(|key| key.expose().to_owned()).unwrap_or_default(),
-        ),
-        ("DELIVERY_QUEUE_URL", settings.delivery_queue_url.clone().unwrap_or_default()),
-        ("DELIVERY_RETRY_QUEUE_URL", settings.retry_queue_url.clone().unwrap_or_default()),
-        ("DEAD_LETTER_QUEUE_URL", settings.dead_letter_queue_url.clone().unwrap_or_default()),
-        ("DELIVERY_SWEEP_AFTER_SECONDS", settings.sweep_after.as_secs_f64().to_string()),
-        ("RATE_LIMIT_PER_MINUTE", settings.rate_limit_per_minute.to_string()),
-        ("ALLOW_INSECURE_WEBHOOK_URLS", settings.allow_insecure_webhook_urls.to_string()),
-        ("DELIVERY_RETRY_BASE_SECONDS", settings.retry_base.as_secs_f64().to_string()),
-        ("DELIVERY_MAX_ATTEMPTS", settings.max_delivery_attempts.to_string()),
-        ("SECRETS_KMS_KEY_ID", settings.secrets_kms_key_id.clone().unwrap_or_default()),
     ]
     .into_iter()
+    .chain(settings.to_env())
     .map(|(name, value)| (name.to_owned(), value))
-    .collect();
-    env.extend(settings.tables.all().map(|(name, table)| (name.to_owned(), table.to_owned())));
-    env
+    .collect()
 }
 
 /// A function's release binary running against its own stand-in runtime API. Killed when
