@@ -5,6 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
+use career_core::clock::Timestamp;
+use career_core::delivery::attempt::{Answer, Outcome};
+use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
 use career_core::ids;
@@ -12,6 +16,7 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::SigningSecrets;
 use career_core::sealing::Sealer;
 use career_core::signing::verify_hex;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::pipeline::Pipeline;
@@ -164,7 +169,7 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_with_stable_ids() {
+async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_repeat_changes_nothing() {
     let pipeline = Pipeline::start(false).await;
     let user = unique_user();
     let receiver = Receiver::start(&[200], NO_DELAY).await;
@@ -191,14 +196,27 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_with_s
     assert_eq!(kinds, ["assessment.completed", "profile.updated"]);
     assert!(messages.iter().all(|m| delivery(m).subscription_id.as_str() == subscription_id));
 
-    // The same record processed again yields the same event and delivery ids.
+    // The same record processed again (a retried batch) changes nothing: its delivery, which
+    // succeeded meanwhile, keeps its record and is not queued again (contract section 12).
+    let first = messages.iter().map(delivery).find(|d| d.event.kind().as_str() == "profile.updated").unwrap();
+    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let answer = Answer { status: 204, body: String::new(), retry_after: None };
+    let success = RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), Timestamp::now());
+    assert!(table.record_attempt(&first, &first.body(), &success).await.unwrap());
     let mut again = StreamEvent::default();
     again.records = vec![profile];
-    career_fanout::handle(&fanout, again).await;
-    let repeated = take(&pipeline, 1).await;
-    let first = messages.iter().map(delivery).find(|d| d.event.kind().as_str() == "profile.updated").unwrap();
-    assert_eq!(delivery(&repeated[0]).delivery_id, first.delivery_id);
-    assert_eq!(delivery(&repeated[0]).event.id, first.event.id);
+    assert!(career_fanout::handle(&fanout, again).await.batch_item_failures.is_empty());
+    assert_nothing_queued(&pipeline).await;
+    let record = table.get(&first.user_id, &first.delivery_id).await.unwrap().expect("the record").record;
+    assert_eq!((record.status, record.attempts), (DeliveryStatus::Succeeded, 1), "{record:?}");
+}
+
+/// Nothing waits on either lane.
+async fn assert_nothing_queued(pipeline: &Pipeline) {
+    for queue in [&pipeline.queues.delivery, &pipeline.queues.retry] {
+        let output = sqs().receive_message().queue_url(queue).wait_time_seconds(1).send().await.unwrap();
+        assert_eq!(output.messages.unwrap_or_default().len(), 0, "a message on {queue}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

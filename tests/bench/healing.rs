@@ -481,7 +481,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
         .map(|round| messages(&unique_user(), "prf_overdue", 1_000_000 + round * 100, OVERDUE))
         .collect::<Result<Vec<_>, String>>()?;
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries in an otherwise empty log"));
-    let (empty, empty_times) = sweeps(&meter, &sweeper, &table, &overdue).await?;
+    let (empty, empty_times) = sweeps(&meter, &sweeper, &settings.tables.deliveries, &overdue).await?;
     progress(format!(
         "   seeding {DELIVERED} delivered records ({USERS} users), as the fan-out and attempts write them"
     ));
@@ -489,7 +489,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     seed_delivered(&table).await?;
     let seeding = started.elapsed();
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries beside {DELIVERED} delivered"));
-    let (full, full_times) = sweeps(&meter, &sweeper, &table, &overdue).await?;
+    let (full, full_times) = sweeps(&meter, &sweeper, &settings.tables.deliveries, &overdue).await?;
 
     let (mut idle, mark, started) = (Groups::default(), meter.mark(), Instant::now());
     let swept = career_sweep::sweep(&sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
@@ -501,7 +501,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
 
     progress(format!("   a Scan of the same table for {OVERDUE} overdue records, for contrast"));
     let more = messages(&unique_user(), "prf_overdue", 1_000_000 + SWEEPS as u64 * 100, OVERDUE)?;
-    insert_overdue(&table, &more).await?;
+    insert_overdue(&settings.tables.deliveries, &more).await?;
     let (mut scan, mark, started) = (Groups::default(), meter.mark(), Instant::now());
     let (scanned, matched) = scan_overdue(&meter.dynamodb, &settings.tables.deliveries, settings.sweep_after).await?;
     let scan_time = started.elapsed();
@@ -529,7 +529,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
 async fn sweeps(
     meter: &Meter,
     sweeper: &career_sweep::Deps,
-    table: &DeliveryTable,
+    table: &str,
     overdue: &[Vec<DeliveryMessage>],
 ) -> Result<(Groups, Vec<Duration>), String> {
     let (mut groups, mut times) = (Groups::default(), Vec::new());
@@ -546,12 +546,30 @@ async fn sweeps(
     Ok((groups, times))
 }
 
-/// The deliveries' records as the fan-out writes them (afresh, if they were written before),
-/// `pending` and due an hour ago: their messages were lost.
-async fn insert_overdue(table: &DeliveryTable, messages: &[DeliveryMessage]) -> Result<(), String> {
+/// The deliveries' records as the fan-out writes them, `pending` and due an hour ago: their
+/// messages were lost. Records of the same ids written before are deleted first, since the
+/// fan-out leaves an existing record as it is.
+async fn insert_overdue(table: &str, messages: &[DeliveryMessage]) -> Result<(), String> {
+    for message in messages {
+        career_service::dynamodb()
+            .delete_item()
+            .table_name(table)
+            .key("userId", AttributeValue::S(message.user_id.to_string()))
+            .key("deliveryId", AttributeValue::S(message.delivery_id.to_string()))
+            .send()
+            .await
+            .map_err(|e| format!("DeleteItem: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
+    }
     let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
     let an_hour_ago = Timestamp::now() - Duration::from_secs(3600);
-    table.insert_new(&records, an_hour_ago).await.map_err(|e| e.to_string())
+    let written = DeliveryTable::new(career_service::dynamodb(), table)
+        .insert_new(&records, an_hour_ago)
+        .await
+        .map_err(|e| e.to_string())?;
+    match written.iter().all(|new| *new) {
+        true => Ok(()),
+        false => Err("an overdue record was there already".into()),
+    }
 }
 
 /// `count` deliveries to one new subscription of `user`, of profile changes numbered from
@@ -809,13 +827,15 @@ fn record_first_text(cost: &RecordFirst) -> String {
     );
     let _ = writeln!(
         body,
-        "The fan-out's batched write puts the `pending` record into the table, both local indexes (which \
+        "The fan-out's conditional write puts the `pending` record into the table, both local indexes (which \
          project every attribute) and the sparse due index; the success then rewrites the table item and both \
          local indexes (the status index's key changes, so its entry is replaced) and takes the record out of \
          the due index. The new read is the record's state (`GetItem`, consistent, projected), which the \
          generations need before a send; the new SQS call is the message's own deletion (per-message \
          acknowledgement), which the event source mapping's batch deletion then no longer needs to do. On \
-         a fan-out to many subscriptions the write is one `BatchWriteItem` per 25 deliveries.\n"
+         a fan-out to many subscriptions the writes are one `PutItem` per delivery, all at once (at most 25, one per \
+         subscription), each only where the delivery has no record yet, so a stream record processed again leaves \
+         its deliveries as they are.\n"
     );
     body
 }

@@ -82,14 +82,16 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
         subscriptions.iter().map(|s| (message(s), status(s))).collect();
     let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
-    deps.deliveries.insert_new(&records, Timestamp::now()).await?;
-    // A disabled subscription is sent nothing: its record says `skipped` already.
+    let recorded = deps.deliveries.insert_new(&records, Timestamp::now()).await?;
+    // A disabled subscription is sent nothing: its record says `skipped` already. A delivery
+    // that had its record already (this stream record processed again) is not queued again:
+    // its first message, or the sweep if that was lost, sends it, and only once.
     let (mut main, mut retry) = (Vec::new(), Vec::new());
-    for (subscription, (message, status)) in subscriptions.iter().zip(deliveries) {
-        match (status, subscription.health.failing_since().is_some()) {
-            (DeliveryStatus::Skipped, _) => {}
-            (_, true) => retry.push(message),
-            (_, false) => main.push(message),
+    for ((subscription, (message, status)), new) in subscriptions.iter().zip(deliveries).zip(recorded) {
+        match (new, status, subscription.health.failing_since().is_some()) {
+            (false, _, _) | (_, DeliveryStatus::Skipped, _) => {}
+            (true, _, true) => retry.push(message),
+            (true, _, false) => main.push(message),
         }
     }
     deps.queues.send(Lane::Main, &main).await?;

@@ -11,7 +11,7 @@
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
-use aws_sdk_dynamodb::types::{PutRequest, ReturnValue, WriteRequest};
+use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +31,6 @@ const BY_STATUS: &str = "byStatus";
 pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index spreads its writes over.
 pub const DUE_SHARDS: u8 = 16;
-/// DynamoDB's limit of items per `BatchWriteItem`.
-const BATCH_WRITE_ITEMS: usize = 25;
 /// The attributes that writes name, beside the keys.
 const STATUS: &str = "status";
 const STATUS_KEY: &str = "statusKey";
@@ -203,41 +201,19 @@ impl DeliveryTable {
     }
 
     /// Records deliveries that no attempt has touched yet, before their messages are queued
-    /// (contract section 12): `pending` ones due now, or `skipped` ones. Batched writes, 25
-    /// records a call; a repeated stream record writes its records anew.
+    /// (contract section 12): `pending` ones due now, or `skipped` ones. Each is written only
+    /// where it has no record yet, so a stream record processed again (a retried batch)
+    /// changes nothing its first processing recorded, attempts and successes included. The
+    /// answer says, for each, whether this call recorded it. At most one write per delivery,
+    /// all at once: a fan-out has at most 25 (one per subscription of a user).
     pub async fn insert_new(
         &self,
         messages: &[(&DeliveryMessage, DeliveryStatus)],
         at: Timestamp,
-    ) -> Result<(), StoreError> {
-        for chunk in messages.chunks(BATCH_WRITE_ITEMS) {
-            let mut requests = chunk
-                .iter()
-                .map(|(message, status)| {
-                    let item = serde_dynamo::to_item(DeliveryItem::new(message, &message.body(), *status, at))?;
-                    let put = PutRequest::builder().set_item(Some(item)).build().expect("put has its item");
-                    Ok(WriteRequest::builder().put_request(put).build())
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            // DynamoDB may leave some unwritten under load; they are sent again, with a pause.
-            for pause in [0, 50, 100, 200, 400, 800] {
-                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                let output = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&self.table, std::mem::take(&mut requests))
-                    .send()
-                    .await?;
-                requests = output.unprocessed_items.and_then(|mut left| left.remove(&self.table)).unwrap_or_default();
-                if requests.is_empty() {
-                    break;
-                }
-            }
-            if !requests.is_empty() {
-                return Err(StoreError::Contention);
-            }
-        }
-        Ok(())
+    ) -> Result<Vec<bool>, StoreError> {
+        let items: Vec<DeliveryItem> =
+            messages.iter().map(|(message, status)| DeliveryItem::new(message, &message.body(), *status, at)).collect();
+        futures_util::future::try_join_all(items.iter().map(|item| self.put_new(item))).await
     }
 
     /// Records one delivery that no attempt has touched yet (a ping), `pending` or `skipped`.
@@ -249,19 +225,24 @@ impl DeliveryTable {
         at: Timestamp,
     ) -> Result<DeliveryRecord, StoreError> {
         let item = DeliveryItem::new(message, &message.body(), status, at);
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(serde_dynamo::to_item(&item)?))
-            .condition(Condition::absent("deliveryId"))
-            .send()
-            .await;
-        if applied(result)? {
+        if self.put_new(&item).await? {
             return Ok(item.into_stored().record);
         }
         let existing = self.get(&message.user_id, &message.delivery_id).await?;
         existing.map(|stored| stored.record).ok_or(StoreError::Contention)
+    }
+
+    /// Writes `item` unless its delivery has a record already; whether it did.
+    async fn put_new(&self, item: &DeliveryItem) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition(Condition::absent("deliveryId"))
+            .send()
+            .await;
+        applied(result)
     }
 
     /// What the delivery plan needs of a record: its generation, status, round and due time.
