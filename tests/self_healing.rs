@@ -14,9 +14,10 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
+use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{clients, dynamodb, sqs, typed, unique_user};
+use career_service::{clients, dynamodb, sqs, typed, unique_user, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -227,8 +228,11 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks/recover?id={subscription}");
     let body = json!({"since": window[2].created_at, "until": after.created_at}).to_string();
-    let answer = pipeline.api.send_json(Method::POST, &path, &key, &body).await;
+    let sqs_calls = Calls::default();
+    let api = Api::on(career_service::clients_logging_sqs(&sqs_calls), pipeline.settings().clone());
+    let answer = api.send_json(Method::POST, &path, &key, &body).await;
     assert_eq!(answer.assert_status(202), &json!({"recovering": 3, "more": false}));
+    assert_eq!(sqs_calls.since(0), ["SendMessageBatch"], "the three messages in one call");
 
     let resent = receiver.wait_for(7, SOON).await;
     let mut ids: Vec<&str> = resent[4..].iter().map(|r| r.header("webhook-id")).collect();

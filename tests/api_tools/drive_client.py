@@ -5,6 +5,7 @@ meets a kind it does not know). Exits non-zero, saying why, on the first surpris
 Environment: CAREER_API_URL, CAREER_API_KEY, CAREER_WEBHOOK_URL (a loopback receiver),
 CAREER_ALERT_ID (an alert of the key's user), CAREER_UNKNOWN_KIND (the kind left out).
 """
+import datetime
 import os
 import sys
 import time
@@ -20,13 +21,14 @@ from career_client.api.webhooks import (
     list_webhook_deliveries,
     list_webhook_subscriptions,
     ping_webhook_subscription,
+    recover_webhook_deliveries,
     retry_webhook_delivery,
     list_webhook_event_types,
     rotate_webhook_secret,
     update_webhook_subscription,
 )
 from career_client.models import AlertAction, AlertActionAction, KnownEventType, PreferencesUpdate, SecretRotation
-from career_client.models import SubscriptionCreate, SubscriptionUpdate
+from career_client.models import RecoverWindow, SubscriptionCreate, SubscriptionUpdate
 
 API, KEY = os.environ["CAREER_API_URL"], os.environ["CAREER_API_KEY"]
 RECEIVER, ALERT = os.environ["CAREER_WEBHOOK_URL"], os.environ["CAREER_ALERT_ID"]
@@ -79,9 +81,17 @@ expect("enable", enable_webhook_subscription.sync_detailed(client=client, id=unk
 paused = expect("pause", update_webhook_subscription.sync_detailed(client=client, id=created.id, body=SubscriptionUpdate(enabled=False)), 200)
 if paused.enabled or str(paused.disabled_reason) != "manual":
     sys.exit(f"pause: {paused}")
+skipped = expect("ping while paused", ping_webhook_subscription.sync_detailed(client=client, id=created.id), 202)
+if str(skipped.status) != "skipped":
+    sys.exit(f"ping while paused: {skipped}")
 moved = expect("update", update_webhook_subscription.sync_detailed(client=client, id=created.id, body=SubscriptionUpdate(url=RECEIVER + "?moved=1", enabled=True)), 200)
 if not moved.enabled or moved.url != RECEIVER + "?moved=1":
     sys.exit(f"update: {moved}")
+an_hour_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
+recovering = expect("recover", recover_webhook_deliveries.sync_detailed(client=client, id=created.id, body=RecoverWindow(since=an_hour_ago)), 202)
+# The ping skipped while paused, at least (the first ping's retry may have met the pause too).
+if recovering.recovering < 1 or recovering.more:
+    sys.exit(f"recover: {recovering}")
 catalog = expect("event types", list_webhook_event_types.sync_detailed(client=client), 200)
 names = [str(event_type.name) for event_type in catalog.event_types]
 if UNKNOWN_KIND not in names or "webhook.ping" not in names:

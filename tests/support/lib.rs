@@ -169,6 +169,12 @@ pub fn clients_logging_dynamodb(calls: &calls::Calls) -> AwsClients {
     clients().with_dynamodb(aws_sdk_dynamodb::Client::from_conf(config))
 }
 
+/// [`clients`] whose SQS client logs its calls in `calls`.
+pub fn clients_logging_sqs(calls: &calls::Calls) -> AwsClients {
+    let config = aws_sdk_sqs::config::Builder::from(&sdk_config()).interceptor(calls.clone()).build();
+    clients().with_sqs(aws_sdk_sqs::Client::from_conf(config))
+}
+
 /// A DynamoDB Streams client for the test's own runtime.
 pub fn streams() -> aws_sdk_dynamodbstreams::Client {
     aws_sdk_dynamodbstreams::Client::new(&sdk_config())

@@ -38,8 +38,8 @@ use serde_json::{json, Value};
 const ROTATION_ATTEMPTS: usize = 5;
 /// How often a manual retry that met a concurrent change of its record reads it again.
 const CONCURRENT_CHANGE_ATTEMPTS: usize = 5;
-/// How many deliveries a recovery restarts at once.
-const RECOVERIES_AT_ONCE: usize = 16;
+/// How many records a recovery restarts at once.
+const RESTARTS_AT_ONCE: usize = 16;
 
 pub struct Deps {
     front: Front,
@@ -262,21 +262,38 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
             }
             continue;
         }
-        if let Some(restarted) = restart(deps, &stored).await? {
+        if let Some(restarted) = restart(deps, std::slice::from_ref(&stored)).await?.pop() {
             return Reply::accepted(restarted.record);
         }
     }
     Err(StoreError::Contention.into())
 }
 
-/// Starts a delivery's schedule again in its next generation, then queues its message;
-/// `None` when the record changed since it was read (a concurrent attempt or retry).
-async fn restart(deps: &Deps, stored: &StoredDelivery) -> Result<Option<StoredDelivery>, ApiError> {
-    let Some(restarted) = deps.deliveries.restart(stored, Timestamp::now()).await? else { return Ok(None) };
-    let message = restarted.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
-    // The record first: should this send fail, the sweep finds the pending record overdue.
-    deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
-    Ok(Some(restarted))
+/// Starts each delivery's schedule again in its next generation (a few at a time: each is a
+/// conditional write), then queues the messages of those restarted, ten a call. One whose
+/// record changed since it was read (a concurrent attempt or retry) is left out. The records
+/// first: should a send fail, the sweep finds them pending and overdue.
+async fn restart(deps: &Deps, found: &[StoredDelivery]) -> Result<Vec<StoredDelivery>, ApiError> {
+    let now = Timestamp::now();
+    // The futures are made first: a stream that maps with a closure over `deps` is not
+    // provably `Send`.
+    let writes: Vec<_> = found.iter().map(|stored| deps.deliveries.restart(stored, now)).collect();
+    let written: Vec<Result<Option<StoredDelivery>, StoreError>> =
+        futures_util::stream::iter(writes).buffer_unordered(RESTARTS_AT_ONCE).collect().await;
+    let (mut restarted, mut failure) = (Vec::new(), None);
+    for result in written {
+        match result {
+            Ok(done) => restarted.extend(done),
+            Err(err) => failure = failure.or(Some(err)),
+        }
+    }
+    // Those restarted are queued even when another write failed, so they need no sweep.
+    let messages: Result<Vec<DeliveryMessage>, _> = restarted.iter().map(StoredDelivery::message).collect();
+    deps.queues.send(Lane::Main, &messages.map_err(|e| ApiError::Internal(Box::new(e)))?).await?;
+    match failure {
+        Some(err) => Err(err.into()),
+        None => Ok(restarted),
+    }
 }
 
 /// Sends a `webhook.ping` to one subscription through the queue, like any event: its
@@ -308,16 +325,8 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         deps.deliveries.recoverable(call.user_id(), &subscription.id, window.since, window.until, MAX_PER_CALL).await?;
     let more = found.len() > MAX_PER_CALL as usize;
     found.truncate(MAX_PER_CALL as usize);
-    // A few at a time: each is a conditional write and a queued message. (The futures are
-    // made first: a stream that maps with a closure over `deps` is not provably `Send`.)
-    let restarts: Vec<_> = found.iter().map(|stored| restart(deps, stored)).collect();
-    let restarted: Vec<Result<Option<StoredDelivery>, ApiError>> =
-        futures_util::stream::iter(restarts).buffer_unordered(RECOVERIES_AT_ONCE).collect().await;
-    let mut recovering = 0;
-    for result in restarted {
-        // One that changed since it was read (a manual retry got there) is not counted.
-        recovering += usize::from(result?.is_some());
-    }
+    // One that changed since it was read (a manual retry got there) is not counted.
+    let recovering = restart(deps, &found).await?.len();
     Reply::accepted(json!({"recovering": recovering, "more": more}))
 }
 
