@@ -8,9 +8,7 @@
 //! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
 //! nothing else, and its writes spread over the shards at any event rate.
 
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
@@ -354,18 +352,12 @@ impl DeliveryTable {
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
             .when(same_generation(seen.generation).and(Condition::equals(STATUS, s(record.status.as_str()))));
-        let result = self
-            .record_update(&seen.user_id, &record.id)
-            .expression(expression)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        updated_if_held(result)
+        self.update_returning(&seen.user_id, &record.id, expression).await
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
     /// it is still `pending` and due before `cutoff` (the index is read eventually
-    /// consistently, and an attempt or a fan-out may have moved the record since): the next
+    /// consistently, and an attempt or a retry may have moved the record since): the next
     /// generation, due `now`, its round kept. `None` when it was not overdue any more.
     pub async fn claim_overdue(
         &self,
@@ -376,18 +368,29 @@ impl DeliveryTable {
         let still_overdue = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
             .and(Condition::below(NEXT_ATTEMPT_AT, time(cutoff)));
         let expression = Expression::new().set(NEXT_ATTEMPT_AT, time(now)).add(GENERATION, 1).when(still_overdue);
-        let result = self
-            .record_update(&overdue.user_id, &overdue.delivery_id)
-            .expression(expression)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        updated_if_held(result)
+        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await
     }
 
     /// An update of one record; callers add the expression and its condition.
     fn record_update(&self, user_id: &UserId, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
         self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
+    }
+
+    /// Applies `expression` to one record: the record it leaves, or `None` when its
+    /// condition did not hold.
+    async fn update_returning(
+        &self,
+        user_id: &UserId,
+        delivery_id: &DeliveryId,
+        expression: Expression,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let result = self
+            .record_update(user_id, delivery_id)
+            .expression(expression)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        held(result)?.map(|output| stored_of(output.attributes)).transpose()
     }
 
     /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
@@ -545,17 +548,6 @@ fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Ti
 /// generations has none, which is generation zero).
 fn same_generation(generation: u32) -> Condition {
     Condition::absent(GENERATION).or(Condition::equals(GENERATION, n(generation)))
-}
-
-/// The record a conditional update returned (`ReturnValues=ALL_NEW`), or `None` when its
-/// condition did not hold.
-fn updated_if_held<R>(
-    result: Result<UpdateItemOutput, SdkError<UpdateItemError, R>>,
-) -> Result<Option<StoredDelivery>, StoreError>
-where
-    aws_sdk_dynamodb::Error: From<SdkError<UpdateItemError, R>>,
-{
-    held(result)?.map(|output| stored_of(output.attributes)).transpose()
 }
 
 fn stored_of(attributes: Option<Item>) -> Result<StoredDelivery, StoreError> {
