@@ -22,7 +22,7 @@ use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, 
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
-use career_service::{clients, dynamodb, kms, sqs, unique_user};
+use career_service::{clients, dynamodb, sqs, unique_user};
 use careerctl::pumps::{sqs_event, BATCHES_PER_QUEUE};
 use serde_json::json;
 
@@ -301,7 +301,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     assert!(pipeline.peek(&pipeline.queues.delivery, 1, Duration::from_secs(1)).await.is_empty());
 
     // ...and one that was already on the main lane is handed over without an attempt.
-    let queues = DeliveryQueues::new(sqs(), pipeline.settings()).unwrap();
+    let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
     queues.send(Lane::Main, &[delivery(&on_retry_lane[0])]).await.unwrap();
     let deliver = career_service::deliver_instance(pipeline.settings());
     let response = career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
@@ -330,7 +330,7 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
         // Stored directly: the API refuses user-info in a URL.
         let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
         let subscription_id = ids::new_id(ids::SUBSCRIPTION);
-        let sealer = Sealer::new(&kms(), &dynamodb(), pipeline.settings()).unwrap();
+        let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
         let sealed = sealer
             .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate()))
             .await

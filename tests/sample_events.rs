@@ -30,7 +30,7 @@ use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
-use career_service::{clients, dynamodb, kms, typed};
+use career_service::{clients, dynamodb, typed};
 use careerctl::demo::{self, Received, Seeded};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
@@ -270,7 +270,7 @@ impl Stack {
         let demo_key = demo::demo_key(&pipeline.api.admin).await.expect("the demo key").key;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
-        let sealer = Sealer::new(&kms(), &dynamodb(), pipeline.settings()).expect("sealer settings");
+        let sealer = Sealer::new(&clients(), pipeline.settings()).expect("sealer settings");
         let seeded = demo::seed(&dynamodb(), pipeline.settings(), &sealer, &url).await.expect("demo seed");
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let log = received.clone();

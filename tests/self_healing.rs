@@ -17,7 +17,7 @@ use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{clients, dynamodb, sqs, typed, unique_user, Api};
+use career_service::{clients, dynamodb, typed, unique_user, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -167,7 +167,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
 
     // The lost message turns up after all: its generation is not the record's any more.
-    let queues = DeliveryQueues::new(sqs(), pipeline.settings()).unwrap();
+    let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
     queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");

@@ -22,7 +22,7 @@ use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::typed;
-use career_service::{clients_logging_kms, dynamodb, kms, sink_url, unique_user, Answer, Api};
+use career_service::{clients, clients_logging_kms, dynamodb, sink_url, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -62,7 +62,7 @@ async fn raw_item(api: &Api, user: &str, id: &str) -> Value {
 async fn signing_secrets(settings: &career_core::config::Settings, user: &str, id: &str) -> SigningSecrets {
     let stored =
         WebhookTable::new(dynamodb(), &settings.tables.webhooks).get(&typed(user), &typed(id)).await.unwrap().unwrap();
-    Sealer::new(&kms(), &dynamodb(), settings).unwrap().open(&stored).await.unwrap()
+    Sealer::new(&clients(), settings).unwrap().open(&stored).await.unwrap()
 }
 
 fn unix_now() -> u64 {
@@ -381,7 +381,7 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
 
     // The migration seals both, once; the secrets themselves do not change.
     let admin = &pipeline.api.admin;
-    let sealer = Sealer::new(&kms(), &dynamodb(), pipeline.settings()).unwrap();
+    let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
     assert_eq!(admin.seal_plain_secrets(&sealer).await.unwrap().sealed, 2);
     assert_eq!(admin.seal_plain_secrets(&sealer).await.unwrap().sealed, 0);
     for (id, secret) in [(&old_id, &old_secret), (&other_id, &other_secret)] {

@@ -117,7 +117,7 @@ async fn restore_queues(stack: &LocalStack, snapshot_path: &Path) -> anyhow::Res
 async fn prepare_data(functions: &Functions, settings: &Settings) -> anyhow::Result<String> {
     let clients = &functions.clients;
     let admin = Admin::new(clients.dynamodb().clone(), settings.tables.clone());
-    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings)?;
+    let sealer = Sealer::new(clients, settings)?;
     let sealed = admin.seal_plain_secrets(&sealer).await?;
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);

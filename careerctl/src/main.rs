@@ -300,7 +300,7 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
 /// The settings of the environment, and the sealer of webhook secrets they name.
 fn sealing(clients: &AwsClients) -> anyhow::Result<(Settings, Sealer)> {
     let settings = Settings::from_env()?;
-    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), &settings)?;
+    let sealer = Sealer::new(clients, &settings)?;
     Ok((settings, sealer))
 }
 

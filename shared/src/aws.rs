@@ -1,24 +1,28 @@
 //! The AWS clients of one instance: a function's, the local stack's or a test's. They come
 //! from one SDK configuration (on Lambda, `runtime::sdk_config` of the environment), which
 //! says each service's endpoint, and each client is built on first use and then shared, so
-//! a function builds only the clients it uses, once per cold start, and asks for them by
-//! name rather than in an argument order.
+//! a function builds only the clients it uses, once per instance, and asks for them by name
+//! rather than in an argument order. A clone shares the clients: a part that needs a client
+//! only sometimes (the sealer's KMS, the webhooks function's queues) keeps a clone and asks
+//! for the client when it first uses it, so init does not build it (a client costs a cold
+//! start about a tenth of a millisecond, mostly the first touch of its code).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use aws_types::SdkConfig;
 
+#[derive(Clone)]
 pub struct AwsClients {
     sdk: SdkConfig,
-    dynamodb: OnceLock<aws_sdk_dynamodb::Client>,
-    sqs: OnceLock<aws_sdk_sqs::Client>,
-    kms: OnceLock<aws_sdk_kms::Client>,
+    dynamodb: Arc<OnceLock<aws_sdk_dynamodb::Client>>,
+    sqs: Arc<OnceLock<aws_sdk_sqs::Client>>,
+    kms: Arc<OnceLock<aws_sdk_kms::Client>>,
 }
 
 impl AwsClients {
     /// Builds nothing yet: each client is made from `sdk` when first asked for.
     pub fn new(sdk: SdkConfig) -> Self {
-        Self { sdk, dynamodb: OnceLock::new(), sqs: OnceLock::new(), kms: OnceLock::new() }
+        Self { sdk, dynamodb: Arc::default(), sqs: Arc::default(), kms: Arc::default() }
     }
 
     /// The configuration the clients are made from.
@@ -41,19 +45,19 @@ impl AwsClients {
     /// Uses `client` for DynamoDB instead of one made from the configuration (a client
     /// with an interceptor, say).
     pub fn with_dynamodb(mut self, client: aws_sdk_dynamodb::Client) -> Self {
-        self.dynamodb = OnceLock::from(client);
+        self.dynamodb = Arc::new(OnceLock::from(client));
         self
     }
 
     /// Uses `client` for SQS instead of one made from the configuration.
     pub fn with_sqs(mut self, client: aws_sdk_sqs::Client) -> Self {
-        self.sqs = OnceLock::from(client);
+        self.sqs = Arc::new(OnceLock::from(client));
         self
     }
 
     /// Uses `client` for KMS instead of one made from the configuration.
     pub fn with_kms(mut self, client: aws_sdk_kms::Client) -> Self {
-        self.kms = OnceLock::from(client);
+        self.kms = Arc::new(OnceLock::from(client));
         self
     }
 }
@@ -72,5 +76,9 @@ mod tests {
         let first = clients.sqs() as *const aws_sdk_sqs::Client;
         assert_eq!(first, clients.sqs() as *const _);
         assert!(clients.dynamodb.get().is_none() && clients.kms.get().is_none());
+        let clone = clients.clone();
+        assert_eq!(first, clone.sqs() as *const _, "a clone shares the clients made");
+        clone.kms();
+        assert!(clients.kms.get().is_some(), "and those it makes");
     }
 }

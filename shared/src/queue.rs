@@ -24,8 +24,8 @@ use std::time::Duration;
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use aws_sdk_sqs::Client;
 
+use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
 use crate::delivery::DeliveryMessage;
 use crate::secrets;
@@ -72,7 +72,8 @@ impl Lane {
 
 #[derive(Clone)]
 pub struct DeliveryQueues {
-    sqs: Client,
+    /// SQS is asked for on the first send or deletion, not at init.
+    clients: AwsClients,
     main: String,
     retry: String,
     dead_letter: Option<String>,
@@ -81,9 +82,9 @@ pub struct DeliveryQueues {
 impl DeliveryQueues {
     /// The two lanes, and the dead-letter queue when it is set (only the delivery function
     /// moves messages there: see [`DeliveryQueues::with_dead_letter`]).
-    pub fn new(sqs: Client, settings: &Settings) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            sqs,
+            clients: clients.clone(),
             main: settings.require_queue_url()?.to_owned(),
             retry: settings.require_retry_queue_url()?.to_owned(),
             dead_letter: settings.dead_letter_queue_url.clone(),
@@ -91,9 +92,9 @@ impl DeliveryQueues {
     }
 
     /// The lanes and the dead-letter queue, which must be set.
-    pub fn with_dead_letter(sqs: Client, settings: &Settings) -> Result<Self, ConfigError> {
+    pub fn with_dead_letter(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         settings.require_dead_letter_queue_url()?;
-        Self::new(sqs, settings)
+        Self::new(clients, settings)
     }
 
     fn url(&self, lane: Lane) -> &str {
@@ -125,7 +126,8 @@ impl DeliveryQueues {
     /// Moves a message to the dead-letter queue (the caller then deletes it from its lane).
     pub async fn dead_letter(&self, message: &DeliveryMessage) -> Result<(), QueueError> {
         let queue = self.dead_letter.as_deref().ok_or_else(|| QueueError::Sqs("no dead-letter queue is set".into()))?;
-        self.sqs
+        self.clients
+            .sqs()
             .send_message()
             .queue_url(queue)
             .message_body(serde_json::to_string(message).expect("messages serialize"))
@@ -137,7 +139,8 @@ impl DeliveryQueues {
 
     /// Deletes a received message from its lane: its delivery is settled or moved on.
     pub async fn delete(&self, lane: Lane, receipt_handle: &str) -> Result<(), QueueError> {
-        self.sqs
+        self.clients
+            .sqs()
             .delete_message()
             .queue_url(self.url(lane))
             .receipt_handle(receipt_handle)
@@ -161,7 +164,8 @@ impl DeliveryQueues {
                 .map(|(i, (message, delay))| entry(lane, (chunk_index * BATCH_SIZE + i).to_string(), message, *delay))
                 .collect();
             let output = self
-                .sqs
+                .clients
+                .sqs()
                 .send_message_batch()
                 .queue_url(self.url(lane))
                 .set_entries(Some(entries))
@@ -180,7 +184,8 @@ impl DeliveryQueues {
 
     /// Makes a received message of `lane` visible again after `wait` (at most 12 hours).
     pub async fn retry_after(&self, lane: Lane, receipt_handle: &str, wait: Duration) -> Result<(), QueueError> {
-        self.sqs
+        self.clients
+            .sqs()
             .change_message_visibility()
             .queue_url(self.url(lane))
             .receipt_handle(receipt_handle)

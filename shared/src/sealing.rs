@@ -16,6 +16,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use tokio::sync::OnceCell;
 
+use crate::aws::AwsClients;
 use crate::clock::Timestamp;
 use crate::config::{ConfigError, Settings};
 use crate::ids::{SubscriptionId, UserId};
@@ -44,7 +45,8 @@ pub enum SealError {
 
 /// Seals and opens subscriptions' secrets; one per function instance.
 pub struct Sealer {
-    kms: aws_sdk_kms::Client,
+    /// KMS is asked for only when the data key is made or opened, once per instance.
+    clients: AwsClients,
     /// The KMS key (id, ARN or alias) that protects the data key.
     kms_key_id: String,
     data_key: DataKeyStore,
@@ -53,15 +55,11 @@ pub struct Sealer {
 
 impl Sealer {
     /// The sealer of the webhooks table and KMS key that `settings` name.
-    pub fn new(
-        kms: &aws_sdk_kms::Client,
-        dynamodb: &aws_sdk_dynamodb::Client,
-        settings: &Settings,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            kms: kms.clone(),
+            clients: clients.clone(),
             kms_key_id: settings.require_secrets_kms_key()?.to_owned(),
-            data_key: DataKeyStore::new(dynamodb.clone(), &settings.tables.webhooks),
+            data_key: DataKeyStore::new(clients.dynamodb().clone(), &settings.tables.webhooks),
             cipher: OnceCell::new(),
         })
     }
@@ -120,7 +118,8 @@ impl Sealer {
 
     async fn decrypt_data_key(&self, encrypted: Vec<u8>) -> Result<Vec<u8>, SealError> {
         let output = self
-            .kms
+            .clients
+            .kms()
             .decrypt()
             .key_id(&self.kms_key_id)
             .ciphertext_blob(Blob::new(encrypted))
@@ -135,7 +134,8 @@ impl Sealer {
     /// first use; the one whose item lost takes the stored key instead (its one extra KMS call).
     async fn create_data_key(&self) -> Result<Vec<u8>, SealError> {
         let output = self
-            .kms
+            .clients
+            .kms()
             .generate_data_key()
             .key_id(&self.kms_key_id)
             .key_spec(DataKeySpec::Aes256)
@@ -167,17 +167,16 @@ mod tests {
 
     /// A sealer whose data key is already in memory: no KMS or table call is made.
     fn sealer() -> Sealer {
-        let config = aws_sdk_kms::Config::builder().behavior_version(aws_sdk_kms::config::BehaviorVersion::latest());
-        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::Config::builder()
-                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-                .build(),
-        );
+        let sdk = aws_types::SdkConfig::builder()
+            .behavior_version(aws_sdk_kms::config::BehaviorVersion::latest())
+            .region(aws_sdk_kms::config::Region::new("eu-west-1"))
+            .build();
+        let clients = AwsClients::new(sdk);
         let cipher = Aes256Gcm::new_from_slice(&secrets::random_bytes::<32>()).unwrap();
         Sealer {
-            kms: aws_sdk_kms::Client::from_conf(config.build()),
+            data_key: DataKeyStore::new(clients.dynamodb().clone(), "unused"),
+            clients,
             kms_key_id: "alias/test".into(),
-            data_key: DataKeyStore::new(dynamodb, "unused"),
             cipher: OnceCell::new_with(Some(cipher)),
         }
     }

@@ -85,7 +85,7 @@ async fn first_openings(
         gets.push(started.elapsed());
         let calls = Calls::default();
         let clients = clients_logging_kms(&calls);
-        let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings).map_err(|e| e.to_string())?;
+        let sealer = Sealer::new(&clients, settings).map_err(|e| e.to_string())?;
         let started = Instant::now();
         sealer.open(stored).await.map_err(|e| e.to_string())?;
         first_opens.push(started.elapsed());
@@ -102,7 +102,7 @@ async fn first_openings(
 async fn warm_openings(settings: &Settings, stored: &Subscription, n: usize) -> Result<WarmOpenings, String> {
     let calls = Calls::default();
     let clients = clients_logging_kms(&calls);
-    let sealer = Sealer::new(clients.kms(), clients.dynamodb(), settings).map_err(|e| e.to_string())?;
+    let sealer = Sealer::new(&clients, settings).map_err(|e| e.to_string())?;
     let secrets = sealer.open(stored).await.map_err(|e| e.to_string())?;
     let after_first = calls.since(0).len();
     let mut opens = Vec::with_capacity(n);

@@ -147,11 +147,6 @@ pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
     AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
-/// A KMS client for the test's own runtime (moto serves KMS on the SQS emulator's endpoint).
-pub fn kms() -> aws_sdk_kms::Client {
-    aws_sdk_kms::Client::new(&sdk_config())
-}
-
 /// [`clients`] whose KMS client logs its calls in `calls`.
 pub fn clients_logging_kms(calls: &calls::Calls) -> AwsClients {
     let config = aws_sdk_kms::config::Builder::from(&sdk_config()).interceptor(calls.clone()).build();

@@ -42,8 +42,8 @@ impl Deps {
         Ok(Self {
             webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
-            sealer: Sealer::new(clients.kms(), clients.dynamodb(), settings)?,
-            queues: DeliveryQueues::with_dead_letter(clients.sqs().clone(), settings)?,
+            sealer: Sealer::new(clients, settings)?,
+            queues: DeliveryQueues::with_dead_letter(clients, settings)?,
             sender: Sender::new(settings.allow_insecure_webhook_urls),
             policy: Policy {
                 schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },

@@ -29,7 +29,7 @@ impl Deps {
         Ok(Self {
             webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
-            queues: DeliveryQueues::new(clients.sqs().clone(), settings)?,
+            queues: DeliveryQueues::new(clients, settings)?,
         })
     }
 }

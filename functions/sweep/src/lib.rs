@@ -33,7 +33,7 @@ impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
-            queues: DeliveryQueues::new(clients.sqs().clone(), settings)?,
+            queues: DeliveryQueues::new(clients, settings)?,
             sweep_after: settings.sweep_after,
         })
     }

@@ -57,9 +57,9 @@ impl Deps {
             front: Front::new(clients.dynamodb(), settings),
             webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
-            queues: DeliveryQueues::new(clients.sqs().clone(), settings)?,
+            queues: DeliveryQueues::new(clients, settings)?,
             cursors: CursorKey::new(settings.require_cursor_key()?),
-            sealer: Sealer::new(clients.kms(), clients.dynamodb(), settings)?,
+            sealer: Sealer::new(clients, settings)?,
             allow_insecure_urls: settings.allow_insecure_webhook_urls,
         })
     }
