@@ -8,15 +8,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
+use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::services::{HeldMessage, LocalService};
 use crate::tables::QueueUrls;
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueSnapshot {
-    saved_at: String,
+    saved_at: Timestamp,
     /// The messages of each queue, by the queue's name in [`QueueUrls::all`].
     queues: BTreeMap<String, Vec<HeldMessage>>,
 }
@@ -24,8 +25,7 @@ pub struct QueueSnapshot {
 impl QueueSnapshot {
     /// Every message the emulator's delivery queues hold now.
     pub async fn take(sqs: &LocalService, queues: &QueueUrls) -> anyhow::Result<Self> {
-        let mut snapshot =
-            QueueSnapshot { saved_at: career_core::clock::Timestamp::now().to_string(), ..Default::default() };
+        let mut snapshot = QueueSnapshot { saved_at: Timestamp::now(), queues: BTreeMap::new() };
         for (name, url) in queues.all() {
             let held = sqs.held_messages(url).await?;
             if !held.is_empty() {
