@@ -5,7 +5,7 @@
 //! rather than in an argument order. A clone shares the clients: a part that needs a client
 //! only sometimes (the sealer's KMS, the webhooks function's queues) keeps a clone and asks
 //! for the client when it first uses it, so init does not build it (a client costs a cold
-//! start about a tenth of a millisecond, mostly the first touch of its code).
+//! start about 0.15 ms, mostly the first touch of its code).
 
 use std::sync::{Arc, OnceLock};
 
