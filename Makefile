@@ -29,7 +29,9 @@ test: lint
 	@scripts/install-local-deps.sh --receivers
 	@scripts/install-local-deps.sh --api-tools
 	@scripts/install-local-deps.sh --browser
+	rm -rf target/iam-grants
 	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --test iam_grants -- --ignored --nocapture   # least privilege: grants no test used
 
 ## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
 lint: fmt-check clippy template-lint api-lint

@@ -342,12 +342,10 @@ async fn a_ping_is_queued_and_logged_pending() {
 
 /// An API whose delivery queue is this test's own.
 async fn with_own_queue() -> Api {
-    let prefix = format!("{}-", unique_user());
-    let queues = careerctl::tables::create_queues(&sqs(), &prefix, 3).await.expect("queues created");
-    Api::with_settings(|settings| {
-        settings.allow_insecure_webhook_urls = true;
-        settings.delivery_queue_url = Some(queues.delivery);
-    })
+    let pipeline = career_service::pipeline::Pipeline::start(false).await;
+    let mut settings = pipeline.settings().clone();
+    settings.allow_insecure_webhook_urls = true;
+    Api::on(career_service::clients(), settings)
 }
 
 /// The delivery message with this id on the API's delivery queue.
@@ -494,11 +492,12 @@ async fn a_webhooks_table_from_before_the_owner_index_gets_it() {
         .send()
         .await
         .unwrap();
-    let created = careerctl::tables::create_tables(&dynamodb(), &names).await.unwrap();
+    let template = careerctl::template::Template::shipped();
+    let (created, _) = careerctl::resources::create_tables(&template, &dynamodb(), &names).await.unwrap();
     assert!(!created.contains(&names.webhooks), "the table was kept: {created:?}");
     let described = dynamodb().describe_table().table_name(&names.webhooks).send().await.unwrap();
     let indexes: Vec<_> = described.table.unwrap().global_secondary_indexes.unwrap_or_default();
     assert_eq!(indexes.iter().filter_map(|i| i.index_name.as_deref()).collect::<Vec<_>>(), ["bySubscription"]);
     // Running it again changes nothing.
-    assert_eq!(careerctl::tables::create_tables(&dynamodb(), &names).await.unwrap(), Vec::<String>::new());
+    assert_eq!(careerctl::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0, Vec::<String>::new());
 }

@@ -23,7 +23,9 @@ use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
 use career_service::{clients, dynamodb, sqs, unique_user};
-use careerctl::pumps::{sqs_event, BATCHES_PER_QUEUE};
+use career_service::acting_as;
+use careerctl::pumps::sqs_event;
+use careerctl::template::function;
 use serde_json::json;
 
 const SOON: Duration = Duration::from_secs(15);
@@ -175,7 +177,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     let receiver = Receiver::start(&[200], NO_DELAY).await;
     let (subscription_id, _) =
         pipeline.subscribe(&user, &receiver.url, &["profile.updated", "assessment.completed"]).await;
-    let fanout = career_fanout::Deps::new(&clients(), pipeline.settings()).unwrap();
+    let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
 
     let profile = record("1", json!({"userId": {"S": user}, "profileId": {"S": "prf_1"}}), "INSERT", json!(null));
     let malformed = record("2", json!({"somethingElse": {"S": "x"}}), "INSERT", json!(null));
@@ -226,7 +228,7 @@ async fn one_event_for_25_subscriptions_is_one_message_for_each() {
     for _ in 0..25 {
         pipeline.subscribe(&user, &format!("{}/never", career_service::sink_url()), &["profile.updated"]).await;
     }
-    let fanout = career_fanout::Deps::new(&clients(), pipeline.settings()).unwrap();
+    let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
     fan_out_profile_change(&fanout, &user, "9").await;
     let messages = take(&pipeline, 25).await;
     let mut subscriptions: Vec<_> = messages.iter().map(|m| delivery(m).subscription_id).collect();
@@ -244,7 +246,8 @@ async fn a_healthy_delivery_does_not_wait_behind_a_receiver_that_hangs() {
     let (stuck_subscription, _) = pipeline.subscribe(&stuck, &hanging.url, &["profile.updated"]).await;
     pipeline.subscribe(&healthy_user, &healthy.url, &["profile.updated"]).await;
     // More deliveries to the hanging receiver than a lane has consumers.
-    for _ in 0..2 * BATCHES_PER_QUEUE {
+    let main_lane = &career_service::queue_sources(function::DELIVER, pipeline.settings())[0];
+    for _ in 0..2 * main_lane.maximum_concurrency {
         pipeline.api.admin.update_profile(&stuck).await.unwrap();
     }
     hanging.wait_for(1, SOON).await;
@@ -252,7 +255,7 @@ async fn a_healthy_delivery_does_not_wait_behind_a_receiver_that_hangs() {
     pipeline.api.admin.update_profile(&healthy_user).await.unwrap();
     healthy.wait_for(1, SOON).await;
     assert_eq!(hanging.closed(), 0, "the healthy delivery arrived while every hanging attempt was still waiting");
-    assert!(hanging.taken() <= BATCHES_PER_QUEUE, "one batch of the hanging subscription at a time");
+    assert!(hanging.taken() <= main_lane.batch_size as usize, "one batch of the hanging subscription at a time");
 
     // Its first attempt timed out: the subscription is failing, and what it still had
     // queued goes to the retry lane.
@@ -294,7 +297,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
         .unwrap();
 
     // The fan-out puts a new delivery on the retry lane...
-    let fanout = career_fanout::Deps::new(&clients(), pipeline.settings()).unwrap();
+    let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
     fan_out_profile_change(&fanout, &user, "7").await;
     let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
     assert_eq!(delivery(&on_retry_lane[0]).subscription_id.as_str(), subscription_id);
@@ -346,7 +349,7 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
         };
         let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
         table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
-        let fanout = career_fanout::Deps::new(&clients(), pipeline.settings()).unwrap();
+        let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
         fan_out_profile_change(&fanout, &user, "8").await;
         let deliver = career_service::deliver_instance(pipeline.settings());
         career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
@@ -456,9 +459,9 @@ async fn take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Mess
 
 /// Runs the stream pump just long enough to fan out what the streams hold.
 async fn fan_out_the_streams(pipeline: &Pipeline) {
-    let fanout = career_fanout::Deps::new(&clients(), pipeline.settings()).unwrap();
-    let tables = vec![pipeline.settings().tables.profiles.clone(), pipeline.settings().tables.assessments.clone()];
-    let streams = career_service::streams();
-    let pump = careerctl::pumps::run_stream_pump(dynamodb(), streams, tables, &fanout, None);
+    let fanout_clients = acting_as(function::FANOUT, pipeline.settings(), &clients());
+    let fanout = career_fanout::Deps::new(&fanout_clients, pipeline.settings()).unwrap();
+    let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
+    let pump = careerctl::pumps::run_stream_pump(fanout_clients, sources, &fanout, None);
     let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
 }

@@ -6,7 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use career_service::{clients_at, installed, settings_without_kms_or_queues, unique_user, Answer, Api};
-use careerctl::tables::create_tables;
+use careerctl::resources::create_tables;
+use careerctl::template::Template;
 
 /// `Timeout` of the API functions in template.yaml: Lambda ends an invocation after it.
 const LAMBDA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,7 +45,7 @@ async fn a_paused_dynamodb_gives_internal_error_before_the_lambda_timeout_then_r
     let unreachable = "http://127.0.0.1:9";
     let clients = clients_at(&own.endpoint, unreachable);
     let settings = settings_without_kms_or_queues(unreachable);
-    create_tables(clients.dynamodb(), &settings.tables).await.expect("tables");
+    create_tables(&Template::shipped(), clients.dynamodb(), &settings.tables).await.expect("tables");
     let api = Api::on(clients, settings);
     let user = unique_user();
     let cached = api.full_key(&user).await;

@@ -276,7 +276,8 @@ impl Admin {
     }
 
     pub async fn create_tables(&self) -> anyhow::Result<CreatedTables> {
-        let created = crate::tables::create_tables(&self.dynamodb, &self.tables).await?;
+        let template = crate::template::Template::shipped();
+        let (created, _) = crate::resources::create_tables(&template, &self.dynamodb, &self.tables).await?;
         Ok(CreatedTables { created })
     }
 }

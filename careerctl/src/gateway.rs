@@ -16,6 +16,9 @@ use lambda_http::http::{self, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use tokio::net::TcpListener;
 
+use crate::iam::Roles;
+use crate::template::function;
+
 /// API Gateway's own payload limit; larger bodies never reach a function.
 const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
 /// A connection that sends nothing for this long (no request yet, between requests, or in the
@@ -30,11 +33,12 @@ pub struct ApiFunctions {
 }
 
 impl ApiFunctions {
-    pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+    /// The three functions on `clients`, each acting as its role in `roles`.
+    pub fn new(roles: &Roles, clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            alerts: career_alerts::Deps::new(clients, settings)?,
-            data_sharing: career_data_sharing::Deps::new(clients, settings)?,
-            webhooks: career_webhooks::Deps::new(clients, settings)?,
+            alerts: career_alerts::Deps::new(&roles.acting_as(function::ALERTS, clients), settings)?,
+            data_sharing: career_data_sharing::Deps::new(&roles.acting_as(function::DATA_SHARING, clients), settings)?,
+            webhooks: career_webhooks::Deps::new(&roles.acting_as(function::WEBHOOKS, clients), settings)?,
         })
     }
 

@@ -7,14 +7,17 @@
 
 pub mod admin;
 pub mod demo;
+pub mod event_sources;
 pub mod gateway;
+pub mod iam;
 pub mod local;
 pub mod pumps;
 pub mod queue_snapshot;
+pub mod resources;
 pub mod services;
 pub mod sqs_batch;
 pub mod stack;
-pub mod tables;
+pub mod template;
 
 use std::io::Write;
 

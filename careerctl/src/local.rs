@@ -17,10 +17,11 @@ use tokio::sync::watch;
 
 use crate::admin::Admin;
 use crate::gateway::{self, ApiFunctions};
-use crate::pumps::{self, BATCHES_PER_QUEUE};
+use crate::pumps;
 use crate::queue_snapshot::QueueSnapshot;
 use crate::services::Installed;
 use crate::stack::LocalStack;
+use crate::template::function;
 
 /// How often the local stack runs the sweep function (contract section 12).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
@@ -54,7 +55,7 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> anyhow::Res
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("cannot listen on 127.0.0.1:{port} (set PORT to use another port)"))?;
-    let functions = Functions::new(stack.clients(), &stack.settings)?;
+    let functions = Functions::new(&stack)?;
     let demo_key = prepare_data(&functions, &stack.settings).await?;
     let api_url = format!("http://127.0.0.1:{port}");
     let env_path = local_dir.join("env");
@@ -79,22 +80,26 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> anyhow::Res
     }
 }
 
-/// Every function of the service, as one instance each, on the stack's clients.
+/// Every function of the service, as one instance each, each acting as its role; and the
+/// operator's clients, for what careerctl does itself.
 struct Functions {
     clients: AwsClients,
     api: Arc<ApiFunctions>,
-    fanout: career_fanout::Deps,
-    deliver: career_deliver::Deps,
+    fanout: (AwsClients, career_fanout::Deps),
+    deliver: (AwsClients, career_deliver::Deps),
     sweep: career_sweep::Deps,
 }
 
 impl Functions {
-    fn new(clients: AwsClients, settings: &Settings) -> anyhow::Result<Self> {
+    fn new(stack: &LocalStack) -> anyhow::Result<Self> {
+        let (clients, settings) = (stack.clients(), &stack.settings);
+        let fanout = stack.function_clients(function::FANOUT);
+        let deliver = stack.function_clients(function::DELIVER);
         Ok(Functions {
-            api: Arc::new(ApiFunctions::new(&clients, settings)?),
-            fanout: career_fanout::Deps::new(&clients, settings)?,
-            deliver: career_deliver::Deps::new(&clients, settings)?,
-            sweep: career_sweep::Deps::new(&clients, settings)?,
+            api: Arc::new(ApiFunctions::new(&stack.roles, &clients, settings)?),
+            fanout: (fanout.clone(), career_fanout::Deps::new(&fanout, settings)?),
+            deliver: (deliver.clone(), career_deliver::Deps::new(&deliver, settings)?),
+            sweep: career_sweep::Deps::new(&stack.function_clients(function::SWEEP), settings)?,
             clients,
         })
     }
@@ -161,13 +166,13 @@ async fn serve(
             let _ = stopping.wait_for(|stop| *stop).await;
         }
     };
-    let dynamodb = functions.clients.dynamodb().clone();
-    let stream_tables = vec![stack.settings.tables.profiles.clone(), stack.settings.tables.assessments.clone()];
-    let (streams, lanes) = (stack.streams_client(), stack.queues.clone());
+    let stream_sources = stack.stream_sources(function::FANOUT)?;
+    let lanes = stack.queue_sources(function::DELIVER)?;
+    let (fanout_clients, fanout) = &functions.fanout;
     let front = async {
         let outcome = tokio::select! {
             served = gateway::serve(listener, functions.api.clone(), gateway::IDLE_TIMEOUT) => served.context("serving the API"),
-            () = pumps::run_stream_pump(dynamodb, streams, stream_tables, &functions.fanout, Some(checkpoints)) => Ok(()),
+            () = pumps::run_stream_pump(fanout_clients.clone(), stream_sources, fanout, Some(checkpoints)) => Ok(()),
             ended = stack.service_ended() => Err(anyhow!("{ended}; stopping the local stack")),
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
@@ -176,12 +181,12 @@ async fn serve(
         outcome
     };
     let delivering = async {
-        let sqs = functions.clients.sqs();
-        let lane = |url: &str| {
-            pumps::run_queue_pump(sqs.clone(), url.to_owned(), &functions.deliver, BATCHES_PER_QUEUE, stop_signal())
-        };
+        let (deliver_clients, deliver) = &functions.deliver;
+        let lanes = lanes.into_iter().map(|lane| {
+            pumps::run_queue_pump(deliver_clients.sqs().clone(), lane, deliver, stop_signal())
+        });
         let sweeps = pumps::run_sweeps(&functions.sweep, SWEEP_EVERY, stop_signal());
-        tokio::join!(lane(&lanes.delivery), lane(&lanes.retry), sweeps)
+        tokio::join!(futures_util::future::join_all(lanes), sweeps)
     };
     tokio::join!(front, delivering).0
 }

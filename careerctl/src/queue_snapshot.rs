@@ -12,7 +12,7 @@ use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::services::{HeldMessage, LocalService};
-use crate::tables::QueueUrls;
+use crate::resources::QueueUrls;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

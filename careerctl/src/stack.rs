@@ -11,10 +11,16 @@ use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::Settings;
 
+use crate::event_sources::{queue_sources, stream_sources, QueueSource, StreamSource};
+use crate::iam::Roles;
+use crate::resources::{create_stack, QueueUrls};
 use crate::services::{Installed, LocalService};
-use crate::tables::{create_queues, create_tables, QueueUrls};
+use crate::template::{Resolver, Template};
 
 pub const REGION: &str = "us-east-1";
+
+/// The local stack's name: its tables are `career-…` (config.rs's default names).
+pub const STACK_NAME: &str = "career";
 
 pub struct LocalStack {
     pub dynamodb: LocalService,
@@ -22,13 +28,29 @@ pub struct LocalStack {
     pub sqs: LocalService,
     pub queues: QueueUrls,
     pub settings: Settings,
+    /// The template resolved to this stack's resources.
+    pub resolver: Resolver,
+    /// Each function's role, which its clients act as.
+    pub roles: Roles,
+    pub template: Template,
     sdk: SdkConfig,
 }
 
 impl LocalStack {
-    /// Starts both services (their data under `data_dir`, or in memory), creates what is
-    /// missing, and points `settings` at the delivery lanes and the KMS key.
-    pub async fn start(installed: &Installed, data_dir: Option<&Path>, mut settings: Settings) -> anyhow::Result<Self> {
+    /// Starts both services (their data under `data_dir`, or in memory), makes what the
+    /// shipped template declares and is missing, and points `settings` at the delivery lanes
+    /// and the KMS key.
+    pub async fn start(installed: &Installed, data_dir: Option<&Path>, settings: Settings) -> anyhow::Result<Self> {
+        Self::start_from(&Template::shipped(), installed, data_dir, settings).await
+    }
+
+    /// [`LocalStack::start`] from `template` (a changed copy, in a test).
+    pub async fn start_from(
+        template: &Template,
+        installed: &Installed,
+        data_dir: Option<&Path>,
+        mut settings: Settings,
+    ) -> anyhow::Result<Self> {
         let (dynamodb_dir, kms_dir) = (data_dir.map(|d| d.join("dynamodb")), data_dir.map(|d| d.join("kms")));
         let (dynamodb, sqs) = tokio::try_join!(
             installed.start_dynamodb(dynamodb_dir.as_deref()),
@@ -38,13 +60,9 @@ impl LocalStack {
         // Services that just started can take a while to answer their first calls (the JVM
         // warming up, a data file being opened), longer than a request may wait.
         let setup = AwsClients::new(sdk.to_builder().timeout_config(startup_timeouts()).build());
-        create_tables(setup.dynamodb(), &settings.tables).await?;
-        let queues = create_queues(setup.sqs(), "career-", settings.max_delivery_attempts).await?;
-        settings.delivery_queue_url = Some(queues.delivery.clone());
-        settings.retry_queue_url = Some(queues.retry.clone());
-        settings.dead_letter_queue_url = Some(queues.dead_letter.clone());
-        settings.secrets_kms_key_id = Some(create_kms_key(setup.kms()).await?);
-        Ok(LocalStack { dynamodb, sqs, queues, settings, sdk })
+        let (resolver, roles) = create_resources(template, &setup, STACK_NAME, &mut settings).await?;
+        let queues = QueueUrls::of(&resolver)?;
+        Ok(LocalStack { dynamodb, sqs, queues, settings, resolver, roles, template: template.clone(), sdk })
     }
 
     /// Waits until DynamoDB Local or the SQS emulator ends, and says which and how: the stack
@@ -61,10 +79,20 @@ impl LocalStack {
         AwsClients::new(self.sdk.clone())
     }
 
-    /// DynamoDB Streams, which only the stack's stream pump reads (Lambda's event source
-    /// mapping does on AWS).
-    pub fn streams_client(&self) -> aws_sdk_dynamodbstreams::Client {
-        aws_sdk_dynamodbstreams::Client::new(&self.sdk)
+    /// The AWS clients of one instance of the template's function `function` (its logical
+    /// id), acting as its role.
+    pub fn function_clients(&self, function: &str) -> AwsClients {
+        self.roles.acting_as(function, &self.clients())
+    }
+
+    /// The template's stream event sources of `function`, on this stack.
+    pub fn stream_sources(&self, function: &str) -> anyhow::Result<Vec<StreamSource>> {
+        stream_sources(&self.template, &self.resolver, function)
+    }
+
+    /// The template's queue event sources of `function`, on this stack.
+    pub fn queue_sources(&self, function: &str) -> anyhow::Result<Vec<QueueSource>> {
+        queue_sources(&self.template, &self.resolver, function)
     }
 
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
@@ -94,9 +122,33 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
 
 /// The SDK configuration of clients on such a stack, built from that environment by the
 /// functions' own code, as on Lambda (and with the functions' time limits).
+/// Calls signed with a function role's keys are evaluated against that role (crate::iam).
 pub fn sdk_config(dynamodb: &str, moto: &str) -> anyhow::Result<SdkConfig> {
     let environment = aws_environment(dynamodb, moto).into_iter().map(|(name, value)| (name.to_owned(), value));
-    career_core::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")
+    let sdk = career_core::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")?;
+    let http = sdk.http_client().context("the functions' SDK configuration has an HTTP client")?;
+    Ok(sdk.to_builder().http_client(crate::iam::enforcing(http)).build())
+}
+
+/// Makes what `template` declares for the stack `stack_name` (tables named by
+/// `settings.tables`; `settings.max_delivery_attempts` as the `DeliveryMaxAttempts`
+/// parameter), reads its functions' roles, and points `settings` at its queues and KMS key.
+pub async fn create_resources(
+    template: &Template,
+    clients: &AwsClients,
+    stack_name: &str,
+    settings: &mut Settings,
+) -> anyhow::Result<(Resolver, Roles)> {
+    let parameters = [("DeliveryMaxAttempts".to_owned(), settings.max_delivery_attempts.to_string())].into();
+    let resolver = create_stack(template, clients, stack_name, &settings.tables, parameters).await?;
+    let roles = Roles::of(template, &resolver)?;
+    let queues = QueueUrls::of(&resolver)?;
+    settings.delivery_queue_url = Some(queues.delivery);
+    settings.retry_queue_url = Some(queues.retry);
+    settings.dead_letter_queue_url = Some(queues.dead_letter);
+    let key = resolver.resources.get("WebhookSecretsKey").context("the template has no WebhookSecretsKey")?;
+    settings.secrets_kms_key_id = Some(key.reference.clone());
+    Ok((resolver, roles))
 }
 
 /// Time limits for creating the tables and queues on freshly started services.
@@ -105,16 +157,4 @@ fn startup_timeouts() -> TimeoutConfig {
         .operation_attempt_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(60))
         .build()
-}
-
-/// The KMS key that protects the webhook secrets' data key, as the SAM template creates it on
-/// AWS. With kept KMS state, moto hands out the same key, id and material, on every start.
-async fn create_kms_key(kms: &aws_sdk_kms::Client) -> anyhow::Result<String> {
-    let created = kms
-        .create_key()
-        .description("career webhook secrets (local stack)")
-        .send()
-        .await
-        .context("creating the KMS key")?;
-    created.key_metadata.map(|metadata| metadata.key_id).context("CreateKey returned no key")
 }

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use aws_sdk_dynamodb::config::SharedCredentialsProvider;
 use aws_types::SdkConfig;
 
 #[derive(Clone)]
@@ -40,6 +41,26 @@ impl AwsClients {
 
     pub fn kms(&self) -> &aws_sdk_kms::Client {
         self.kms.get_or_init(|| aws_sdk_kms::Client::new(&self.sdk))
+    }
+
+    /// The same clients, signing with `credentials`: those made already are made again on
+    /// their own configuration (an interceptor stays), the others will be made with them.
+    /// The local stack gives each function its role's keys this way.
+    pub fn with_credentials(&self, credentials: SharedCredentialsProvider) -> Self {
+        let mut clients = Self::new(self.sdk.to_builder().credentials_provider(credentials.clone()).build());
+        if let Some(client) = self.dynamodb.get() {
+            let config = client.config().to_builder().credentials_provider(credentials.clone());
+            clients = clients.with_dynamodb(aws_sdk_dynamodb::Client::from_conf(config.build()));
+        }
+        if let Some(client) = self.sqs.get() {
+            let config = client.config().to_builder().credentials_provider(credentials.clone());
+            clients = clients.with_sqs(aws_sdk_sqs::Client::from_conf(config.build()));
+        }
+        if let Some(client) = self.kms.get() {
+            let config = client.config().to_builder().credentials_provider(credentials);
+            clients = clients.with_kms(aws_sdk_kms::Client::from_conf(config.build()));
+        }
+        clients
     }
 
     /// Uses `client` for DynamoDB instead of one made from the configuration (a client

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use career_core::config::Settings;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
-use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
+use careerctl::pumps::{run_queue_pump, run_stream_pump};
+use careerctl::template::function;
 use tokio::task::JoinHandle;
 
 use crate::counting::{self, Calls};
@@ -71,22 +72,17 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 /// starts them, but with the fan-out's SQS client logging when it sends.
 fn start_pumps(bench: &Bench, pipeline: &Pipeline, sends: &Calls) -> Result<[JoinHandle<()>; 2], String> {
     let settings = pipeline.settings();
-    let fanout = career_fanout::Deps::new(
-        &career_service::clients().with_sqs(counting::sqs(&bench.sqs_endpoint, sends)),
-        settings,
-    )
-    .map_err(|e| e.to_string())?;
+    let fanout_clients = career_service::clients().with_sqs(counting::sqs(&bench.sqs_endpoint, sends));
+    let fanout_clients = career_service::acting_as(function::FANOUT, settings, &fanout_clients);
+    let fanout = career_fanout::Deps::new(&fanout_clients, settings).map_err(|e| e.to_string())?;
     let deliver = career_service::deliver_instance(settings);
-    let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
-    let queue = pipeline.queues.delivery.clone();
+    let sources = career_service::stream_sources(function::FANOUT, settings);
+    // Only the main lane: the receiver never fails, so nothing goes to the retry lane.
+    let main_lane = career_service::queue_sources(function::DELIVER, settings).remove(0);
+    let deliver_sqs = career_service::acting_as(function::DELIVER, settings, &career_service::clients()).sqs().clone();
     Ok([
-        tokio::spawn(async move {
-            run_stream_pump(career_service::dynamodb(), career_service::streams(), tables, &fanout, None).await
-        }),
-        // Only the main lane: the receiver never fails, so nothing goes to the retry lane.
-        tokio::spawn(async move {
-            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
-        }),
+        tokio::spawn(async move { run_stream_pump(fanout_clients, sources, &fanout, None).await }),
+        tokio::spawn(async move { run_queue_pump(deliver_sqs, main_lane, &deliver, std::future::pending()).await }),
     ])
 }
 

@@ -755,9 +755,8 @@ fn siblings_text(load: &str, siblings: &[SiblingRuns], summaries: &[Summary]) ->
          batch it shared with the sibling's message does not hold the healthy subscription's group. Before that \
          change, issue 21 found a healthy sibling's deliveries delayed by up to 8 s beside a receiver of the \
          same user that hung, and on every event beside one that answered after 9.5 s. What a slow sibling still costs is one of the lane's \
-         {} concurrent batches for as long as its send lasts.\n",
+         concurrent batches (the template's MaximumConcurrency) for as long as its send lasts.\n",
         (EVENTS as f64 * TICK.as_secs_f64()).ceil(),
-        careerctl::pumps::BATCHES_PER_QUEUE,
     );
     body
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use careerctl::pumps::{run_queue_pump, BATCHES_PER_QUEUE};
+use careerctl::pumps::run_queue_pump;
+use careerctl::template::function;
 use tokio::task::JoinHandle;
 
 use crate::payloads::{batch, profile_record};
@@ -60,8 +61,8 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
         body,
         "Two users, each with one subscription: one receiver answers 200 at once, the other takes the connection \
          and never answers (the sender gives up after its 10 s timeout). One event every {} ms goes through \
-         `career_fanout::handle` onto the lanes, which the local pumps consume as `careerctl local` does (up to \
-         {BATCHES_PER_QUEUE} batches at a time per lane): every {EVERY}th to the healthy user ({HEALTHY} in all), \
+         `career_fanout::handle` onto the lanes, which the local pumps consume as `careerctl local` does (as many \
+         batches at a time per lane as the template's MaximumConcurrency): every {EVERY}th to the healthy user ({HEALTHY} in all), \
          the others ({HANGING}) to the user whose receiver hangs, starting while that subscription still counts \
          as healthy. The undisturbed run sends the same healthy events at the same ticks and nothing else. \
          Latency is from the fan-out call to the request's arrival at the receiver. {ROUNDS} rounds alternate \
@@ -149,11 +150,11 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
 /// Both lanes' pumps on the pipeline's queues, as `careerctl local` runs them.
 pub fn lane_pumps(pipeline: &Pipeline) -> Vec<JoinHandle<()>> {
     let mut pumps = Vec::new();
-    for queue in [pipeline.queues.delivery.clone(), pipeline.queues.retry.clone()] {
-        let deliver = career_service::deliver_instance(pipeline.settings());
-        pumps.push(tokio::spawn(async move {
-            run_queue_pump(career_service::sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
-        }));
+    let settings = pipeline.settings();
+    for lane in career_service::queue_sources(function::DELIVER, settings) {
+        let deliver = career_service::deliver_instance(settings);
+        let sqs = career_service::acting_as(function::DELIVER, settings, &career_service::clients()).sqs().clone();
+        pumps.push(tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await }));
     }
     pumps
 }

@@ -20,8 +20,10 @@ use career_core::secrets;
 use careerctl::admin::Admin;
 use careerctl::gateway::{lambda_request, ApiFunctions};
 use careerctl::services::Installed;
+use careerctl::iam::Roles;
+use careerctl::resources::QueueUrls;
 use careerctl::stack::LocalStack;
-use careerctl::tables::QueueUrls;
+use careerctl::template::Template;
 use lambda_http::http::{self, HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
@@ -35,11 +37,58 @@ pub struct Services {
     pub sink_url: String,
 }
 
+/// The functions' roles of every stack of this test binary, by its deliveries table: the
+/// functions a test makes act as their roles in the stack whose settings they take.
+static ROLES: std::sync::Mutex<Vec<(String, Roles, Template, careerctl::template::Resolver)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn register_roles(settings: &Settings, roles: Roles, template: Template, resolver: careerctl::template::Resolver) {
+    ROLES.lock().unwrap().push((settings.tables.deliveries.clone(), roles, template, resolver));
+}
+
+/// The roles of the stack whose tables `settings` name.
+#[track_caller]
+pub fn roles(settings: &Settings) -> Roles {
+    services(); // the base stack registers its roles when it starts
+    let registered = ROLES.lock().unwrap();
+    let found = registered.iter().find(|(table, ..)| *table == settings.tables.deliveries);
+    found.map(|(_, roles, ..)| roles.clone()).unwrap_or_else(|| panic!("no stack has the tables {:?}", settings.tables))
+}
+
+/// `clients` acting as the role of the template's function `function` in the stack whose
+/// tables `settings` name: every call they make is evaluated against that role.
+#[track_caller]
+pub fn acting_as(function: &str, settings: &Settings, clients: &AwsClients) -> AwsClients {
+    roles(settings).acting_as(function, clients)
+}
+
+/// The template's event sources of `function` in the stack whose tables `settings` name.
+pub fn queue_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::QueueSource> {
+    let registered = ROLES.lock().unwrap();
+    let (_, _, template, resolver) =
+        registered.iter().find(|(table, ..)| *table == settings.tables.deliveries).expect("a registered stack");
+    careerctl::event_sources::queue_sources(template, resolver, function).expect("the template's queue sources")
+}
+
+/// The template's stream sources of `function` in the stack whose tables `settings` name.
+pub fn stream_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::StreamSource> {
+    let registered = ROLES.lock().unwrap();
+    let (_, _, template, resolver) =
+        registered.iter().find(|(table, ..)| *table == settings.tables.deliveries).expect("a registered stack");
+    careerctl::event_sources::stream_sources(template, resolver, function).expect("the template's stream sources")
+}
+
+/// Where the functions of every test binary record the grants of their roles that they use
+/// (tests/iam_grants.rs), below the workspace.
+pub const GRANTS_DIR: &str = "target/iam-grants";
+
 /// The services of this test binary, started on first use. They run on a runtime of their
 /// own, so each `#[tokio::test]` runtime can come and go, and stop when the binary exits.
 pub fn services() -> &'static Services {
     static SERVICES: OnceLock<Services> = OnceLock::new();
     SERVICES.get_or_init(|| {
+        careerctl::iam::record_grants_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GRANTS_DIR))
+            .unwrap_or_else(|e| panic!("{e:#}"));
         let (ready, started) = mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Runtime::new().expect("a runtime for the services");
@@ -48,6 +97,7 @@ pub fn services() -> &'static Services {
                     .await
                     .unwrap_or_else(|e| panic!("starting the local services: {e:#}"));
                 let sink = receiver::Receiver::start(&[200], std::time::Duration::ZERO).await;
+                register_roles(&stack.settings, stack.roles.clone(), stack.template.clone(), stack.resolver.clone());
                 ready
                     .send(Services {
                         dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
@@ -100,7 +150,8 @@ pub fn base_settings() -> Settings {
 /// A fresh instance of the delivery function (new clients, connection pools and HTTP agent)
 /// on the test's DynamoDB Local, SQS emulator and KMS.
 pub fn deliver_instance(settings: &Settings) -> career_deliver::Deps {
-    career_deliver::Deps::new(&clients(), settings).expect("delivery settings")
+    let clients = acting_as(careerctl::template::function::DELIVER, settings, &clients());
+    career_deliver::Deps::new(&clients, settings).expect("delivery settings")
 }
 
 /// [`base_settings`] for functions whose KMS key and delivery queues lie at `unreachable`:
@@ -233,7 +284,7 @@ impl Api {
     /// The functions on the services that these clients talk to.
     pub fn on(clients: AwsClients, settings: Settings) -> Self {
         Api {
-            functions: ApiFunctions::new(&clients, &settings).expect("valid settings"),
+            functions: ApiFunctions::new(&roles(&settings), &clients, &settings).expect("valid settings"),
             admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()),
             settings,
         }

@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use career_core::config::{Settings, TableNames};
-use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
-use careerctl::tables::{create_queues, create_tables, QueueUrls};
+use careerctl::pumps::{run_queue_pump, run_stream_pump};
+use careerctl::resources::QueueUrls;
+use careerctl::template::{function, Template};
 use tokio::task::JoinHandle;
 
-use crate::{clients, dynamodb, services, sqs, streams, unique_user, Api};
+use crate::{acting_as, clients, services, sqs, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
@@ -31,23 +32,24 @@ impl Pipeline {
         settings.retry_base = Duration::from_millis(250);
         settings.max_delivery_attempts = 3;
         change(&mut settings);
-        create_tables(&dynamodb(), &settings.tables).await.expect("tables created");
-        let queues = create_queues(&sqs(), &prefix, settings.max_delivery_attempts).await.expect("queues created");
-        settings.delivery_queue_url = Some(queues.delivery.clone());
-        settings.retry_queue_url = Some(queues.retry.clone());
-        settings.dead_letter_queue_url = Some(queues.dead_letter.clone());
+        let template = Template::shipped();
+        let stack = prefix.trim_end_matches('-');
+        let (resolver, roles) = careerctl::stack::create_resources(&template, &clients(), stack, &mut settings)
+            .await
+            .expect("the template's tables and queues created");
+        let queues = QueueUrls::of(&resolver).expect("the template's queues");
+        crate::register_roles(&settings, roles, template, resolver);
 
         let mut pumps = Vec::new();
         if with_pumps {
-            let fanout = career_fanout::Deps::new(&clients(), &settings).expect("fan-out settings");
-            let tables = vec![settings.tables.profiles.clone(), settings.tables.assessments.clone()];
-            pumps
-                .push(tokio::spawn(async move { run_stream_pump(dynamodb(), streams(), tables, &fanout, None).await }));
-            for queue in [queues.delivery.clone(), queues.retry.clone()] {
+            let fanout_clients = acting_as(function::FANOUT, &settings, &clients());
+            let fanout = career_fanout::Deps::new(&fanout_clients, &settings).expect("fan-out settings");
+            let sources = crate::stream_sources(function::FANOUT, &settings);
+            pumps.push(tokio::spawn(async move { run_stream_pump(fanout_clients, sources, &fanout, None).await }));
+            for lane in crate::queue_sources(function::DELIVER, &settings) {
                 let deliver = crate::deliver_instance(&settings);
-                pumps.push(tokio::spawn(async move {
-                    run_queue_pump(sqs(), queue, &deliver, BATCHES_PER_QUEUE, std::future::pending()).await
-                }));
+                let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
+                pumps.push(tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await }));
             }
         }
         let api = Api::with_settings(|s| *s = settings);

@@ -10,24 +10,22 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ERROR_PAUSE;
+use crate::event_sources::QueueSource;
 use crate::sqs_batch::delete_entries;
 
-/// How many batches of one queue the local stack handles at once: what the template's
-/// `MaximumConcurrency` allows each of the delivery function's event source mappings.
-pub const BATCHES_PER_QUEUE: usize = 10;
-
-/// Receives from one delivery lane and hands each batch to the delivery handler, up to
-/// `concurrency` batches at a time, as Lambda's event source mapping does. Messages the
-/// handler does not report as failed are deleted; the others keep the visibility it set.
+/// Receives from one delivery lane, with the delivery function's role (its event source
+/// mapping does on AWS), and hands each batch to the delivery handler, up to the source's
+/// `MaximumConcurrency` batches at a time, as Lambda's event source mapping does. Messages
+/// the handler does not report as failed are deleted; the others keep the visibility it set.
 /// Once `stop` resolves it receives nothing more and returns when the batches in hand are
 /// done.
 pub async fn run_queue_pump(
     sqs: aws_sdk_sqs::Client,
-    queue_url: String,
+    source: QueueSource,
     deliver: &career_deliver::Deps,
-    concurrency: usize,
     stop: impl Future<Output = ()>,
 ) {
+    let QueueSource { queue_url, batch_size, maximum_concurrency: concurrency } = source;
     let mut stop = pin!(stop);
     let mut stopped = false;
     let mut in_hand = FuturesUnordered::new();
@@ -43,7 +41,7 @@ pub async fn run_queue_pump(
         }
         // Batches in hand go on while the next one is received; a receive is never dropped
         // half-way, as the messages it took would stay invisible.
-        let mut receiving = pin!(receive_batch(&sqs, &queue_url));
+        let mut receiving = pin!(receive_batch(&sqs, &queue_url, batch_size));
         let received = loop {
             tokio::select! {
                 received = &mut receiving => break received,
@@ -58,12 +56,12 @@ pub async fn run_queue_pump(
     while in_hand.next().await.is_some() {}
 }
 
-/// Up to ten messages, with every attribute Lambda passes on; `None` when there are none.
-async fn receive_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Option<SqsEvent> {
+/// Up to `batch_size` messages, with every attribute Lambda passes on; `None` when there are none.
+async fn receive_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str, batch_size: i32) -> Option<SqsEvent> {
     let received = sqs
         .receive_message()
         .queue_url(queue_url)
-        .max_number_of_messages(10)
+        .max_number_of_messages(batch_size)
         .wait_time_seconds(1)
         .message_system_attribute_names(MessageSystemAttributeName::All)
         .send()

@@ -8,10 +8,12 @@ use anyhow::Context;
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord, StreamRecord, StreamViewType};
 use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::ERROR_PAUSE;
+use crate::event_sources::{matches_pattern, StreamSource};
 
 /// How long the pump waits before reading again when the streams had nothing new.
 const IDLE_POLL: Duration = Duration::from_millis(200);
@@ -38,24 +40,29 @@ impl Checkpoints {
 }
 
 struct Shard {
-    stream_arn: String,
+    source: StreamSource,
     iterator: Option<String>,
+    /// How often the batch that starts at this sequence number failed so far.
+    failures: (String, u32),
 }
 
-/// Reads the streams of `tables` and hands each batch to the fan-out handler, resuming from
-/// a reported failure, until the task is dropped.
+/// Reads the `sources` streams with the fan-out function's `clients` (its role reads them on
+/// AWS too) and hands each batch of the records its filters pass to the fan-out handler. A
+/// batch that reports a failure is handed over again from the failed record, up to the
+/// source's retries; then its metadata goes to the source's on-failure queue and the pump
+/// moves past it. Runs until the task is dropped.
 pub async fn run_stream_pump(
-    dynamodb: aws_sdk_dynamodb::Client,
-    streams: aws_sdk_dynamodbstreams::Client,
-    tables: Vec<String>,
+    clients: AwsClients,
+    sources: Vec<StreamSource>,
     fanout: &career_fanout::Deps,
     checkpoint_file: Option<PathBuf>,
 ) {
+    let streams = aws_sdk_dynamodbstreams::Client::new(clients.sdk());
     let mut checkpoints = Checkpoints::load(checkpoint_file.as_ref());
     let mut shards: HashMap<String, Shard> = HashMap::new();
     let mut finished: Vec<String> = Vec::new();
     loop {
-        if let Err(err) = discover_shards(&dynamodb, &streams, &tables, &checkpoints, &finished, &mut shards).await {
+        if let Err(err) = discover_shards(&streams, &sources, &checkpoints, &finished, &mut shards).await {
             tracing::warn!(error = %format_args!("{err:#}"), "stream pump: listing shards failed");
             tokio::time::sleep(ERROR_PAUSE).await;
             continue;
@@ -63,7 +70,7 @@ pub async fn run_stream_pump(
         let mut busy = false;
         for (shard_id, shard) in shards.iter_mut() {
             let Some(iterator) = shard.iterator.take() else { continue };
-            let output = match streams.get_records().shard_iterator(&iterator).limit(100).send().await {
+            let output = match streams.get_records().shard_iterator(&iterator).limit(shard.source.batch_size).send().await {
                 Ok(output) => output,
                 Err(err) => {
                     tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
@@ -79,14 +86,24 @@ pub async fn run_stream_pump(
                 continue;
             }
             busy = true;
-            let batch = stream_event(&shard.stream_arn, records);
-            let failed_at = fan_out(fanout, batch, shard_id, &mut checkpoints, checkpoint_file.as_ref()).await;
-            if failed_at {
-                // Resume from the failed record, as Lambda does, after a pause.
-                shard.iterator = None;
-                finished.retain(|id| id != shard_id);
-                tokio::time::sleep(ERROR_PAUSE).await;
+            let batch = stream_event(&shard.source.stream_arn, records);
+            let Some(failed_at) = fan_out(fanout, &batch, shard_id, &shard.source.filters, &mut checkpoints).await else {
+                checkpoints.save(checkpoint_file.as_ref());
+                continue;
+            };
+            let failures = if shard.failures.0 == failed_at { shard.failures.1 + 1 } else { 1 };
+            shard.failures = (failed_at.clone(), failures);
+            if failures > shard.source.maximum_retry_attempts {
+                give_up(clients.sqs(), &shard.source, shard_id, &batch, &failed_at).await;
+                let last = batch.records.last().and_then(|r| r.change.sequence_number.clone());
+                checkpoints.after_sequence.insert(shard_id.clone(), last.unwrap_or(failed_at));
             }
+            checkpoints.save(checkpoint_file.as_ref());
+            // Resume from the failed record (or past the batch given up), as Lambda does,
+            // after a pause.
+            shard.iterator = None;
+            finished.retain(|id| id != shard_id);
+            tokio::time::sleep(ERROR_PAUSE).await;
         }
         shards.retain(|id, shard| shard.iterator.is_some() || !finished.contains(id));
         if !busy {
@@ -95,17 +112,28 @@ pub async fn run_stream_pump(
     }
 }
 
-/// Hands one shard's batch to the fan-out handler and checkpoints the records before the
-/// first it reports as failed; `true` when it reported one.
+/// Hands the records of one shard's batch that the filters pass to the fan-out handler (a
+/// batch that none passes is not handed over), and checkpoints the records before the first
+/// it reports as failed; that record's sequence number when it reported one.
 async fn fan_out(
     fanout: &career_fanout::Deps,
-    batch: StreamEvent,
+    batch: &StreamEvent,
     shard_id: &str,
+    filters: &[serde_json::Value],
     checkpoints: &mut Checkpoints,
-    checkpoint_file: Option<&PathBuf>,
-) -> bool {
-    let response = career_fanout::handle(fanout, batch.clone()).await;
-    let failed_at = response.batch_item_failures.first().and_then(|f| f.item_identifier.clone());
+) -> Option<String> {
+    let passes = |record: &EventRecord| {
+        let record = serde_json::to_value(record).expect("a stream record serializes");
+        filters.is_empty() || filters.iter().any(|pattern| matches_pattern(pattern, &record))
+    };
+    let mut filtered = batch.clone();
+    filtered.records.retain(passes);
+    let failed_at = if filtered.records.is_empty() {
+        None
+    } else {
+        let response = career_fanout::handle(fanout, filtered).await;
+        response.batch_item_failures.first().and_then(|f| f.item_identifier.clone())
+    };
     let done = batch
         .records
         .iter()
@@ -114,16 +142,33 @@ async fn fan_out(
         .last();
     if let Some(sequence) = done {
         checkpoints.after_sequence.insert(shard_id.to_owned(), sequence);
-        checkpoints.save(checkpoint_file);
     }
-    failed_at.is_some()
+    failed_at
+}
+
+/// Sends what Lambda's on-failure destination gets for a batch that ran out of retries (with
+/// the function's role, as Lambda does), and logs it.
+async fn give_up(sqs: &aws_sdk_sqs::Client, source: &StreamSource, shard_id: &str, batch: &StreamEvent, from: &str) {
+    let last = batch.records.last().and_then(|r| r.change.sequence_number.clone()).unwrap_or_default();
+    let record = serde_json::json!({
+        "requestContext": {"condition": "RetryAttemptsExhausted", "approximateInvokeCount": source.maximum_retry_attempts + 1},
+        "timestamp": Timestamp::now(),
+        "DDBStreamBatchInfo": {
+            "shardId": shard_id, "startSequenceNumber": from, "endSequenceNumber": last,
+            "batchSize": batch.records.len(), "streamArn": source.stream_arn,
+        },
+    });
+    tracing::error!(stream = %source.stream_arn, shard = shard_id, from, "stream pump: a batch ran out of retries");
+    let Some(queue) = &source.on_failure else { return };
+    if let Err(err) = sqs.send_message().queue_url(queue).message_body(record.to_string()).send().await {
+        tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(err), "stream pump: the on-failure destination refused the batch's record");
+    }
 }
 
 /// Opens an iterator for every shard that has none: after its checkpoint, or from the start.
 async fn discover_shards(
-    dynamodb: &aws_sdk_dynamodb::Client,
     streams: &aws_sdk_dynamodbstreams::Client,
-    tables: &[String],
+    sources: &[StreamSource],
     checkpoints: &Checkpoints,
     finished: &[String],
     shards: &mut HashMap<String, Shard>,
@@ -131,16 +176,15 @@ async fn discover_shards(
     if shards.values().all(|shard| shard.iterator.is_some()) && !shards.is_empty() {
         return Ok(());
     }
-    for table in tables {
-        let described = dynamodb.describe_table().table_name(table).send().await.context("describing a table")?;
-        let Some(stream_arn) = described.table.and_then(|t| t.latest_stream_arn) else { continue };
-        let stream = streams.describe_stream().stream_arn(&stream_arn).send().await.context("describing a stream")?;
+    for source in sources {
+        let stream_arn = &source.stream_arn;
+        let stream = streams.describe_stream().stream_arn(stream_arn).send().await.context("describing a stream")?;
         let listed = stream.stream_description.and_then(|d| d.shards).unwrap_or_default();
         for shard_id in listed.into_iter().filter_map(|s| s.shard_id) {
             if finished.contains(&shard_id) || shards.get(&shard_id).is_some_and(|s| s.iterator.is_some()) {
                 continue;
             }
-            let request = streams.get_shard_iterator().stream_arn(&stream_arn).shard_id(&shard_id);
+            let request = streams.get_shard_iterator().stream_arn(stream_arn).shard_id(&shard_id);
             let request = match checkpoints.after_sequence.get(&shard_id) {
                 Some(sequence) => {
                     request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(sequence)
@@ -148,7 +192,8 @@ async fn discover_shards(
                 None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
             };
             let iterator = request.send().await.context("opening a shard")?.shard_iterator;
-            shards.insert(shard_id, Shard { stream_arn: stream_arn.clone(), iterator });
+            let failures = shards.remove(&shard_id).map(|s| s.failures).unwrap_or_default();
+            shards.insert(shard_id, Shard { source: source.clone(), iterator, failures });
         }
     }
     Ok(())

@@ -1,0 +1,465 @@
+//! IAM as the local stack enforces it: each function's AWS clients act as that function's
+//! role from template.yaml, and every call they make is evaluated against the role's policy
+//! before it reaches DynamoDB Local or moto. A call the role does not allow is answered as
+//! AWS answers it (400 `AccessDeniedException`), so the function takes its own error path,
+//! and the stack logs one line naming the function, the action and the resource.
+//!
+//! Emulation only, like DynamoDB Local: it lives in the local stack's HTTP client (see
+//! [`enforcing`]), never in the functions' deployed path. The identity travels as on AWS, in
+//! the request's signature: each role has access keys of its own ([`Roles::acting_as`]);
+//! calls signed with the stack's own keys (careerctl's operator commands, a test's setup)
+//! are not evaluated.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+
+use anyhow::Context;
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_smithy_runtime_api::client::http::{
+    http_client_fn, HttpClient, HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use career_core::aws::AwsClients;
+use serde_json::Value as Json;
+use serde_yaml::Value;
+
+use crate::template::{scalar, Resolver, Template, ACCOUNT};
+
+/// One statement of a role's policy, resolved to the local resources.
+#[derive(Clone, Debug)]
+pub struct Statement {
+    pub sid: String,
+    allow: bool,
+    actions: Vec<String>,
+    resources: Vec<String>,
+    /// `(operator, condition key, values)`.
+    conditions: Vec<(String, String, Vec<String>)>,
+}
+
+/// A function's role: its policy statements and the function it runs.
+#[derive(Debug)]
+pub struct Role {
+    /// The function's logical id in the template.
+    pub function: String,
+    pub role: String,
+    pub statements: Vec<Statement>,
+}
+
+/// One AWS call as IAM sees it: an action on a resource, with the condition keys it sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub action: String,
+    pub resource: String,
+    pub context: Vec<(String, String)>,
+}
+
+/// What a role's statement allowed: `(function, statement id, action)`.
+pub type Grant = (String, String, String);
+
+/// A refused call: `(function, action, resource)`.
+pub type Denial = (String, String, String);
+
+/// The roles known to the local stacks of this process, by access key id, and what each
+/// allowed and refused so far.
+#[derive(Default)]
+struct Registry {
+    roles: RwLock<HashMap<String, Arc<Role>>>,
+    used: Mutex<BTreeSet<Grant>>,
+    denied: Mutex<Vec<Denial>>,
+}
+
+static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::default);
+
+/// Where each grant is also written when first used (see [`record_grants_in`]).
+static GRANTS_FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Writes every grant this process uses, when first used, as a line `function, statement id,
+/// action` (tab-separated) to a file of its own in `dir`, so that grants used by all the test
+/// binaries can be put together (tests/iam_grants.rs).
+pub fn record_grants_in(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _ = GRANTS_FILE.set(dir.join(format!("{}.tsv", std::process::id())));
+    Ok(())
+}
+
+/// The grants written to the files of `dir` by [`record_grants_in`].
+pub fn recorded_grants(dir: &std::path::Path) -> anyhow::Result<BTreeSet<Grant>> {
+    let mut grants = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        for line in text.lines() {
+            let mut fields = line.split('\t').map(str::to_owned);
+            if let (Some(function), Some(sid), Some(action)) = (fields.next(), fields.next(), fields.next()) {
+                grants.insert((function, sid, action));
+            }
+        }
+    }
+    Ok(grants)
+}
+
+/// The roles of one local stack's functions.
+#[derive(Clone, Debug, Default)]
+pub struct Roles {
+    /// function logical id → access key id.
+    keys: HashMap<String, String>,
+}
+
+impl Roles {
+    /// Reads every function's role from `template`, resolved to this stack's resources.
+    pub fn of(template: &Template, resolver: &Resolver) -> anyhow::Result<Self> {
+        static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+        let mut keys = HashMap::new();
+        for function in template.resources_of("AWS::Serverless::Function") {
+            let role_ref = function.property("Role").context("a function without a role")?;
+            let role_id = match role_ref {
+                Value::Tagged(tagged) => tagged.value.as_str().and_then(|v| v.split('.').next()),
+                _ => None,
+            };
+            let role_id = role_id.with_context(|| format!("{}: Role is not !GetAtt <role>.Arn", function.logical_id))?;
+            let statements = role_statements(template, resolver, role_id)?;
+            let role =
+                Role { function: function.logical_id.to_owned(), role: role_id.to_owned(), statements };
+            // DynamoDB Local takes access keys of letters and digits only.
+            let key = format!("LOCALROLE{:010}", NEXT_KEY.fetch_add(1, Ordering::Relaxed));
+            REGISTRY.roles.write().expect("registry").insert(key.clone(), Arc::new(role));
+            keys.insert(function.logical_id.to_owned(), key);
+        }
+        Ok(Roles { keys })
+    }
+
+    /// `clients` acting as the role of the template's function `function` (its logical id):
+    /// every call they make is evaluated against that role.
+    pub fn acting_as(&self, function: &str, clients: &AwsClients) -> AwsClients {
+        let key = self.keys.get(function).unwrap_or_else(|| panic!("template.yaml has no function {function}"));
+        let credentials = Credentials::new(key.clone(), "local", None, None, "local stack role");
+        clients.with_credentials(SharedCredentialsProvider::new(credentials))
+    }
+}
+
+/// Every grant `template` declares: `(function, statement id, action)` for each action of each
+/// statement of each function's role, with the statement's comment lines in the template
+/// (the lines just above its `- Sid:`), which explain a grant that no test exercises.
+pub fn declared_grants(template_text: &str) -> anyhow::Result<Vec<(Grant, String)>> {
+    let template = Template::parse(template_text)?;
+    let lines: Vec<&str> = template_text.lines().collect();
+    let mut declared = Vec::new();
+    for function in template.resources_of("AWS::Serverless::Function") {
+        let role_id = match function.property("Role") {
+            Some(Value::Tagged(tagged)) => tagged.value.as_str().and_then(|v| v.split('.').next()).map(str::to_owned),
+            _ => None,
+        };
+        let role_id = role_id.with_context(|| format!("{}: no role", function.logical_id))?;
+        let role_line = lines.iter().position(|l| l.trim_end() == format!("  {role_id}:")).unwrap_or_default();
+        let role = template.resource(&role_id)?;
+        let policies = role.property("Policies").and_then(Value::as_sequence).into_iter().flatten();
+        for statement in policies.filter_map(|p| p.get("PolicyDocument")?.get("Statement")?.as_sequence()).flatten() {
+            let statement = statement_of(statement)?;
+            let sid_line = (role_line..lines.len()).find(|&i| lines[i].trim() == format!("- Sid: {}", statement.sid));
+            let comment: Vec<&str> = sid_line
+                .map(|at| lines[..at].iter().rev().take_while(|l| l.trim_start().starts_with('#')).copied().collect())
+                .unwrap_or_default();
+            let comment = comment.iter().rev().map(|l| l.trim().trim_start_matches('#').trim()).collect::<Vec<_>>();
+            for action in &statement.actions {
+                let grant = (function.logical_id.to_owned(), statement.sid.clone(), action.clone());
+                declared.push((grant, comment.join(" ")));
+            }
+        }
+    }
+    Ok(declared)
+}
+
+fn role_statements(template: &Template, resolver: &Resolver, role_id: &str) -> anyhow::Result<Vec<Statement>> {
+    let role = template.resource(role_id)?;
+    let policies = resolver.resolve(role.property("Policies").context("a role without inline policies")?)?;
+    let mut statements = Vec::new();
+    for policy in policies.as_sequence().into_iter().flatten() {
+        let listed = policy.get("PolicyDocument").and_then(|d| d.get("Statement")).and_then(Value::as_sequence);
+        for statement in listed.into_iter().flatten() {
+            statements.push(statement_of(statement).with_context(|| format!("a statement of {role_id}"))?);
+        }
+    }
+    Ok(statements)
+}
+
+fn list(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::Sequence(items)) => items.iter().filter_map(scalar).collect(),
+        Some(other) => scalar(other).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+fn statement_of(statement: &Value) -> anyhow::Result<Statement> {
+    let mut conditions = Vec::new();
+    for (operator, keys) in statement.get("Condition").and_then(Value::as_mapping).into_iter().flatten() {
+        for (key, values) in keys.as_mapping().into_iter().flatten() {
+            let (operator, key) = (scalar(operator).unwrap_or_default(), scalar(key).unwrap_or_default());
+            conditions.push((operator, key, list(Some(values))));
+        }
+    }
+    Ok(Statement {
+        sid: statement.get("Sid").and_then(scalar).unwrap_or_default(),
+        allow: statement.get("Effect").and_then(Value::as_str) == Some("Allow"),
+        actions: list(statement.get("Action")),
+        resources: list(statement.get("Resource")),
+        conditions,
+    })
+}
+
+/// IAM's wildcards: `*` any run of characters, `?` one.
+fn matches(pattern: &str, text: &str) -> bool {
+    fn go(p: &[u8], t: &[u8]) -> bool {
+        match (p.first(), t.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &t[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), text.as_bytes())
+}
+
+impl Statement {
+    fn applies(&self, call: &Call) -> bool {
+        let action = call.action.to_ascii_lowercase();
+        self.actions.iter().any(|a| matches(&a.to_ascii_lowercase(), &action))
+            && self.resources.iter().any(|r| matches(r, &call.resource))
+            && self.conditions.iter().all(|(operator, key, values)| {
+                let present = call.context.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v);
+                match operator.as_str() {
+                    "StringEquals" => present.is_some_and(|v| values.contains(v)),
+                    "StringLike" => present.is_some_and(|v| values.iter().any(|p| matches(p, v))),
+                    // An operator this evaluator does not know never matches: refused, not allowed.
+                    _ => false,
+                }
+            })
+    }
+}
+
+impl Role {
+    /// The statement that allows `call`, or `None` when the role refuses it (no statement
+    /// allows it, or one denies it).
+    pub fn allows(&self, call: &Call) -> Option<&Statement> {
+        if self.statements.iter().any(|s| !s.allow && s.applies(call)) {
+            return None;
+        }
+        self.statements.iter().find(|s| s.allow && s.applies(call))
+    }
+}
+
+/// The calls an AWS request makes, as IAM authorizes them: one per item of a transaction,
+/// one per table of a batch. `None` for a request this emulation does not know (it is then
+/// refused).
+pub fn calls_of(target: &str, body: &Json) -> Option<Vec<Call>> {
+    let (service, operation) = target.split_once('.')?;
+    let text = |name: &str| body.get(name).and_then(Json::as_str);
+    let table = |name: &str| format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION);
+    let call = |action: String, resource: String| Call { action, resource, context: Vec::new() };
+    Some(match service {
+        "DynamoDB_20120810" => {
+            let action = format!("dynamodb:{operation}");
+            match operation {
+                "BatchWriteItem" | "BatchGetItem" => {
+                    let tables = body.get("RequestItems")?.as_object()?;
+                    tables.keys().map(|name| call(action.clone(), table(name))).collect()
+                }
+                "TransactWriteItems" | "TransactGetItems" => body
+                    .get("TransactItems")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|item| {
+                        let (kind, request) = item.as_object()?.iter().next()?;
+                        let action = match kind.as_str() {
+                            "ConditionCheck" => "ConditionCheckItem".to_owned(),
+                            "Get" | "Put" | "Update" | "Delete" => format!("{kind}Item"),
+                            _ => return None,
+                        };
+                        Some(call(format!("dynamodb:{action}"), table(request.get("TableName")?.as_str()?)))
+                    })
+                    .collect(),
+                "ListTables" => vec![call(action, "*".to_owned())],
+                _ => {
+                    let mut resource = table(text("TableName")?);
+                    if let Some(index) = text("IndexName") {
+                        resource = format!("{resource}/index/{index}");
+                    }
+                    vec![call(action, resource)]
+                }
+            }
+        }
+        "DynamoDBStreams_20120810" => {
+            let stream = match operation {
+                "ListStreams" => "*".to_owned(),
+                // An iterator names its stream before the first `|`, as DynamoDB's do.
+                "GetRecords" => text("ShardIterator")?.split('|').next()?.to_owned(),
+                _ => text("StreamArn")?.to_owned(),
+            };
+            vec![call(format!("dynamodb:{operation}"), stream)]
+        }
+        "AmazonSQS" => {
+            let action = operation.strip_suffix("Batch").unwrap_or(operation);
+            let queue = match text("QueueUrl") {
+                Some(url) => url.rsplit('/').next()?.to_owned(),
+                None => text("QueueName")?.to_owned(),
+            };
+            vec![call(format!("sqs:{action}"), format!("arn:aws:sqs:{}:{ACCOUNT}:{queue}", crate::stack::REGION))]
+        }
+        "TrentService" => {
+            let key = text("KeyId")?;
+            let resource = if key.starts_with("arn:") {
+                key.to_owned()
+            } else {
+                format!("arn:aws:kms:{}:{ACCOUNT}:key/{key}", crate::stack::REGION)
+            };
+            let context = body.get("EncryptionContext").and_then(Json::as_object).into_iter().flatten();
+            let context = context
+                .filter_map(|(k, v)| Some((format!("kms:EncryptionContext:{k}"), v.as_str()?.to_owned())))
+                .collect();
+            vec![Call { action: format!("kms:{operation}"), resource, context }]
+        }
+        _ => return None,
+    })
+}
+
+/// The access key id a signed request carries (`Credential=<key>/<date>/…`).
+fn access_key(request: &HttpRequest) -> Option<&str> {
+    let authorization = request.headers().get("authorization")?;
+    authorization.split("Credential=").nth(1)?.split('/').next()
+}
+
+/// Evaluates `request` if it is signed by a role's keys: `Err` with AWS's answer when the role
+/// refuses it.
+fn evaluate(request: &HttpRequest) -> Result<(), HttpResponse> {
+    let Some(role) = access_key(request).and_then(|key| REGISTRY.roles.read().expect("registry").get(key).cloned())
+    else {
+        return Ok(());
+    };
+    let target = request.headers().get("x-amz-target").unwrap_or_default();
+    let body: Json = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Json::Null);
+    let Some(calls) = calls_of(target, &body) else {
+        return Err(refuse(&role, &Call { action: target.to_owned(), resource: "?".to_owned(), context: Vec::new() }));
+    };
+    for call in &calls {
+        match role.allows(call) {
+            Some(statement) => {
+                let grant = (role.function.clone(), statement.sid.clone(), call.action.clone());
+                let line = format!("{}\t{}\t{}\n", grant.0, grant.1, grant.2);
+                if REGISTRY.used.lock().expect("registry").insert(grant) {
+                    if let Some(path) = GRANTS_FILE.get() {
+                        use std::io::Write;
+                        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+                        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+                    }
+                }
+            }
+            None => return Err(refuse(&role, call)),
+        }
+    }
+    Ok(())
+}
+
+fn refuse(role: &Role, call: &Call) -> HttpResponse {
+    let Call { action, resource, .. } = call;
+    eprintln!("==> AccessDenied: {} called {action} on {resource}, which its role in template.yaml does not allow", role.function);
+    let denial = (role.function.clone(), action.clone(), resource.clone());
+    REGISTRY.denied.lock().expect("registry").push(denial);
+    let message = format!(
+        "User: arn:aws:sts::{ACCOUNT}:assumed-role/{}/{} is not authorized to perform: {action} on resource: \
+         {resource} because no identity-based policy allows the {action} action",
+        role.role, role.function
+    );
+    let body = serde_json::json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": message});
+    let mut response = HttpResponse::new(StatusCode::try_from(400).expect("a status"), SdkBody::from(body.to_string()));
+    response.headers_mut().insert("content-type", "application/x-amz-json-1.0");
+    response.headers_mut().insert("x-amzn-errortype", "AccessDeniedException");
+    response.headers_mut().insert("x-amzn-query-error", "AccessDenied;Sender");
+    response
+}
+
+/// `inner`, with every request evaluated first against the role whose keys signed it.
+pub fn enforcing(inner: SharedHttpClient) -> SharedHttpClient {
+    http_client_fn(move |settings, components| {
+        SharedHttpConnector::new(Enforcing(inner.http_connector(settings, components)))
+    })
+}
+
+#[derive(Debug)]
+struct Enforcing(SharedHttpConnector);
+
+impl HttpConnector for Enforcing {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        match evaluate(&request) {
+            Ok(()) => self.0.call(request),
+            Err(refused) => HttpConnectorFuture::ready(Ok(refused)),
+        }
+    }
+}
+
+/// Every grant a role used in this process so far.
+pub fn grants_used() -> BTreeSet<Grant> {
+    REGISTRY.used.lock().expect("registry").clone()
+}
+
+/// Every call refused in this process so far.
+pub fn denials() -> Vec<Denial> {
+    REGISTRY.denied.lock().expect("registry").clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(statements: &str) -> Role {
+        let statements: Value = serde_yaml::from_str(statements).unwrap();
+        let statements = statements.as_sequence().unwrap().iter().map(|s| statement_of(s).unwrap()).collect();
+        Role { function: "F".into(), role: "R".into(), statements }
+    }
+
+    fn call(action: &str, resource: &str) -> Call {
+        Call { action: action.into(), resource: resource.into(), context: Vec::new() }
+    }
+
+    #[test]
+    fn an_action_is_allowed_only_on_the_resources_its_statement_names() {
+        let role = role("[{Sid: Records, Effect: Allow, Action: [dynamodb:PutItem], Resource: 'arn:t/deliveries'}]");
+        assert_eq!(role.allows(&call("dynamodb:PutItem", "arn:t/deliveries")).map(|s| s.sid.as_str()), Some("Records"));
+        assert!(role.allows(&call("dynamodb:PutItem", "arn:t/deliveries/index/byDue")).is_none());
+        assert!(role.allows(&call("dynamodb:UpdateItem", "arn:t/deliveries")).is_none());
+        assert!(role.allows(&call("dynamodb:PutItem", "arn:t/webhooks")).is_none());
+    }
+
+    #[test]
+    fn wildcards_deny_and_conditions_are_evaluated() {
+        let role = role(
+            "[{Effect: Allow, Action: 'kms:*', Resource: '*', Condition: {StringEquals: {'kms:EncryptionContext:purpose': webhook-secrets}}},
+              {Effect: Deny, Action: kms:GenerateDataKey, Resource: 'arn:k/2'}]",
+        );
+        let mut decrypt = call("kms:Decrypt", "arn:k/1");
+        assert!(role.allows(&decrypt).is_none(), "no encryption context");
+        decrypt.context.push(("kms:EncryptionContext:purpose".into(), "webhook-secrets".into()));
+        assert!(role.allows(&decrypt).is_some());
+        let generate = Call { action: "kms:GenerateDataKey".into(), resource: "arn:k/2".into(), ..decrypt.clone() };
+        assert!(role.allows(&generate).is_none(), "an explicit deny wins");
+        assert!(matches("arn:l:log-group:/aws/lambda/x:*", "arn:l:log-group:/aws/lambda/x:log-stream:1"));
+        assert!(!matches("a?c", "ac"));
+    }
+
+    #[test]
+    fn requests_become_the_calls_iam_authorizes() {
+        let transact = serde_json::json!({"TransactItems": [
+            {"Put": {"TableName": "d"}}, {"ConditionCheck": {"TableName": "w"}}]});
+        let calls = calls_of("DynamoDB_20120810.TransactWriteItems", &transact).unwrap();
+        let actions: Vec<_> = calls.iter().map(|c| (c.action.as_str(), c.resource.rsplit('/').next().unwrap())).collect();
+        assert_eq!(actions, [("dynamodb:PutItem", "d"), ("dynamodb:ConditionCheckItem", "w")]);
+        let query = serde_json::json!({"TableName": "d", "IndexName": "byDue"});
+        assert!(calls_of("DynamoDB_20120810.Query", &query).unwrap()[0].resource.ends_with("table/d/index/byDue"));
+        let batch = serde_json::json!({"QueueUrl": "http://127.0.0.1:1/123456789012/q.fifo", "Entries": []});
+        let sqs = &calls_of("AmazonSQS.SendMessageBatch", &batch).unwrap()[0];
+        assert_eq!((sqs.action.as_str(), sqs.resource.as_str()), ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo"));
+        assert!(calls_of("AWSLambda.Invoke", &Json::Null).is_none());
+    }
+}

@@ -1,0 +1,443 @@
+//! The template's tables, queues and KMS key made on the emulators, as CloudFormation makes
+//! them on AWS: every property the template gives passes on, so a setting added to the
+//! template exists in the local stack with no other change, and one the local stack cannot
+//! make is an error rather than silently dropped. What comes back is the [`Resolver`] that
+//! resolves the rest of the template (roles, environments, event sources) to these resources.
+
+use std::collections::HashMap;
+
+use anyhow::{bail, Context};
+use aws_sdk_dynamodb::types as ddb;
+use aws_sdk_dynamodb::Client as DynamoDb;
+use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_sqs::Client as Sqs;
+use career_core::aws::AwsClients;
+use career_core::config::TableNames;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use crate::template::{scalar, Physical, Resolver, Template, ACCOUNT};
+
+/// The delivery lanes (career_core::queue) and their dead-letter queues.
+#[derive(Clone, Debug, Default)]
+pub struct QueueUrls {
+    /// The main lane: FIFO, one message group per subscription.
+    pub delivery: String,
+    /// The retry lane.
+    pub retry: String,
+    /// Where a delivery goes after its last attempt.
+    pub dead_letter: String,
+    /// The main lane's own dead-letter queue (SQS wants a FIFO one for a FIFO queue): only
+    /// messages the delivery function could not process at all land there.
+    pub delivery_dead_letter: String,
+    /// The stream event sources' on-failure destination.
+    pub stream_failures: String,
+}
+
+impl QueueUrls {
+    /// The template's queues, by logical id, in a stack the resolver describes.
+    pub fn of(resolver: &Resolver) -> anyhow::Result<Self> {
+        let url = |id: &str| resolver.resources.get(id).map(|q| q.reference.clone()).context(format!("no queue {id}"));
+        Ok(QueueUrls {
+            delivery: url("DeliveryQueue")?,
+            retry: url("DeliveryRetryQueue")?,
+            dead_letter: url("DeliveryDeadLetterQueue")?,
+            delivery_dead_letter: url("DeliveryMainLaneDeadLetterQueue")?,
+            stream_failures: url("StreamFailuresQueue")?,
+        })
+    }
+
+    /// Every queue: `(what it is, for people, URL)`.
+    pub fn all(&self) -> [(&'static str, &str); 5] {
+        [
+            ("main lane", &self.delivery),
+            ("retry lane", &self.retry),
+            ("dead letters", &self.dead_letter),
+            ("main lane dead letters", &self.delivery_dead_letter),
+            ("stream failures", &self.stream_failures),
+        ]
+    }
+}
+
+/// Makes every table, queue and KMS key of `template` that does not exist yet, for the stack
+/// `stack_name` whose tables are `tables`, with the operator's `clients` (no function's role).
+pub async fn create_stack(
+    template: &Template,
+    clients: &AwsClients,
+    stack_name: &str,
+    tables: &TableNames,
+    parameters: HashMap<String, String>,
+) -> anyhow::Result<Resolver> {
+    let mut resolver = Resolver {
+        stack_name: stack_name.to_owned(),
+        region: crate::stack::REGION.to_owned(),
+        parameters: template.parameter_defaults().into_iter().chain(parameters).collect(),
+        resources: HashMap::new(),
+    };
+    for (logical_id, table) in create_tables(template, clients.dynamodb(), tables).await?.1 {
+        resolver.resources.insert(logical_id, table);
+    }
+    for key in template.resources_of("AWS::KMS::Key") {
+        let physical = create_kms_key(clients.kms()).await?;
+        resolver.resources.insert(key.logical_id.to_owned(), physical);
+    }
+    for resource in template.resources() {
+        let physical = match resource.kind {
+            "AWS::Logs::LogGroup" => {
+                let name = resolver.text(resource.property("LogGroupName").context("a log group's name")?)?;
+                named(name.clone(), format!("arn:aws:logs:{}:{ACCOUNT}:log-group:{name}:*", resolver.region))
+            }
+            "AWS::SecretsManager::Secret" | "AWS::SNS::Topic" | "AWS::IAM::Role" => {
+                let service = resource.kind.split("::").nth(1).unwrap_or_default().to_lowercase();
+                let name = format!("{stack_name}-{}", resource.logical_id);
+                let arn = format!("arn:aws:{service}:{}:{ACCOUNT}:{name}", resolver.region);
+                named(arn.clone(), arn)
+            }
+            _ => continue,
+        };
+        resolver.resources.insert(resource.logical_id.to_owned(), physical);
+    }
+    create_queues(template, clients.sqs(), &mut resolver).await?;
+    Ok(resolver)
+}
+
+fn named(reference: String, arn: String) -> Physical {
+    Physical { reference, attributes: [("Arn".to_owned(), arn)].into() }
+}
+
+/// A table's properties as the template gives them. Those the emulator has no part of
+/// (backups, encryption at rest) are read and left; any other is an error until the local
+/// stack makes it.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct TableProperties {
+    billing_mode: Option<String>,
+    attribute_definitions: Vec<AttributeDefinition>,
+    key_schema: Vec<KeyElement>,
+    #[serde(default)]
+    local_secondary_indexes: Vec<Index>,
+    #[serde(default)]
+    global_secondary_indexes: Vec<Index>,
+    stream_specification: Option<StreamSpecification>,
+    time_to_live_specification: Option<TimeToLive>,
+    #[serde(rename = "PointInTimeRecoverySpecification")]
+    _backups: Option<IgnoredAny>,
+    #[serde(rename = "SSESpecification")]
+    _encryption: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct AttributeDefinition {
+    attribute_name: String,
+    attribute_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct KeyElement {
+    attribute_name: String,
+    key_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct Index {
+    index_name: String,
+    key_schema: Vec<KeyElement>,
+    projection: Projection,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct Projection {
+    projection_type: String,
+    #[serde(default)]
+    non_key_attributes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct StreamSpecification {
+    stream_view_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct TimeToLive {
+    attribute_name: String,
+    enabled: bool,
+}
+
+impl KeyElement {
+    fn sdk(&self) -> ddb::KeySchemaElement {
+        ddb::KeySchemaElement::builder()
+            .attribute_name(&self.attribute_name)
+            .key_type(ddb::KeyType::from(self.key_type.as_str()))
+            .build()
+            .expect("complete")
+    }
+}
+
+impl Projection {
+    fn sdk(&self) -> ddb::Projection {
+        let attributes = Some(self.non_key_attributes.clone()).filter(|a| !a.is_empty());
+        ddb::Projection::builder()
+            .projection_type(ddb::ProjectionType::from(self.projection_type.as_str()))
+            .set_non_key_attributes(attributes)
+            .build()
+    }
+}
+
+impl Index {
+    fn keys(&self) -> Vec<ddb::KeySchemaElement> {
+        self.key_schema.iter().map(KeyElement::sdk).collect()
+    }
+
+    fn global(&self) -> ddb::GlobalSecondaryIndex {
+        ddb::GlobalSecondaryIndex::builder()
+            .index_name(&self.index_name)
+            .set_key_schema(Some(self.keys()))
+            .projection(self.projection.sdk())
+            .build()
+            .expect("complete")
+    }
+
+    fn local(&self) -> ddb::LocalSecondaryIndex {
+        ddb::LocalSecondaryIndex::builder()
+            .index_name(&self.index_name)
+            .set_key_schema(Some(self.keys()))
+            .projection(self.projection.sdk())
+            .build()
+            .expect("complete")
+    }
+}
+
+impl TableProperties {
+    fn attribute_definitions(&self, used_by: &[&KeyElement]) -> Vec<ddb::AttributeDefinition> {
+        let used = |name: &str| used_by.iter().any(|key| key.attribute_name == name);
+        (self.attribute_definitions.iter().filter(|a| used(&a.attribute_name)))
+            .map(|a| {
+                ddb::AttributeDefinition::builder()
+                    .attribute_name(&a.attribute_name)
+                    .attribute_type(ddb::ScalarAttributeType::from(a.attribute_type.as_str()))
+                    .build()
+                    .expect("complete")
+            })
+            .collect()
+    }
+
+    fn all_keys(&self) -> Vec<&KeyElement> {
+        let indexes = self.local_secondary_indexes.iter().chain(&self.global_secondary_indexes);
+        self.key_schema.iter().chain(indexes.flat_map(|i| &i.key_schema)).collect()
+    }
+}
+
+/// The local name of the template's table `logical_id`: the entry of `tables` (the one list
+/// of table names, config.rs) whose name ends in the logical id in kebab case without
+/// "Table" (`ApiKeysTable` → `…api-keys`).
+fn table_name<'a>(logical_id: &str, tables: &'a TableNames) -> anyhow::Result<&'a str> {
+    let stem = logical_id.strip_suffix("Table").unwrap_or(logical_id);
+    let mut kebab = String::new();
+    for (i, c) in stem.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            kebab.push('-');
+        }
+        kebab.push(c.to_ascii_lowercase());
+    }
+    let bare = TableNames::with_prefix("");
+    let position = bare.all().iter().position(|(_, name)| *name == kebab);
+    position.map(|i| tables.all()[i].1).with_context(|| {
+        format!("the template's table {logical_id} has no name in career_core::config::TableNames ({kebab})")
+    })
+}
+
+/// Makes the template's tables that do not exist yet, and the global indexes that tables kept
+/// from an older version lack. Returns the names it created, and each table's `Ref` and
+/// attributes by logical id.
+pub async fn create_tables(
+    template: &Template,
+    dynamodb: &DynamoDb,
+    tables: &TableNames,
+) -> anyhow::Result<(Vec<String>, Vec<(String, Physical)>)> {
+    let existing = dynamodb.list_tables().limit(100).send().await.context("listing tables")?;
+    let existing = existing.table_names.unwrap_or_default();
+    let (mut created, mut physical) = (Vec::new(), Vec::new());
+    let no_parameters = Resolver::default();
+    for table in template.resources_of("AWS::DynamoDB::Table") {
+        let name = table_name(table.logical_id, tables)?;
+        let properties = table.properties.cloned().unwrap_or_default();
+        let properties = no_parameters.resolve(&Value::Mapping(properties))?;
+        let properties: TableProperties = serde_yaml::from_value(properties)
+            .with_context(|| format!("the template's table {} (careerctl/src/resources.rs)", table.logical_id))?;
+        if existing.iter().any(|n| n == name) {
+            add_missing_global_indexes(dynamodb, name, &properties).await?;
+        } else {
+            create_table(dynamodb, name, &properties).await?;
+            created.push(name.to_owned());
+        }
+        let described = dynamodb.describe_table().table_name(name).send().await.context("describing a table")?;
+        let mut attributes =
+            HashMap::from([("Arn".to_owned(), format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION))]);
+        if let Some(stream) = described.table.and_then(|t| t.latest_stream_arn) {
+            attributes.insert("StreamArn".to_owned(), stream);
+        }
+        physical.push((table.logical_id.to_owned(), Physical { reference: name.to_owned(), attributes }));
+    }
+    Ok((created, physical))
+}
+
+async fn create_table(dynamodb: &DynamoDb, name: &str, table: &TableProperties) -> anyhow::Result<()> {
+    let request = dynamodb
+        .create_table()
+        .table_name(name)
+        .billing_mode(ddb::BillingMode::from(table.billing_mode.as_deref().unwrap_or("PROVISIONED")))
+        .set_key_schema(Some(table.key_schema.iter().map(KeyElement::sdk).collect()))
+        .set_attribute_definitions(Some(table.attribute_definitions(&table.all_keys())))
+        .set_local_secondary_indexes(
+            Some(table.local_secondary_indexes.iter().map(Index::local).collect()).filter(|i: &Vec<_>| !i.is_empty()),
+        )
+        .set_global_secondary_indexes(
+            Some(table.global_secondary_indexes.iter().map(Index::global).collect()).filter(|i: &Vec<_>| !i.is_empty()),
+        )
+        .set_stream_specification(table.stream_specification.as_ref().map(|stream| {
+            ddb::StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(ddb::StreamViewType::from(stream.stream_view_type.as_str()))
+                .build()
+                .expect("complete")
+        }));
+    request.send().await.with_context(|| format!("creating table {name}"))?;
+    if let Some(ttl) = &table.time_to_live_specification {
+        let specification = ddb::TimeToLiveSpecification::builder()
+            .attribute_name(&ttl.attribute_name)
+            .enabled(ttl.enabled)
+            .build()
+            .expect("complete");
+        (dynamodb.update_time_to_live().table_name(name).time_to_live_specification(specification).send().await)
+            .with_context(|| format!("enabling TTL on {name}"))?;
+    }
+    Ok(())
+}
+
+async fn add_missing_global_indexes(dynamodb: &DynamoDb, name: &str, table: &TableProperties) -> anyhow::Result<()> {
+    if table.global_secondary_indexes.is_empty() {
+        return Ok(());
+    }
+    let described = dynamodb.describe_table().table_name(name).send().await;
+    let described = described.with_context(|| format!("describing table {name}"))?;
+    let present: Vec<String> = (described.table.and_then(|t| t.global_secondary_indexes).unwrap_or_default())
+        .into_iter()
+        .filter_map(|index| index.index_name)
+        .collect();
+    for index in table.global_secondary_indexes.iter().filter(|i| !present.contains(&i.index_name)) {
+        let create = ddb::CreateGlobalSecondaryIndexAction::builder()
+            .index_name(&index.index_name)
+            .set_key_schema(Some(index.keys()))
+            .projection(index.projection.sdk())
+            .build()
+            .expect("complete");
+        dynamodb
+            .update_table()
+            .table_name(name)
+            .set_attribute_definitions(Some(table.attribute_definitions(&index.key_schema.iter().collect::<Vec<_>>())))
+            .global_secondary_index_updates(ddb::GlobalSecondaryIndexUpdate::builder().create(create).build())
+            .send()
+            .await
+            .with_context(|| format!("adding index {} to {name}", index.index_name))?;
+    }
+    Ok(())
+}
+
+/// Makes the template's queues, each after the queues its properties name (a dead-letter
+/// queue before the queue that redrives to it). Every property but the name is an SQS
+/// attribute of the same name.
+async fn create_queues(template: &Template, sqs: &Sqs, resolver: &mut Resolver) -> anyhow::Result<()> {
+    let mut waiting: Vec<_> = template.resources_of("AWS::SQS::Queue").collect();
+    while !waiting.is_empty() {
+        let before = waiting.len();
+        let mut still_waiting = Vec::new();
+        for queue in waiting {
+            let properties = Value::Mapping(queue.properties.cloned().unwrap_or_default());
+            let Ok(properties) = resolver.resolve(&properties) else {
+                still_waiting.push(queue);
+                continue;
+            };
+            let physical = create_queue(sqs, &resolver.stack_name, queue.logical_id, &properties).await?;
+            resolver.resources.insert(queue.logical_id.to_owned(), physical);
+        }
+        if still_waiting.len() == before {
+            let ids: Vec<_> = still_waiting.iter().map(|q| q.logical_id).collect();
+            bail!("the template's queues {ids:?} name something the local stack does not make");
+        }
+        waiting = still_waiting;
+    }
+    Ok(())
+}
+
+async fn create_queue(sqs: &Sqs, stack: &str, logical_id: &str, properties: &Value) -> anyhow::Result<Physical> {
+    let properties = properties.as_mapping().cloned().unwrap_or_default();
+    let fifo = properties.get("FifoQueue").and_then(Value::as_bool) == Some(true);
+    // CloudFormation names an unnamed queue after the stack and the logical id.
+    let name = match properties.get("QueueName").and_then(scalar) {
+        Some(name) => name,
+        None => format!("{stack}-{logical_id}{}", if fifo { ".fifo" } else { "" }),
+    };
+    let mut request = sqs.create_queue().queue_name(&name);
+    for (property, value) in &properties {
+        let property = property.as_str().unwrap_or_default();
+        if matches!(property, "QueueName" | "Tags") {
+            continue;
+        }
+        let value = match value {
+            Value::Mapping(_) => serde_json::to_string(&serde_yaml::from_value::<serde_json::Value>(value.clone())?)?,
+            other => scalar(other).with_context(|| format!("queue {logical_id}: {property} is not a scalar"))?,
+        };
+        request = request.attributes(QueueAttributeName::from(property), value);
+    }
+    let url = request.send().await.with_context(|| format!("creating queue {name}"))?.queue_url.unwrap_or_default();
+    let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{name}", crate::stack::REGION);
+    Ok(Physical {
+        reference: url.clone(),
+        attributes: [("Arn".to_owned(), arn), ("QueueName".to_owned(), name), ("QueueUrl".to_owned(), url.clone())]
+            .into(),
+    })
+}
+
+/// The KMS key that protects the webhook secrets' data key. With kept KMS state, moto hands
+/// out the same key, id and material, on every start.
+async fn create_kms_key(kms: &aws_sdk_kms::Client) -> anyhow::Result<Physical> {
+    let created = kms.create_key().description("career webhook secrets (local stack)").send().await;
+    let metadata = created.context("creating the KMS key")?.key_metadata.context("CreateKey returned no key")?;
+    let arn = metadata.arn.clone().context("CreateKey returned no ARN")?;
+    Ok(Physical { reference: metadata.key_id, attributes: [("Arn".to_owned(), arn)].into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_of_the_template_has_a_name_in_the_one_list() {
+        let names = TableNames::with_prefix("s-");
+        let template = Template::shipped();
+        let mut named: Vec<&str> = template
+            .resources_of("AWS::DynamoDB::Table")
+            .map(|table| table_name(table.logical_id, &names).unwrap())
+            .collect();
+        named.sort_unstable();
+        let mut all: Vec<&str> = names.all().iter().map(|(_, name)| *name).collect();
+        all.sort_unstable();
+        assert_eq!(named, all);
+    }
+
+    #[test]
+    fn every_table_of_the_template_is_one_the_local_stack_can_make() {
+        for table in Template::shipped().resources_of("AWS::DynamoDB::Table") {
+            let properties = Value::Mapping(table.properties.cloned().unwrap_or_default());
+            let parsed = serde_yaml::from_value::<TableProperties>(Resolver::default().resolve(&properties).unwrap());
+            assert!(parsed.is_ok(), "{}: {:?}", table.logical_id, parsed.err());
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! Least privilege, measured: every grant of every function's role in template.yaml that the
+//! whole suite did not use is listed, and one without an explanation beside it in the template
+//! (a comment above its statement saying why no test exercises it) fails. `make test` runs this
+//! after the rest of the suite, whose functions record each grant they use
+//! (careerctl::iam::record_grants_in).
+
+use std::path::Path;
+
+/// Ignored by a plain `cargo test`: it needs the grants of the whole suite, so `make test`
+/// runs it on its own, last.
+#[test]
+#[ignore = "run by make test after the whole suite"]
+fn every_grant_is_exercised_by_a_test_or_explained_in_the_template() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(career_service::GRANTS_DIR);
+    let used = careerctl::iam::recorded_grants(&dir).expect("the suite recorded its grants");
+    assert!(!used.is_empty(), "no grant recorded in {}: run the whole suite first", dir.display());
+    let declared = careerctl::iam::declared_grants(careerctl::template::TEMPLATE).expect("template.yaml's roles");
+    let mut unexplained = Vec::new();
+    for ((function, sid, action), comment) in &declared {
+        let exercised = used.iter().any(|(f, s, a)| f == function && s == sid && a.eq_ignore_ascii_case(action));
+        if exercised {
+            continue;
+        }
+        let explained = comment.contains("Not exercised by the tests:");
+        println!("{function} {sid} {action}: not exercised{}", if explained { " (explained)" } else { "" });
+        if !explained {
+            unexplained.push(format!("{function} {sid} {action}"));
+        }
+    }
+    assert!(
+        unexplained.is_empty(),
+        "grants in template.yaml that no test used, with no comment \"Not exercised by the tests: <why>\" above \
+         their statement: drop them, or say why they are needed:\n  {}",
+        unexplained.join("\n  ")
+    );
+}
