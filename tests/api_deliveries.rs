@@ -499,5 +499,8 @@ async fn a_webhooks_table_from_before_the_owner_index_gets_it() {
     let indexes: Vec<_> = described.table.unwrap().global_secondary_indexes.unwrap_or_default();
     assert_eq!(indexes.iter().filter_map(|i| i.index_name.as_deref()).collect::<Vec<_>>(), ["bySubscription"]);
     // Running it again changes nothing.
-    assert_eq!(careerctl::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0, Vec::<String>::new());
+    assert_eq!(
+        careerctl::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0,
+        Vec::<String>::new()
+    );
 }

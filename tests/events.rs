@@ -19,11 +19,11 @@ use career_core::signing::verify_hex;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
+use career_service::acting_as;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
 use career_service::{clients, dynamodb, sqs, unique_user};
-use career_service::acting_as;
 use careerctl::pumps::sqs_event;
 use careerctl::template::function;
 use serde_json::json;
@@ -177,7 +177,9 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     let receiver = Receiver::start(&[200], NO_DELAY).await;
     let (subscription_id, _) =
         pipeline.subscribe(&user, &receiver.url, &["profile.updated", "assessment.completed"]).await;
-    let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
+    let fanout =
+        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
+            .unwrap();
 
     let profile = record("1", json!({"userId": {"S": user}, "profileId": {"S": "prf_1"}}), "INSERT", json!(null));
     let malformed = record("2", json!({"somethingElse": {"S": "x"}}), "INSERT", json!(null));
@@ -228,7 +230,9 @@ async fn one_event_for_25_subscriptions_is_one_message_for_each() {
     for _ in 0..25 {
         pipeline.subscribe(&user, &format!("{}/never", career_service::sink_url()), &["profile.updated"]).await;
     }
-    let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
+    let fanout =
+        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
+            .unwrap();
     fan_out_profile_change(&fanout, &user, "9").await;
     let messages = take(&pipeline, 25).await;
     let mut subscriptions: Vec<_> = messages.iter().map(|m| delivery(m).subscription_id).collect();
@@ -297,7 +301,9 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
         .unwrap();
 
     // The fan-out puts a new delivery on the retry lane...
-    let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
+    let fanout =
+        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
+            .unwrap();
     fan_out_profile_change(&fanout, &user, "7").await;
     let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
     assert_eq!(delivery(&on_retry_lane[0]).subscription_id.as_str(), subscription_id);
@@ -349,7 +355,11 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
         };
         let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
         table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
-        let fanout = career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings()).unwrap();
+        let fanout = career_fanout::Deps::new(
+            &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+            pipeline.settings(),
+        )
+        .unwrap();
         fan_out_profile_change(&fanout, &user, "8").await;
         let deliver = career_service::deliver_instance(pipeline.settings());
         career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;

@@ -21,7 +21,8 @@ async fn gateway() -> String {
     let address = listener.local_addr().unwrap().to_string();
     let unreachable = "http://127.0.0.1:9";
     let settings = settings_without_kms_or_queues(unreachable);
-    let functions = ApiFunctions::new(&career_service::roles(&settings), &clients_at(unreachable, unreachable), &settings).unwrap();
+    let functions =
+        ApiFunctions::new(&career_service::roles(&settings), &clients_at(unreachable, unreachable), &settings).unwrap();
     tokio::spawn(gateway::serve(listener, Arc::new(functions), IDLE));
     address
 }

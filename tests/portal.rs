@@ -79,7 +79,12 @@ async fn the_portal_files_need_no_key_and_carry_the_security_headers() {
     // Serving a file touches no storage, so the clients point where nothing listens.
     let unreachable = "http://127.0.0.1:9";
     let settings = settings_without_kms_or_queues(unreachable);
-    let functions = ApiFunctions::new(&career_service::roles(&settings), &career_service::clients_at(unreachable, unreachable), &settings).unwrap();
+    let functions = ApiFunctions::new(
+        &career_service::roles(&settings),
+        &career_service::clients_at(unreachable, unreachable),
+        &settings,
+    )
+    .unwrap();
     let base = gateway_on(functions).await;
 
     for (path, content_type, text) in FILES {
@@ -128,8 +133,11 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     assert!(chromium.exists(), "no Chromium: run scripts/install-local-deps.sh --browser");
     let pipeline = Pipeline::start(true).await;
     let receiver = Receiver::answering(&[200], "thanks", Duration::ZERO).await;
-    let base =
-        gateway_on(ApiFunctions::new(&career_service::roles(pipeline.settings()), &career_service::clients(), pipeline.settings()).expect("valid settings")).await;
+    let base = gateway_on(
+        ApiFunctions::new(&career_service::roles(pipeline.settings()), &career_service::clients(), pipeline.settings())
+            .expect("valid settings"),
+    )
+    .await;
     let user = unique_user();
     // The link `careerctl portal-link` prints, and one whose key expired a minute ago.
     let link = pipeline.api.admin.portal_link(&user, &base, 60).await.unwrap().url;

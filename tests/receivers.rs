@@ -199,7 +199,9 @@ async fn the_readmes_rotation_commands_rotate() {
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = format!("http://{}", listener.local_addr().unwrap());
-    let functions = Arc::new(ApiFunctions::new(&career_service::roles(pipeline.settings()), &clients(), pipeline.settings()).unwrap());
+    let functions = Arc::new(
+        ApiFunctions::new(&career_service::roles(pipeline.settings()), &clients(), pipeline.settings()).unwrap(),
+    );
     let server = tokio::spawn(gateway::serve(listener, functions, gateway::IDLE_TIMEOUT));
 
     let script = snippet("rotate-secret").replace("whk_...", &id);

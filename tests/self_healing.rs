@@ -3,7 +3,6 @@
 //! first and the sweep, generations, per-message acknowledgement, `Retry-After`, `410 Gone`
 //! and recovery after an outage.
 
-use careerctl::template::function;
 use std::time::{Duration, Instant};
 
 use career_core::clock::Timestamp;
@@ -12,6 +11,7 @@ use career_core::delivery::plan::GONE_ERROR;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::queue::{DeliveryQueues, Lane};
+use career_core::runtime::Invocation;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
@@ -19,6 +19,7 @@ use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::{clients, dynamodb, typed, unique_user, Api};
+use careerctl::template::function;
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -158,7 +159,8 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
 
     let mut settings = pipeline.settings().clone();
     settings.sweep_after = Duration::from_secs(1);
-    let sweep = career_sweep::Deps::new(&career_service::acting_as(function::SWEEP, &settings, &clients()), &settings).unwrap();
+    let sweep =
+        career_sweep::Deps::new(&career_service::acting_as(function::SWEEP, &settings, &clients()), &settings).unwrap();
     let not_yet = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -174,6 +176,25 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
     let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((again.overdue, again.requeued), (0, 0), "a settled record is not in the due index");
+}
+
+/// A sweep run that cannot do its work is a failed invocation, as Lambda counts it
+/// (`SweepErrorsAlarm`), not a successful one whose answer holds the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sweep_run_is_a_failed_invocation() {
+    let pipeline = Pipeline::start(false).await;
+    let mut gone = pipeline.settings().clone();
+    gone.tables.deliveries = format!("{}-gone", gone.tables.deliveries);
+    let sweep = career_sweep::Deps::new(&clients(), &gone).unwrap();
+    let failed = career_sweep::handle(&sweep, Value::Null).await.into_invocation();
+    assert!(failed.unwrap_err().to_string().contains("ResourceNotFound"), "a missing table fails the run");
+    let sweep = career_sweep::Deps::new(
+        &career_service::acting_as(function::SWEEP, pipeline.settings(), &clients()),
+        pipeline.settings(),
+    )
+    .unwrap();
+    let swept = career_sweep::handle(&sweep, Value::Null).await.into_invocation().expect("a run with nothing to do");
+    assert_eq!((swept.overdue, swept.requeued), (0, 0));
 }
 
 /// The fan-out writes each delivery's record before it queues the message: with the lanes

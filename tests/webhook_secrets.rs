@@ -317,7 +317,15 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
         batch
     };
     let calls = Calls::default();
-    let deliver = career_deliver::Deps::new(&career_service::acting_as(careerctl::template::function::DELIVER, pipeline.settings(), &clients_logging_kms(&calls)), pipeline.settings()).unwrap();
+    let deliver = career_deliver::Deps::new(
+        &career_service::acting_as(
+            careerctl::template::function::DELIVER,
+            pipeline.settings(),
+            &clients_logging_kms(&calls),
+        ),
+        pipeline.settings(),
+    )
+    .unwrap();
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());
     assert_eq!(calls.since(0), ["Decrypt"], "six deliveries, one KMS call");

@@ -67,7 +67,11 @@ pub fn stream_sources(template: &Template, resolver: &Resolver, function: &str) 
         let on_failure = properties.get("DestinationConfig").and_then(|d| d.get("OnFailure"));
         let on_failure = on_failure.and_then(|d| d.get("Destination")).and_then(Value::as_str);
         sources.push(StreamSource {
-            stream_arn: properties.get("Stream").and_then(Value::as_str).context("a stream source without a stream")?.into(),
+            stream_arn: properties
+                .get("Stream")
+                .and_then(Value::as_str)
+                .context("a stream source without a stream")?
+                .into(),
             batch_size: number(&properties, "BatchSize", 100)? as i32,
             filters,
             maximum_retry_attempts: number(&properties, "MaximumRetryAttempts", 10_000)? as u32,
@@ -116,10 +120,9 @@ mod tests {
 
     #[test]
     fn a_pattern_matches_on_every_field_it_names() {
-        let pattern = json!({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {"status": {"S": ["completed"]}}}});
-        let record = |name: &str, status: &str| {
-            json!({"eventName": name, "dynamodb": {"NewImage": {"status": {"S": status}, "userId": {"S": "u"}}}})
-        };
+        let pattern =
+            json!({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {"status": {"S": ["completed"]}}}});
+        let record = |name: &str, status: &str| json!({"eventName": name, "dynamodb": {"NewImage": {"status": {"S": status}, "userId": {"S": "u"}}}});
         assert!(matches_pattern(&pattern, &record("MODIFY", "completed")));
         assert!(!matches_pattern(&pattern, &record("REMOVE", "completed")));
         assert!(!matches_pattern(&pattern, &record("INSERT", "started")));

@@ -45,14 +45,38 @@ impl ApiFunctions {
     /// `ANY /api/v1/data-sharing`, `ANY /api/v1/webhooks`, `ANY /api/v1/webhooks/{proxy+}`,
     /// `ANY /portal` and `ANY /portal/{proxy+}` go to their functions; every other request
     /// (`ANY /api/v1/alerts` and `$default`) to the alerts function.
+    pub fn route(path: &str) -> &'static str {
+        match path {
+            path if path == career_data_sharing::RESOURCE.path => function::DATA_SHARING,
+            path if career_webhooks::serves(path) => function::WEBHOOKS,
+            _ => function::ALERTS,
+        }
+    }
+
+    /// The answer of the function the request is routed to.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        match request.uri().path() {
-            path if path == career_data_sharing::RESOURCE.path => {
-                career_data_sharing::handle(&self.data_sharing, request).await
-            }
-            path if career_webhooks::serves(path) => career_webhooks::handle(&self.webhooks, request).await,
+        match Self::route(request.uri().path()) {
+            function::DATA_SHARING => career_data_sharing::handle(&self.data_sharing, request).await,
+            function::WEBHOOKS => career_webhooks::handle(&self.webhooks, request).await,
             _ => career_alerts::handle(&self.alerts, request).await,
         }
+    }
+}
+
+/// API Gateway's integration timeout: an HTTP API waits at most this long for a function.
+const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a request may take, and the gateway's answer after that: Lambda ends a function at
+/// its timeout in template.yaml (API Gateway then answers 500), and API Gateway stops waiting
+/// at its integration timeout (503), whichever comes first.
+fn time_limit(function: &str) -> (Duration, StatusCode, &'static str) {
+    static TIMEOUTS: std::sync::LazyLock<crate::template::Template> =
+        std::sync::LazyLock::new(crate::template::Template::shipped);
+    let timeout = TIMEOUTS.function_timeout(function).unwrap_or(INTEGRATION_TIMEOUT);
+    if timeout < INTEGRATION_TIMEOUT {
+        (timeout, StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+    } else {
+        (INTEGRATION_TIMEOUT, StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
     }
 }
 
@@ -126,8 +150,11 @@ async fn answer(
         Err(BodyError::Malformed) => return gateway_error(StatusCode::BAD_REQUEST, "Bad Request"),
         Err(BodyError::Idle) => return gateway_error(StatusCode::REQUEST_TIMEOUT, "Request Timeout"),
     };
-    let response = functions.handle(lambda_request(parts, body)).await;
-    response.map(|body| Full::new(Bytes::from(body.to_vec())))
+    let (limit, status, message) = time_limit(ApiFunctions::route(parts.uri.path()));
+    match tokio::time::timeout(limit, functions.handle(lambda_request(parts, body))).await {
+        Ok(response) => response.map(|body| Full::new(Bytes::from(body.to_vec()))),
+        Err(_) => gateway_error(status, message),
+    }
 }
 
 enum BodyError {
@@ -165,4 +192,23 @@ fn gateway_error(status: StatusCode, message: &str) -> http::Response<Full<Bytes
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_is_cut_off_at_its_template_timeout_within_the_integration_timeout() {
+        for function in [function::ALERTS, function::DATA_SHARING, function::WEBHOOKS] {
+            let (limit, status, _) = time_limit(function);
+            let template = crate::template::Template::shipped().function_timeout(function).unwrap();
+            assert_eq!(limit, template.min(INTEGRATION_TIMEOUT));
+            let expected = if template < INTEGRATION_TIMEOUT { 500 } else { 503 };
+            assert_eq!(status.as_u16(), expected);
+        }
+        assert_eq!(ApiFunctions::route("/api/v1/webhooks/rotate-secret"), function::WEBHOOKS);
+        assert_eq!(ApiFunctions::route("/api/v1/data-sharing"), function::DATA_SHARING);
+        assert_eq!(ApiFunctions::route("/nowhere"), function::ALERTS);
+    }
 }

@@ -118,10 +118,10 @@ impl Roles {
                 Value::Tagged(tagged) => tagged.value.as_str().and_then(|v| v.split('.').next()),
                 _ => None,
             };
-            let role_id = role_id.with_context(|| format!("{}: Role is not !GetAtt <role>.Arn", function.logical_id))?;
+            let role_id =
+                role_id.with_context(|| format!("{}: Role is not !GetAtt <role>.Arn", function.logical_id))?;
             let statements = role_statements(template, resolver, role_id)?;
-            let role =
-                Role { function: function.logical_id.to_owned(), role: role_id.to_owned(), statements };
+            let role = Role { function: function.logical_id.to_owned(), role: role_id.to_owned(), statements };
             // DynamoDB Local takes access keys of letters and digits only.
             let key = format!("LOCALROLE{:010}", NEXT_KEY.fetch_add(1, Ordering::Relaxed));
             REGISTRY.roles.write().expect("registry").insert(key.clone(), Arc::new(role));
@@ -331,17 +331,13 @@ fn access_key(request: &HttpRequest) -> Option<&str> {
     authorization.split("Credential=").nth(1)?.split('/').next()
 }
 
-/// Evaluates `request` if it is signed by a role's keys: `Err` with AWS's answer when the role
-/// refuses it.
-fn evaluate(request: &HttpRequest) -> Result<(), HttpResponse> {
-    let Some(role) = access_key(request).and_then(|key| REGISTRY.roles.read().expect("registry").get(key).cloned())
-    else {
-        return Ok(());
-    };
+/// Evaluates `request` if it is signed by a role's keys: AWS's answer when the role refuses it.
+fn refusal(request: &HttpRequest) -> Option<HttpResponse> {
+    let role = access_key(request).and_then(|key| REGISTRY.roles.read().expect("registry").get(key).cloned())?;
     let target = request.headers().get("x-amz-target").unwrap_or_default();
     let body: Json = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Json::Null);
     let Some(calls) = calls_of(target, &body) else {
-        return Err(refuse(&role, &Call { action: target.to_owned(), resource: "?".to_owned(), context: Vec::new() }));
+        return Some(refuse(&role, &Call { action: target.to_owned(), resource: "?".to_owned(), context: Vec::new() }));
     };
     for call in &calls {
         match role.allows(call) {
@@ -356,15 +352,18 @@ fn evaluate(request: &HttpRequest) -> Result<(), HttpResponse> {
                     }
                 }
             }
-            None => return Err(refuse(&role, call)),
+            None => return Some(refuse(&role, call)),
         }
     }
-    Ok(())
+    None
 }
 
 fn refuse(role: &Role, call: &Call) -> HttpResponse {
     let Call { action, resource, .. } = call;
-    eprintln!("==> AccessDenied: {} called {action} on {resource}, which its role in template.yaml does not allow", role.function);
+    eprintln!(
+        "==> AccessDenied: {} called {action} on {resource}, which its role in template.yaml does not allow",
+        role.function
+    );
     let denial = (role.function.clone(), action.clone(), resource.clone());
     REGISTRY.denied.lock().expect("registry").push(denial);
     let message = format!(
@@ -392,9 +391,9 @@ struct Enforcing(SharedHttpConnector);
 
 impl HttpConnector for Enforcing {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        match evaluate(&request) {
-            Ok(()) => self.0.call(request),
-            Err(refused) => HttpConnectorFuture::ready(Ok(refused)),
+        match refusal(&request) {
+            None => self.0.call(request),
+            Some(refused) => HttpConnectorFuture::ready(Ok(refused)),
         }
     }
 }
@@ -453,13 +452,17 @@ mod tests {
         let transact = serde_json::json!({"TransactItems": [
             {"Put": {"TableName": "d"}}, {"ConditionCheck": {"TableName": "w"}}]});
         let calls = calls_of("DynamoDB_20120810.TransactWriteItems", &transact).unwrap();
-        let actions: Vec<_> = calls.iter().map(|c| (c.action.as_str(), c.resource.rsplit('/').next().unwrap())).collect();
+        let actions: Vec<_> =
+            calls.iter().map(|c| (c.action.as_str(), c.resource.rsplit('/').next().unwrap())).collect();
         assert_eq!(actions, [("dynamodb:PutItem", "d"), ("dynamodb:ConditionCheckItem", "w")]);
         let query = serde_json::json!({"TableName": "d", "IndexName": "byDue"});
         assert!(calls_of("DynamoDB_20120810.Query", &query).unwrap()[0].resource.ends_with("table/d/index/byDue"));
         let batch = serde_json::json!({"QueueUrl": "http://127.0.0.1:1/123456789012/q.fifo", "Entries": []});
         let sqs = &calls_of("AmazonSQS.SendMessageBatch", &batch).unwrap()[0];
-        assert_eq!((sqs.action.as_str(), sqs.resource.as_str()), ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo"));
+        assert_eq!(
+            (sqs.action.as_str(), sqs.resource.as_str()),
+            ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo")
+        );
         assert!(calls_of("AWSLambda.Invoke", &Json::Null).is_none());
     }
 }

@@ -7,6 +7,8 @@
 
 pub mod admin;
 pub mod demo;
+#[cfg(test)]
+mod deploy_checks;
 pub mod event_sources;
 pub mod gateway;
 pub mod iam;

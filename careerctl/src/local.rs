@@ -182,9 +182,9 @@ async fn serve(
     };
     let delivering = async {
         let (deliver_clients, deliver) = &functions.deliver;
-        let lanes = lanes.into_iter().map(|lane| {
-            pumps::run_queue_pump(deliver_clients.sqs().clone(), lane, deliver, stop_signal())
-        });
+        let lanes = lanes
+            .into_iter()
+            .map(|lane| pumps::run_queue_pump(deliver_clients.sqs().clone(), lane, deliver, stop_signal()));
         let sweeps = pumps::run_sweeps(&functions.sweep, SWEEP_EVERY, stop_signal());
         tokio::join!(futures_util::future::join_all(lanes), sweeps)
     };

@@ -1,4 +1,4 @@
-"""moto's server as the local stack runs it, standing in for SQS and KMS, with three changes
+"""moto's server as the local stack runs it, standing in for SQS and KMS, with four changes
 made on moto's internals (pinned by scripts/install-local-deps.sh).
 
 - With --kms-state DIR, its KMS keys are made of a key id and key material kept in DIR, so
@@ -13,6 +13,8 @@ made on moto's internals (pinned by scripts/install-local-deps.sh).
   the poll to end (up to a second per delivery to one subscription); and while the only
   visible messages are in busy groups it spins. This one asks again whenever the queue
   changes (a message added, deleted or made visible) and sleeps otherwise.
+- SQS's 12-hour limit on a message's visibility as SQS counts it: from the message's latest
+  receive (moto counts from its send, and so refuses a retry lane's late waits that SQS takes).
 
 Unlike moto_server it leaves SIGINT as it finds it (ignored, under careerctl's watchdog): a
 Ctrl-C in the terminal must not end it before careerctl has saved the queues.
@@ -28,7 +30,8 @@ from pathlib import Path
 
 import moto.kms.models as kms
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from moto.sqs.models import Queue, SQSBackend, sqs_backends
+from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
+from moto.sqs.models import Message, Queue, SQSBackend, sqs_backends
 from werkzeug.serving import run_simple
 from werkzeug.wrappers import Request, Response
 
@@ -70,7 +73,10 @@ def add_messages(queue_url, saved):
 
 moto_receive = SQSBackend.receive_message
 moto_delete = Queue.delete_message
-moto_change_visibility = SQSBackend.change_message_visibility
+moto_mark_received = Message.mark_received
+
+# SQS keeps a message in flight at most this long after it was received.
+MAX_IN_FLIGHT_MILLIS = 43200 * 1000
 
 
 def seconds_until_next_change(queue, longest):
@@ -101,16 +107,33 @@ def delete_message(self, receipt_handle):
         self._messages_lock.notify_all()
 
 
+def mark_received(self, visibility_timeout=None):
+    self.received_at_millis = time.time() * 1000
+    moto_mark_received(self, visibility_timeout)
+
+
 def change_message_visibility(self, queue_name, receipt_handle, visibility_timeout):
-    moto_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
     queue = self.get_queue(queue_name)
+    message = next((m for m in queue._messages if m.had_receipt_handle(receipt_handle)), None)
+    if message is None:
+        raise ReceiptHandleIsInvalid
+    received_at = getattr(message, "received_at_millis", message.sent_timestamp)
+    if time.time() * 1000 + int(visibility_timeout) * 1000 - received_at > MAX_IN_FLIGHT_MILLIS:
+        raise InvalidParameterValue(
+            f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+            "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+        )
+    message.change_visibility(visibility_timeout)
     with queue._messages_lock:
+        if message.visible and message in queue.pending_messages:
+            queue.pending_messages.remove(message)
         queue._messages_lock.notify_all()
 
 
 SQSBackend.receive_message = receive_message
 Queue.delete_message = delete_message
 SQSBackend.change_message_visibility = change_message_visibility
+Message.mark_received = mark_received
 
 
 class WithSavedMessages:

@@ -278,8 +278,10 @@ pub async fn create_tables(
             created.push(name.to_owned());
         }
         let described = dynamodb.describe_table().table_name(name).send().await.context("describing a table")?;
-        let mut attributes =
-            HashMap::from([("Arn".to_owned(), format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION))]);
+        let mut attributes = HashMap::from([(
+            "Arn".to_owned(),
+            format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION),
+        )]);
         if let Some(stream) = described.table.and_then(|t| t.latest_stream_arn) {
             attributes.insert("StreamArn".to_owned(), stream);
         }

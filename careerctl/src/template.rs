@@ -91,6 +91,13 @@ impl Template {
     pub fn function_globals(&self) -> Option<&Mapping> {
         self.document.get("Globals")?.get("Function")?.as_mapping()
     }
+
+    /// The timeout of the function `function` (its own, or the global one).
+    pub fn function_timeout(&self, function: &str) -> Option<std::time::Duration> {
+        let own = self.resource(function).ok()?.property("Timeout").cloned();
+        let timeout = own.or_else(|| self.function_globals()?.get("Timeout").cloned())?;
+        Some(std::time::Duration::from_secs(scalar(&timeout)?.parse().ok()?))
+    }
 }
 
 /// A scalar's text, as CloudFormation passes numbers and booleans on: as strings.
@@ -198,8 +205,13 @@ impl Resolver {
     }
 
     fn attribute(&self, id: &str, attribute: &str) -> anyhow::Result<String> {
-        let resource = self.resources.get(id).with_context(|| format!("GetAtt {id}.{attribute}: not created locally"))?;
-        resource.attributes.get(attribute).cloned().with_context(|| format!("GetAtt {id}.{attribute}: no such attribute"))
+        let resource =
+            self.resources.get(id).with_context(|| format!("GetAtt {id}.{attribute}: not created locally"))?;
+        resource
+            .attributes
+            .get(attribute)
+            .cloned()
+            .with_context(|| format!("GetAtt {id}.{attribute}: no such attribute"))
     }
 
     fn substitute(&self, text: &str, variables: &HashMap<String, String>) -> anyhow::Result<String> {

@@ -139,21 +139,51 @@ where
     .await
 }
 
-/// Runs an event (lambda_runtime) function: a stream or queue consumer.
-pub async fn run_event_function<D, E, R, Fut>(
+/// An event handler's answer as Lambda takes it. A batch response is a successful invocation
+/// (the items that failed are listed in it); a `Result`'s `Err` is a failed invocation, which
+/// Lambda counts in the function's `Errors` metric and retries or passes on as the event
+/// source says.
+pub trait Invocation: Send {
+    type Payload: Serialize + Send;
+    fn into_invocation(self) -> Result<Self::Payload, lambda_runtime::Error>;
+}
+
+impl Invocation for aws_lambda_events::streams::DynamoDbEventResponse {
+    type Payload = Self;
+    fn into_invocation(self) -> Result<Self, lambda_runtime::Error> {
+        Ok(self)
+    }
+}
+
+impl Invocation for aws_lambda_events::sqs::SqsBatchResponse {
+    type Payload = Self;
+    fn into_invocation(self) -> Result<Self, lambda_runtime::Error> {
+        Ok(self)
+    }
+}
+
+impl<T: Serialize + Send, E: std::error::Error + Send + Sync + 'static> Invocation for Result<T, E> {
+    type Payload = T;
+    fn into_invocation(self) -> Result<T, lambda_runtime::Error> {
+        self.map_err(Into::into)
+    }
+}
+
+/// Runs an event (lambda_runtime) function: a stream or queue consumer, or a scheduled one.
+pub async fn run_event_function<D, E, Fut>(
     build: fn(&AwsClients, &Settings) -> Result<D, ConfigError>,
     handle: fn(&'static D, E) -> Fut,
 ) -> Result<(), lambda_runtime::Error>
 where
     D: Sync + 'static,
     E: DeserializeOwned + Send + 'static,
-    R: Serialize + Send,
-    Fut: Future<Output = R> + Send,
+    Fut: Future + Send,
+    Fut::Output: Invocation,
 {
     let deps = cold_start(build).await?;
     lambda_runtime::run(lambda_runtime::service_fn(move |event: LambdaEvent<E>| {
         let response = handle(deps, event.payload);
-        async move { Ok::<_, std::convert::Infallible>(response.await) }
+        async move { response.await.into_invocation() }
     }))
     .await
 }
@@ -161,6 +191,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handler_error_is_a_failed_invocation_and_a_batch_answer_a_successful_one() {
+        let failed: Result<(), std::io::Error> = Err(std::io::Error::other("the table is gone"));
+        assert_eq!(failed.into_invocation().unwrap_err().to_string(), "the table is gone");
+        assert!(Ok::<_, std::io::Error>(3).into_invocation().is_ok());
+        let batch = aws_lambda_events::sqs::SqsBatchResponse::default();
+        assert!(batch.into_invocation().is_ok());
+    }
 
     fn lambda_environment(extra: &[(&str, &str)]) -> Vec<(String, String)> {
         [("AWS_REGION", "eu-west-1"), ("AWS_ACCESS_KEY_ID", "ASIAEXAMPLE"), ("AWS_SECRET_ACCESS_KEY", "secret")]

@@ -154,8 +154,12 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         pipeline.subscribe(&user, &format!("{}/career/{i}", sink_url()), &["profile.updated"]).await;
     }
     let fixture = Fixture {
-        functions: ApiFunctions::new(&career_service::roles(&settings), &career_service::clients().with_dynamodb(client.clone()), &settings)
-            .map_err(|e| e.to_string())?,
+        functions: ApiFunctions::new(
+            &career_service::roles(&settings),
+            &career_service::clients().with_dynamodb(client.clone()),
+            &settings,
+        )
+        .map_err(|e| e.to_string())?,
         store: Store::new(&client, &settings),
         calls,
         user: typed(&user),

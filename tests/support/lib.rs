@@ -19,9 +19,9 @@ use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::secrets;
 use careerctl::admin::Admin;
 use careerctl::gateway::{lambda_request, ApiFunctions};
-use careerctl::services::Installed;
 use careerctl::iam::Roles;
 use careerctl::resources::QueueUrls;
+use careerctl::services::Installed;
 use careerctl::stack::LocalStack;
 use careerctl::template::Template;
 use lambda_http::http::{self, HeaderMap, Method, StatusCode};
@@ -37,22 +37,37 @@ pub struct Services {
     pub sink_url: String,
 }
 
-/// The functions' roles of every stack of this test binary, by its deliveries table: the
-/// functions a test makes act as their roles in the stack whose settings they take.
-static ROLES: std::sync::Mutex<Vec<(String, Roles, Template, careerctl::template::Resolver)>> =
-    std::sync::Mutex::new(Vec::new());
+/// Every stack of this test binary: its tables, its functions' roles, its template and what
+/// the template resolves to there.
+type Stack = (TableNames, Roles, Template, careerctl::template::Resolver);
+
+static STACKS: std::sync::Mutex<Vec<Stack>> = std::sync::Mutex::new(Vec::new());
 
 fn register_roles(settings: &Settings, roles: Roles, template: Template, resolver: careerctl::template::Resolver) {
-    ROLES.lock().unwrap().push((settings.tables.deliveries.clone(), roles, template, resolver));
+    STACKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((
+        settings.tables.clone(),
+        roles,
+        template,
+        resolver,
+    ));
+}
+
+/// What `pick` takes of the stack whose tables `settings` name: the registered stack with the
+/// most tables in common (a test that points one table elsewhere stays in its stack, and the
+/// roles then refuse that table, as they would on AWS).
+#[track_caller]
+fn stack_of<T>(settings: &Settings, pick: impl FnOnce(&Stack) -> T) -> T {
+    services(); // the base stack registers itself when it starts
+    let stacks = STACKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let shared = |stack: &&Stack| stack.0.all().iter().zip(settings.tables.all()).filter(|(a, b)| a.1 == b.1).count();
+    let best = stacks.iter().filter(|stack| shared(stack) > 0).max_by_key(shared);
+    pick(best.unwrap_or_else(|| panic!("no stack has any of the tables {:?}", settings.tables)))
 }
 
 /// The roles of the stack whose tables `settings` name.
 #[track_caller]
 pub fn roles(settings: &Settings) -> Roles {
-    services(); // the base stack registers its roles when it starts
-    let registered = ROLES.lock().unwrap();
-    let found = registered.iter().find(|(table, ..)| *table == settings.tables.deliveries);
-    found.map(|(_, roles, ..)| roles.clone()).unwrap_or_else(|| panic!("no stack has the tables {:?}", settings.tables))
+    stack_of(settings, |stack| stack.1.clone())
 }
 
 /// `clients` acting as the role of the template's function `function` in the stack whose
@@ -64,18 +79,18 @@ pub fn acting_as(function: &str, settings: &Settings, clients: &AwsClients) -> A
 
 /// The template's event sources of `function` in the stack whose tables `settings` name.
 pub fn queue_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::QueueSource> {
-    let registered = ROLES.lock().unwrap();
-    let (_, _, template, resolver) =
-        registered.iter().find(|(table, ..)| *table == settings.tables.deliveries).expect("a registered stack");
-    careerctl::event_sources::queue_sources(template, resolver, function).expect("the template's queue sources")
+    let sources = stack_of(settings, |(_, _, template, resolver)| {
+        careerctl::event_sources::queue_sources(template, resolver, function)
+    });
+    sources.expect("the template's queue sources")
 }
 
 /// The template's stream sources of `function` in the stack whose tables `settings` name.
 pub fn stream_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::StreamSource> {
-    let registered = ROLES.lock().unwrap();
-    let (_, _, template, resolver) =
-        registered.iter().find(|(table, ..)| *table == settings.tables.deliveries).expect("a registered stack");
-    careerctl::event_sources::stream_sources(template, resolver, function).expect("the template's stream sources")
+    let sources = stack_of(settings, |(_, _, template, resolver)| {
+        careerctl::event_sources::stream_sources(template, resolver, function)
+    });
+    sources.expect("the template's stream sources")
 }
 
 /// Where the functions of every test binary record the grants of their roles that they use

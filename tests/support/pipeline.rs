@@ -25,6 +25,12 @@ impl Pipeline {
     }
 
     pub async fn with_settings(with_pumps: bool, change: impl FnOnce(&mut Settings)) -> Self {
+        Self::from_template(Template::shipped(), with_pumps, change).await
+    }
+
+    /// A pipeline whose tables, queues, roles and event sources are those of `template` (a
+    /// changed copy of the shipped one).
+    pub async fn from_template(template: Template, with_pumps: bool, change: impl FnOnce(&mut Settings)) -> Self {
         let prefix = format!("{}-", unique_user());
         let mut settings = services().settings.clone();
         settings.tables = TableNames::with_prefix(&prefix);
@@ -32,7 +38,6 @@ impl Pipeline {
         settings.retry_base = Duration::from_millis(250);
         settings.max_delivery_attempts = 3;
         change(&mut settings);
-        let template = Template::shipped();
         let stack = prefix.trim_end_matches('-');
         let (resolver, roles) = careerctl::stack::create_resources(&template, &clients(), stack, &mut settings)
             .await
@@ -49,7 +54,9 @@ impl Pipeline {
             for lane in crate::queue_sources(function::DELIVER, &settings) {
                 let deliver = crate::deliver_instance(&settings);
                 let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
-                pumps.push(tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await }));
+                pumps.push(tokio::spawn(
+                    async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await },
+                ));
             }
         }
         let api = Api::with_settings(|s| *s = settings);

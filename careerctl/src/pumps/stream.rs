@@ -70,13 +70,14 @@ pub async fn run_stream_pump(
         let mut busy = false;
         for (shard_id, shard) in shards.iter_mut() {
             let Some(iterator) = shard.iterator.take() else { continue };
-            let output = match streams.get_records().shard_iterator(&iterator).limit(shard.source.batch_size).send().await {
-                Ok(output) => output,
-                Err(err) => {
-                    tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
-                    continue; // the iterator is dropped and fetched again from the checkpoint
-                }
-            };
+            let output =
+                match streams.get_records().shard_iterator(&iterator).limit(shard.source.batch_size).send().await {
+                    Ok(output) => output,
+                    Err(err) => {
+                        tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
+                        continue; // the iterator is dropped and fetched again from the checkpoint
+                    }
+                };
             shard.iterator = output.next_shard_iterator;
             if shard.iterator.is_none() {
                 finished.push(shard_id.clone());
@@ -87,7 +88,8 @@ pub async fn run_stream_pump(
             }
             busy = true;
             let batch = stream_event(&shard.source.stream_arn, records);
-            let Some(failed_at) = fan_out(fanout, &batch, shard_id, &shard.source.filters, &mut checkpoints).await else {
+            let Some(failed_at) = fan_out(fanout, &batch, shard_id, &shard.source.filters, &mut checkpoints).await
+            else {
                 checkpoints.save(checkpoint_file.as_ref());
                 continue;
             };

@@ -56,8 +56,9 @@ pub struct Swept {
     pub requeued: usize,
 }
 
-/// One run, as the schedule (or `make run`) invokes it; the event carries nothing it needs.
-pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, String> {
+/// One run, as the schedule (or `make run`) invokes it; the event carries nothing it needs. A
+/// run that fails is a failed invocation (`SweepErrorsAlarm`, the dashboard's failed runs).
+pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, SweepError> {
     match sweep(deps, Timestamp::now()).await {
         Ok(swept) => {
             if swept.overdue > 0 {
@@ -67,7 +68,7 @@ pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, Str
         }
         Err(err) => {
             tracing::error!(error = %err, "the sweep failed; the next run tries again");
-            Err(err.to_string())
+            Err(err)
         }
     }
 }

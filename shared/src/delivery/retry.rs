@@ -1,12 +1,18 @@
 //! The retry schedule: about 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h, 12 h with a base of
-//! 30 s, each wait jittered by ±20 %, capped at SQS's 12-hour visibility limit.
+//! 30 s, each wait jittered by ±20 %, capped under SQS's 12-hour visibility limit.
 
 use std::time::Duration;
 
 /// Multiples of the base for the waits after attempts 1, 2, 3, …; later attempts reuse the last.
 const MULTIPLES: [u32; 8] = [1, 4, 20, 60, 120, 360, 720, 1440];
-/// The longest visibility timeout SQS accepts.
-pub const MAX_WAIT: Duration = Duration::from_secs(12 * 60 * 60);
+/// SQS refuses a visibility change that keeps a message in flight for more than 12 hours
+/// since it was received.
+pub const SQS_MAX_IN_FLIGHT: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// The longest wait: the deliver function sets it up to its timeout (120 s) after the receive,
+/// so the cap keeps a margin of 15 minutes under [`SQS_MAX_IN_FLIGHT`], however long the batch
+/// took. A refused change would cost the delivery one of its receives.
+pub const MAX_WAIT: Duration = Duration::from_secs(SQS_MAX_IN_FLIGHT.as_secs() - 15 * 60);
 
 #[derive(Clone, Copy, Debug)]
 pub struct RetrySchedule {
@@ -43,7 +49,7 @@ mod tests {
     fn follows_the_contract_schedule_with_the_default_base() {
         let schedule = RetrySchedule { base: Duration::from_secs(30), max_attempts: 9 };
         let waits: Vec<u64> = (1..9).map(|a| schedule.wait_after(a, 0.5).unwrap().as_secs()).collect();
-        assert_eq!(waits, [30, 120, 600, 1800, 3600, 10800, 21600, 43200]);
+        assert_eq!(waits, [30, 120, 600, 1800, 3600, 10800, 21600, MAX_WAIT.as_secs()]);
         assert_eq!(schedule.wait_after(9, 0.5), None, "the ninth attempt is the last");
     }
 
@@ -53,6 +59,7 @@ mod tests {
         assert_eq!(schedule.wait_after(1, 0.0), Some(Duration::from_secs(24)));
         assert_eq!(schedule.wait_after(1, 1.0), Some(Duration::from_secs(36)));
         assert_eq!(schedule.wait_after(15, 1.0), Some(MAX_WAIT));
+        assert_eq!(schedule.wait_after(8, 1.0), Some(MAX_WAIT), "the last wait, jittered up, is capped");
         for _ in 0..100 {
             let j = jitter();
             assert!((0.0..1.0).contains(&j));

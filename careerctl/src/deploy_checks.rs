@@ -1,0 +1,89 @@
+//! What a first deploy of template.yaml needs that no emulator checks: names that two stacks
+//! in one account do not share, quotas that a new account may not grant, and the code's
+//! waits against the template's timeouts and AWS's limits.
+
+use std::time::Duration;
+
+use career_core::delivery::retry::{MAX_WAIT, SQS_MAX_IN_FLIGHT};
+use serde_yaml::Value;
+
+use crate::template::{function, Resolver, Template};
+
+fn resolver(stack_name: &str) -> Resolver {
+    Resolver { stack_name: stack_name.into(), region: "eu-west-1".into(), ..Resolver::default() }
+}
+
+fn timeout(template: &Template, function: &str) -> Duration {
+    template.function_timeout(function).expect("a timeout")
+}
+
+/// `rate(N minutes)` or `rate(N hours)` as a duration.
+fn rate(expression: &str) -> Duration {
+    let inner = expression.strip_prefix("rate(").and_then(|e| e.strip_suffix(')')).expect("a rate expression");
+    let (count, unit) = inner.split_once(' ').expect("rate(<n> <unit>)");
+    let count: u64 = count.parse().expect("a count");
+    match unit.trim_end_matches('s') {
+        "minute" => Duration::from_secs(60 * count),
+        "hour" => Duration::from_secs(3600 * count),
+        other => panic!("a rate in {other}"),
+    }
+}
+
+fn schedules(template: &Template) -> Vec<(String, Value)> {
+    let mut found = Vec::new();
+    for function in template.resources_of("AWS::Serverless::Function") {
+        let events = function.property("Events").and_then(Value::as_mapping).into_iter().flatten();
+        for (_, event) in events.filter(|(_, e)| e.get("Type").and_then(Value::as_str) == Some("ScheduleV2")) {
+            found.push((function.logical_id.to_owned(), event.get("Properties").cloned().unwrap_or(Value::Null)));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_longest_retry_wait_leaves_the_deliver_functions_timeout_under_sqss_twelve_hours() {
+    let deliver = timeout(&Template::shipped(), function::DELIVER);
+    assert!(MAX_WAIT + deliver < SQS_MAX_IN_FLIGHT, "{MAX_WAIT:?} + {deliver:?} reaches SQS's limit");
+}
+
+#[test]
+fn every_schedule_is_named_after_its_stack() {
+    let template = Template::shipped();
+    let schedules = schedules(&template);
+    assert!(!schedules.is_empty());
+    for (function, properties) in schedules {
+        let name = properties
+            .get("Name")
+            .unwrap_or_else(|| panic!("{function}'s schedule has no name: SAM gives it a fixed one"));
+        let (first, second) = (resolver("stack-a").text(name).unwrap(), resolver("stack-b").text(name).unwrap());
+        assert_ne!(first, second, "{function}'s schedule has the same name in two stacks");
+    }
+}
+
+#[test]
+fn no_function_needs_reserved_concurrency_and_the_sweep_runs_one_at_a_time_by_its_schedule() {
+    let template = Template::shipped();
+    for function in template.resources_of("AWS::Serverless::Function") {
+        assert!(
+            function.property("ReservedConcurrentExecutions").is_none(),
+            "{}: reserved concurrency can fail on an account at the reduced concurrency quota",
+            function.logical_id
+        );
+    }
+    let sweep = template.resource(function::SWEEP).unwrap();
+    let retries = sweep.property("EventInvokeConfig").and_then(|c| c.get("MaximumRetryAttempts"));
+    assert_eq!(retries.and_then(Value::as_u64), Some(0), "Lambda retrying a failed run would overlap the next");
+    for (_, schedule) in schedules(&template).into_iter().filter(|(f, _)| f == function::SWEEP) {
+        let every = rate(schedule.get("ScheduleExpression").and_then(Value::as_str).unwrap());
+        assert!(timeout(&template, function::SWEEP) < every, "a run can outlast the schedule's rate");
+        let retries = schedule.get("RetryPolicy").and_then(|p| p.get("MaximumRetryAttempts"));
+        assert_eq!(retries.and_then(Value::as_u64), Some(0), "the scheduler retrying a run would overlap the next");
+    }
+}
+
+#[test]
+fn no_queue_has_a_fixed_name_that_a_quick_redeploy_would_find_deleted_recently() {
+    for queue in Template::shipped().resources_of("AWS::SQS::Queue") {
+        assert!(queue.property("QueueName").is_none(), "{} has a fixed name", queue.logical_id);
+    }
+}
