@@ -37,7 +37,7 @@ async fn stack() -> (Pipeline, String, String, Receiver, String) {
         alert = pipeline.api.alert(&user, title).await;
     }
     let settings = pipeline.settings().clone();
-    let functions = ApiFunctions::new(&career_service::roles(&settings), &career_service::clients(), &settings)
+    let functions = ApiFunctions::new(&career_service::deployment(&settings), &career_service::clients(), &settings)
         .expect("valid settings");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

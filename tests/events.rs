@@ -177,9 +177,11 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     let receiver = Receiver::start(&[200], NO_DELAY).await;
     let (subscription_id, _) =
         pipeline.subscribe(&user, &receiver.url, &["profile.updated", "assessment.completed"]).await;
-    let fanout =
-        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
-            .unwrap();
+    let fanout = career_fanout::Deps::new(
+        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::FANOUT, pipeline.settings()),
+    )
+    .unwrap();
 
     let profile = record("1", json!({"userId": {"S": user}, "profileId": {"S": "prf_1"}}), "INSERT", json!(null));
     let malformed = record("2", json!({"somethingElse": {"S": "x"}}), "INSERT", json!(null));
@@ -230,9 +232,11 @@ async fn one_event_for_25_subscriptions_is_one_message_for_each() {
     for _ in 0..25 {
         pipeline.subscribe(&user, &format!("{}/never", career_service::sink_url()), &["profile.updated"]).await;
     }
-    let fanout =
-        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
-            .unwrap();
+    let fanout = career_fanout::Deps::new(
+        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::FANOUT, pipeline.settings()),
+    )
+    .unwrap();
     fan_out_profile_change(&fanout, &user, "9").await;
     let messages = take(&pipeline, 25).await;
     let mut subscriptions: Vec<_> = messages.iter().map(|m| delivery(m).subscription_id).collect();
@@ -301,9 +305,11 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
         .unwrap();
 
     // The fan-out puts a new delivery on the retry lane...
-    let fanout =
-        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
-            .unwrap();
+    let fanout = career_fanout::Deps::new(
+        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::FANOUT, pipeline.settings()),
+    )
+    .unwrap();
     fan_out_profile_change(&fanout, &user, "7").await;
     let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
     assert_eq!(delivery(&on_retry_lane[0]).subscription_id.as_str(), subscription_id);
@@ -470,7 +476,8 @@ async fn take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Mess
 /// Runs the stream pump just long enough to fan out what the streams hold.
 async fn fan_out_the_streams(pipeline: &Pipeline) {
     let fanout_clients = acting_as(function::FANOUT, pipeline.settings(), &clients());
-    let fanout = career_fanout::Deps::new(&fanout_clients, pipeline.settings()).unwrap();
+    let fanout_settings = career_service::function_settings(function::FANOUT, pipeline.settings());
+    let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
     let pump = careerctl::pumps::run_stream_pump(fanout_clients, sources, &fanout, None);
     let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;

@@ -22,7 +22,8 @@ async fn gateway() -> String {
     let unreachable = "http://127.0.0.1:9";
     let settings = settings_without_kms_or_queues(unreachable);
     let functions =
-        ApiFunctions::new(&career_service::roles(&settings), &clients_at(unreachable, unreachable), &settings).unwrap();
+        ApiFunctions::new(&career_service::deployment(&settings), &clients_at(unreachable, unreachable), &settings)
+            .unwrap();
     tokio::spawn(gateway::serve(listener, Arc::new(functions), IDLE));
     address
 }

@@ -80,7 +80,7 @@ async fn the_portal_files_need_no_key_and_carry_the_security_headers() {
     let unreachable = "http://127.0.0.1:9";
     let settings = settings_without_kms_or_queues(unreachable);
     let functions = ApiFunctions::new(
-        &career_service::roles(&settings),
+        &career_service::deployment(&settings),
         &career_service::clients_at(unreachable, unreachable),
         &settings,
     )
@@ -134,8 +134,12 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let pipeline = Pipeline::start(true).await;
     let receiver = Receiver::answering(&[200], "thanks", Duration::ZERO).await;
     let base = gateway_on(
-        ApiFunctions::new(&career_service::roles(pipeline.settings()), &career_service::clients(), pipeline.settings())
-            .expect("valid settings"),
+        ApiFunctions::new(
+            &career_service::deployment(pipeline.settings()),
+            &career_service::clients(),
+            pipeline.settings(),
+        )
+        .expect("valid settings"),
     )
     .await;
     let user = unique_user();

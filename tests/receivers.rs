@@ -200,7 +200,7 @@ async fn the_readmes_rotation_commands_rotate() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = format!("http://{}", listener.local_addr().unwrap());
     let functions = Arc::new(
-        ApiFunctions::new(&career_service::roles(pipeline.settings()), &clients(), pipeline.settings()).unwrap(),
+        ApiFunctions::new(&career_service::deployment(pipeline.settings()), &clients(), pipeline.settings()).unwrap(),
     );
     let server = tokio::spawn(gateway::serve(listener, functions, gateway::IDLE_TIMEOUT));
 

@@ -322,20 +322,29 @@ impl Stack {
         let response = match function {
             ApiFunction::Alerts => {
                 career_alerts::handle(
-                    &career_alerts::Deps::new(&acting_as(function::ALERTS, settings, &clients()), settings).unwrap(),
+                    &career_alerts::Deps::new(
+                        &acting_as(function::ALERTS, settings, &clients()),
+                        &career_service::function_settings(function::ALERTS, settings),
+                    )
+                    .unwrap(),
                     request,
                 )
                 .await
             }
             ApiFunction::DataSharing => {
-                let deps =
-                    career_data_sharing::Deps::new(&acting_as(function::DATA_SHARING, settings, &clients()), settings)
-                        .unwrap();
+                let deps = career_data_sharing::Deps::new(
+                    &acting_as(function::DATA_SHARING, settings, &clients()),
+                    &career_service::function_settings(function::DATA_SHARING, settings),
+                )
+                .unwrap();
                 career_data_sharing::handle(&deps, request).await
             }
             ApiFunction::Webhooks => {
-                let deps =
-                    career_webhooks::Deps::new(&acting_as(function::WEBHOOKS, settings, &clients()), settings).unwrap();
+                let deps = career_webhooks::Deps::new(
+                    &acting_as(function::WEBHOOKS, settings, &clients()),
+                    &career_service::function_settings(function::WEBHOOKS, settings),
+                )
+                .unwrap();
                 career_webhooks::handle(&deps, request).await
             }
         };
@@ -358,8 +367,11 @@ impl Stack {
             "career-fanout" => {
                 let batch: StreamEvent =
                     serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: not a stream event: {e}"));
-                let deps =
-                    career_fanout::Deps::new(&acting_as(function::FANOUT, settings, &clients()), settings).unwrap();
+                let deps = career_fanout::Deps::new(
+                    &acting_as(function::FANOUT, settings, &clients()),
+                    &career_service::function_settings(function::FANOUT, settings),
+                )
+                .unwrap();
                 serde_json::to_value(career_fanout::handle(&deps, batch).await)
             }
             "career-deliver" => {

@@ -159,8 +159,11 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
 
     let mut settings = pipeline.settings().clone();
     settings.sweep_after = Duration::from_secs(1);
-    let sweep =
-        career_sweep::Deps::new(&career_service::acting_as(function::SWEEP, &settings, &clients()), &settings).unwrap();
+    let sweep = career_sweep::Deps::new(
+        &career_service::acting_as(function::SWEEP, &settings, &clients()),
+        &career_service::function_settings(function::SWEEP, &settings),
+    )
+    .unwrap();
     let not_yet = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -208,7 +211,9 @@ async fn the_fan_out_writes_the_records_before_it_queues() {
     let mut lost_lanes = pipeline.settings().clone();
     lost_lanes.delivery_queue_url = Some(format!("{}-gone.fifo", pipeline.queues.delivery.trim_end_matches(".fifo")));
     let fanout_clients = career_service::acting_as(function::FANOUT, &lost_lanes, &clients());
-    let fanout = career_fanout::Deps::new(&fanout_clients, &lost_lanes).unwrap();
+    let fanout =
+        career_fanout::Deps::new(&fanout_clients, &career_service::function_settings(function::FANOUT, &lost_lanes))
+            .unwrap();
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
     let pumping = tokio::spawn(async move {

@@ -323,7 +323,7 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
             pipeline.settings(),
             &clients_logging_kms(&calls),
         ),
-        pipeline.settings(),
+        &career_service::function_settings(careerctl::template::function::DELIVER, pipeline.settings()),
     )
     .unwrap();
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use career_core::aws::AwsClients;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::Settings;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -16,7 +16,7 @@ use lambda_http::http::{self, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use tokio::net::TcpListener;
 
-use crate::iam::Roles;
+use crate::deployment::Deployment;
 use crate::template::function;
 
 /// API Gateway's own payload limit; larger bodies never reach a function.
@@ -33,12 +33,18 @@ pub struct ApiFunctions {
 }
 
 impl ApiFunctions {
-    /// The three functions on `clients`, each acting as its role in `roles`.
-    pub fn new(roles: &Roles, clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+    /// The three functions of `deployment` on `clients`, each acting as its role, with the
+    /// environment the template gives it on a stack whose settings are `local`.
+    pub fn new(deployment: &Deployment, clients: &AwsClients, local: &Settings) -> anyhow::Result<Self> {
+        let instance = |function| -> anyhow::Result<(AwsClients, Settings)> {
+            Ok((deployment.acting_as(function, clients), deployment.settings_of(function, local)?))
+        };
+        let (alerts, data_sharing, webhooks) =
+            (instance(function::ALERTS)?, instance(function::DATA_SHARING)?, instance(function::WEBHOOKS)?);
         Ok(Self {
-            alerts: career_alerts::Deps::new(&roles.acting_as(function::ALERTS, clients), settings)?,
-            data_sharing: career_data_sharing::Deps::new(&roles.acting_as(function::DATA_SHARING, clients), settings)?,
-            webhooks: career_webhooks::Deps::new(&roles.acting_as(function::WEBHOOKS, clients), settings)?,
+            alerts: career_alerts::Deps::new(&alerts.0, &alerts.1)?,
+            data_sharing: career_data_sharing::Deps::new(&data_sharing.0, &data_sharing.1)?,
+            webhooks: career_webhooks::Deps::new(&webhooks.0, &webhooks.1)?,
         })
     }
 

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod demo;
 #[cfg(test)]
 mod deploy_checks;
+pub mod deployment;
 pub mod event_sources;
 pub mod gateway;
 pub mod iam;

@@ -92,14 +92,15 @@ struct Functions {
 
 impl Functions {
     fn new(stack: &LocalStack) -> anyhow::Result<Self> {
-        let (clients, settings) = (stack.clients(), &stack.settings);
-        let fanout = stack.function_clients(function::FANOUT);
-        let deliver = stack.function_clients(function::DELIVER);
+        let clients = stack.clients();
+        let (fanout, fanout_settings) = stack.function(function::FANOUT)?;
+        let (deliver, deliver_settings) = stack.function(function::DELIVER)?;
+        let (sweep, sweep_settings) = stack.function(function::SWEEP)?;
         Ok(Functions {
-            api: Arc::new(ApiFunctions::new(&stack.roles, &clients, settings)?),
-            fanout: (fanout.clone(), career_fanout::Deps::new(&fanout, settings)?),
-            deliver: (deliver.clone(), career_deliver::Deps::new(&deliver, settings)?),
-            sweep: career_sweep::Deps::new(&stack.function_clients(function::SWEEP), settings)?,
+            api: Arc::new(ApiFunctions::new(&stack.deployment, &clients, &stack.settings)?),
+            fanout: (fanout.clone(), career_fanout::Deps::new(&fanout, &fanout_settings)?),
+            deliver: (deliver.clone(), career_deliver::Deps::new(&deliver, &deliver_settings)?),
+            sweep: career_sweep::Deps::new(&sweep, &sweep_settings)?,
             clients,
         })
     }
@@ -166,8 +167,8 @@ async fn serve(
             let _ = stopping.wait_for(|stop| *stop).await;
         }
     };
-    let stream_sources = stack.stream_sources(function::FANOUT)?;
-    let lanes = stack.queue_sources(function::DELIVER)?;
+    let stream_sources = stack.deployment.stream_sources(function::FANOUT)?;
+    let lanes = stack.deployment.queue_sources(function::DELIVER)?;
     let (fanout_clients, fanout) = &functions.fanout;
     let front = async {
         let outcome = tokio::select! {

@@ -11,11 +11,10 @@ use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::Settings;
 
-use crate::event_sources::{queue_sources, stream_sources, QueueSource, StreamSource};
-use crate::iam::Roles;
-use crate::resources::{create_stack, QueueUrls};
+use crate::deployment::Deployment;
+use crate::resources::QueueUrls;
 use crate::services::{Installed, LocalService};
-use crate::template::{Resolver, Template};
+use crate::template::Template;
 
 pub const REGION: &str = "us-east-1";
 
@@ -27,12 +26,11 @@ pub struct LocalStack {
     /// moto: the SQS emulator, and KMS on the same endpoint.
     pub sqs: LocalService,
     pub queues: QueueUrls,
+    /// The settings of the stack (what its parameters and the local defaults make them); each
+    /// function reads its own from the environment the template gives it
+    /// ([`Deployment::settings_of`]).
     pub settings: Settings,
-    /// The template resolved to this stack's resources.
-    pub resolver: Resolver,
-    /// Each function's role, which its clients act as.
-    pub roles: Roles,
-    pub template: Template,
+    pub deployment: Deployment,
     sdk: SdkConfig,
 }
 
@@ -60,9 +58,9 @@ impl LocalStack {
         // Services that just started can take a while to answer their first calls (the JVM
         // warming up, a data file being opened), longer than a request may wait.
         let setup = AwsClients::new(sdk.to_builder().timeout_config(startup_timeouts()).build());
-        let (resolver, roles) = create_resources(template, &setup, STACK_NAME, &mut settings).await?;
-        let queues = QueueUrls::of(&resolver)?;
-        Ok(LocalStack { dynamodb, sqs, queues, settings, resolver, roles, template: template.clone(), sdk })
+        let deployment = Deployment::create(template, &setup, STACK_NAME, &mut settings).await?;
+        let queues = deployment.queues()?;
+        Ok(LocalStack { dynamodb, sqs, queues, settings, deployment, sdk })
     }
 
     /// Waits until DynamoDB Local or the SQS emulator ends, and says which and how: the stack
@@ -79,20 +77,11 @@ impl LocalStack {
         AwsClients::new(self.sdk.clone())
     }
 
-    /// The AWS clients of one instance of the template's function `function` (its logical
-    /// id), acting as its role.
-    pub fn function_clients(&self, function: &str) -> AwsClients {
-        self.roles.acting_as(function, &self.clients())
-    }
-
-    /// The template's stream event sources of `function`, on this stack.
-    pub fn stream_sources(&self, function: &str) -> anyhow::Result<Vec<StreamSource>> {
-        stream_sources(&self.template, &self.resolver, function)
-    }
-
-    /// The template's queue event sources of `function`, on this stack.
-    pub fn queue_sources(&self, function: &str) -> anyhow::Result<Vec<QueueSource>> {
-        queue_sources(&self.template, &self.resolver, function)
+    /// One instance of the template's function `function` (its logical id): its AWS clients,
+    /// acting as its role, and its settings, from the environment the template gives it.
+    pub fn function(&self, function: &str) -> anyhow::Result<(AwsClients, Settings)> {
+        let settings = self.deployment.settings_of(function, &self.settings)?;
+        Ok((self.deployment.acting_as(function, &self.clients()), settings))
     }
 
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
@@ -128,27 +117,6 @@ pub fn sdk_config(dynamodb: &str, moto: &str) -> anyhow::Result<SdkConfig> {
     let sdk = career_core::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")?;
     let http = sdk.http_client().context("the functions' SDK configuration has an HTTP client")?;
     Ok(sdk.to_builder().http_client(crate::iam::enforcing(http)).build())
-}
-
-/// Makes what `template` declares for the stack `stack_name` (tables named by
-/// `settings.tables`; `settings.max_delivery_attempts` as the `DeliveryMaxAttempts`
-/// parameter), reads its functions' roles, and points `settings` at its queues and KMS key.
-pub async fn create_resources(
-    template: &Template,
-    clients: &AwsClients,
-    stack_name: &str,
-    settings: &mut Settings,
-) -> anyhow::Result<(Resolver, Roles)> {
-    let parameters = [("DeliveryMaxAttempts".to_owned(), settings.max_delivery_attempts.to_string())].into();
-    let resolver = create_stack(template, clients, stack_name, &settings.tables, parameters).await?;
-    let roles = Roles::of(template, &resolver)?;
-    let queues = QueueUrls::of(&resolver)?;
-    settings.delivery_queue_url = Some(queues.delivery);
-    settings.retry_queue_url = Some(queues.retry);
-    settings.dead_letter_queue_url = Some(queues.dead_letter);
-    let key = resolver.resources.get("WebhookSecretsKey").context("the template has no WebhookSecretsKey")?;
-    settings.secrets_kms_key_id = Some(key.reference.clone());
-    Ok((resolver, roles))
 }
 
 /// Time limits for creating the tables and queues on freshly started services.

@@ -130,6 +130,14 @@ impl Settings {
         Self::from_lookup(&|name| env::var(name).ok())
     }
 
+    /// Reads and checks every setting from `vars`, as [`Settings::from_env`] does from the
+    /// process environment (the local stack gives each function the environment its template
+    /// declares).
+    pub fn from_vars(vars: &std::collections::HashMap<String, String>) -> Result<Self, ConfigError> {
+        let vars = vars.clone();
+        Self::from_lookup(&move |name| vars.get(name).cloned())
+    }
+
     fn from_lookup(vars: &Lookup) -> Result<Self, ConfigError> {
         Ok(Self {
             tables: TableNames::from_lookup(vars),
@@ -258,7 +266,7 @@ mod tests {
 
     fn settings_with(pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
         let vars: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Settings::from_lookup(&move |name| vars.get(name).cloned())
+        Settings::from_vars(&vars)
     }
 
     #[test]

@@ -226,9 +226,12 @@ async fn first_requests(bench: &Bench, pipeline: &Pipeline) -> Result<String, St
 /// DynamoDB Local compiles its code paths as they are first used: warm them (in process, on
 /// the same tables) so the fresh processes' first requests do not pay for that.
 async fn warm_dynamodb_local(pipeline: &Pipeline, key: &str) -> Result<(), String> {
-    let warm =
-        ApiFunctions::new(&career_service::roles(pipeline.settings()), &career_service::clients(), pipeline.settings())
-            .map_err(|e| e.to_string())?;
+    let warm = ApiFunctions::new(
+        &career_service::deployment(pipeline.settings()),
+        &career_service::clients(),
+        pipeline.settings(),
+    )
+    .map_err(|e| e.to_string())?;
     for _ in 0..WARM_DYNAMODB_LOCAL {
         for (_, path) in API_CASES {
             let (parts, ()) = http::Request::builder()

@@ -74,7 +74,8 @@ fn start_pumps(bench: &Bench, pipeline: &Pipeline, sends: &Calls) -> Result<[Joi
     let settings = pipeline.settings();
     let fanout_clients = career_service::clients().with_sqs(counting::sqs(&bench.sqs_endpoint, sends));
     let fanout_clients = career_service::acting_as(function::FANOUT, settings, &fanout_clients);
-    let fanout = career_fanout::Deps::new(&fanout_clients, settings).map_err(|e| e.to_string())?;
+    let fanout_settings = career_service::function_settings(function::FANOUT, settings);
+    let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).map_err(|e| e.to_string())?;
     let deliver = career_service::deliver_instance(settings);
     let sources = career_service::stream_sources(function::FANOUT, settings);
     // Only the main lane: the receiver never fails, so nothing goes to the retry lane.

@@ -201,7 +201,7 @@ async fn time_lists(
 ) -> Result<[Timings; 2], String> {
     let calls = Calls::default();
     let counted = career_service::clients().with_dynamodb(counting::dynamodb(&bench.dynamodb_endpoint, &calls));
-    let functions = ApiFunctions::new(&career_service::roles(pipeline.settings()), &counted, pipeline.settings())
+    let functions = ApiFunctions::new(&career_service::deployment(pipeline.settings()), &counted, pipeline.settings())
         .map_err(|e| e.to_string())?;
     let keys = [
         pipeline.api.key(users.heavy.as_str(), "read:alerts").await,

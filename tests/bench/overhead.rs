@@ -155,7 +155,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     }
     let fixture = Fixture {
         functions: ApiFunctions::new(
-            &career_service::roles(&settings),
+            &career_service::deployment(&settings),
             &career_service::clients().with_dynamodb(client.clone()),
             &settings,
         )

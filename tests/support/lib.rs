@@ -18,12 +18,11 @@ use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::secrets;
 use careerctl::admin::Admin;
+use careerctl::deployment::Deployment;
 use careerctl::gateway::{lambda_request, ApiFunctions};
-use careerctl::iam::Roles;
 use careerctl::resources::QueueUrls;
 use careerctl::services::Installed;
 use careerctl::stack::LocalStack;
-use careerctl::template::Template;
 use lambda_http::http::{self, HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
@@ -37,60 +36,49 @@ pub struct Services {
     pub sink_url: String,
 }
 
-/// Every stack of this test binary: its tables, its functions' roles, its template and what
-/// the template resolves to there.
-type Stack = (TableNames, Roles, Template, careerctl::template::Resolver);
+/// Every stack of this test binary: its tables and its deployment of the template.
+type Stack = (TableNames, Deployment);
 
 static STACKS: std::sync::Mutex<Vec<Stack>> = std::sync::Mutex::new(Vec::new());
 
-fn register_roles(settings: &Settings, roles: Roles, template: Template, resolver: careerctl::template::Resolver) {
-    STACKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((
-        settings.tables.clone(),
-        roles,
-        template,
-        resolver,
-    ));
+fn register(settings: &Settings, deployment: Deployment) {
+    STACKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((settings.tables.clone(), deployment));
 }
 
-/// What `pick` takes of the stack whose tables `settings` name: the registered stack with the
+/// The deployment of the stack whose tables `settings` name: the registered stack with the
 /// most tables in common (a test that points one table elsewhere stays in its stack, and the
 /// roles then refuse that table, as they would on AWS).
 #[track_caller]
-fn stack_of<T>(settings: &Settings, pick: impl FnOnce(&Stack) -> T) -> T {
+pub fn deployment(settings: &Settings) -> Deployment {
     services(); // the base stack registers itself when it starts
     let stacks = STACKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let shared = |stack: &&Stack| stack.0.all().iter().zip(settings.tables.all()).filter(|(a, b)| a.1 == b.1).count();
     let best = stacks.iter().filter(|stack| shared(stack) > 0).max_by_key(shared);
-    pick(best.unwrap_or_else(|| panic!("no stack has any of the tables {:?}", settings.tables)))
-}
-
-/// The roles of the stack whose tables `settings` name.
-#[track_caller]
-pub fn roles(settings: &Settings) -> Roles {
-    stack_of(settings, |stack| stack.1.clone())
+    best.unwrap_or_else(|| panic!("no stack has any of the tables {:?}", settings.tables)).1.clone()
 }
 
 /// `clients` acting as the role of the template's function `function` in the stack whose
 /// tables `settings` name: every call they make is evaluated against that role.
 #[track_caller]
 pub fn acting_as(function: &str, settings: &Settings, clients: &AwsClients) -> AwsClients {
-    roles(settings).acting_as(function, clients)
+    deployment(settings).acting_as(function, clients)
+}
+
+/// The settings of the template's function `function` in the stack whose settings are
+/// `settings`: from the environment the template gives it.
+#[track_caller]
+pub fn function_settings(function: &str, settings: &Settings) -> Settings {
+    deployment(settings).settings_of(function, settings).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The template's event sources of `function` in the stack whose tables `settings` name.
 pub fn queue_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::QueueSource> {
-    let sources = stack_of(settings, |(_, _, template, resolver)| {
-        careerctl::event_sources::queue_sources(template, resolver, function)
-    });
-    sources.expect("the template's queue sources")
+    deployment(settings).queue_sources(function).expect("the template's queue sources")
 }
 
 /// The template's stream sources of `function` in the stack whose tables `settings` name.
 pub fn stream_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::StreamSource> {
-    let sources = stack_of(settings, |(_, _, template, resolver)| {
-        careerctl::event_sources::stream_sources(template, resolver, function)
-    });
-    sources.expect("the template's stream sources")
+    deployment(settings).stream_sources(function).expect("the template's stream sources")
 }
 
 /// Where the functions of every test binary record the grants of their roles that they use
@@ -112,7 +100,7 @@ pub fn services() -> &'static Services {
                     .await
                     .unwrap_or_else(|e| panic!("starting the local services: {e:#}"));
                 let sink = receiver::Receiver::start(&[200], std::time::Duration::ZERO).await;
-                register_roles(&stack.settings, stack.roles.clone(), stack.template.clone(), stack.resolver.clone());
+                register(&stack.settings, stack.deployment.clone());
                 ready
                     .send(Services {
                         dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
@@ -165,8 +153,9 @@ pub fn base_settings() -> Settings {
 /// A fresh instance of the delivery function (new clients, connection pools and HTTP agent)
 /// on the test's DynamoDB Local, SQS emulator and KMS.
 pub fn deliver_instance(settings: &Settings) -> career_deliver::Deps {
-    let clients = acting_as(careerctl::template::function::DELIVER, settings, &clients());
-    career_deliver::Deps::new(&clients, settings).expect("delivery settings")
+    let function = careerctl::template::function::DELIVER;
+    career_deliver::Deps::new(&acting_as(function, settings, &clients()), &function_settings(function, settings))
+        .expect("delivery settings")
 }
 
 /// [`base_settings`] for functions whose KMS key and delivery queues lie at `unreachable`:
@@ -299,7 +288,7 @@ impl Api {
     /// The functions on the services that these clients talk to.
     pub fn on(clients: AwsClients, settings: Settings) -> Self {
         Api {
-            functions: ApiFunctions::new(&roles(&settings), &clients, &settings).expect("valid settings"),
+            functions: ApiFunctions::new(&deployment(&settings), &clients, &settings).expect("valid settings"),
             admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()),
             settings,
         }

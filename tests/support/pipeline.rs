@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use career_core::config::{Settings, TableNames};
+use careerctl::deployment::Deployment;
 use careerctl::pumps::{run_queue_pump, run_stream_pump};
 use careerctl::resources::QueueUrls;
 use careerctl::template::{function, Template};
@@ -39,16 +40,17 @@ impl Pipeline {
         settings.max_delivery_attempts = 3;
         change(&mut settings);
         let stack = prefix.trim_end_matches('-');
-        let (resolver, roles) = careerctl::stack::create_resources(&template, &clients(), stack, &mut settings)
+        let deployment = Deployment::create(&template, &clients(), stack, &mut settings)
             .await
             .expect("the template's tables and queues created");
-        let queues = QueueUrls::of(&resolver).expect("the template's queues");
-        crate::register_roles(&settings, roles, template, resolver);
+        let queues = deployment.queues().expect("the template's queues");
+        crate::register(&settings, deployment);
 
         let mut pumps = Vec::new();
         if with_pumps {
             let fanout_clients = acting_as(function::FANOUT, &settings, &clients());
-            let fanout = career_fanout::Deps::new(&fanout_clients, &settings).expect("fan-out settings");
+            let fanout_settings = crate::function_settings(function::FANOUT, &settings);
+            let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).expect("fan-out settings");
             let sources = crate::stream_sources(function::FANOUT, &settings);
             pumps.push(tokio::spawn(async move { run_stream_pump(fanout_clients, sources, &fanout, None).await }));
             for lane in crate::queue_sources(function::DELIVER, &settings) {
