@@ -76,3 +76,53 @@ async fn sqs_limits_the_code_depends_on_are_enforced_locally() {
     let beyond = change(43_199).await.expect_err("two seconds later, more than 12 hours after the receive");
     assert!(format!("{beyond:?}").contains("beyond the limit"), "{beyond:?}");
 }
+
+#[tokio::test]
+async fn an_index_a_queue_setting_and_a_variable_come_from_the_template_alone() {
+    let text = TEMPLATE
+        .replacen(
+            "      GlobalSecondaryIndexes:\n        - IndexName: byDue\n",
+            "      GlobalSecondaryIndexes:\n        - IndexName: byRehearsal\n          KeySchema:\n            - AttributeName: deliveryId\n              KeyType: HASH\n          Projection:\n            ProjectionType: KEYS_ONLY\n        - IndexName: byDue\n",
+            1,
+        )
+        .replacen(
+            "  StreamFailuresQueue:\n    Type: AWS::SQS::Queue\n    DeletionPolicy: Delete\n    UpdateReplacePolicy: Delete\n    Properties:\n",
+            "  StreamFailuresQueue:\n    Type: AWS::SQS::Queue\n    DeletionPolicy: Delete\n    UpdateReplacePolicy: Delete\n    Properties:\n      DelaySeconds: 7\n",
+            1,
+        );
+    // The sweep without its deliveries table's name: it falls back to the default name.
+    let sweep_start = text.find("  SweepFunction:\n").expect("the sweep function");
+    let variable =
+        text[sweep_start..].find("          DELIVERIES_TABLE: !Ref DeliveriesTable\n").unwrap() + sweep_start;
+    let text = format!(
+        "{}{}",
+        &text[..variable],
+        &text[variable + "          DELIVERIES_TABLE: !Ref DeliveriesTable\n".len()..]
+    );
+    assert_ne!(text, TEMPLATE);
+    let pipeline = Pipeline::from_template(Template::parse(&text).unwrap(), false, |_| {}).await;
+    let settings = pipeline.settings();
+
+    let table =
+        career_service::dynamodb().describe_table().table_name(&settings.tables.deliveries).send().await.unwrap();
+    let indexes = table.table.unwrap().global_secondary_indexes.unwrap_or_default();
+    assert!(indexes.iter().any(|i| i.index_name.as_deref() == Some("byRehearsal")), "{indexes:?}");
+
+    let queue = &pipeline.queues.stream_failures;
+    let attributes = sqs()
+        .get_queue_attributes()
+        .queue_url(queue)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::DelaySeconds)
+        .send()
+        .await
+        .unwrap();
+    let delay = attributes.attributes.unwrap()[&aws_sdk_sqs::types::QueueAttributeName::DelaySeconds].clone();
+    assert_eq!(delay, "7");
+
+    let deployment = career_service::deployment(settings);
+    let sweep = deployment.settings_of(careerctl::template::function::SWEEP, settings).unwrap();
+    assert_ne!(sweep.tables.deliveries, settings.tables.deliveries, "a variable the template does not give is unset");
+    let deliver = deployment.settings_of(careerctl::template::function::DELIVER, settings).unwrap();
+    assert_eq!(deliver.tables.deliveries, settings.tables.deliveries);
+    assert_eq!(deliver.max_delivery_attempts, settings.max_delivery_attempts, "the stack's parameter");
+}
