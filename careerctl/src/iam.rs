@@ -26,7 +26,7 @@ use career_core::aws::AwsClients;
 use serde_json::Value as Json;
 use serde_yaml::Value;
 
-use crate::template::{scalar, Resolver, Template, ACCOUNT};
+use crate::template::{scalar, Resolver, Resource, Template, ACCOUNT};
 
 /// One statement of a role's policy, resolved to the local resources.
 #[derive(Clone, Debug)]
@@ -113,13 +113,7 @@ impl Roles {
         static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
         let mut keys = HashMap::new();
         for function in template.resources_of("AWS::Serverless::Function") {
-            let role_ref = function.property("Role").context("a function without a role")?;
-            let role_id = match role_ref {
-                Value::Tagged(tagged) => tagged.value.as_str().and_then(|v| v.split('.').next()),
-                _ => None,
-            };
-            let role_id =
-                role_id.with_context(|| format!("{}: Role is not !GetAtt <role>.Arn", function.logical_id))?;
+            let role_id = role_of(&function)?;
             let statements = role_statements(template, resolver, role_id)?;
             let role = Role { function: function.logical_id.to_owned(), role: role_id.to_owned(), statements };
             // DynamoDB Local takes access keys of letters and digits only.
@@ -147,13 +141,9 @@ pub fn declared_grants(template_text: &str) -> anyhow::Result<Vec<(Grant, String
     let lines: Vec<&str> = template_text.lines().collect();
     let mut declared = Vec::new();
     for function in template.resources_of("AWS::Serverless::Function") {
-        let role_id = match function.property("Role") {
-            Some(Value::Tagged(tagged)) => tagged.value.as_str().and_then(|v| v.split('.').next()).map(str::to_owned),
-            _ => None,
-        };
-        let role_id = role_id.with_context(|| format!("{}: no role", function.logical_id))?;
+        let role_id = role_of(&function)?;
         let role_line = lines.iter().position(|l| l.trim_end() == format!("  {role_id}:")).unwrap_or_default();
-        let role = template.resource(&role_id)?;
+        let role = template.resource(role_id)?;
         let policies = role.property("Policies").and_then(Value::as_sequence).into_iter().flatten();
         for statement in policies.filter_map(|p| p.get("PolicyDocument")?.get("Statement")?.as_sequence()).flatten() {
             let statement = statement_of(statement)?;
@@ -169,6 +159,15 @@ pub fn declared_grants(template_text: &str) -> anyhow::Result<Vec<(Grant, String
         }
     }
     Ok(declared)
+}
+
+/// The logical id of the role a function runs as (`Role: !GetAtt <role>.Arn`).
+fn role_of<'a>(function: &Resource<'a>) -> anyhow::Result<&'a str> {
+    let role = match function.property("Role") {
+        Some(Value::Tagged(tagged)) => tagged.value.as_str().and_then(|v| v.split('.').next()),
+        _ => None,
+    };
+    role.with_context(|| format!("{}: Role is not !GetAtt <role>.Arn", function.logical_id))
 }
 
 fn role_statements(template: &Template, resolver: &Resolver, role_id: &str) -> anyhow::Result<Vec<Statement>> {
@@ -396,11 +395,6 @@ impl HttpConnector for Enforcing {
             Some(refused) => HttpConnectorFuture::ready(Ok(refused)),
         }
     }
-}
-
-/// Every grant a role used in this process so far.
-pub fn grants_used() -> BTreeSet<Grant> {
-    REGISTRY.used.lock().expect("registry").clone()
 }
 
 /// Every call refused in this process so far.

@@ -37,8 +37,8 @@ pub struct Resource<'a> {
     pub properties: Option<&'a Mapping>,
 }
 
-impl Resource<'_> {
-    pub fn property(&self, name: &str) -> Option<&Value> {
+impl<'a> Resource<'a> {
+    pub fn property(&self, name: &str) -> Option<&'a Value> {
         self.properties?.get(name)
     }
 }
