@@ -4,8 +4,8 @@
 //! a function builds only the clients it uses, once per instance, and asks for them by name
 //! rather than in an argument order. A clone shares the clients: a part that needs a client
 //! only sometimes (the sealer's KMS, the webhooks function's queues) keeps a clone and asks
-//! for the client when it first uses it, so init does not build it (a client costs a cold
-//! start about 0.15 ms, mostly the first touch of its code).
+//! for the client when it first uses it, so init does not build it (BENCHMARKS.md section 1
+//! gives what a client costs a cold start).
 
 use std::sync::{Arc, OnceLock};
 
