@@ -1,11 +1,12 @@
 //! Deliveries that heal themselves and listen to the receiver (contract section 12), end to
 //! end against DynamoDB Local and the SQS emulator with receivers on loopback: the record
-//! first and the sweep, generations, per-message acknowledgement, `Retry-After`, `410 Gone`
-//! and recovery after an outage.
+//! first and the sweep, generations, claims that keep the sweep off a delivery in flight,
+//! per-message acknowledgement, `Retry-After`, `410 Gone` and recovery after an outage.
 
 use std::time::{Duration, Instant};
 
 use career_core::clock::Timestamp;
+use career_core::config::Settings;
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::plan::GONE_ERROR;
 use career_core::delivery::DeliveryMessage;
@@ -17,12 +18,17 @@ use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{clients, dynamodb, typed, unique_user, Api};
+use career_service::{clients, deliver_instance, dynamodb, sqs, typed, unique_user, Api};
+use careerctl::pumps::{run_queue_pump, BATCHES_PER_QUEUE};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
 const SOON: Duration = Duration::from_secs(30);
 const NO_DELAY: Duration = Duration::ZERO;
+/// The sweep window of the tests that run the sweep: shorter than their sends, so a sweep
+/// that took a delivery in flight, or one waiting in a backlog, would send it a second time.
+const SHORT_WINDOW: Duration = Duration::from_secs(5);
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 fn deliveries(pipeline: &Pipeline) -> DeliveryTable {
     DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries)
@@ -42,7 +48,19 @@ async fn records_when(
     count: usize,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> Vec<DeliveryRecord> {
-    let deadline = Instant::now() + SOON;
+    records_within(pipeline, user, subscription, count, SOON, done).await
+}
+
+/// [`records_when`], waiting up to `within`.
+async fn records_within(
+    pipeline: &Pipeline,
+    user: &str,
+    subscription: &str,
+    count: usize,
+    within: Duration,
+    done: impl Fn(&DeliveryRecord) -> bool,
+) -> Vec<DeliveryRecord> {
+    let deadline = Instant::now() + within;
     loop {
         let found = records(pipeline, user, subscription).await;
         if found.len() == count && found.iter().all(&done) {
@@ -58,6 +76,114 @@ async fn events(pipeline: &Pipeline, user: &str, count: usize) {
     for _ in 0..count {
         pipeline.api.admin.update_profile(user).await.unwrap();
     }
+}
+
+/// A pipeline with the short sweep window, whose sweep runs every second.
+async fn swept_pipeline(change: impl FnOnce(&mut Settings)) -> Pipeline {
+    let mut pipeline = Pipeline::with_settings(true, |settings| {
+        settings.sweep_after = SHORT_WINDOW;
+        change(settings);
+    })
+    .await;
+    pipeline.sweep_every(SWEEP_EVERY);
+    pipeline
+}
+
+/// Six receivers that answer 200 after 9 s, with a 5-second sweep window: each delivery is
+/// received once and its one attempt counted. Before deliveries claimed their records, the
+/// sweep took each record while its send was in flight and sent it again, and the first
+/// attempt could not be recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_receivers_get_each_delivery_once_under_a_short_sweep_window() {
+    let pipeline = swept_pipeline(|_| {}).await;
+    let user = unique_user();
+    let mut receivers = Vec::new();
+    for _ in 0..6 {
+        let receiver = Receiver::start(&[200], Duration::from_secs(9)).await;
+        let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+        receivers.push((receiver, subscription));
+    }
+    events(&pipeline, &user, 1).await;
+
+    for (receiver, subscription) in &receivers {
+        let done = records_when(&pipeline, &user, subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+        assert_eq!(done[0].attempts, 1, "{subscription}: one attempt, counted");
+        assert_eq!(receiver.received().len(), 1, "{subscription}: received once");
+    }
+}
+
+/// A receiver that never answers, with a 5-second sweep window: exactly the configured
+/// attempts (three, each timing out after 10 s), then `failed`, the dead-letter queue and
+/// the failure clock. Before, the sweep took the record during every send, the attempts
+/// stayed at zero and the delivery was sent again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_receiver_that_never_answers_gets_exactly_the_configured_attempts_then_fails() {
+    let pipeline = swept_pipeline(|_| {}).await;
+    let user = unique_user();
+    let hanging = HangingReceiver::start().await;
+    let (subscription, _) = pipeline.subscribe(&user, &hanging.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+
+    let failed = |r: &DeliveryRecord| r.status == DeliveryStatus::Failed;
+    let record = records_within(&pipeline, &user, &subscription, 1, Duration::from_secs(90), failed).await;
+    let attempts = pipeline.settings().max_delivery_attempts;
+    assert_eq!((record[0].attempts, hanging.taken()), (attempts, attempts as usize));
+    assert_eq!(record[0].last_error.as_deref(), Some("timed out after 10 s"));
+    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, SOON).await;
+    let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
+    assert_eq!(dead.delivery_id, record[0].id, "the delivery is in the dead-letter queue");
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let stored = webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap();
+    assert!(stored.health.failing_since().is_some(), "the failure clock runs");
+}
+
+/// Two hundred deliveries queued at once behind one consumer of one batch at a time, whose
+/// receiver takes a second per delivery, with a 5-second sweep window: most wait in the
+/// backlog far longer than the window, and the sweep runs throughout. No delivery is
+/// received twice, and each is recorded as one successful attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
+    let mut pipeline = Pipeline::with_settings(false, |settings| settings.sweep_after = SHORT_WINDOW).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::from_secs(1)).await;
+    let mut subscriptions = Vec::new();
+    let mut messages = Vec::new();
+    for _ in 0..10 {
+        let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+        for _ in 0..20 {
+            let event = Event::ping(&typed(&subscription));
+            messages.push(DeliveryMessage::new(&event, &typed(&user), &typed(&subscription)));
+        }
+        subscriptions.push(subscription);
+    }
+    // As the fan-out does: the records first, then the messages on the main lane.
+    let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+    for chunk in pending.chunks(25) {
+        deliveries(&pipeline).insert_new(chunk, Timestamp::now()).await.unwrap();
+    }
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &messages).await.unwrap();
+    let consumers: Vec<_> = [(pipeline.queues.delivery.clone(), 1), (pipeline.queues.retry.clone(), BATCHES_PER_QUEUE)]
+        .into_iter()
+        .map(|(queue, batches)| {
+            let deliver = deliver_instance(pipeline.settings());
+            tokio::spawn(async move { run_queue_pump(sqs(), queue, &deliver, batches, std::future::pending()).await })
+        })
+        .collect();
+    pipeline.sweep_every(SWEEP_EVERY);
+
+    for subscription in &subscriptions {
+        let succeeded = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
+        let done = records_within(&pipeline, &user, subscription, 20, Duration::from_secs(180), succeeded).await;
+        assert!(done.iter().all(|record| record.attempts == 1), "{done:#?}");
+    }
+    for consumer in consumers {
+        consumer.abort();
+    }
+    let mut ids: Vec<String> = receiver.received().iter().map(|r| r.header("webhook-id").to_owned()).collect();
+    ids.sort_unstable();
+    let received = ids.len();
+    ids.dedup();
+    assert_eq!((received, ids.len()), (200, 200), "every delivery received once");
 }
 
 /// A healthy receiver's deliveries must not wait for a sibling subscription of the same user
@@ -293,5 +419,26 @@ async fn recover_answers_its_codes() {
     webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
     assert_eq!(recover(id.clone(), since.clone()).await, code(400, "webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
-    assert_eq!(recover(id, since).await, (202, String::new()));
+    assert_eq!(recover(id.clone(), since).await, (202, String::new()));
+
+    // `since` as RFC 3339 allows it: nine fraction digits, a lowercase `t` and `z`, offsets.
+    let minute_ago = (Timestamp::now() - Duration::from_secs(60)).to_string();
+    let (date, time) = minute_ago.trim_end_matches('Z').split_once('T').unwrap();
+    let (hour, rest) = time.split_once(':').unwrap();
+    let mut east = hour.parse::<u32>().unwrap() + 1;
+    let east_date = if east == 24 {
+        east = 0;
+        ((Timestamp::now() - Duration::from_secs(60)) + Duration::from_secs(3600)).to_string()[..10].to_owned()
+    } else {
+        date.to_owned()
+    };
+    for text in [
+        format!("{date}T{time}456789Z"),
+        format!("{date}t{time}z"),
+        format!("{date}t{time}456789z"),
+        format!("{date}T{time}-00:00"),
+        format!("{east_date}T{east:02}:{rest}+01:00"),
+    ] {
+        assert_eq!(recover(id.clone(), json!({"since": text})).await, (202, String::new()), "{text}");
+    }
 }

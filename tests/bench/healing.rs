@@ -385,7 +385,7 @@ async fn record_first(bench: &Bench) -> Result<RecordFirst, String> {
         let message = DeliveryMessage::new(&event, &user_id, &subscription_id);
         let mark = meter.mark();
         webhooks.get(&user_id, &subscription_id).await.map_err(|e| e.to_string())?;
-        let recorded = records.record_attempt(&message, &message.body(), &succeeded_attempt()).await;
+        let recorded = records.record_attempt(&message, &message.body(), &succeeded_attempt(), None).await;
         before_deliveries.push(&meter, mark);
         if !recorded.map_err(|e| e.to_string())? {
             return Err("the replayed first attempt was refused".into());
@@ -598,7 +598,7 @@ async fn seed_delivered(table: &DeliveryTable) -> Result<(), String> {
                 table.insert_new(&records, Timestamp::now()).await.map_err(|e| e.to_string())?;
                 for message in &messages {
                     table
-                        .record_attempt(message, &message.body(), &succeeded_attempt())
+                        .record_attempt(message, &message.body(), &succeeded_attempt(), None)
                         .await
                         .map_err(|e| e.to_string())?;
                 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use career_core::config::{Settings, TableNames};
-use careerctl::pumps::{run_queue_pump, run_stream_pump, BATCHES_PER_QUEUE};
+use careerctl::pumps::{run_queue_pump, run_stream_pump, run_sweeps, BATCHES_PER_QUEUE};
 use careerctl::tables::{create_queues, create_tables, QueueUrls};
 use tokio::task::JoinHandle;
 
@@ -56,6 +56,13 @@ impl Pipeline {
 
     pub fn settings(&self) -> &Settings {
         &self.api.settings
+    }
+
+    /// Runs the sweep every `every` with the pipeline's settings (its window is theirs), as
+    /// the schedule does on AWS, until the pipeline is dropped.
+    pub fn sweep_every(&mut self, every: Duration) {
+        let sweep = career_sweep::Deps::new(&clients(), self.settings()).expect("sweep settings");
+        self.pumps.push(tokio::spawn(async move { run_sweeps(&sweep, every, std::future::pending()).await }));
     }
 
     /// Creates a subscription through the API and returns its id and secret.
