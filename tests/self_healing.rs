@@ -3,6 +3,8 @@
 //! first and the sweep, generations, claims that keep the sweep off a delivery in flight,
 //! per-message acknowledgement, `Retry-After`, `410 Gone` and recovery after an outage.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use career_core::clock::Timestamp;
@@ -139,11 +141,12 @@ async fn a_receiver_that_never_answers_gets_exactly_the_configured_attempts_then
 
 /// Two hundred deliveries queued at once behind one consumer of one batch at a time, whose
 /// receiver takes a second per delivery, with a 5-second sweep window: most wait in the
-/// backlog far longer than the window, and the sweep runs throughout. No delivery is
-/// received twice, and each is recorded as one successful attempt.
+/// backlog far longer than the window, and the sweep runs every second throughout. It takes
+/// none of them (their messages are still on the lane), no delivery is received twice, and
+/// each is recorded as one successful attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
-    let mut pipeline = Pipeline::with_settings(false, |settings| settings.sweep_after = SHORT_WINDOW).await;
+    let pipeline = Pipeline::with_settings(false, |settings| settings.sweep_after = SHORT_WINDOW).await;
     let user = unique_user();
     let receiver = Receiver::start(&[200], Duration::from_secs(1)).await;
     let mut subscriptions = Vec::new();
@@ -169,7 +172,16 @@ async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
             tokio::spawn(async move { run_queue_pump(sqs(), queue, &deliver, batches, std::future::pending()).await })
         })
         .collect();
-    pipeline.sweep_every(SWEEP_EVERY);
+    let (sweep, requeued) =
+        (career_sweep::Deps::new(&clients(), pipeline.settings()).unwrap(), Arc::new(AtomicUsize::new(0)));
+    let counted = Arc::clone(&requeued);
+    let sweeping = tokio::spawn(async move {
+        loop {
+            let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+            counted.fetch_add(swept.requeued, Ordering::SeqCst);
+            tokio::time::sleep(SWEEP_EVERY).await;
+        }
+    });
 
     for subscription in &subscriptions {
         let succeeded = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
@@ -179,6 +191,8 @@ async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
     for consumer in consumers {
         consumer.abort();
     }
+    sweeping.abort();
+    assert_eq!(requeued.load(Ordering::SeqCst), 0, "the sweep took nothing from the backlog");
     let mut ids: Vec<String> = receiver.received().iter().map(|r| r.header("webhook-id").to_owned()).collect();
     ids.sort_unstable();
     let received = ids.len();

@@ -162,11 +162,12 @@ impl StoredDelivery {
     }
 }
 
-/// A pending record the sweep found overdue: its key.
+/// A pending record the sweep found overdue: its key and when it was due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overdue {
     pub user_id: UserId,
     pub delivery_id: DeliveryId,
+    pub next_attempt_at: Timestamp,
 }
 
 /// One page of a list and the id of its last record when more follow.
@@ -466,6 +467,7 @@ impl DeliveryTable {
         struct Key {
             user_id: UserId,
             delivery_id: DeliveryId,
+            next_attempt_at: Timestamp,
         }
         let mut found = Vec::new();
         for shard in 0..DUE_SHARDS {
@@ -481,7 +483,11 @@ impl DeliveryTable {
                 .send()
                 .await?;
             let keys: Vec<Key> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-            found.extend(keys.into_iter().map(|key| Overdue { user_id: key.user_id, delivery_id: key.delivery_id }));
+            found.extend(keys.into_iter().map(|key| Overdue {
+                user_id: key.user_id,
+                delivery_id: key.delivery_id,
+                next_attempt_at: key.next_attempt_at,
+            }));
         }
         Ok(found)
     }
