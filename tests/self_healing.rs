@@ -279,6 +279,28 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
     assert_eq!(receiver.received().len(), 1);
 }
 
+/// A retry already pending when PATCH drops its kind from the subscription is not sent: it
+/// ends `skipped`, and `lastError` says why (contract section 13: every delivery sent after
+/// the response uses the new kinds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pending_retry_of_a_kind_no_longer_listed_ends_skipped() {
+    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(3)).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[500, 200], NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+    let retrying = |r: &DeliveryRecord| r.status == DeliveryStatus::Pending && r.attempts == 1;
+    records_when(&pipeline, &user, &subscription, 1, retrying).await;
+
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    let body = json!({"events": ["assessment.completed"]}).to_string();
+    pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
+    let skipped = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Skipped).await;
+    assert_eq!(skipped[0].last_error.as_deref(), Some("not sent: the subscription no longer lists profile.updated"));
+    assert_eq!((skipped[0].attempts, receiver.received().len()), (1, 1), "the retry was not sent");
+}
+
 /// A delivery whose message never reached a lane is in the log from its fan-out, `pending`,
 /// and the sweep sends it once it is overdue; a copy that turns up after the sweep is stale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -830,8 +830,9 @@ fn record_first_text(cost: &RecordFirst) -> String {
         "The fan-out's conditional write puts the `pending` record into the table, both local indexes (which \
          project every attribute) and the sparse due index; the success then rewrites the table item and both \
          local indexes (the status index's key changes, so its entry is replaced) and takes the record out of \
-         the due index. The new read is the record's state (`GetItem`, consistent, projected), which the \
-         generations need before a send; the new SQS call is the message's own deletion (per-message \
+         the due index. The new write before the send is the record's claim (a conditional `UpdateItem` whose \
+         answer is the record's state), which the generations need and which keeps the sweep off a delivery \
+         in flight; the new SQS call is the message's own deletion (per-message \
          acknowledgement), which the event source mapping's batch deletion then no longer needs to do. On \
          a fan-out to many subscriptions the writes are one `PutItem` per delivery, all at once (at most 25, one per \
          subscription), each only where the delivery has no record yet, so a stream record processed again leaves \
