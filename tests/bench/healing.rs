@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::AttributeValue;
 use career_core::clock::Timestamp;
+use career_core::config::Settings;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::plan::RecordUpdate;
@@ -481,7 +482,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
         .map(|round| messages(&unique_user(), "prf_overdue", 1_000_000 + round * 100, OVERDUE))
         .collect::<Result<Vec<_>, String>>()?;
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries in an otherwise empty log"));
-    let (empty, empty_times) = sweeps(&meter, &sweeper, &settings.tables.deliveries, &overdue).await?;
+    let (empty, empty_times) = sweeps(&meter, &sweeper, &settings, &overdue).await?;
     progress(format!(
         "   seeding {DELIVERED} delivered records ({USERS} users), as the fan-out and attempts write them"
     ));
@@ -489,7 +490,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     seed_delivered(&table).await?;
     let seeding = started.elapsed();
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries beside {DELIVERED} delivered"));
-    let (full, full_times) = sweeps(&meter, &sweeper, &settings.tables.deliveries, &overdue).await?;
+    let (full, full_times) = sweeps(&meter, &sweeper, &settings, &overdue).await?;
 
     let (mut idle, mark, started) = (Groups::default(), meter.mark(), Instant::now());
     let swept = career_sweep::sweep(&sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
@@ -525,16 +526,18 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
 }
 
 /// One sweep after each set of `overdue` deliveries was written an hour overdue; each must
-/// put back exactly that set.
+/// put back exactly that set. What it put back is then taken off the retry lane, as its
+/// consumers would: left there, it is a backlog the next sweep leaves alone.
 async fn sweeps(
     meter: &Meter,
     sweeper: &career_sweep::Deps,
-    table: &str,
+    settings: &Settings,
     overdue: &[Vec<DeliveryMessage>],
 ) -> Result<(Groups, Vec<Duration>), String> {
     let (mut groups, mut times) = (Groups::default(), Vec::new());
+    let retry_lane = settings.retry_queue_url.as_deref().ok_or("no retry lane")?;
     for set in overdue {
-        insert_overdue(table, set).await?;
+        insert_overdue(&settings.tables.deliveries, set).await?;
         let (mark, started) = (meter.mark(), Instant::now());
         let swept = career_sweep::sweep(sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
         times.push(started.elapsed());
@@ -542,6 +545,8 @@ async fn sweeps(
         if swept != (Swept { overdue: OVERDUE, waiting: 0, requeued: OVERDUE }) {
             return Err(format!("a sweep of {OVERDUE} overdue records found {swept:?}"));
         }
+        let purged = career_service::sqs().purge_queue().queue_url(retry_lane).send().await;
+        purged.map_err(|e| format!("PurgeQueue: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
     }
     Ok((groups, times))
 }

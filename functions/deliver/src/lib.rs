@@ -12,7 +12,7 @@ use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::plan::{
-    self, After, Answered, Before, Claim, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
+    self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
@@ -105,10 +105,7 @@ async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
             return stay(deps, &received, deps.policy.schedule.base).await;
         }
     };
-    let lease = match found.claim {
-        Claim::Held { lease, .. } => Some(lease),
-        _ => None,
-    };
+    let lease = found.claim.lease();
     match plan::before_send(&found, now, &deps.policy) {
         Before::Send { attempt } => {
             let subscription = subscription.expect("a send has a subscription");
@@ -191,7 +188,9 @@ async fn attempt_delivery(
         // The attempt stands as recorded; the message follows the plan.
         Ok(true) => settle(deps, &received, after.message).await,
         Ok(false) => {
-            tracing::info!("the record moved to another generation during the send; this copy is dropped");
+            tracing::info!(
+                "the record moved on during the send (another generation, or the claim lapsed); this copy is dropped"
+            );
             acknowledge(deps, received.lane, received.receipt).await
         }
         // Sent, but not recorded: tried again after the schedule's base, as the same attempt.

@@ -103,6 +103,16 @@ pub enum Claim {
     Unwritten,
 }
 
+impl Claim {
+    /// The claim the turn holds, if it holds one.
+    pub fn lease(&self) -> Option<Lease> {
+        match self {
+            Claim::Held { lease, .. } => Some(*lease),
+            Claim::Refused(_) | Claim::Unwritten => None,
+        }
+    }
+}
+
 /// What the subscription says when the message comes; `None` in [`Found`] once deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubscriptionState {
