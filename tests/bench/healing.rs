@@ -51,6 +51,12 @@ const OVERDUE: usize = 10;
 const SWEEPS: usize = 3;
 /// Concurrent writers while seeding the log.
 const SEEDERS: usize = 16;
+/// The burst: this many profile updates of one user with this many subscriptions.
+const BURST_UPDATES: usize = 300;
+const BURST_SUBSCRIPTIONS: usize = 3;
+/// The burst's sweep window and how often its sweep runs: the local stack's short window.
+const BURST_SWEEP_AFTER: Duration = Duration::from_secs(5);
+const BURST_SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -59,7 +65,88 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     progress("   DynamoDB calls and units of one delivery, before and after the record comes first");
     let record_first = record_first(&bench).await?;
     let sweep = sweep_cost(&bench).await?;
-    Ok(render(&load, &siblings, &record_first, &sweep))
+    let burst = burst().await?;
+    Ok(render(&load, &siblings, &record_first, &sweep, &burst))
+}
+
+// ---------------------------------------------------------------------------------------
+// A burst, and how often each delivery arrived
+
+/// What the receiver got of a burst's deliveries.
+struct Burst {
+    deliveries: usize,
+    receipts: usize,
+    /// The most receipts of one delivery.
+    most: usize,
+    /// Deliveries received more than once.
+    repeated: usize,
+    elapsed: Duration,
+}
+
+/// Issue 31's burst: the profile updates as fast as `careerctl`'s admin writes them, through
+/// the stream pump, the fan-out and both lane pumps, with the sweep running every second on
+/// a 5-second window; every delivery's receipts are counted by its `webhook-id` once all have
+/// arrived and two more sweep windows have passed.
+async fn burst() -> Result<Burst, String> {
+    let deliveries = BURST_UPDATES * BURST_SUBSCRIPTIONS;
+    progress(format!(
+        "   a burst: {BURST_UPDATES} profile updates × {BURST_SUBSCRIPTIONS} subscriptions, sweep window {} s",
+        BURST_SWEEP_AFTER.as_secs()
+    ));
+    let mut pipeline = Pipeline::with_settings(true, |s| s.sweep_after = BURST_SWEEP_AFTER).await;
+    pipeline.sweep_every(BURST_SWEEP_EVERY);
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let user = unique_user();
+    for _ in 0..BURST_SUBSCRIPTIONS {
+        pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    }
+    let started = Instant::now();
+    for _ in 0..BURST_UPDATES {
+        pipeline.api.admin.update_profile(&user).await.map_err(|e| format!("a profile update: {e:#}"))?;
+    }
+    if crate::wait_until(Duration::from_secs(600), || receiver.received().len() >= deliveries).await.is_none() {
+        return Err(format!("{} of the burst's {deliveries} deliveries arrived", receiver.received().len()));
+    }
+    let elapsed = started.elapsed();
+    tokio::time::sleep(BURST_SWEEP_AFTER * 2).await;
+    let mut receipts: HashMap<String, usize> = HashMap::new();
+    for received in receiver.received() {
+        *receipts.entry(received.header("webhook-id").to_owned()).or_default() += 1;
+    }
+    let burst = Burst {
+        deliveries: receipts.len(),
+        receipts: receipts.values().sum(),
+        most: receipts.values().copied().max().unwrap_or_default(),
+        repeated: receipts.values().filter(|n| **n > 1).count(),
+        elapsed,
+    };
+    progress(format!(
+        "     {} receipts of {} deliveries, at most {} per delivery",
+        burst.receipts, burst.deliveries, burst.most
+    ));
+    Ok(burst)
+}
+
+fn burst_text(burst: &Burst) -> String {
+    format!(
+        "### A burst: receipts per delivery\n\n\
+         {BURST_UPDATES} profile updates of one user with {BURST_SUBSCRIPTIONS} subscriptions to \
+         `profile.updated` (one loopback receiver), written one after another, through the stream pump, \
+         `career_fanout::handle` and the two lanes' pumps as `careerctl local` runs them, with the sweep \
+         running every {} s on a {} s window (`DELIVERY_SWEEP_AFTER_SECONDS`, the tests' window). Each \
+         delivery's receipts are counted by `webhook-id` once all had arrived ({} after the first update) and \
+         two more sweep windows had passed.\n\n\
+         | Deliveries | Receipts | Receipts per delivery | Received more than once |\n|---|---|---|---|\n\
+         | {} | {} | {:.2} (at most {}) | {} |\n",
+        BURST_SWEEP_EVERY.as_secs(),
+        BURST_SWEEP_AFTER.as_secs(),
+        ms(burst.elapsed),
+        burst.deliveries,
+        burst.receipts,
+        burst.receipts as f64 / burst.deliveries.max(1) as f64,
+        burst.most,
+        burst.repeated,
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -650,7 +737,7 @@ async fn scan_overdue(
 // ---------------------------------------------------------------------------------------
 // The report
 
-fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &SweepCost) -> Section {
+fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &SweepCost, burst: &Burst) -> Section {
     let summaries: Vec<Summary> = siblings.iter().map(|runs| summarize(&runs.latencies)).collect();
     let baseline = summaries[0];
     let mut body = String::new();
@@ -658,11 +745,13 @@ fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &Swee
         body,
         "Contract section 12, issue 21. Three parts: a user's healthy receiver beside a misbehaving sibling \
          subscription of the same user; the DynamoDB calls and units of one delivery before and after its record \
-         is written by the fan-out; and what one sweep costs in a large log.\n"
+         is written by the fan-out; what one sweep costs in a large log; and how often each delivery of a \
+         burst arrived (issue 31).\n"
     );
     body.push_str(&siblings_text(load, siblings, &summaries));
     body.push_str(&record_first_text(cost));
     body.push_str(&sweep_text(sweep));
+    body.push_str(&burst_text(burst));
 
     let mut rows = Vec::new();
     for (sibling, summary) in Sibling::ALL.iter().zip(&summaries).skip(1) {
@@ -701,6 +790,13 @@ fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &Swee
         "equal (the same overdue; no Scan)",
         format!("{} vs {} (a Scan: {})", figure(full_reads), figure(empty_reads), figure(sweep.scan.reads.total)),
         Some((full_reads - empty_reads).abs() < 1e-9),
+    ));
+    let expected = BURST_UPDATES * BURST_SUBSCRIPTIONS;
+    rows.push(Row::new(
+        format!("Burst of {BURST_UPDATES} updates × {BURST_SUBSCRIPTIONS} subscriptions: receipts per delivery"),
+        "1",
+        format!("{} receipts of {} deliveries, at most {} per delivery", burst.receipts, burst.deliveries, burst.most),
+        Some(burst.deliveries == expected && burst.most == 1),
     ));
     let unmet_notes = vec![format!(
         "With {} samples per kind the p99 is the slowest delivery of the pooled runs, so one pause of this \
