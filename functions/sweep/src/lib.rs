@@ -10,7 +10,7 @@
 //! (`delivery::plan::Lease`) that the sweep's write respects. A delivery whose message waits
 //! in a lane backlog holds none, so the sweep tells it apart by the lanes' counts: as many
 //! of the most recently due overdue records as the lanes hold messages may still have their
-//! message on the way, and are left alone ([`lost`]).
+//! message on the way, and are left alone ([`lost`]), for at most an hour past the window.
 
 use std::time::Duration;
 
@@ -28,6 +28,10 @@ use serde::Serialize;
 const PER_SHARD: u32 = 500;
 /// How many overdue records are claimed at once.
 const CLAIMS_AT_ONCE: usize = 16;
+/// How long past the window a record may still be waiting in a backlog: one due longer ago is
+/// taken whatever the lanes hold, so a lane that never empties (steady traffic) cannot hold
+/// back a lost delivery for ever. A lane that far behind gains nothing from more patience.
+const BACKLOG_PATIENCE: Duration = Duration::from_secs(60 * 60);
 
 pub struct Deps {
     deliveries: DeliveryTable,
@@ -91,7 +95,7 @@ pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     let (overdue, backlog) = tokio::join!(deps.deliveries.overdue(cutoff, PER_SHARD), deps.queues.backlog());
     let overdue = overdue?;
     let found = overdue.len();
-    let lost = lost(overdue, backlog?);
+    let lost = lost(overdue, backlog?, cutoff - BACKLOG_PATIENCE);
     // The futures are made first: a stream that maps with a closure over `deps` is not
     // provably `Send`.
     let claims: Vec<_> = lost.iter().map(|found| claim(deps, found, cutoff, now)).collect();
@@ -108,14 +112,15 @@ pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
 }
 
 /// The overdue records taken as lost while the lanes hold `backlog` messages: all but the
-/// `backlog` most recently due. A message waits in its lane behind those queued before it,
-/// so if a record's message is still on its way, so are those of every record due after it;
-/// the records due longest ago are the ones whose message is gone. Taking one that was not
-/// lost after all is still safe (its queued copy is then stale), only wasteful; leaving a
-/// lost one for a later run only delays it.
-pub fn lost(mut overdue: Vec<Overdue>, backlog: usize) -> Vec<Overdue> {
+/// `backlog` most recently due, and every one due before `patience_ends`. A message waits
+/// in its lane behind those queued before it, so if a record's message is still on its way,
+/// so are those of every record due after it; the records due longest ago are the ones
+/// whose message is gone. Taking one that was not lost after all is still safe (its queued
+/// copy is then stale), only wasteful; leaving a lost one for a later run only delays it.
+pub fn lost(mut overdue: Vec<Overdue>, backlog: usize, patience_ends: Timestamp) -> Vec<Overdue> {
     overdue.sort_by_key(|found| found.next_attempt_at);
-    overdue.truncate(overdue.len().saturating_sub(backlog));
+    let may_wait = overdue.iter().filter(|found| found.next_attempt_at >= patience_ends).count();
+    overdue.truncate(overdue.len() - backlog.min(may_wait));
     overdue
 }
 
@@ -152,10 +157,17 @@ mod tests {
     fn the_records_due_longest_ago_are_lost_and_as_many_as_the_lanes_hold_may_still_come() {
         let found = vec![overdue(30), overdue(10), overdue(20), overdue(40)];
         let due = |records: Vec<Overdue>| records.iter().map(|r| r.next_attempt_at).collect::<Vec<_>>();
-        assert_eq!(due(lost(found.clone(), 0)), due(vec![overdue(10), overdue(20), overdue(30), overdue(40)]));
-        assert_eq!(due(lost(found.clone(), 1)), due(vec![overdue(10), overdue(20), overdue(30)]));
-        assert_eq!(due(lost(found.clone(), 3)), due(vec![overdue(10)]));
-        assert!(lost(found.clone(), 4).is_empty(), "a backlog as large as what is overdue");
-        assert!(lost(found, 200).is_empty());
+        let patient = overdue(0).next_attempt_at;
+        assert_eq!(due(lost(found.clone(), 0, patient)), due(vec![overdue(10), overdue(20), overdue(30), overdue(40)]));
+        assert_eq!(due(lost(found.clone(), 1, patient)), due(vec![overdue(10), overdue(20), overdue(30)]));
+        assert_eq!(due(lost(found.clone(), 3, patient)), due(vec![overdue(10)]));
+        assert!(lost(found.clone(), 4, patient).is_empty(), "a backlog as large as what is overdue");
+        assert!(lost(found.clone(), 200, patient).is_empty());
+        let impatient = overdue(25).next_attempt_at;
+        assert_eq!(
+            due(lost(found, 200, impatient)),
+            due(vec![overdue(10), overdue(20)]),
+            "those due before the patience ends are lost whatever the lanes hold"
+        );
     }
 }
