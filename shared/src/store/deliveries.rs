@@ -262,9 +262,8 @@ impl DeliveryTable {
             .and(lease_free(now))
             .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
         let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
-        let held = self.update_state(&message.user_id, &message.delivery_id, expression).await?;
-        if let Some(record) = held {
-            return Ok(Claim::Held { record, lease });
+        if let Some(item) = self.update_returning(&message.user_id, &message.delivery_id, expression).await? {
+            return Ok(Claim::Held { record: state_of(item)?, lease });
         }
         Ok(match self.state(&message.user_id, &message.delivery_id).await? {
             Some(record) => Claim::Refused(record),
@@ -294,23 +293,6 @@ impl DeliveryTable {
             .send()
             .await?;
         output.item.map(state_of).transpose()
-    }
-
-    /// Applies `expression` to one record: its state after, or `None` when its condition did
-    /// not hold.
-    async fn update_state(
-        &self,
-        user_id: &UserId,
-        delivery_id: &DeliveryId,
-        expression: Expression,
-    ) -> Result<Option<RecordState>, StoreError> {
-        let result = self
-            .record_update(user_id, delivery_id)
-            .expression(expression)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        held(result)?.map(|output| state_of(output.attributes.unwrap_or_default())).transpose()
     }
 
     /// Records one attempt with one write, while the record is still of the message's
@@ -412,7 +394,7 @@ impl DeliveryTable {
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
             .when(condition);
-        self.update_returning(&seen.user_id, &record.id, expression).await
+        self.update_returning(&seen.user_id, &record.id, expression).await?.map(stored_of).transpose()
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
@@ -434,7 +416,7 @@ impl DeliveryTable {
             .add(GENERATION, 1)
             .remove(LEASE_UNTIL)
             .when(still_overdue);
-        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await
+        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await?.map(stored_of).transpose()
     }
 
     /// An update of one record; callers add the expression and its condition.
@@ -442,21 +424,21 @@ impl DeliveryTable {
         self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
     }
 
-    /// Applies `expression` to one record: the record it leaves, or `None` when its
-    /// condition did not hold.
+    /// Applies `expression` to one record: the item it leaves, or `None` when its condition
+    /// did not hold.
     async fn update_returning(
         &self,
         user_id: &UserId,
         delivery_id: &DeliveryId,
         expression: Expression,
-    ) -> Result<Option<StoredDelivery>, StoreError> {
+    ) -> Result<Option<Item>, StoreError> {
         let result = self
             .record_update(user_id, delivery_id)
             .expression(expression)
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        held(result)?.map(|output| stored_of(output.attributes)).transpose()
+        Ok(held(result)?.map(|output| output.attributes.unwrap_or_default()))
     }
 
     /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
@@ -553,7 +535,7 @@ impl DeliveryTable {
             .consistent_read(true)
             .send()
             .await?;
-        output.item.map(|item| stored_of(Some(item))).transpose()
+        output.item.map(stored_of).transpose()
     }
 
     /// Newest first, `limit` records of the subscription (of one `status`, if given) after
@@ -649,7 +631,7 @@ fn state_of(item: Item) -> Result<RecordState, StoreError> {
     })
 }
 
-fn stored_of(attributes: Option<Item>) -> Result<StoredDelivery, StoreError> {
-    let item: DeliveryItem = serde_dynamo::from_item(attributes.unwrap_or_default())?;
+fn stored_of(item: Item) -> Result<StoredDelivery, StoreError> {
+    let item: DeliveryItem = serde_dynamo::from_item(item)?;
     Ok(item.into_stored())
 }
