@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use career_core::clock::Timestamp;
 use career_core::config::Settings;
+use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
-use career_core::delivery::plan::GONE_ERROR;
+use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::queue::{DeliveryQueues, Lane};
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, Overdue};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
@@ -277,6 +278,44 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
     records_when(&pipeline, &user, &subscription, 2, |r| r.status != DeliveryStatus::Pending).await;
     assert_eq!(records(&pipeline, &user, &subscription).await[0].status, DeliveryStatus::Skipped);
     assert_eq!(receiver.received().len(), 1);
+}
+
+/// A claim, against DynamoDB Local with explicit times: while it lasts, neither another copy
+/// of the message nor the sweep takes the record; its holder records its attempt under it,
+/// which ends it; once a claim has lapsed, the sweep takes the record and the late holder's
+/// record is refused.
+#[tokio::test]
+async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let table = deliveries(&pipeline);
+    let message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
+    let queued = Timestamp::now() - Duration::from_secs(3600);
+    table.insert_new(&[(&message, DeliveryStatus::Pending)], queued).await.unwrap();
+    let overdue = Overdue { user_id: typed(&user), delivery_id: message.delivery_id.clone(), next_attempt_at: queued };
+
+    let now = Timestamp::now();
+    let lease = Lease::from(now);
+    assert!(matches!(table.claim(&message, lease, now).await.unwrap(), Claim::Held { .. }));
+    match table.claim(&message, Lease::from(now), now).await.unwrap() {
+        Claim::Refused(record) => assert_eq!(record.lease_until, Some(lease.until), "another copy waits"),
+        other => panic!("a second claim: {other:?}"),
+    }
+    assert_eq!(table.claim_overdue(&overdue, now, now).await.unwrap(), None, "the sweep leaves it alone");
+    let failed = RecordUpdate::retry_at(Some(queued)).attempt(&Outcome::NoAnswer(SendFailure::TimedOut), now);
+    assert!(table.record_attempt(&message, &message.body(), &failed, Some(lease)).await.unwrap());
+    assert!(matches!(table.claim(&message, Lease::from(now), now).await.unwrap(), Claim::Held { .. }), "ended");
+
+    // This claim lapses with its holder still out: the sweep takes the record, and the
+    // holder's late record is refused.
+    let lapsed = Lease::from(now);
+    let after = lapsed.until + Duration::from_millis(1);
+    assert!(table.claim_overdue(&overdue, after, after).await.unwrap().is_some());
+    assert!(!table.record_attempt(&message, &message.body(), &failed, Some(lapsed)).await.unwrap());
+    let record = table.get(&typed(&user), &message.delivery_id).await.unwrap().unwrap();
+    assert_eq!((record.record.attempts, record.generation), (1, 1), "one attempt counted, the sweep's generation");
 }
 
 /// A retry already pending when PATCH drops its kind from the subscription is not sent: it
