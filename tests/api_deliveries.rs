@@ -52,7 +52,7 @@ async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry
         (_, wait) => RecordUpdate::retry_at(wait.map(|wait| now + wait)),
     };
     let attempt = update.attempt(&outcome, now);
-    deliveries(api).record_attempt(&message, &message.body(), &attempt).await.expect("attempt recorded");
+    deliveries(api).record_attempt(&message, &message.body(), &attempt, None).await.expect("attempt recorded");
     message.delivery_id.to_string()
 }
 
@@ -397,6 +397,41 @@ async fn a_manual_retry_queues_the_same_delivery_again() {
     let delete = format!("/api/v1/webhooks?id={subscription}");
     api.request(Method::DELETE, &delete).key(&key).send().await.assert_status(200);
     api.request(Method::POST, &path).key(&key).send().await.assert_error(404, "webhooks.delivery_not_found");
+}
+
+/// Thirty manual retries of one delivery at the same moment: each applies (202, `pending`),
+/// none answers 500, and each starts a generation of its own, so only the last one's message
+/// sends. The same while the subscription is paused: each answers 202 with `skipped`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_concurrent_retries_of_one_delivery_all_apply() {
+    let api = std::sync::Arc::new(with_own_queue().await);
+    let (user, key, subscription, _) = subscriber(&api).await;
+    let id = seed(&api, &user, &subscription, rejected(500, "down"), None).await;
+    let before = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap().generation;
+    let retries = |expected: &'static str| {
+        let tasks: Vec<_> = (0..30)
+            .map(|_| {
+                let (api, key, path) = (api.clone(), key.clone(), format!("/api/v1/webhooks/deliveries/retry?id={id}"));
+                tokio::spawn(async move { api.request(Method::POST, &path).key(&key).send().await })
+            })
+            .collect();
+        async move {
+            for task in tasks {
+                let answer = task.await.unwrap();
+                assert_eq!(answer.assert_status(202)["status"], expected, "{answer:?}");
+            }
+        }
+    };
+    retries("pending").await;
+    let after = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap();
+    assert_eq!((after.record.status, after.generation), (DeliveryStatus::Pending, before + 30));
+
+    let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
+    let at = clock::Timestamp::now();
+    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
+    retries("skipped").await;
+    let skipped = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap().record;
+    assert_eq!(skipped.last_error.as_deref(), Some("not sent: the subscription is disabled"));
 }
 
 #[tokio::test]

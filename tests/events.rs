@@ -208,7 +208,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
     let answer = Answer { status: 204, body: String::new(), retry_after: None };
     let success = RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), Timestamp::now());
-    assert!(table.record_attempt(&first, &first.body(), &success).await.unwrap());
+    assert!(table.record_attempt(&first, &first.body(), &success, None).await.unwrap());
     let mut again = StreamEvent::default();
     again.records = vec![profile];
     assert!(career_fanout::handle(&fanout, again).await.batch_item_failures.is_empty());

@@ -1238,7 +1238,7 @@ async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
     let attempt = next.attempt(&outcome, now);
     let table =
         career_core::store::deliveries::DeliveryTable::new(career_service::dynamodb(), &api.settings.tables.deliveries);
-    table.record_attempt(&message, &message.body(), &attempt).await.unwrap();
+    table.record_attempt(&message, &message.body(), &attempt, None).await.unwrap();
     message.delivery_id.to_string()
 }
 

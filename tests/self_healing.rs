@@ -1,30 +1,39 @@
 //! Deliveries that heal themselves and listen to the receiver (contract section 12), end to
 //! end against DynamoDB Local and the SQS emulator with receivers on loopback: the record
-//! first and the sweep, generations, per-message acknowledgement, `Retry-After`, `410 Gone`
-//! and recovery after an outage.
+//! first and the sweep, generations, claims that keep the sweep off a delivery in flight,
+//! per-message acknowledgement, `Retry-After`, `410 Gone` and recovery after an outage.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use career_core::clock::Timestamp;
+use career_core::config::Settings;
+use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
-use career_core::delivery::plan::GONE_ERROR;
+use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::queue::{DeliveryQueues, Lane};
 use career_core::runtime::Invocation;
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, Overdue};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{clients, dynamodb, typed, unique_user, Api};
+use career_service::{clients, deliver_instance, dynamodb, typed, unique_user, Api};
+use careerctl::pumps::run_queue_pump;
 use careerctl::template::function;
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
 const SOON: Duration = Duration::from_secs(30);
 const NO_DELAY: Duration = Duration::ZERO;
+/// The sweep window of the tests that run the sweep: shorter than their sends, so a sweep
+/// that took a delivery in flight, or one waiting in a backlog, would send it a second time.
+const SHORT_WINDOW: Duration = Duration::from_secs(5);
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 fn deliveries(pipeline: &Pipeline) -> DeliveryTable {
     DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries)
@@ -44,7 +53,19 @@ async fn records_when(
     count: usize,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> Vec<DeliveryRecord> {
-    let deadline = Instant::now() + SOON;
+    records_within(pipeline, user, subscription, count, SOON, done).await
+}
+
+/// [`records_when`], waiting up to `within`.
+async fn records_within(
+    pipeline: &Pipeline,
+    user: &str,
+    subscription: &str,
+    count: usize,
+    within: Duration,
+    done: impl Fn(&DeliveryRecord) -> bool,
+) -> Vec<DeliveryRecord> {
+    let deadline = Instant::now() + within;
     loop {
         let found = records(pipeline, user, subscription).await;
         if found.len() == count && found.iter().all(&done) {
@@ -60,6 +81,137 @@ async fn events(pipeline: &Pipeline, user: &str, count: usize) {
     for _ in 0..count {
         pipeline.api.admin.update_profile(user).await.unwrap();
     }
+}
+
+/// A pipeline with the short sweep window, whose sweep runs every second.
+async fn swept_pipeline(change: impl FnOnce(&mut Settings)) -> Pipeline {
+    let mut pipeline = Pipeline::with_settings(true, |settings| {
+        settings.sweep_after = SHORT_WINDOW;
+        change(settings);
+    })
+    .await;
+    pipeline.sweep_every(SWEEP_EVERY);
+    pipeline
+}
+
+/// Six receivers that answer 200 after 9 s, with a 5-second sweep window: each delivery is
+/// received once and its one attempt counted. Before deliveries claimed their records, the
+/// sweep took each record while its send was in flight and sent it again, and the first
+/// attempt could not be recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_receivers_get_each_delivery_once_under_a_short_sweep_window() {
+    let pipeline = swept_pipeline(|_| {}).await;
+    let user = unique_user();
+    let mut receivers = Vec::new();
+    for _ in 0..6 {
+        let receiver = Receiver::start(&[200], Duration::from_secs(9)).await;
+        let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+        receivers.push((receiver, subscription));
+    }
+    events(&pipeline, &user, 1).await;
+
+    for (receiver, subscription) in &receivers {
+        let done = records_when(&pipeline, &user, subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+        assert_eq!(done[0].attempts, 1, "{subscription}: one attempt, counted");
+        assert_eq!(receiver.received().len(), 1, "{subscription}: received once");
+    }
+}
+
+/// A receiver that never answers, with a 5-second sweep window: exactly the configured
+/// attempts (three, each timing out after 10 s), then `failed`, the dead-letter queue and
+/// the failure clock. Before, the sweep took the record during every send, the attempts
+/// stayed at zero and the delivery was sent again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_receiver_that_never_answers_gets_exactly_the_configured_attempts_then_fails() {
+    let pipeline = swept_pipeline(|_| {}).await;
+    let user = unique_user();
+    let hanging = HangingReceiver::start().await;
+    let (subscription, _) = pipeline.subscribe(&user, &hanging.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+
+    let failed = |r: &DeliveryRecord| r.status == DeliveryStatus::Failed;
+    let record = records_within(&pipeline, &user, &subscription, 1, Duration::from_secs(90), failed).await;
+    let attempts = pipeline.settings().max_delivery_attempts;
+    assert_eq!((record[0].attempts, hanging.taken()), (attempts, attempts as usize));
+    assert_eq!(record[0].last_error.as_deref(), Some("timed out after 10 s"));
+    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, SOON).await;
+    let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
+    assert_eq!(dead.delivery_id, record[0].id, "the delivery is in the dead-letter queue");
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let stored = webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap();
+    assert!(stored.health.failing_since().is_some(), "the failure clock runs");
+}
+
+/// Two hundred deliveries queued at once behind one consumer of one batch at a time, whose
+/// receiver takes a second per delivery, with a 5-second sweep window: most wait in the
+/// backlog far longer than the window, and the sweep runs every second throughout. It takes
+/// none of them (their messages are still on the lane), no delivery is received twice, and
+/// each is recorded as one successful attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
+    let pipeline = Pipeline::with_settings(false, |settings| settings.sweep_after = SHORT_WINDOW).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::from_secs(1)).await;
+    let mut subscriptions = Vec::new();
+    let mut messages = Vec::new();
+    for _ in 0..10 {
+        let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+        for _ in 0..20 {
+            let event = Event::ping(&typed(&subscription));
+            messages.push(DeliveryMessage::new(&event, &typed(&user), &typed(&subscription)));
+        }
+        subscriptions.push(subscription);
+    }
+    // As the fan-out does: the records first, then the messages on the main lane.
+    let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+    for chunk in pending.chunks(25) {
+        deliveries(&pipeline).insert_new(chunk, Timestamp::now()).await.unwrap();
+    }
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &messages).await.unwrap();
+    // The lanes as the template declares them, but the main lane with one consumer: slow.
+    let mut lanes = career_service::queue_sources(function::DELIVER, pipeline.settings());
+    lanes
+        .iter_mut()
+        .filter(|lane| lane.queue_url == pipeline.queues.delivery)
+        .for_each(|lane| lane.maximum_concurrency = 1);
+    let consumers: Vec<_> = lanes
+        .into_iter()
+        .map(|lane| {
+            let deliver = deliver_instance(pipeline.settings());
+            let sqs = career_service::acting_as(function::DELIVER, pipeline.settings(), &clients()).sqs().clone();
+            tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await })
+        })
+        .collect();
+    let sweep = career_sweep::Deps::new(
+        &career_service::acting_as(function::SWEEP, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::SWEEP, pipeline.settings()),
+    )
+    .unwrap();
+    let requeued = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&requeued);
+    let sweeping = tokio::spawn(async move {
+        loop {
+            let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+            counted.fetch_add(swept.requeued, Ordering::SeqCst);
+            tokio::time::sleep(SWEEP_EVERY).await;
+        }
+    });
+
+    for subscription in &subscriptions {
+        let succeeded = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
+        let done = records_within(&pipeline, &user, subscription, 20, Duration::from_secs(180), succeeded).await;
+        assert!(done.iter().all(|record| record.attempts == 1), "{done:#?}");
+    }
+    for consumer in consumers {
+        consumer.abort();
+    }
+    sweeping.abort();
+    assert_eq!(requeued.load(Ordering::SeqCst), 0, "the sweep took nothing from the backlog");
+    let mut ids: Vec<String> = receiver.received().iter().map(|r| r.header("webhook-id").to_owned()).collect();
+    ids.sort_unstable();
+    let received = ids.len();
+    ids.dedup();
+    assert_eq!((received, ids.len()), (200, 200), "every delivery received once");
 }
 
 /// A healthy receiver's deliveries must not wait for a sibling subscription of the same user
@@ -139,6 +291,66 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
     records_when(&pipeline, &user, &subscription, 2, |r| r.status != DeliveryStatus::Pending).await;
     assert_eq!(records(&pipeline, &user, &subscription).await[0].status, DeliveryStatus::Skipped);
     assert_eq!(receiver.received().len(), 1);
+}
+
+/// A claim, against DynamoDB Local with explicit times: while it lasts, neither another copy
+/// of the message nor the sweep takes the record; its holder records its attempt under it,
+/// which ends it; once a claim has lapsed, the sweep takes the record and the late holder's
+/// record is refused.
+#[tokio::test]
+async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let table = deliveries(&pipeline);
+    let message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
+    let queued = Timestamp::now() - Duration::from_secs(3600);
+    table.insert_new(&[(&message, DeliveryStatus::Pending)], queued).await.unwrap();
+    let overdue = Overdue { user_id: typed(&user), delivery_id: message.delivery_id.clone(), next_attempt_at: queued };
+
+    let now = Timestamp::now();
+    let lease = Lease::from(now);
+    assert!(matches!(table.claim(&message, lease, now).await.unwrap(), Claim::Held { .. }));
+    match table.claim(&message, Lease::from(now), now).await.unwrap() {
+        Claim::Refused(record) => assert_eq!(record.lease_until, Some(lease.until), "another copy waits"),
+        other => panic!("a second claim: {other:?}"),
+    }
+    assert_eq!(table.claim_overdue(&overdue, now, now).await.unwrap(), None, "the sweep leaves it alone");
+    let failed = RecordUpdate::retry_at(Some(queued)).attempt(&Outcome::NoAnswer(SendFailure::TimedOut), now);
+    assert!(table.record_attempt(&message, &message.body(), &failed, Some(lease)).await.unwrap());
+    assert!(matches!(table.claim(&message, Lease::from(now), now).await.unwrap(), Claim::Held { .. }), "ended");
+
+    // This claim lapses with its holder still out: the sweep takes the record, and the
+    // holder's late record is refused.
+    let lapsed = Lease::from(now);
+    let after = lapsed.until + Duration::from_millis(1);
+    assert!(table.claim_overdue(&overdue, after, after).await.unwrap().is_some());
+    assert!(!table.record_attempt(&message, &message.body(), &failed, Some(lapsed)).await.unwrap());
+    let record = table.get(&typed(&user), &message.delivery_id).await.unwrap().unwrap();
+    assert_eq!((record.record.attempts, record.generation), (1, 1), "one attempt counted, the sweep's generation");
+}
+
+/// A retry already pending when PATCH drops its kind from the subscription is not sent: it
+/// ends `skipped`, and `lastError` says why (contract section 13: every delivery sent after
+/// the response uses the new kinds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pending_retry_of_a_kind_no_longer_listed_ends_skipped() {
+    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(3)).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[500, 200], NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+    let retrying = |r: &DeliveryRecord| r.status == DeliveryStatus::Pending && r.attempts == 1;
+    records_when(&pipeline, &user, &subscription, 1, retrying).await;
+
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    let body = json!({"events": ["assessment.completed"]}).to_string();
+    pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
+    let skipped = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Skipped).await;
+    assert_eq!(skipped[0].last_error.as_deref(), Some("not sent: the subscription no longer lists profile.updated"));
+    assert_eq!((skipped[0].attempts, receiver.received().len()), (1, 1), "the retry was not sent");
 }
 
 /// A delivery whose message never reached a lane is in the log from its fan-out, `pending`,
@@ -320,5 +532,26 @@ async fn recover_answers_its_codes() {
     webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
     assert_eq!(recover(id.clone(), since.clone()).await, code(400, "webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
-    assert_eq!(recover(id, since).await, (202, String::new()));
+    assert_eq!(recover(id.clone(), since).await, (202, String::new()));
+
+    // `since` as RFC 3339 allows it: nine fraction digits, a lowercase `t` and `z`, offsets.
+    let minute_ago = (Timestamp::now() - Duration::from_secs(60)).to_string();
+    let (date, time) = minute_ago.trim_end_matches('Z').split_once('T').unwrap();
+    let (hour, rest) = time.split_once(':').unwrap();
+    let mut east = hour.parse::<u32>().unwrap() + 1;
+    let east_date = if east == 24 {
+        east = 0;
+        ((Timestamp::now() - Duration::from_secs(60)) + Duration::from_secs(3600)).to_string()[..10].to_owned()
+    } else {
+        date.to_owned()
+    };
+    for text in [
+        format!("{date}T{time}456789Z"),
+        format!("{date}t{time}z"),
+        format!("{date}t{time}456789z"),
+        format!("{date}T{time}-00:00"),
+        format!("{east_date}T{east:02}:{rest}+01:00"),
+    ] {
+        assert_eq!(recover(id.clone(), json!({"since": text})).await, (202, String::new()), "{text}");
+    }
 }

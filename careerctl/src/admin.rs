@@ -387,7 +387,10 @@ async fn restarted(deliveries: &DeliveryTable, body: &str) -> anyhow::Result<Opt
     else {
         return Ok(None);
     };
-    let restarted = deliveries.restart(&stored, Timestamp::now()).await.context("restarting the delivery record")?;
+    let restarted = deliveries
+        .restart(&stored, Some(DeliveryStatus::Failed), Timestamp::now())
+        .await
+        .context("restarting the delivery record")?;
     restarted.map(|r| r.message().context("reading the delivery record's body")).transpose()
 }
 

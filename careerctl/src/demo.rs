@@ -160,7 +160,7 @@ async fn seed_failed_delivery(
     };
     let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
     let attempt = RecordUpdate::retry_at(None).attempt(&refused, Timestamp::now());
-    deliveries.record_attempt(&message, &message.body(), &attempt).await.map(drop)
+    deliveries.record_attempt(&message, &message.body(), &attempt, None).await.map(drop)
 }
 
 fn demo_alert(id: AlertId, now: Timestamp) -> Alert {

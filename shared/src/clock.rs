@@ -185,6 +185,42 @@ mod tests {
         );
     }
 
+    /// Every form RFC 3339 section 5.6 allows is read (issue 31): any number of fraction
+    /// digits, a lowercase `t` or `z`, any offset, `-00:00`; what it does not allow is not.
+    #[test]
+    fn client_times_are_read_as_rfc_3339_allows() {
+        let at = Timestamp::from_unix_millis(AT);
+        for text in [
+            "2026-11-27T08:00:00.123Z",
+            "2026-11-27T08:00:00.123456789Z",
+            "2026-11-27T08:00:00.1239999999999Z",
+            "2026-11-27t08:00:00.123z",
+            "2026-11-27t08:00:00.123456789z",
+            "2026-11-27T09:00:00.123+01:00",
+            "2026-11-27T03:30:00.123-04:30",
+            "2026-11-27T08:00:00.123-00:00",
+            "2026-11-28T07:59:00.123+23:59",
+        ] {
+            assert_eq!(Timestamp::parse_rfc3339(text), Some(at), "{text}");
+        }
+        let whole = Timestamp::from_unix_seconds(AT / 1000);
+        assert_eq!(Timestamp::parse_rfc3339("2026-11-27T08:00:00Z"), Some(whole), "no fraction");
+        for refused in [
+            "2026-11-27T08:00:00",
+            "2026-11-27T08:00:00.Z",
+            "2026-11-27T08:00Z",
+            "2026-11-27 08:00:00.123",
+            "2026-11-27T08:00:00.123+0100",
+            "2026-11-27T08:00:00.123+01",
+            "2026-11-27T24:00:00Z",
+            "2026-13-27T08:00:00Z",
+            "2026-11-27",
+            " 2026-11-27T08:00:00Z",
+        ] {
+            assert_eq!(Timestamp::parse_rfc3339(refused), None, "{refused}");
+        }
+    }
+
     #[test]
     fn durations_move_a_timestamp_and_measure_between_two() {
         let at = Timestamp::from_unix_millis(AT);

@@ -1,10 +1,54 @@
-//! Private-network protection: which addresses a webhook may never reach.
+//! Private-network protection: which addresses a webhook may never reach, at create and at
+//! send (contract section 5). The tables follow IANA's IPv4 and IPv6 Special-Purpose Address
+//! Registries (RFC 6890 and the RFCs that added to them), plus multicast: every block there
+//! that is not globally reachable, and also the few IETF blocks whose anycast services are
+//! (no receiver lives there). IPv6 forms that embed an IPv4 address are judged by it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// True for loopback, private, link-local (the metadata address included), unique-local,
-/// CGNAT, unspecified, multicast, broadcast and documentation/reserved ranges, and for
-/// IPv6 forms that embed such an IPv4 address.
+/// IPv4 blocks a webhook may not reach: address, prefix length, what it is.
+const FORBIDDEN_V4: &[(Ipv4Addr, u8, &str)] = &[
+    (Ipv4Addr::new(0, 0, 0, 0), 8, "this network (RFC 791)"),
+    (Ipv4Addr::new(10, 0, 0, 0), 8, "private use (RFC 1918)"),
+    (Ipv4Addr::new(100, 64, 0, 0), 10, "shared address space, CGNAT (RFC 6598)"),
+    (Ipv4Addr::new(127, 0, 0, 0), 8, "loopback (RFC 1122)"),
+    (Ipv4Addr::new(169, 254, 0, 0), 16, "link local, the metadata address included (RFC 3927)"),
+    (Ipv4Addr::new(172, 16, 0, 0), 12, "private use (RFC 1918)"),
+    (Ipv4Addr::new(192, 0, 0, 0), 24, "IETF protocol assignments (RFC 6890)"),
+    (Ipv4Addr::new(192, 0, 2, 0), 24, "documentation, TEST-NET-1 (RFC 5737)"),
+    (Ipv4Addr::new(192, 88, 99, 0), 24, "6to4 relay anycast, deprecated (RFC 7526)"),
+    (Ipv4Addr::new(192, 168, 0, 0), 16, "private use (RFC 1918)"),
+    (Ipv4Addr::new(198, 18, 0, 0), 15, "benchmarking (RFC 2544)"),
+    (Ipv4Addr::new(198, 51, 100, 0), 24, "documentation, TEST-NET-2 (RFC 5737)"),
+    (Ipv4Addr::new(203, 0, 113, 0), 24, "documentation, TEST-NET-3 (RFC 5737)"),
+    (Ipv4Addr::new(224, 0, 0, 0), 4, "multicast (RFC 5771)"),
+    (Ipv4Addr::new(240, 0, 0, 0), 4, "reserved (RFC 1112)"),
+    (Ipv4Addr::new(255, 255, 255, 255), 32, "limited broadcast (RFC 919)"),
+];
+
+/// IPv6 blocks a webhook may not reach, checked before an embedded IPv4 address is.
+const FORBIDDEN_V6: &[(Ipv6Addr, u8, &str)] = &[
+    (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0), 128, "unspecified (RFC 4291)"),
+    (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1), 128, "loopback (RFC 4291)"),
+    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48, "local-use IPv4/IPv6 translation (RFC 8215)"),
+    (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64, "discard-only (RFC 6666)"),
+    (Ipv6Addr::new(0x100, 0, 0, 1, 0, 0, 0, 0), 64, "dummy prefix (RFC 9780)"),
+    (
+        Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0),
+        23,
+        "IETF protocol assignments, Teredo and benchmarking in it (RFC 2928)",
+    ),
+    (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32, "documentation (RFC 3849)"),
+    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20, "documentation (RFC 9637)"),
+    (Ipv6Addr::new(0x5f00, 0, 0, 0, 0, 0, 0, 0), 16, "segment routing SIDs (RFC 9602)"),
+    (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7, "unique local (RFC 4193)"),
+    (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10, "link local (RFC 4291)"),
+    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10, "site local, deprecated (RFC 3879)"),
+    (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8, "multicast (RFC 4291)"),
+];
+
+/// True for an address in a block of the tables, or an IPv6 form that embeds such an IPv4
+/// address.
 pub fn is_forbidden(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_forbidden_v4(v4),
@@ -13,40 +57,29 @@ pub fn is_forbidden(ip: IpAddr) -> bool {
 }
 
 fn is_forbidden_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, c, _] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        || ip.is_broadcast()
-        || a == 0 // "this network"
-        || (a == 100 && (64..128).contains(&b)) // CGNAT 100.64.0.0/10
-        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
-        || (a == 192 && b == 0 && c == 2) // documentation TEST-NET-1
-        || (a == 198 && b == 51 && c == 100) // documentation TEST-NET-2
-        || (a == 203 && b == 0 && c == 113) // documentation TEST-NET-3
-        || (a == 198 && (b == 18 || b == 19)) // benchmarking
-        || a >= 240 // reserved
+    FORBIDDEN_V4.iter().any(|(network, length, _)| same_prefix(u32::from(ip), u32::from(*network), *length))
 }
 
 fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
     if let Some(v4) = embedded_v4(ip) {
         return is_forbidden_v4(v4);
     }
-    let first = ip.segments()[0];
-    ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        || (first & 0xfe00) == 0xfc00 // unique local fc00::/7
-        || (first & 0xffc0) == 0xfe80 // link local fe80::/10
-        || (first & 0xffc0) == 0xfec0 // deprecated site local
-        || first == 0x2001 && ip.segments()[1] == 0x0db8 // documentation
+    FORBIDDEN_V6.iter().any(|(network, length, _)| same_prefix(u128::from(ip), u128::from(*network), *length))
+}
+
+/// Whether `a` and `b` share their first `length` bits.
+fn same_prefix<T>(a: T, b: T, length: u8) -> bool
+where
+    T: Copy + std::ops::BitXor<Output = T> + std::ops::Shr<u32, Output = T> + PartialEq + From<u8>,
+{
+    let bits = u32::try_from(std::mem::size_of::<T>() * 8).expect("an address is small");
+    let length = u32::from(length).min(bits);
+    length == 0 || ((a ^ b) >> (bits - length) == T::from(0))
 }
 
 /// The IPv4 address inside IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated
-/// (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and
-/// 6to4 (`2002:ab:cd::`) addresses.
+/// (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 well-known prefix
+/// (`64:ff9b::a.b.c.d`) and 6to4 (`2002:ab:cd::`) addresses.
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
@@ -65,6 +98,20 @@ mod tests {
 
     fn forbidden(text: &str) -> bool {
         is_forbidden(text.parse().unwrap())
+    }
+
+    #[test]
+    fn every_block_is_written_as_its_network_address() {
+        for &(network, length, what) in FORBIDDEN_V4 {
+            let masked = u32::from(network) & u32::MAX.checked_shl(32 - u32::from(length)).unwrap_or(0);
+            assert_eq!(u32::from(network), masked, "{what}");
+        }
+        for &(network, length, what) in FORBIDDEN_V6 {
+            let masked = u128::from(network) & u128::MAX.checked_shl(128 - u32::from(length)).unwrap_or(0);
+            assert_eq!(u128::from(network), masked, "{what}");
+        }
+        assert!(same_prefix(0u32, u32::MAX, 0), "a zero-length prefix holds every address");
+        assert!(!same_prefix(0u32, 1, 32));
     }
 
     #[test]
@@ -101,6 +148,24 @@ mod tests {
             "::ffff:0:a9fe:a9fe",
             "::ffff:0:10.1.2.3",
             "::ffff:0:203.0.113.1",
+            // The registries' other blocks (issue 31: 64:ff9b:1::/48 passed before).
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1:ffff::808:808",
+            "192.0.0.171",
+            "192.88.99.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "100::1",
+            "100:0:0:1::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:1ff::1",
+            "2001:db8::1",
+            "3fff::1",
+            "5f00::1",
+            "fec0::1",
+            "2002:c000:0201::",
+            "::ffff:100.64.0.1",
         ] {
             assert!(forbidden(ip), "{ip} must be refused");
         }
@@ -120,6 +185,14 @@ mod tests {
             "192.0.3.1",
             "198.51.101.1",
             "203.0.114.1",
+            "192.31.196.1",
+            "192.175.48.1",
+            "198.20.0.1",
+            "64:ff9b::808:808",
+            "64:ff9b:2::1",
+            "2001:200::1",
+            "2002:808:808::",
+            "2620:4f:8000::1",
         ] {
             assert!(!forbidden(ip), "{ip} must be allowed");
         }

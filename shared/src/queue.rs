@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
@@ -148,6 +148,40 @@ impl DeliveryQueues {
             .await
             .map_err(sqs_error)?;
         Ok(())
+    }
+
+    /// How many messages the lanes hold that may still be a delivery's only copy on its way
+    /// to its first turn: those waiting to be received on either lane, and those received
+    /// from the main lane and not yet settled. A retry lane's received messages are left
+    /// out: most wait there, invisible, for a retry hours away, and their records are not
+    /// overdue. SQS's counts are approximate, which is all the sweep needs of them.
+    pub async fn backlog(&self) -> Result<usize, QueueError> {
+        let (main, retry) = tokio::join!(
+            self.counts(
+                Lane::Main,
+                &[
+                    QueueAttributeName::ApproximateNumberOfMessages,
+                    QueueAttributeName::ApproximateNumberOfMessagesNotVisible
+                ]
+            ),
+            self.counts(Lane::Retry, &[QueueAttributeName::ApproximateNumberOfMessages]),
+        );
+        Ok(main? + retry?)
+    }
+
+    /// The sum of the lane's counts named `names`.
+    async fn counts(&self, lane: Lane, names: &[QueueAttributeName]) -> Result<usize, QueueError> {
+        let output = self
+            .clients
+            .sqs()
+            .get_queue_attributes()
+            .queue_url(self.url(lane))
+            .set_attribute_names(Some(names.to_vec()))
+            .send()
+            .await
+            .map_err(sqs_error)?;
+        let attributes = output.attributes.unwrap_or_default();
+        Ok(names.iter().filter_map(|name| attributes.get(name)?.parse::<usize>().ok()).sum())
     }
 
     /// The position and SQS's reason of every message it did not take.

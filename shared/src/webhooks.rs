@@ -260,6 +260,12 @@ impl Subscription {
         }
     }
 
+    /// Whether a delivery of `kind` is for it now: a kind it lists, or one no subscription
+    /// lists (a ping, sent whatever it lists).
+    pub fn receives(&self, kind: EventKind) -> bool {
+        !EventKind::SUBSCRIBABLE.contains(&kind) || self.events.contains(&kind)
+    }
+
     /// The subscription object the API shows (contract section 5; never the secrets).
     pub fn public(&self) -> SubscriptionObject {
         let (disabled_at, disabled_reason) = match &self.health {

@@ -175,13 +175,14 @@ fn render(times: &[Duration], log: &LogCalls, fan: &FanOut) -> Section {
     );
     body.push_str(&log_calls_table(log));
     let rows = vec![
-        // Since the record comes first (contract 12) an attempt also reads its record, in
-        // parallel with the subscription; section 12 compares the calls before and after.
+        // Since the record comes first (contract 12) an attempt claims its record before the
+        // send, in parallel with reading the subscription, and records its outcome after: the
+        // claim is what keeps the sweep off a delivery in flight (issue 31).
         Row::new(
             "Delivery log: DynamoDB writes per successful attempt",
-            "≤ 1",
+            "≤ 2",
             format!("{:.0} ({})", log.healthy.writes, log.healthy.breakdown),
-            Some(log.healthy.writes <= 1.0),
+            Some(log.healthy.writes <= 2.0),
         ),
         Row::new(
             "Batch of 10 deliveries, receiver delay 200 ms",
@@ -198,7 +199,7 @@ fn render(times: &[Duration], log: &LogCalls, fan: &FanOut) -> Section {
     ];
     let unmet_notes = vec![format!(
         "The deliveries of a batch run concurrently (`join_all`, each sending on the blocking pool), so a \
-         batch should take one receiver delay plus one round of reads (the subscription and the record at once) \
+         batch should take one receiver delay plus one round of calls (the subscription and the claim at once) \
          and local overhead. Over the limit, compare \
          the first and warm runs: a slow first run is the fresh instance's set-up (clients, the HTTP agent, \
          blocking threads, and, since secrets are sealed, one read and KMS decryption of the data key: section \
@@ -245,9 +246,10 @@ fn log_calls_table(log: &LogCalls) -> String {
         body,
         "DynamoDB calls per delivery attempt (`career_deliver::handle` with a counting interceptor on its \
          DynamoDB client, one message per invocation, each taken from its lane as the function left it). The \
-         fan-out writes each delivery's record before it queues the message, so an attempt reads its record \
-         (a consistent `GetItem`, at the same time as the subscription's) and writes it once, on the \
-         record's generation (section 12 compares the calls with those before the record came first):\n"
+         fan-out writes each delivery's record before it queues the message, so an attempt first claims its \
+         record (a conditional `UpdateItem` whose answer is the record's state, at the same time as the \
+         subscription's `GetItem`: no sweep or other copy takes a record in flight) and then records its \
+         outcome under that claim (section 12 compares the calls with those before the record came first):\n"
     );
     body.push_str("| Attempt | Reads | Writes | Calls |\n|---|---|---|---|\n");
     for (what, calls) in [

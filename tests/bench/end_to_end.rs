@@ -157,7 +157,10 @@ fn render(stretches: &Stretches) -> Section {
     for (what, samples) in [
         ("`careerctl` process (spawn → exit; it writes the profile)", &stretches.command),
         ("exit → fan-out's `SendMessageBatch` (stream pickup, `Query`)", &stretches.to_fanout),
-        ("`SendMessageBatch` → receiver (queue receive, `GetItem`, signed POST)", &stretches.to_receiver),
+        (
+            "`SendMessageBatch` → receiver (queue receive, the claim and the subscription's `GetItem`, signed POST)",
+            &stretches.to_receiver,
+        ),
     ] {
         let s = summarize(samples);
         let _ = writeln!(body, "| {what} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.max));

@@ -187,7 +187,7 @@ fn render(bench: &Bench, footprints: &[Footprint], n: u64, delivered: usize) -> 
          alternating; webhooks: POST, GET, DELETE in turn); the fan-out function one-record stream batches \
          of a profile change for a user with 10 subscriptions (one `Query`, one `SendMessageBatch` of 10 \
          each); the delivery function SQS batches of 10 deliveries to a loopback receiver (10 concurrent \
-         `GetItem`s and signed POSTs each, {} deliveries in all). MiB = 1,048,576 bytes; the target \
+         claims, `GetItem`s and signed POSTs each, {} deliveries in all). MiB = 1,048,576 bytes; the target \
          (32 MB) is read as 32 MiB.\n",
         n * 10
     );

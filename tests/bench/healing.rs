@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::AttributeValue;
 use career_core::clock::Timestamp;
+use career_core::config::Settings;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::plan::RecordUpdate;
@@ -50,6 +51,12 @@ const OVERDUE: usize = 10;
 const SWEEPS: usize = 3;
 /// Concurrent writers while seeding the log.
 const SEEDERS: usize = 16;
+/// The burst: this many profile updates of one user with this many subscriptions.
+const BURST_UPDATES: usize = 300;
+const BURST_SUBSCRIPTIONS: usize = 3;
+/// The burst's sweep window and how often its sweep runs: the local stack's short window.
+const BURST_SWEEP_AFTER: Duration = Duration::from_secs(5);
+const BURST_SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -58,7 +65,88 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     progress("   DynamoDB calls and units of one delivery, before and after the record comes first");
     let record_first = record_first(&bench).await?;
     let sweep = sweep_cost(&bench).await?;
-    Ok(render(&load, &siblings, &record_first, &sweep))
+    let burst = burst().await?;
+    Ok(render(&load, &siblings, &record_first, &sweep, &burst))
+}
+
+// ---------------------------------------------------------------------------------------
+// A burst, and how often each delivery arrived
+
+/// What the receiver got of a burst's deliveries.
+struct Burst {
+    deliveries: usize,
+    receipts: usize,
+    /// The most receipts of one delivery.
+    most: usize,
+    /// Deliveries received more than once.
+    repeated: usize,
+    elapsed: Duration,
+}
+
+/// Issue 31's burst: the profile updates as fast as `careerctl`'s admin writes them, through
+/// the stream pump, the fan-out and both lane pumps, with the sweep running every second on
+/// a 5-second window; every delivery's receipts are counted by its `webhook-id` once all have
+/// arrived and two more sweep windows have passed.
+async fn burst() -> Result<Burst, String> {
+    let deliveries = BURST_UPDATES * BURST_SUBSCRIPTIONS;
+    progress(format!(
+        "   a burst: {BURST_UPDATES} profile updates × {BURST_SUBSCRIPTIONS} subscriptions, sweep window {} s",
+        BURST_SWEEP_AFTER.as_secs()
+    ));
+    let mut pipeline = Pipeline::with_settings(true, |s| s.sweep_after = BURST_SWEEP_AFTER).await;
+    pipeline.sweep_every(BURST_SWEEP_EVERY);
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let user = unique_user();
+    for _ in 0..BURST_SUBSCRIPTIONS {
+        pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    }
+    let started = Instant::now();
+    for _ in 0..BURST_UPDATES {
+        pipeline.api.admin.update_profile(&user).await.map_err(|e| format!("a profile update: {e:#}"))?;
+    }
+    if crate::wait_until(Duration::from_secs(600), || receiver.received().len() >= deliveries).await.is_none() {
+        return Err(format!("{} of the burst's {deliveries} deliveries arrived", receiver.received().len()));
+    }
+    let elapsed = started.elapsed();
+    tokio::time::sleep(BURST_SWEEP_AFTER * 2).await;
+    let mut receipts: HashMap<String, usize> = HashMap::new();
+    for received in receiver.received() {
+        *receipts.entry(received.header("webhook-id").to_owned()).or_default() += 1;
+    }
+    let burst = Burst {
+        deliveries: receipts.len(),
+        receipts: receipts.values().sum(),
+        most: receipts.values().copied().max().unwrap_or_default(),
+        repeated: receipts.values().filter(|n| **n > 1).count(),
+        elapsed,
+    };
+    progress(format!(
+        "     {} receipts of {} deliveries, at most {} per delivery",
+        burst.receipts, burst.deliveries, burst.most
+    ));
+    Ok(burst)
+}
+
+fn burst_text(burst: &Burst) -> String {
+    format!(
+        "### A burst: receipts per delivery\n\n\
+         {BURST_UPDATES} profile updates of one user with {BURST_SUBSCRIPTIONS} subscriptions to \
+         `profile.updated` (one loopback receiver), written one after another, through the stream pump, \
+         `career_fanout::handle` and the two lanes' pumps as `careerctl local` runs them, with the sweep \
+         running every {} s on a {} s window (`DELIVERY_SWEEP_AFTER_SECONDS`, the tests' window). Each \
+         delivery's receipts are counted by `webhook-id` once all had arrived ({} after the first update) and \
+         two more sweep windows had passed.\n\n\
+         | Deliveries | Receipts | Receipts per delivery | Received more than once |\n|---|---|---|---|\n\
+         | {} | {} | {:.2} (at most {}) | {} |\n",
+        BURST_SWEEP_EVERY.as_secs(),
+        BURST_SWEEP_AFTER.as_secs(),
+        ms(burst.elapsed),
+        burst.deliveries,
+        burst.receipts,
+        burst.receipts as f64 / burst.deliveries.max(1) as f64,
+        burst.most,
+        burst.repeated,
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -385,7 +473,7 @@ async fn record_first(bench: &Bench) -> Result<RecordFirst, String> {
         let message = DeliveryMessage::new(&event, &user_id, &subscription_id);
         let mark = meter.mark();
         webhooks.get(&user_id, &subscription_id).await.map_err(|e| e.to_string())?;
-        let recorded = records.record_attempt(&message, &message.body(), &succeeded_attempt()).await;
+        let recorded = records.record_attempt(&message, &message.body(), &succeeded_attempt(), None).await;
         before_deliveries.push(&meter, mark);
         if !recorded.map_err(|e| e.to_string())? {
             return Err("the replayed first attempt was refused".into());
@@ -481,7 +569,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
         .map(|round| messages(&unique_user(), "prf_overdue", 1_000_000 + round * 100, OVERDUE))
         .collect::<Result<Vec<_>, String>>()?;
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries in an otherwise empty log"));
-    let (empty, empty_times) = sweeps(&meter, &sweeper, &settings.tables.deliveries, &overdue).await?;
+    let (empty, empty_times) = sweeps(&meter, &sweeper, &settings, &overdue).await?;
     progress(format!(
         "   seeding {DELIVERED} delivered records ({USERS} users), as the fan-out and attempts write them"
     ));
@@ -489,13 +577,13 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     seed_delivered(&table).await?;
     let seeding = started.elapsed();
     progress(format!("   {SWEEPS} sweeps, each of {OVERDUE} overdue deliveries beside {DELIVERED} delivered"));
-    let (full, full_times) = sweeps(&meter, &sweeper, &settings.tables.deliveries, &overdue).await?;
+    let (full, full_times) = sweeps(&meter, &sweeper, &settings, &overdue).await?;
 
     let (mut idle, mark, started) = (Groups::default(), meter.mark(), Instant::now());
     let swept = career_sweep::sweep(&sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
     let idle_time = started.elapsed();
     idle.push(&meter, mark);
-    if swept != (Swept { overdue: 0, requeued: 0 }) {
+    if swept != (Swept { overdue: 0, waiting: 0, requeued: 0 }) {
         return Err(format!("a sweep with nothing overdue found {swept:?}"));
     }
 
@@ -525,23 +613,27 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
 }
 
 /// One sweep after each set of `overdue` deliveries was written an hour overdue; each must
-/// put back exactly that set.
+/// put back exactly that set. What it put back is then taken off the retry lane, as its
+/// consumers would: left there, it is a backlog the next sweep leaves alone.
 async fn sweeps(
     meter: &Meter,
     sweeper: &career_sweep::Deps,
-    table: &str,
+    settings: &Settings,
     overdue: &[Vec<DeliveryMessage>],
 ) -> Result<(Groups, Vec<Duration>), String> {
     let (mut groups, mut times) = (Groups::default(), Vec::new());
+    let retry_lane = settings.retry_queue_url.as_deref().ok_or("no retry lane")?;
     for set in overdue {
-        insert_overdue(table, set).await?;
+        insert_overdue(&settings.tables.deliveries, set).await?;
         let (mark, started) = (meter.mark(), Instant::now());
         let swept = career_sweep::sweep(sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
         times.push(started.elapsed());
         groups.push(meter, mark);
-        if swept != (Swept { overdue: OVERDUE, requeued: OVERDUE }) {
+        if swept != (Swept { overdue: OVERDUE, waiting: 0, requeued: OVERDUE }) {
             return Err(format!("a sweep of {OVERDUE} overdue records found {swept:?}"));
         }
+        let purged = career_service::sqs().purge_queue().queue_url(retry_lane).send().await;
+        purged.map_err(|e| format!("PurgeQueue: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
     }
     Ok((groups, times))
 }
@@ -598,7 +690,7 @@ async fn seed_delivered(table: &DeliveryTable) -> Result<(), String> {
                 table.insert_new(&records, Timestamp::now()).await.map_err(|e| e.to_string())?;
                 for message in &messages {
                     table
-                        .record_attempt(message, &message.body(), &succeeded_attempt())
+                        .record_attempt(message, &message.body(), &succeeded_attempt(), None)
                         .await
                         .map_err(|e| e.to_string())?;
                 }
@@ -645,7 +737,7 @@ async fn scan_overdue(
 // ---------------------------------------------------------------------------------------
 // The report
 
-fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &SweepCost) -> Section {
+fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &SweepCost, burst: &Burst) -> Section {
     let summaries: Vec<Summary> = siblings.iter().map(|runs| summarize(&runs.latencies)).collect();
     let baseline = summaries[0];
     let mut body = String::new();
@@ -653,11 +745,13 @@ fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &Swee
         body,
         "Contract section 12, issue 21. Three parts: a user's healthy receiver beside a misbehaving sibling \
          subscription of the same user; the DynamoDB calls and units of one delivery before and after its record \
-         is written by the fan-out; and what one sweep costs in a large log.\n"
+         is written by the fan-out; what one sweep costs in a large log; and how often each delivery of a \
+         burst arrived (issue 31).\n"
     );
     body.push_str(&siblings_text(load, siblings, &summaries));
     body.push_str(&record_first_text(cost));
     body.push_str(&sweep_text(sweep));
+    body.push_str(&burst_text(burst));
 
     let mut rows = Vec::new();
     for (sibling, summary) in Sibling::ALL.iter().zip(&summaries).skip(1) {
@@ -696,6 +790,13 @@ fn render(load: &str, siblings: &[SiblingRuns], cost: &RecordFirst, sweep: &Swee
         "equal (the same overdue; no Scan)",
         format!("{} vs {} (a Scan: {})", figure(full_reads), figure(empty_reads), figure(sweep.scan.reads.total)),
         Some((full_reads - empty_reads).abs() < 1e-9),
+    ));
+    let expected = BURST_UPDATES * BURST_SUBSCRIPTIONS;
+    rows.push(Row::new(
+        format!("Burst of {BURST_UPDATES} updates × {BURST_SUBSCRIPTIONS} subscriptions: receipts per delivery"),
+        "1",
+        format!("{} receipts of {} deliveries, at most {} per delivery", burst.receipts, burst.deliveries, burst.most),
+        Some(burst.deliveries == expected && burst.most == 1),
     ));
     let unmet_notes = vec![format!(
         "With {} samples per kind the p99 is the slowest delivery of the pooled runs, so one pause of this \
@@ -829,8 +930,9 @@ fn record_first_text(cost: &RecordFirst) -> String {
         "The fan-out's conditional write puts the `pending` record into the table, both local indexes (which \
          project every attribute) and the sparse due index; the success then rewrites the table item and both \
          local indexes (the status index's key changes, so its entry is replaced) and takes the record out of \
-         the due index. The new read is the record's state (`GetItem`, consistent, projected), which the \
-         generations need before a send; the new SQS call is the message's own deletion (per-message \
+         the due index. The new write before the send is the record's claim (a conditional `UpdateItem` whose \
+         answer is the record's state), which the generations need and which keeps the sweep off a delivery \
+         in flight; the new SQS call is the message's own deletion (per-message \
          acknowledgement), which the event source mapping's batch deletion then no longer needs to do. On \
          a fan-out to many subscriptions the writes are one `PutItem` per delivery, all at once (at most 25, one per \
          subscription), each only where the delivery has no record yet, so a stream record processed again leaves \

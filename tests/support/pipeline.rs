@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use career_core::config::{Settings, TableNames};
 use careerctl::deployment::Deployment;
-use careerctl::pumps::{run_queue_pump, run_stream_pump};
+use careerctl::pumps::{run_queue_pump, run_stream_pump, run_sweeps};
 use careerctl::resources::QueueUrls;
 use careerctl::template::{function, Template};
 use tokio::task::JoinHandle;
@@ -67,6 +67,15 @@ impl Pipeline {
 
     pub fn settings(&self) -> &Settings {
         &self.api.settings
+    }
+
+    /// Runs the sweep every `every` with the pipeline's settings (its window is theirs), as
+    /// the schedule does on AWS, until the pipeline is dropped.
+    pub fn sweep_every(&mut self, every: Duration) {
+        let sweep_clients = acting_as(function::SWEEP, self.settings(), &clients());
+        let sweep_settings = crate::function_settings(function::SWEEP, self.settings());
+        let sweep = career_sweep::Deps::new(&sweep_clients, &sweep_settings).expect("sweep settings");
+        self.pumps.push(tokio::spawn(async move { run_sweeps(&sweep, every, std::future::pending()).await }));
     }
 
     /// Creates a subscription through the API and returns its id and secret.

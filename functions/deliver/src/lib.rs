@@ -1,6 +1,6 @@
-//! The delivery function: for each queue message, load → plan → sign and send → plan →
-//! execute. The decisions are career_core::delivery::plan's; this file only does the I/O
-//! they name. It consumes both lanes (career_core::queue), each through its own event source
+//! The delivery function: for each queue message, claim and load → plan → sign and send →
+//! plan → execute. The decisions are career_core::delivery::plan's; this file only does the
+//! I/O they name. It consumes both lanes (career_core::queue), each through its own event source
 //! mapping; the messages of a batch are sent concurrently, and each leaves its lane as soon
 //! as its own attempt is recorded (contract section 12), so none waits for another's send.
 
@@ -12,7 +12,7 @@ use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::plan::{
-    self, After, Answered, Before, Found, MessageFate, Policy, RecordState, SubscriptionChange, SubscriptionState,
+    self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
@@ -95,7 +95,8 @@ async fn process(deps: &Deps, message: &SqsMessage) -> bool {
 }
 
 async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
-    let (subscription, found) = match load(deps, &received).await {
+    let now = Timestamp::now();
+    let (subscription, found) = match load(deps, &received, now).await {
         Ok(loaded) => loaded,
         Err(err) => {
             // Tried again after the retry base (rather than the queue's visibility timeout,
@@ -104,11 +105,11 @@ async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
             return stay(deps, &received, deps.policy.schedule.base).await;
         }
     };
-    let now = Timestamp::now();
+    let lease = found.claim.lease();
     match plan::before_send(&found, now, &deps.policy) {
         Before::Send { attempt } => {
             let subscription = subscription.expect("a send has a subscription");
-            attempt_delivery(deps, received, &subscription, attempt).await
+            attempt_delivery(deps, received, &subscription, attempt, lease).await
         }
         Before::Stale => {
             tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
@@ -117,31 +118,50 @@ async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
         Before::Skip(reason) => skip(deps, &received, reason, now).await,
         Before::HandOver => {
             tracing::info!("subscription failing; delivery handed to the retry lane");
+            if let Some(lease) = lease {
+                // Kept, the claim would only make the handed-over copy wait for it to end.
+                if let Err(err) = deps.deliveries.release(&received.delivery, lease).await {
+                    tracing::warn!(error = %err, "giving up the claim failed; the handed-over copy waits for it");
+                }
+            }
             hand_over(deps, &received, Duration::ZERO).await
         }
         Before::NotYet(wait) => stay(deps, &received, wait).await,
     }
 }
 
-/// The record's state and the subscription, read together.
-async fn load(deps: &Deps, received: &Received<'_>) -> Result<(Option<Subscription>, Found), StoreError> {
+/// The claim on the record and the subscription, together.
+async fn load(
+    deps: &Deps,
+    received: &Received<'_>,
+    now: Timestamp,
+) -> Result<(Option<Subscription>, Found), StoreError> {
     let delivery = &received.delivery;
-    let (record, subscription) = tokio::join!(
-        deps.deliveries.state(&delivery.user_id, &delivery.delivery_id),
+    let (claim, subscription) = tokio::join!(
+        deps.deliveries.claim(delivery, Lease::from(now), now),
         deps.webhooks.get(&delivery.user_id, &delivery.subscription_id),
     );
     let subscription = subscription?;
+    let kind = delivery.event.kind();
     let found = Found {
         lane: received.lane,
         generation: delivery.generation,
-        record: record?.unwrap_or_else(RecordState::unwritten),
-        subscription: subscription.as_ref().map(|s| SubscriptionState::of(&s.health)),
+        kind,
+        claim: claim?,
+        subscription: subscription.as_ref().map(|s| SubscriptionState::of(s, kind)),
     };
     Ok((subscription, found))
 }
 
 /// Opens the secrets, signs and sends, then records and executes the plan for the answer.
-async fn attempt_delivery(deps: &Deps, received: Received<'_>, subscription: &Subscription, attempt: u32) -> bool {
+/// `lease` is the turn's claim on the record (none for a record not written yet).
+async fn attempt_delivery(
+    deps: &Deps,
+    received: Received<'_>,
+    subscription: &Subscription,
+    attempt: u32,
+    lease: Option<Lease>,
+) -> bool {
     let secrets = match deps.sealer.open(subscription).await {
         Ok(secrets) => secrets,
         Err(err) => {
@@ -149,21 +169,28 @@ async fn attempt_delivery(deps: &Deps, received: Received<'_>, subscription: &Su
             return stay(deps, &received, deps.policy.schedule.base).await;
         }
     };
+    if let Some(lease) = lease.filter(|lease| !lease.allows_send_at(Timestamp::now())) {
+        // Too late to send under the claim; its next turn comes when the claim has ended.
+        tracing::warn!("the claim ran short before the send; nothing sent");
+        return stay(deps, &received, lease.until.since(Timestamp::now())).await;
+    }
     let started = Instant::now();
     let (outcome, body) = send(deps, &received.delivery, &subscription.url, &secrets).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let now = Timestamp::now();
     let answer = outcome.answer();
     let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
-    let failing_since = SubscriptionState::of(&subscription.health).failing_since;
+    let failing_since = subscription.health.failing_since();
     let after = plan::after_send(attempt, answered, failing_since, now, &deps.policy, jitter());
-    let recorded = record(deps, &received.delivery, subscription, &outcome, &body, &after, now).await;
+    let recorded = record(deps, &received.delivery, subscription, (&outcome, &body), &after, lease, now).await;
     report(deps, &received.delivery, subscription, &outcome, &after, attempt, latency_ms);
     match recorded {
         // The attempt stands as recorded; the message follows the plan.
         Ok(true) => settle(deps, &received, after.message).await,
         Ok(false) => {
-            tracing::info!("the record moved to another generation during the send; this copy is dropped");
+            tracing::info!(
+                "the record moved on during the send (another generation, or the claim lapsed); this copy is dropped"
+            );
             acknowledge(deps, received.lane, received.receipt).await
         }
         // Sent, but not recorded: tried again after the schedule's base, as the same attempt.
@@ -186,20 +213,21 @@ async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &Sign
     })
 }
 
-/// The attempt's write, and the subscription's when the plan changes it (independent, so
-/// together). `Ok(false)` when another generation owns the record.
+/// The attempt's write (its outcome and the bytes sent), under the turn's claim, and the
+/// subscription's when the plan changes it (independent, so together). `Ok(false)` when
+/// another generation owns the record.
 async fn record(
     deps: &Deps,
     delivery: &DeliveryMessage,
     subscription: &Subscription,
-    outcome: &Outcome,
-    body: &[u8],
+    (outcome, body): (&Outcome, &[u8]),
     after: &After,
+    lease: Option<Lease>,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
     let attempt = after.record.attempt(outcome, now);
     let (recorded, changed) = tokio::join!(
-        deps.deliveries.record_attempt(delivery, body, &attempt),
+        deps.deliveries.record_attempt(delivery, body, &attempt, lease),
         change_subscription(deps, subscription, after.subscription, now),
     );
     if let Err(err) = changed {
@@ -265,10 +293,11 @@ fn report(
     );
 }
 
-/// A disabled or deleted subscription is sent nothing: the record says `skipped`.
+/// A disabled or deleted subscription, or one that no longer lists the kind, is sent
+/// nothing: the record says `skipped`, and why.
 async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, now: Timestamp) -> bool {
     let delivery = &received.delivery;
-    match deps.deliveries.record_skipped(delivery, &delivery.body(), now).await {
+    match deps.deliveries.record_skipped(delivery, &delivery.body(), now, reason).await {
         Ok(_) => {
             let kind = delivery.event.kind().as_str();
             let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Skipped, 0.0);

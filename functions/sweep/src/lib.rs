@@ -5,6 +5,12 @@
 //! generation, so a copy that turns up after all is dropped unsent. It reads the sparse due
 //! index, so what it costs follows the overdue deliveries, not the log's size. On AWS a
 //! schedule runs it; `make run` runs it every 10 seconds.
+//!
+//! It takes only what is really lost. A delivery being attempted holds a claim on its record
+//! (`delivery::plan::Lease`) that the sweep's write respects. A delivery whose message waits
+//! in a lane backlog holds none, so the sweep tells it apart by the lanes' counts: as many
+//! of the most recently due overdue records as the lanes hold messages may still have their
+//! message on the way, and are left alone ([`lost`]), for at most an hour past the window.
 
 use std::time::Duration;
 
@@ -22,6 +28,10 @@ use serde::Serialize;
 const PER_SHARD: u32 = 500;
 /// How many overdue records are claimed at once.
 const CLAIMS_AT_ONCE: usize = 16;
+/// How long past the window a record may still be waiting in a backlog: one due longer ago is
+/// taken whatever the lanes hold, so a lane that never empties (steady traffic) cannot hold
+/// back a lost delivery for ever. A lane that far behind gains nothing from more patience.
+const BACKLOG_PATIENCE: Duration = Duration::from_secs(60 * 60);
 
 pub struct Deps {
     deliveries: DeliveryTable,
@@ -52,7 +62,9 @@ pub enum SweepError {
 pub struct Swept {
     /// Pending deliveries found overdue.
     pub overdue: usize,
-    /// Those put back on the retry lane (the others moved on while the sweep looked).
+    /// Those left alone because their message may still wait on a lane.
+    pub waiting: usize,
+    /// Those put back on the retry lane (the others moved on, or were being attempted).
     pub requeued: usize,
 }
 
@@ -62,7 +74,12 @@ pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, Swe
     match sweep(deps, Timestamp::now()).await {
         Ok(swept) => {
             if swept.overdue > 0 {
-                tracing::warn!(overdue = swept.overdue, requeued = swept.requeued, "overdue deliveries put back");
+                tracing::warn!(
+                    overdue = swept.overdue,
+                    waiting = swept.waiting,
+                    requeued = swept.requeued,
+                    "overdue deliveries put back"
+                );
             }
             Ok(swept)
         }
@@ -76,10 +93,13 @@ pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, Swe
 /// Puts the deliveries overdue at `now` back on the retry lane.
 pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     let cutoff = now - deps.sweep_after;
-    let overdue = deps.deliveries.overdue(cutoff, PER_SHARD).await?;
+    let (overdue, backlog) = tokio::join!(deps.deliveries.overdue(cutoff, PER_SHARD), deps.queues.backlog());
+    let overdue = overdue?;
+    let found = overdue.len();
+    let lost = lost(overdue, backlog?, cutoff - BACKLOG_PATIENCE);
     // The futures are made first: a stream that maps with a closure over `deps` is not
     // provably `Send`.
-    let claims: Vec<_> = overdue.iter().map(|found| claim(deps, found, cutoff, now)).collect();
+    let claims: Vec<_> = lost.iter().map(|found| claim(deps, found, cutoff, now)).collect();
     let claimed: Vec<Result<Option<DeliveryMessage>, SweepError>> =
         futures_util::stream::iter(claims).buffer_unordered(CLAIMS_AT_ONCE).collect().await;
     let mut messages = Vec::new();
@@ -89,7 +109,20 @@ pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     // Claimed first: should this send fail, the records are due now and the next run but one
     // finds them again.
     deps.queues.send(Lane::Retry, &messages).await?;
-    Ok(Swept { overdue: overdue.len(), requeued: messages.len() })
+    Ok(Swept { overdue: found, waiting: found - lost.len(), requeued: messages.len() })
+}
+
+/// The overdue records taken as lost while the lanes hold `backlog` messages: all but the
+/// `backlog` most recently due, and every one due before `patience_ends`. A message waits
+/// in its lane behind those queued before it, so if a record's message is still on its way,
+/// so are those of every record due after it; the records due longest ago are the ones
+/// whose message is gone. Taking one that was not lost after all is still safe (its queued
+/// copy is then stale), only wasteful; leaving a lost one for a later run only delays it.
+pub fn lost(mut overdue: Vec<Overdue>, backlog: usize, patience_ends: Timestamp) -> Vec<Overdue> {
+    overdue.sort_by_key(|found| found.next_attempt_at);
+    let may_wait = overdue.iter().filter(|found| found.next_attempt_at >= patience_ends).count();
+    overdue.truncate(overdue.len() - backlog.min(may_wait));
+    overdue
 }
 
 /// Moves an overdue record to its next generation; its message, or `None` when it moved on.
@@ -106,5 +139,36 @@ async fn claim(
             tracing::error!(delivery_id = %found.delivery_id, error = %err, "an overdue record's body cannot be read");
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overdue(seconds: u64) -> Overdue {
+        Overdue {
+            user_id: "u1".parse().unwrap(),
+            delivery_id: career_core::ids::DeliveryId::generate(),
+            next_attempt_at: Timestamp::from_unix_seconds(1_795_766_400 + seconds),
+        }
+    }
+
+    #[test]
+    fn the_records_due_longest_ago_are_lost_and_as_many_as_the_lanes_hold_may_still_come() {
+        let found = vec![overdue(30), overdue(10), overdue(20), overdue(40)];
+        let due = |records: Vec<Overdue>| records.iter().map(|r| r.next_attempt_at).collect::<Vec<_>>();
+        let patient = overdue(0).next_attempt_at;
+        assert_eq!(due(lost(found.clone(), 0, patient)), due(vec![overdue(10), overdue(20), overdue(30), overdue(40)]));
+        assert_eq!(due(lost(found.clone(), 1, patient)), due(vec![overdue(10), overdue(20), overdue(30)]));
+        assert_eq!(due(lost(found.clone(), 3, patient)), due(vec![overdue(10)]));
+        assert!(lost(found.clone(), 4, patient).is_empty(), "a backlog as large as what is overdue");
+        assert!(lost(found.clone(), 200, patient).is_empty());
+        let impatient = overdue(25).next_attempt_at;
+        assert_eq!(
+            due(lost(found, 200, impatient)),
+            due(vec![overdue(10), overdue(20)]),
+            "those due before the patience ends are lost whatever the lanes hold"
+        );
     }
 }

@@ -13,6 +13,7 @@ use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::plan::SkipReason;
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
 use career_core::event_catalog::event_types;
@@ -24,7 +25,7 @@ use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
 use career_core::store::webhooks::{Created, Replaced, WebhookTable};
-use career_core::store::StoreError;
+use career_core::store::{Backoff, StoreError};
 use career_core::webhooks::{
     CreatedSubscription, EventKinds, Subscription, SubscriptionChanges, WebhookSecret, WebhookUrl,
     MAX_SUBSCRIPTIONS_PER_USER,
@@ -34,10 +35,9 @@ use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 
-/// How often a rotation that met a concurrent one is tried again before giving up.
-const ROTATION_ATTEMPTS: usize = 5;
-/// How often a manual retry that met a concurrent change of its record reads it again.
-const CONCURRENT_CHANGE_ATTEMPTS: usize = 5;
+/// How often a rotation, or a manual retry's skip, that met a concurrent change of its item
+/// reads it again, after a jittered pause; the pauses stay well within the function's time.
+const CONTENDED_RETRIES: u32 = 9;
 /// How many records a recovery restarts at once.
 const RESTARTS_AT_ONCE: usize = 16;
 
@@ -189,14 +189,16 @@ async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 }
 
 /// Contract section 10: a new secret, the current one kept for the grace period, stored in
-/// one conditional write (tried again if a concurrent rotation got there first).
+/// one conditional write. A concurrent rotation that got there first makes this one read
+/// again and rotate what it wrote (contract section 12: the last applied wins, no 500).
 async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let body = call.optional_json_object()?;
     let grace = GracePeriod::parse(body.as_ref().and_then(|body| body.get("gracePeriodSeconds")))
         .map_err(ApiError::WebhookInvalidGracePeriod)?;
     let next = WebhookSecret::generate();
-    for _ in 0..ROTATION_ATTEMPTS {
+    let mut backoff = Backoff::new(CONTENDED_RETRIES);
+    loop {
         let stored = own_subscription(deps, &call, id).await?;
         let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), Timestamp::now(), grace);
         let sealed = deps.sealer.seal(&stored.user_id, &stored.id, &rotated).await?;
@@ -207,8 +209,10 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
                 previous_secret_expires_at: rotated.previous.map(|previous| previous.expires_at),
             });
         }
+        if !backoff.pause().await {
+            return Err(StoreError::Contention.into());
+        }
     }
-    Err(StoreError::Contention.into())
 }
 
 /// `id` as a subscription id; one of another shape is as missing as one that never was.
@@ -245,39 +249,49 @@ async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 }
 
 /// Sends the delivery again, the same id and body signed anew, then on the normal schedule.
+/// Concurrent retries of one delivery all apply (each starts a new generation; the last
+/// one's message is the one sent), so none answers 500.
 async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let user_id = call.user_id();
     let id = call.query("id").ok_or(ApiError::WebhookMissingDeliveryId)?;
     let not_found = || ApiError::WebhookDeliveryNotFound(id.to_owned());
     let delivery_id = DeliveryId::parse(id).ok_or_else(not_found)?;
-    for _ in 0..CONCURRENT_CHANGE_ATTEMPTS {
+    let mut backoff = Backoff::new(CONTENDED_RETRIES);
+    loop {
         let stored = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?;
         // A delivery of a deleted subscription cannot be retried.
         let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
-        let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
-        if !subscription.health.is_enabled() {
-            if deps.deliveries.record_skipped(&message, stored.record.body.as_bytes(), Timestamp::now()).await? {
-                let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
-                return Reply::accepted(record);
-            }
-            continue;
+        if subscription.health.is_enabled() {
+            let restarted = restart(deps, std::slice::from_ref(&stored), |_| None).await?.pop();
+            // Only a record that expired since it was read is not restarted.
+            return Reply::accepted(restarted.ok_or_else(not_found)?.record);
         }
-        if let Some(restarted) = restart(deps, std::slice::from_ref(&stored)).await?.pop() {
-            return Reply::accepted(restarted.record);
+        let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
+        let body = stored.record.body.as_bytes();
+        if deps.deliveries.record_skipped(&message, body, Timestamp::now(), SkipReason::Disabled).await? {
+            let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
+            return Reply::accepted(record);
+        }
+        // Its generation moved on since it was read (a concurrent retry or attempt).
+        if !backoff.pause().await {
+            return Err(StoreError::Contention.into());
         }
     }
-    Err(StoreError::Contention.into())
 }
 
 /// Starts each delivery's schedule again in its next generation (a few at a time: each is a
-/// conditional write), then queues the messages of those restarted, ten a call. One whose
-/// record changed since it was read (a concurrent attempt or retry) is left out. The records
-/// first: should a send fail, the sweep finds them pending and overdue.
-async fn restart(deps: &Deps, found: &[StoredDelivery]) -> Result<Vec<StoredDelivery>, ApiError> {
+/// conditional write), then queues the messages of those restarted, ten a call. With
+/// `if_status`, one whose status changed since it was read (a concurrent retry) is left out.
+/// The records first: should a send fail, the sweep finds them pending and overdue.
+async fn restart(
+    deps: &Deps,
+    found: &[StoredDelivery],
+    if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
+) -> Result<Vec<StoredDelivery>, ApiError> {
     let now = Timestamp::now();
     // The futures are made first: a stream that maps with a closure over `deps` is not
     // provably `Send`.
-    let writes: Vec<_> = found.iter().map(|stored| deps.deliveries.restart(stored, now)).collect();
+    let writes: Vec<_> = found.iter().map(|stored| deps.deliveries.restart(stored, if_status(stored), now)).collect();
     let written: Vec<Result<Option<StoredDelivery>, StoreError>> =
         futures_util::stream::iter(writes).buffer_unordered(RESTARTS_AT_ONCE).collect().await;
     let (mut restarted, mut failure) = (Vec::new(), None);
@@ -326,7 +340,7 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let more = found.len() > MAX_PER_CALL as usize;
     found.truncate(MAX_PER_CALL as usize);
     // One that changed since it was read (a manual retry got there) is not counted.
-    let recovering = restart(deps, &found).await?.len();
+    let recovering = restart(deps, &found, |stored| Some(stored.record.status)).await?.len();
     Reply::accepted(json!({"recovering": recovering, "more": more}))
 }
 

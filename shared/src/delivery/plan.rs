@@ -1,22 +1,62 @@
-//! One delivery turn as pure decisions (contract sections 5, 9 and 12): given what loading
-//! found, what to do before a send; given the receiver's answer, what to write and what
-//! becomes of the message. The delivery function only executes these plans, so the state
-//! machine is tested here, in milliseconds, without queues, tables or receivers.
+//! One delivery turn as pure decisions (contract sections 5, 9 and 12): given what the
+//! turn's claim on its record found, what to do before a send; given the receiver's answer,
+//! what to write and what becomes of the message. The delivery function only executes these
+//! plans, so the state machine is tested here, in milliseconds, without queues, tables or
+//! receivers.
+//!
+//! A turn that may send first claims its record: one conditional write, which holds only
+//! while the record is `pending`, due, of the message's generation and claimed by no other
+//! turn, sets the record's lease ([`Lease`]). Until the lease ends, neither the sweep nor
+//! another copy of the message takes the record, and the turn records its outcome under it,
+//! so every attempt counts. The lease is an attribute of the record, not an index key.
 
 use std::time::Duration;
 
-use super::attempt::Outcome;
+use super::attempt::{Outcome, TIMEOUT};
 use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::clock::Timestamp;
+use crate::events::EventKind;
 use crate::queue::Lane;
-use crate::webhooks::{DisabledReason, Health};
+use crate::webhooks::{DisabledReason, Subscription};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// A message received this much before its record's next attempt is early (a hand-over's
 /// delay stops at SQS's 15 minutes); it waits for the rest rather than being sent.
 const EARLY_TOLERANCE: Duration = Duration::from_secs(1);
+/// How much longer than the longest send a claim lasts: the time to open the secrets before
+/// the send and to record after it, and any skew between the clocks of the instances that
+/// compare it.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(20);
+/// What a send that uses its whole timeout must still leave of its claim to record its outcome.
+const RECORD_MARGIN: Duration = Duration::from_secs(10);
+
+/// A turn's claim on its record: no other turn and no sweep takes the record before `until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub until: Timestamp,
+}
+
+impl Lease {
+    /// The claim a turn makes at `now`: long enough for a send of the whole timeout and its record.
+    pub fn from(now: Timestamp) -> Self {
+        Lease { until: now + TIMEOUT + LEASE_MARGIN }
+    }
+
+    /// Whether a send starting at `now` ends, even at its timeout, early enough to be recorded
+    /// under this claim. A turn that got there late (its secrets were slow to open) sends
+    /// nothing and lets the claim lapse, so no send ever outlives its claim.
+    pub fn allows_send_at(&self, now: Timestamp) -> bool {
+        now + TIMEOUT + RECORD_MARGIN <= self.until
+    }
+}
+
+/// The latest next attempt a claim made at `now` accepts: a message received this little
+/// before its record is due is sent.
+pub fn due_by(now: Timestamp) -> Timestamp {
+    now + EARLY_TOLERANCE
+}
 
 /// What the delivery record says of the delivery when its message comes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,13 +67,49 @@ pub struct RecordState {
     /// Attempts since the schedule last started (the fan-out, a manual retry or a recovery).
     pub round_attempts: u32,
     pub next_attempt_at: Option<Timestamp>,
+    /// The end of the last claim on the record ([`Lease`]); a turn holds it until then.
+    pub lease_until: Option<Timestamp>,
 }
 
 impl RecordState {
     /// A record no one wrote yet (a message queued before records came first): generation
     /// zero, pending, no attempt.
     pub fn unwritten() -> Self {
-        RecordState { generation: 0, status: DeliveryStatus::Pending, round_attempts: 0, next_attempt_at: None }
+        RecordState {
+            generation: 0,
+            status: DeliveryStatus::Pending,
+            round_attempts: 0,
+            next_attempt_at: None,
+            lease_until: None,
+        }
+    }
+
+    /// Another generation owns the record, or it is settled.
+    fn is_stale_for(&self, generation: u32) -> bool {
+        self.generation != generation || self.status != DeliveryStatus::Pending
+    }
+}
+
+/// What a turn's claim on its record came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Written: the turn holds the record under `lease`; `record` is the record as it now is.
+    Held { record: RecordState, lease: Lease },
+    /// Not written (another generation's, settled, held by another turn or not due yet): the
+    /// record as read after.
+    Refused(RecordState),
+    /// No record: a message queued before records came first. Nothing else can take it (the
+    /// sweep finds only records), so its turn sends without a claim.
+    Unwritten,
+}
+
+impl Claim {
+    /// The claim the turn holds, if it holds one.
+    pub fn lease(&self) -> Option<Lease> {
+        match self {
+            Claim::Held { lease, .. } => Some(*lease),
+            Claim::Refused(_) | Claim::Unwritten => None,
+        }
     }
 }
 
@@ -43,12 +119,20 @@ pub struct SubscriptionState {
     pub enabled: bool,
     /// The failure clock: the first failure since the last success (contract section 9).
     pub failing_since: Option<Timestamp>,
+    /// Whether it still lists the delivery's kind (contract section 13: every delivery sent
+    /// after a change uses the new kinds).
+    pub receives: bool,
 }
 
 impl SubscriptionState {
-    /// What the plan needs of a subscription's health.
-    pub fn of(health: &Health) -> Self {
-        SubscriptionState { enabled: health.is_enabled(), failing_since: health.failing_since() }
+    /// What the plan needs of a subscription, for a delivery of `kind`.
+    pub fn of(subscription: &Subscription, kind: EventKind) -> Self {
+        let health = &subscription.health;
+        SubscriptionState {
+            enabled: health.is_enabled(),
+            failing_since: health.failing_since(),
+            receives: subscription.receives(kind),
+        }
     }
 }
 
@@ -58,7 +142,9 @@ pub struct Found {
     pub lane: Lane,
     /// The generation the message carries.
     pub generation: u32,
-    pub record: RecordState,
+    /// The kind of event the message carries.
+    pub kind: EventKind,
+    pub claim: Claim,
     pub subscription: Option<SubscriptionState>,
 }
 
@@ -69,18 +155,26 @@ pub enum Before {
     Send { attempt: u32 },
     /// Another generation owns the record, or it is settled: dropped unsent.
     Stale,
-    /// The subscription is disabled or deleted: the record becomes `skipped`, nothing is sent.
+    /// The subscription is disabled or deleted, or no longer lists the kind: the record
+    /// becomes `skipped` (the reason its `lastError`), nothing is sent.
     Skip(SkipReason),
-    /// First attempts to a failing subscription wait on the retry lane, not the main one.
+    /// First attempts to a failing subscription wait on the retry lane, not the main one
+    /// (the claim is given up first, so the handed-over copy can take it at once).
     HandOver,
-    /// Received before its next attempt is due: back on its lane for the rest of the wait.
+    /// Not to be attempted now (due later, or another turn holds its claim): back on its lane
+    /// for this long, after which it finds the record as that turn left it.
     NotYet(Duration),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a delivery was not sent; its text is the record's `lastError`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SkipReason {
+    #[error("not sent: the subscription is disabled")]
     Disabled,
+    #[error("not sent: the subscription was deleted")]
     Deleted,
+    #[error("not sent: the subscription no longer lists {}", .0.as_str())]
+    NotListed(EventKind),
 }
 
 /// The settings the decisions follow.
@@ -92,25 +186,44 @@ pub struct Policy {
 }
 
 pub fn before_send(found: &Found, now: Timestamp, policy: &Policy) -> Before {
-    let record = &found.record;
-    if record.generation != found.generation || record.status != DeliveryStatus::Pending {
+    let unwritten = RecordState::unwritten();
+    let record = match &found.claim {
+        Claim::Held { record, .. } => record,
+        Claim::Unwritten => &unwritten,
+        Claim::Refused(record) => return refused(found.generation, record, now),
+    };
+    // A claim holds only for the message's pending generation; checked again, so that the
+    // decision does not rest on how the store words its condition.
+    if record.is_stale_for(found.generation) {
         return Before::Stale;
     }
     let Some(subscription) = &found.subscription else { return Before::Skip(SkipReason::Deleted) };
     if !subscription.enabled {
         return Before::Skip(SkipReason::Disabled);
     }
-    if let Some(due) = record.next_attempt_at {
-        let early = due.since(now);
-        if early > EARLY_TOLERANCE {
-            return Before::NotYet(early);
-        }
+    if !subscription.receives {
+        return Before::Skip(SkipReason::NotListed(found.kind));
     }
     if found.lane == Lane::Main && subscription.failing_since.is_some() {
         return Before::HandOver;
     }
     // A lowered DELIVERY_MAX_ATTEMPTS makes a waiting delivery's next attempt its last.
     Before::Send { attempt: (record.round_attempts + 1).min(policy.schedule.max_attempts) }
+}
+
+/// Why a claim was refused, from the record as read after it.
+fn refused(generation: u32, record: &RecordState, now: Timestamp) -> Before {
+    if record.is_stale_for(generation) {
+        return Before::Stale;
+    }
+    if let Some(until) = record.lease_until.filter(|until| *until > now) {
+        return Before::NotYet(until.since(now));
+    }
+    match record.next_attempt_at {
+        Some(due) if due > due_by(now) => Before::NotYet(due.since(now)),
+        // It changed between the claim and the read (its claim just ended): look again soon.
+        _ => Before::NotYet(EARLY_TOLERANCE),
+    }
 }
 
 /// What came of a send, as far as the decisions care.
@@ -285,40 +398,75 @@ mod tests {
         }
     }
 
-    fn found(lane: Lane, generation: u32, record: RecordState, subscription: Option<SubscriptionState>) -> Found {
-        Found { lane, generation, record, subscription }
+    fn held(record: RecordState) -> Claim {
+        Claim::Held { record, lease: Lease::from(at(0)) }
+    }
+
+    fn found(lane: Lane, generation: u32, claim: Claim, subscription: Option<SubscriptionState>) -> Found {
+        Found { lane, generation, kind: EventKind::ProfileUpdated, claim, subscription }
     }
 
     fn pending(generation: u32, round_attempts: u32) -> RecordState {
-        RecordState { generation, status: DeliveryStatus::Pending, round_attempts, next_attempt_at: Some(at(0)) }
+        RecordState {
+            generation,
+            status: DeliveryStatus::Pending,
+            round_attempts,
+            next_attempt_at: Some(at(0)),
+            lease_until: None,
+        }
     }
 
-    const HEALTHY: Option<SubscriptionState> = Some(SubscriptionState { enabled: true, failing_since: None });
+    const HEALTHY: Option<SubscriptionState> =
+        Some(SubscriptionState { enabled: true, failing_since: None, receives: true });
 
     #[test]
-    fn before_a_send_the_generation_the_subscription_and_the_due_time_decide() {
-        let failing = Some(SubscriptionState { enabled: true, failing_since: Some(at(-50)) });
-        let disabled = Some(SubscriptionState { enabled: false, failing_since: None });
-        let settled = |status| RecordState { status, ..pending(2, 1) };
-        let later = RecordState { next_attempt_at: Some(at(60)), ..pending(2, 1) };
+    fn before_a_send_the_claim_the_subscription_and_the_lane_decide() {
+        let failing = Some(SubscriptionState { enabled: true, failing_since: Some(at(-50)), receives: true });
+        let disabled = Some(SubscriptionState { enabled: false, failing_since: None, receives: true });
+        let unlisted = Some(SubscriptionState { enabled: true, failing_since: None, receives: false });
+        let settled = |status| Claim::Refused(RecordState { status, ..pending(2, 1) });
+        let later = Claim::Refused(RecordState { next_attempt_at: Some(at(60)), ..pending(2, 1) });
+        let leased = Claim::Refused(RecordState { lease_until: Some(at(25)), ..pending(2, 1) });
+        let lapsed = Claim::Refused(RecordState { lease_until: Some(at(-1)), ..pending(2, 1) });
+        let secs = Duration::from_secs;
         let table = [
-            (found(Lane::Main, 0, RecordState::unwritten(), HEALTHY), Before::Send { attempt: 1 }, "no record yet"),
-            (found(Lane::Main, 2, pending(2, 0), HEALTHY), Before::Send { attempt: 1 }, "the current generation"),
-            (found(Lane::Retry, 2, pending(2, 1), failing.clone()), Before::Send { attempt: 2 }, "a retry"),
-            (found(Lane::Retry, 2, pending(2, 7), HEALTHY), Before::Send { attempt: 3 }, "attempts lowered"),
-            (found(Lane::Retry, 1, pending(2, 1), HEALTHY), Before::Stale, "an older generation"),
-            (found(Lane::Retry, 3, pending(2, 1), HEALTHY), Before::Stale, "a newer generation"),
+            (found(Lane::Main, 0, Claim::Unwritten, HEALTHY), Before::Send { attempt: 1 }, "no record yet"),
+            (found(Lane::Main, 2, held(pending(2, 0)), HEALTHY), Before::Send { attempt: 1 }, "claimed"),
+            (found(Lane::Retry, 2, held(pending(2, 1)), failing.clone()), Before::Send { attempt: 2 }, "a retry"),
+            (found(Lane::Retry, 2, held(pending(2, 7)), HEALTHY), Before::Send { attempt: 3 }, "attempts lowered"),
+            (found(Lane::Retry, 1, Claim::Refused(pending(2, 1)), HEALTHY), Before::Stale, "an older generation"),
+            (found(Lane::Retry, 3, Claim::Refused(pending(2, 1)), HEALTHY), Before::Stale, "a newer generation"),
             (found(Lane::Retry, 2, settled(DeliveryStatus::Succeeded), HEALTHY), Before::Stale, "succeeded"),
             (found(Lane::Retry, 2, settled(DeliveryStatus::Failed), HEALTHY), Before::Stale, "dead-lettered"),
             (found(Lane::Retry, 2, settled(DeliveryStatus::Skipped), HEALTHY), Before::Stale, "skipped"),
-            (found(Lane::Main, 2, pending(2, 0), None), Before::Skip(SkipReason::Deleted), "deleted"),
-            (found(Lane::Main, 2, pending(2, 0), disabled), Before::Skip(SkipReason::Disabled), "disabled"),
-            (found(Lane::Main, 2, pending(2, 0), failing), Before::HandOver, "failing, main lane"),
-            (found(Lane::Retry, 2, later, HEALTHY), Before::NotYet(Duration::from_secs(60)), "early"),
+            (found(Lane::Retry, 2, later, HEALTHY), Before::NotYet(secs(60)), "early"),
+            (found(Lane::Retry, 2, leased, HEALTHY), Before::NotYet(secs(25)), "another turn holds it"),
+            (found(Lane::Retry, 2, lapsed, HEALTHY), Before::NotYet(EARLY_TOLERANCE), "changed since the claim"),
+            (found(Lane::Main, 2, held(pending(2, 0)), None), Before::Skip(SkipReason::Deleted), "deleted"),
+            (found(Lane::Main, 2, held(pending(2, 0)), disabled), Before::Skip(SkipReason::Disabled), "disabled"),
+            (
+                found(Lane::Retry, 2, held(pending(2, 1)), unlisted),
+                Before::Skip(SkipReason::NotListed(EventKind::ProfileUpdated)),
+                "kind no longer listed",
+            ),
+            (found(Lane::Main, 2, held(pending(2, 0)), failing), Before::HandOver, "failing, main lane"),
         ];
         for (found, expected, case) in table {
             assert_eq!(before_send(&found, at(0), &policy()), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn a_claim_outlasts_a_whole_send_and_its_record() {
+        let lease = Lease::from(at(0));
+        assert_eq!(lease.until, at(0) + TIMEOUT + LEASE_MARGIN);
+        assert!(lease.allows_send_at(at(0)));
+        assert!(lease.allows_send_at(at(10)), "secrets slow to open still leave time to record");
+        assert!(!lease.allows_send_at(at(11)), "a send this late could end after the claim");
+        assert_eq!(
+            SkipReason::NotListed(EventKind::AssessmentCompleted).to_string(),
+            "not sent: the subscription no longer lists assessment.completed"
+        );
     }
 
     #[test]

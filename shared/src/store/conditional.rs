@@ -1,5 +1,6 @@
 //! What a conditional write came to: applied, or refused because its condition did not hold
-//! (told apart here only), and the retries of writes that met a transaction in progress.
+//! (told apart here only), the retries of writes that met a transaction in progress, and the
+//! backoff between the tries of a write that met a concurrent change.
 //!
 //! DynamoDB words a refused condition two ways: a single write fails with the exception
 //! `ConditionalCheckFailedException`; a transaction is cancelled with one reason per item,
@@ -21,6 +22,38 @@ const CONDITION_FAILED: &str = "ConditionalCheckFailedException";
 const ITEM_CONDITION_FAILED: &str = "ConditionalCheckFailed";
 /// How often a write cancelled by a conflict with a concurrent transaction is tried again.
 const CONFLICT_RETRIES: u32 = 5;
+/// The ceiling of the first pause of a [`Backoff`], in milliseconds; it doubles with each.
+const FIRST_CEILING_MS: u64 = 20;
+/// How many times the ceiling doubles at most.
+const MAX_DOUBLINGS: u32 = 6;
+
+/// Jittered exponential backoff between the tries of a write that met a concurrent change of
+/// the same item. Each pause is drawn at random from the upper half of a ceiling that
+/// doubles, so writers that met once spread out rather than meet again.
+pub struct Backoff {
+    pauses: u32,
+    limit: u32,
+}
+
+impl Backoff {
+    /// At most `limit` pauses.
+    pub fn new(limit: u32) -> Self {
+        Backoff { pauses: 0, limit }
+    }
+
+    /// Pauses before the next try; `false`, at once, when no try is left.
+    pub async fn pause(&mut self) -> bool {
+        if self.pauses >= self.limit {
+            return false;
+        }
+        let ceiling = FIRST_CEILING_MS << self.pauses.min(MAX_DOUBLINGS);
+        self.pauses += 1;
+        let random = u64::from(u16::from_le_bytes(crate::secrets::random_bytes::<2>()));
+        let millis = ceiling / 2 + random % (ceiling / 2 + 1);
+        tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+        true
+    }
+}
 
 /// The output of a conditional write, or `None` when its condition did not hold.
 pub(crate) fn held<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<Option<T>, StoreError>
@@ -55,16 +88,13 @@ pub(crate) enum Transacted {
 /// cancellation applied nothing, so it is retried (a few times, with a short jittered
 /// backoff) instead of becoming a 500.
 pub(crate) async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<Transacted, StoreError> {
-    let mut conflicts = 0;
+    let mut backoff = Backoff::new(CONFLICT_RETRIES);
     loop {
         let result = client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
         match result {
             Ok(_) => return Ok(Transacted::Done),
             Err(err) if first_condition_failed(&err) => return Ok(Transacted::FirstConditionFailed),
-            Err(err) if conflicted(&err) && conflicts < CONFLICT_RETRIES => {
-                conflicts += 1;
-                pause_after_conflict(conflicts).await;
-            }
+            Err(err) if conflicted(&err) && backoff.pause().await => {}
             Err(err) => return Err(err.into()),
         }
     }
@@ -76,26 +106,15 @@ pub(crate) async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> 
 pub(crate) async fn send_update(
     update: UpdateItemFluentBuilder,
 ) -> Result<UpdateItemOutput, SdkError<UpdateItemError, HttpResponse>> {
-    let mut conflicts = 0;
+    let mut backoff = Backoff::new(CONFLICT_RETRIES);
     loop {
         match update.clone().send().await {
             Err(err)
                 if err.as_service_error().and_then(|e| e.code()) == Some("TransactionConflictException")
-                    && conflicts < CONFLICT_RETRIES =>
-            {
-                conflicts += 1;
-                pause_after_conflict(conflicts).await;
-            }
+                    && backoff.pause().await => {}
             result => return result,
         }
     }
-}
-
-/// A short jittered backoff before the `conflicts`-th retry of a write that met another one.
-async fn pause_after_conflict(conflicts: u32) {
-    let [jitter] = crate::secrets::random_bytes::<1>();
-    let millis = 10 * (1u64 << conflicts) + u64::from(jitter % 32);
-    tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
 }
 
 /// The cancellation reasons' codes of a cancelled transaction, in the order of its items.

@@ -7,6 +7,9 @@
 //! keys-only global index `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort
 //! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
 //! nothing else, and its writes spread over the shards at any event rate.
+//!
+//! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
+//! `delivery::plan::Lease`): a plain attribute, in no index key, so a claim changes no key.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::ReturnValue;
@@ -18,7 +21,7 @@ use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
-use crate::delivery::plan::RecordState;
+use crate::delivery::plan::{self, Claim, Lease, RecordState, SkipReason};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
@@ -36,6 +39,8 @@ const GENERATION: &str = "generation";
 const NEXT_ATTEMPT_AT: &str = "nextAttemptAt";
 const DUE_SHARD: &str = "dueShard";
 const SUCCEEDED_AT: &str = "succeededAt";
+const LEASE_UNTIL: &str = "leaseUntil";
+const LAST_ERROR: &str = "lastError";
 const EXPIRES_AT: &str = "expiresAt";
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -81,10 +86,12 @@ struct DeliveryItem {
 }
 
 impl DeliveryItem {
-    /// A record no attempt has touched: `pending` (due now) or `skipped`. Its `createdAt` is
-    /// its event's, the time inside its id, so a time window is a range of ids.
+    /// A record no attempt has touched: `pending` (due now) or `skipped` (its subscription
+    /// is disabled). Its `createdAt` is its event's, the time inside its id, so a time window
+    /// is a range of ids.
     fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Self {
         let pending = status == DeliveryStatus::Pending;
+        let skipped = status == DeliveryStatus::Skipped;
         DeliveryItem {
             user_id: message.user_id.clone(),
             delivery_id: message.delivery_id.clone(),
@@ -97,7 +104,7 @@ impl DeliveryItem {
             last_attempt_at: None,
             last_response_status: None,
             last_response_body: None,
-            last_error: None,
+            last_error: skipped.then(|| SkipReason::Disabled.to_string()),
             next_attempt_at: pending.then_some(at),
             succeeded_at: None,
             body: String::from_utf8_lossy(body).into_owned(),
@@ -155,11 +162,12 @@ impl StoredDelivery {
     }
 }
 
-/// A pending record the sweep found overdue: its key.
+/// A pending record the sweep found overdue: its key and when it was due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overdue {
     pub user_id: UserId,
     pub delivery_id: DeliveryId,
+    pub next_attempt_at: Timestamp,
 }
 
 /// One page of a list and the id of its last record when more follow.
@@ -243,53 +251,67 @@ impl DeliveryTable {
         applied(result)
     }
 
-    /// What the delivery plan needs of a record: its generation, status, round and due time.
-    pub async fn state(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct StateItem {
-            #[serde(default)]
-            generation: u32,
-            status: DeliveryStatus,
-            #[serde(default)]
-            round_attempts: u32,
-            next_attempt_at: Option<Timestamp>,
+    /// Claims the record for a turn of `message` at `now` under `lease`, in one conditional
+    /// write that holds only while the record is `pending`, of the message's generation, due
+    /// (see [`plan::due_by`]) and under no other turn's claim; the record as the write left
+    /// it. A refused claim reads the record, so the plan can tell why.
+    pub async fn claim(&self, message: &DeliveryMessage, lease: Lease, now: Timestamp) -> Result<Claim, StoreError> {
+        let claimable = Condition::exists("deliveryId")
+            .and(same_generation(message.generation))
+            .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())))
+            .and(lease_free(now))
+            .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
+        let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
+        if let Some(item) = self.update_returning(&message.user_id, &message.delivery_id, expression).await? {
+            return Ok(Claim::Held { record: state_of(item)?, lease });
         }
+        Ok(match self.state(&message.user_id, &message.delivery_id).await? {
+            Some(record) => Claim::Refused(record),
+            None => Claim::Unwritten,
+        })
+    }
+
+    /// Gives up a turn's claim (its message goes on elsewhere), unless another holds it by now.
+    pub async fn release(&self, message: &DeliveryMessage, lease: Lease) -> Result<(), StoreError> {
+        let expression = Expression::new().remove(LEASE_UNTIL).when(Condition::equals(LEASE_UNTIL, time(lease.until)));
+        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)?;
+        Ok(())
+    }
+
+    /// What the delivery plan needs of a record: its generation, status, round, due time and
+    /// claim.
+    async fn state(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
             .key("userId", s(user_id))
             .key("deliveryId", s(delivery_id))
-            .projection_expression("generation, #status, roundAttempts, nextAttemptAt")
+            .projection_expression("generation, #status, roundAttempts, nextAttemptAt, leaseUntil")
             .expression_attribute_names("#status", "status")
             .consistent_read(true)
             .send()
             .await?;
-        let Some(item) = output.item else { return Ok(None) };
-        let item: StateItem = serde_dynamo::from_item(item)?;
-        Ok(Some(RecordState {
-            generation: item.generation,
-            status: item.status,
-            round_attempts: item.round_attempts,
-            next_attempt_at: item.next_attempt_at,
-        }))
+        output.item.map(state_of).transpose()
     }
 
     /// Records one attempt with one write, while the record is still of the message's
-    /// generation (creating it if a message queued before records came first finds none):
-    /// its outcome, the attempt counts, and (first time only) the event and the body sent.
-    /// `false` when another generation owns the record: the attempt is not recorded.
+    /// generation and under the turn's claim (creating it if a message queued before records
+    /// came first finds none, which has no claim): its outcome, the attempt counts, and
+    /// (first time only) the event and the body sent; the claim ends with it. `false` when
+    /// another generation owns the record: the attempt is not recorded.
     pub async fn record_attempt(
         &self,
         message: &DeliveryMessage,
         body: &[u8],
         attempt: &AttemptRecord,
+        lease: Option<Lease>,
     ) -> Result<bool, StoreError> {
         let mut expression = upsert(message, body, attempt.status, attempt.at)
             .add("attempts", 1)
             .add("roundAttempts", 1)
-            .set("lastAttemptAt", time(attempt.at));
+            .set("lastAttemptAt", time(attempt.at))
+            .remove(LEASE_UNTIL);
         if attempt.advance_generation {
             expression = expression.set(GENERATION, n(message.generation + 1));
         }
@@ -300,8 +322,8 @@ impl DeliveryTable {
             None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
         };
         expression = match &attempt.error {
-            Some(error) => expression.set("lastError", s(error)),
-            None => expression.remove("lastError"),
+            Some(error) => expression.set(LAST_ERROR, s(error)),
+            None => expression.remove(LAST_ERROR),
         };
         // Only pending records, which have a next attempt, are in the due index.
         expression = match attempt.next_attempt_at {
@@ -314,51 +336,72 @@ impl DeliveryTable {
             DeliveryStatus::Succeeded => expression.set(SUCCEEDED_AT, time(attempt.at)),
             _ => expression.remove(SUCCEEDED_AT),
         };
-        let expression = expression.when(same_generation(message.generation));
-        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)
+        let held = match lease {
+            Some(lease) => same_generation(message.generation).and(Condition::equals(LEASE_UNTIL, time(lease.until))),
+            None => same_generation(message.generation),
+        };
+        applied(
+            self.record_update(&message.user_id, &message.delivery_id).expression(expression.when(held)).send().await,
+        )
     }
 
-    /// Records that the delivery's turn came while its subscription was disabled or deleted
-    /// (one write, while the record is of the message's generation); `false` when another
-    /// generation owns it.
+    /// Records that the delivery's turn came while its subscription could not take it (one
+    /// write, while the record is of the message's generation), `reason` its `lastError`;
+    /// any claim ends with it. `false` when another generation owns it.
     pub async fn record_skipped(
         &self,
         message: &DeliveryMessage,
         body: &[u8],
         at: Timestamp,
+        reason: SkipReason,
     ) -> Result<bool, StoreError> {
         let expression = upsert(message, body, DeliveryStatus::Skipped, at)
             .set_if_absent("attempts", n(0))
+            .set(LAST_ERROR, s(reason.to_string()))
             .remove(NEXT_ATTEMPT_AT)
             .remove(SUCCEEDED_AT)
             .remove(DUE_SHARD)
+            .remove(LEASE_UNTIL)
             .when(same_generation(message.generation));
         applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)
     }
 
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
-    /// now, a new round, the next generation; only while the record is still as `seen` (its
-    /// generation and status), else `None`. The record as it now is, with its new generation.
-    pub async fn restart(&self, seen: &StoredDelivery, at: Timestamp) -> Result<Option<StoredDelivery>, StoreError> {
+    /// now, a new round, the next generation (added in the write, so concurrent restarts all
+    /// apply and the last one's message is the one that sends). Only while the record exists
+    /// and, when `if_status` is given, still has that status; else `None`. The record as it
+    /// now is, with its new generation. A claim in progress is left to end: the new round's
+    /// first attempt waits for it, so no two sends of one delivery overlap.
+    pub async fn restart(
+        &self,
+        seen: &StoredDelivery,
+        if_status: Option<DeliveryStatus>,
+        at: Timestamp,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
         let pending = DeliveryStatus::Pending;
+        let mut condition = Condition::exists("deliveryId");
+        if let Some(status) = if_status {
+            condition = condition.and(Condition::equals(STATUS, s(status.as_str())));
+        }
         let expression = Expression::new()
             .set(STATUS, s(pending.as_str()))
             .set(STATUS_KEY, s(status_key(&record.subscription_id, pending, &record.id)))
             .set(NEXT_ATTEMPT_AT, time(at))
             .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
-            .set(GENERATION, n(seen.generation + 1))
+            .add(GENERATION, 1)
             .set("roundAttempts", n(0))
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
-            .when(same_generation(seen.generation).and(Condition::equals(STATUS, s(record.status.as_str()))));
-        self.update_returning(&seen.user_id, &record.id, expression).await
+            .when(condition);
+        self.update_returning(&seen.user_id, &record.id, expression).await?.map(stored_of).transpose()
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
-    /// it is still `pending` and due before `cutoff` (the index is read eventually
-    /// consistently, and an attempt or a retry may have moved the record since): the next
-    /// generation, due `now`, its round kept. `None` when it was not overdue any more.
+    /// it is still `pending`, due before `cutoff` and under no turn's claim at `now` (the
+    /// index is read eventually consistently, and an attempt or a retry may have moved the
+    /// record since; an attempt in progress holds its claim): the next generation, due `now`,
+    /// its round kept. `None` when it was not overdue any more.
     pub async fn claim_overdue(
         &self,
         overdue: &Overdue,
@@ -366,9 +409,14 @@ impl DeliveryTable {
         now: Timestamp,
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let still_overdue = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
-            .and(Condition::below(NEXT_ATTEMPT_AT, time(cutoff)));
-        let expression = Expression::new().set(NEXT_ATTEMPT_AT, time(now)).add(GENERATION, 1).when(still_overdue);
-        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await
+            .and(Condition::below(NEXT_ATTEMPT_AT, time(cutoff)))
+            .and(lease_free(now));
+        let expression = Expression::new()
+            .set(NEXT_ATTEMPT_AT, time(now))
+            .add(GENERATION, 1)
+            .remove(LEASE_UNTIL)
+            .when(still_overdue);
+        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await?.map(stored_of).transpose()
     }
 
     /// An update of one record; callers add the expression and its condition.
@@ -376,21 +424,21 @@ impl DeliveryTable {
         self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
     }
 
-    /// Applies `expression` to one record: the record it leaves, or `None` when its
-    /// condition did not hold.
+    /// Applies `expression` to one record: the item it leaves, or `None` when its condition
+    /// did not hold.
     async fn update_returning(
         &self,
         user_id: &UserId,
         delivery_id: &DeliveryId,
         expression: Expression,
-    ) -> Result<Option<StoredDelivery>, StoreError> {
+    ) -> Result<Option<Item>, StoreError> {
         let result = self
             .record_update(user_id, delivery_id)
             .expression(expression)
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        held(result)?.map(|output| stored_of(output.attributes)).transpose()
+        Ok(held(result)?.map(|output| output.attributes.unwrap_or_default()))
     }
 
     /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
@@ -401,6 +449,7 @@ impl DeliveryTable {
         struct Key {
             user_id: UserId,
             delivery_id: DeliveryId,
+            next_attempt_at: Timestamp,
         }
         let mut found = Vec::new();
         for shard in 0..DUE_SHARDS {
@@ -416,7 +465,11 @@ impl DeliveryTable {
                 .send()
                 .await?;
             let keys: Vec<Key> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-            found.extend(keys.into_iter().map(|key| Overdue { user_id: key.user_id, delivery_id: key.delivery_id }));
+            found.extend(keys.into_iter().map(|key| Overdue {
+                user_id: key.user_id,
+                delivery_id: key.delivery_id,
+                next_attempt_at: key.next_attempt_at,
+            }));
         }
         Ok(found)
     }
@@ -482,7 +535,7 @@ impl DeliveryTable {
             .consistent_read(true)
             .send()
             .await?;
-        output.item.map(|item| stored_of(Some(item))).transpose()
+        output.item.map(stored_of).transpose()
     }
 
     /// Newest first, `limit` records of the subscription (of one `status`, if given) after
@@ -550,7 +603,35 @@ fn same_generation(generation: u32) -> Condition {
     Condition::absent(GENERATION).or(Condition::equals(GENERATION, n(generation)))
 }
 
-fn stored_of(attributes: Option<Item>) -> Result<StoredDelivery, StoreError> {
-    let item: DeliveryItem = serde_dynamo::from_item(attributes.unwrap_or_default())?;
+/// No turn's claim on the record lasts beyond `now`.
+fn lease_free(now: Timestamp) -> Condition {
+    Condition::absent(LEASE_UNTIL).or(Condition::below(LEASE_UNTIL, time(now)))
+}
+
+/// The plan's view of a record's attributes.
+fn state_of(item: Item) -> Result<RecordState, StoreError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct StateItem {
+        #[serde(default)]
+        generation: u32,
+        status: DeliveryStatus,
+        #[serde(default)]
+        round_attempts: u32,
+        next_attempt_at: Option<Timestamp>,
+        lease_until: Option<Timestamp>,
+    }
+    let item: StateItem = serde_dynamo::from_item(item)?;
+    Ok(RecordState {
+        generation: item.generation,
+        status: item.status,
+        round_attempts: item.round_attempts,
+        next_attempt_at: item.next_attempt_at,
+        lease_until: item.lease_until,
+    })
+}
+
+fn stored_of(item: Item) -> Result<StoredDelivery, StoreError> {
+    let item: DeliveryItem = serde_dynamo::from_item(item)?;
     Ok(item.into_stored())
 }

@@ -23,6 +23,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::clock::Timestamp;
 
+pub use conditional::Backoff;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("DynamoDB: {}", DisplayErrorContext(.0))]
