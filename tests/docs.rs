@@ -1,0 +1,94 @@
+//! The README and docs/ link to each other and to the code: every relative link (a file, and
+//! a heading's anchor where it names one) resolves.
+
+use std::path::{Path, PathBuf};
+
+/// GitHub's anchor of a heading: lower case, spaces to hyphens, punctuation other than
+/// hyphens and underscores dropped.
+fn anchor(heading: &str) -> String {
+    let text = heading.trim_start_matches('#').trim().to_lowercase();
+    text.chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut in_code = false;
+    let mut found = Vec::new();
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            found.push(anchor(line));
+        }
+    }
+    found
+}
+
+/// The targets of the inline links `[text](target)` outside code blocks.
+fn links(markdown: &str) -> Vec<String> {
+    let mut in_code = false;
+    let mut found = Vec::new();
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            found.push(after[..end].to_owned());
+            rest = &after[end..];
+        }
+    }
+    found
+}
+
+fn documents() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    let docs = std::fs::read_dir(root.join("docs")).expect("docs/");
+    files.extend(docs.map(|entry| entry.unwrap().path()).filter(|path| path.extension().is_some_and(|e| e == "md")));
+    files
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_docs_resolves() {
+    let mut broken = Vec::new();
+    for document in documents() {
+        let text = std::fs::read_to_string(&document).unwrap();
+        for link in links(&text) {
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (file, fragment) = link.split_once('#').map_or((link.as_str(), None), |(f, a)| (f, Some(a)));
+            let target = if file.is_empty() { document.clone() } else { document.parent().unwrap().join(file) };
+            if !target.exists() {
+                broken.push(format!("{}: {link} (no such file)", document.display()));
+                continue;
+            }
+            let is_markdown = target.extension().is_some_and(|e| e == "md");
+            if let (Some(fragment), true) = (fragment, is_markdown) {
+                if !anchors(&std::fs::read_to_string(&target).unwrap()).iter().any(|a| a == fragment) {
+                    broken.push(format!("{}: {link} (no such heading)", document.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n  {}", broken.join("\n  "));
+}
+
+#[test]
+fn anchors_and_links_are_read_as_github_renders_them() {
+    assert_eq!(anchor("### `cargo lambda` with the sample events"), "cargo-lambda-with-the-sample-events");
+    assert_eq!(anchor("## 12. Deliveries that heal themselves"), "12-deliveries-that-heal-themselves");
+    assert_eq!(links("see [a](docs/a.md#x) and [b](#y)\n```\n[c](nowhere)\n```"), ["docs/a.md#x", "#y"]);
+}
