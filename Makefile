@@ -46,7 +46,7 @@ api-lint:
 api-check: api-lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --api-tools
-	$(CARGO) test --test api_tools -- --nocapture
+	$(CARGO) test --test it api_tools:: -- --nocapture
 
 ## template-lint: cfn-lint (no errors, no warnings) and sam validate --lint on template.yaml
 template-lint:

@@ -93,8 +93,12 @@ pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, Swe
 /// Puts the deliveries overdue at `now` back on the retry lane.
 pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     let cutoff = now - deps.sweep_after;
-    let (overdue, backlog) = tokio::join!(deps.deliveries.overdue(cutoff, PER_SHARD), deps.queues.backlog());
-    let overdue = overdue?;
+    // The lanes are counted before the records are read, not beside: a message deleted in
+    // between has its record settled already, so it is counted and its record is not read.
+    // Read the other way round, a delivery finishing in between would leave one more overdue
+    // record than messages, and the sweep would take a waiting one as lost.
+    let backlog = deps.queues.backlog().await;
+    let overdue = deps.deliveries.overdue(cutoff, PER_SHARD).await?;
     let found = overdue.len();
     let lost = lost(overdue, backlog?, cutoff - BACKLOG_PATIENCE);
     // The futures are made first: a stream that maps with a closure over `deps` is not
