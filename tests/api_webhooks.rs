@@ -100,9 +100,21 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     fields.sort();
     assert_eq!(
         fields,
-        ["createdAt", "disabledAt", "disabledReason", "enabled", "events", "id", "secret", "url"],
+        [
+            "createdAt",
+            "disabledAt",
+            "disabledReason",
+            "enabled",
+            "events",
+            "id",
+            "previousPublicKey",
+            "publicKey",
+            "secret",
+            "url"
+        ],
         "{body}"
     );
+    assert_eq!((&body["publicKey"], &body["previousPublicKey"]), (&Value::Null, &Value::Null), "off by default");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),

@@ -89,7 +89,9 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
         "enabled",
         "events",
         "id",
+        "previousPublicKey",
         "previousSecretExpiresAt",
+        "publicKey",
         "secret",
         "url",
     ];
@@ -104,22 +106,22 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
     assert!((before + 86_400..=unix_now() + 86_400).contains(&expires.unix_seconds()), "one day by default: {body}");
 
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose()).collect();
     assert_eq!(active, [second, first], "both sign, the new one first");
-    assert_eq!(secrets.active_at(expires).len(), 1, "the old one stops at previousSecretExpiresAt");
+    assert_eq!(secrets.active_at(expires).secrets.len(), 1, "the old one stops at previousSecretExpiresAt");
 
     // A rotation during the grace period replaces the previous secret by the current one.
     let third = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 60}"#)).await;
     let third = third.assert_status(200)["secret"].as_str().unwrap().to_owned();
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose()).collect();
     assert_eq!(active, [third.as_str(), second]);
 
     // Without a grace period only the new secret signs.
     let fourth = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 0}"#)).await;
     assert_eq!(fourth.json["previousSecretExpiresAt"], Value::Null);
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose()).collect();
     assert_eq!(active, [fourth.json["secret"].as_str().unwrap()]);
 
     // Neither the list nor any answer but the rotation's shows a secret.
@@ -202,7 +204,8 @@ async fn concurrent_rotations_leave_one_consistent_pair() {
         issued.push(task.await.unwrap().assert_status(200)["secret"].as_str().unwrap().to_owned());
     }
     let secrets = signing_secrets(&api.settings, &user, &id).await;
-    let active: Vec<String> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose().to_owned()).collect();
+    let active: Vec<String> =
+        secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose().to_owned()).collect();
     assert_eq!(active.len(), 2);
     assert!(active.iter().all(|secret| issued.contains(secret)), "{active:?} among {issued:?}");
     assert_ne!(active[0], active[1]);
