@@ -1,7 +1,8 @@
-//! Webhook secrets (contract sections 5, 10 and 11) against DynamoDB Local and moto's KMS:
+//! Webhook secrets (contract sections 5, 10, 11 and 16) against DynamoDB Local and moto's KMS:
 //! rotation through the webhooks function (every answer, scopes, other users, what a
-//! refused rotation leaves), secrets sealed at rest (nothing readable in a raw table dump),
-//! at most one KMS call per cold start, and subscriptions stored before secrets were sealed.
+//! refused rotation leaves), secrets and Ed25519 private keys sealed at rest (nothing
+//! readable in a raw table dump, the public keys in clear those of the sealed ones), at most
+//! one KMS call per cold start, and subscriptions stored before secrets were sealed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -217,13 +218,22 @@ async fn a_raw_table_dump_holds_no_secret() {
     let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let mut secrets = Vec::new();
+    let (mut secrets, mut seeds) = (Vec::new(), Vec::new());
     for n in 0..3 {
-        let created = create(&api, &key, &format!("{}/{n}", sink_url())).await;
+        let body =
+            json!({"url": format!("{}/{n}", sink_url()), "events": ["profile.updated"], "asymmetricSigning": n > 0});
+        let created = api.send_json(Method::POST, PATH, &key, &body.to_string()).await.assert_status(201).clone();
         secrets.push(created["secret"].as_str().unwrap().to_owned());
-        let rotated = rotate(&api, &key, created["id"].as_str().unwrap(), None).await;
+        let id = created["id"].as_str().unwrap();
+        let rotated = rotate(&api, &key, id, None).await;
         secrets.push(rotated.json["secret"].as_str().unwrap().to_owned());
+        // The private keys, current and previous, as only the sealed secrets hold them.
+        let opened = signing_secrets(&api.settings, &user, id).await;
+        for key in opened.active_at(Timestamp::now()).keys {
+            seeds.push(serde_json::to_value(key).unwrap().as_str().unwrap().to_owned());
+        }
     }
+    assert_eq!(seeds.len(), 4, "two subscriptions with a key pair, each rotated with a grace period");
     let mut dump = String::new();
     let mut start = None;
     loop {
@@ -249,6 +259,81 @@ async fn a_raw_table_dump_holds_no_secret() {
             assert!(!dump.contains(&form), "{form} is readable in the dump");
         }
     }
+    assert!(dump.contains("publicKeys") && dump.contains("whpk_"), "the public keys are in clear");
+    for seed in &seeds {
+        let bytes = STANDARD.decode(seed).unwrap();
+        for form in [seed.clone(), hex(&bytes), format!("{bytes:?}")] {
+            assert!(!dump.contains(&form), "a private key is readable in the dump: {form}");
+        }
+    }
+}
+
+/// The public keys every read shows are those of the private keys sealed beside them, and a
+/// rotation gives the new key pair the grace period of the new secret.
+#[tokio::test]
+async fn the_public_keys_shown_are_those_of_the_sealed_private_keys() {
+    let api = Api::loopback();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let body = json!({"url": format!("{}/a", sink_url()), "events": ["profile.updated"], "asymmetricSigning": true});
+    let created = api.send_json(Method::POST, PATH, &key, &body.to_string()).await.assert_status(201).clone();
+    let id = created["id"].as_str().unwrap();
+    let public = |secrets: &SigningSecrets| -> Vec<String> {
+        secrets.active_at(Timestamp::now()).keys.iter().map(|key| key.public_key().to_string()).collect()
+    };
+    assert_eq!(public(&signing_secrets(&api.settings, &user, id).await), [created["publicKey"].as_str().unwrap()]);
+
+    let rotated = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 60}"#)).await;
+    let rotated = rotated.assert_status(200);
+    let secrets = signing_secrets(&api.settings, &user, id).await;
+    let expected = [rotated["publicKey"].as_str().unwrap(), rotated["previousPublicKey"].as_str().unwrap()];
+    assert_eq!(public(&secrets), expected, "the new key first");
+    assert_eq!(expected[1], created["publicKey"].as_str().unwrap());
+    let expires: Timestamp = rotated["previousSecretExpiresAt"].as_str().unwrap().parse().unwrap();
+    let after = secrets.active_at(expires);
+    assert_eq!((after.secrets.len(), after.keys.len()), (1, 1), "the old key stops with the old secret");
+
+    let off = api.send_json(Method::PATCH, &format!("{PATH}?id={id}"), &key, r#"{"asymmetricSigning": false}"#).await;
+    off.assert_status(200);
+    let secrets = signing_secrets(&api.settings, &user, id).await;
+    assert_eq!((secrets.current_key.as_ref(), secrets.active_at(Timestamp::now()).keys.len()), (None, 0));
+    assert_eq!(secrets.active_at(Timestamp::now()).secrets.len(), 2, "the secrets and their grace period stay");
+}
+
+/// PATCHes that turn asymmetric signing on and off, racing rotations: every request succeeds
+/// and the public keys left in clear are those of the sealed private keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_switches_and_rotations_keep_the_public_keys_those_of_the_sealed_ones() {
+    let api = Arc::new(Api::loopback());
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let created = create(&api, &key, &format!("{}/a", sink_url())).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    // As many as the concurrent rotations above: each retries a few times after a conflict.
+    let tasks: Vec<_> = (0..4)
+        .map(|n| {
+            let (api, key, id) = (api.clone(), key.clone(), id.clone());
+            tokio::spawn(async move {
+                match n % 3 {
+                    0 => rotate(&api, &key, &id, None).await,
+                    on => {
+                        let body = json!({"asymmetricSigning": on == 1}).to_string();
+                        api.send_json(Method::PATCH, &format!("{PATH}?id={id}"), &key, &body).await
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().assert_status(200);
+    }
+    let listed = api.get(PATH, &key).await.assert_status(200)["webhooks"][0].clone();
+    let secrets = signing_secrets(&api.settings, &user, &id).await;
+    let sealed: Vec<String> =
+        secrets.active_at(Timestamp::now()).keys.iter().map(|key| key.public_key().to_string()).collect();
+    let shown: Vec<&str> =
+        ["publicKey", "previousPublicKey"].iter().filter_map(|field| listed[*field].as_str()).collect();
+    assert_eq!(sealed, shown, "{listed}");
 }
 
 fn hex(bytes: &[u8]) -> String {
