@@ -416,6 +416,45 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
     }
 }
 
+/// With asymmetric signing on, a delivery makes the same AWS calls as without: the key pair is
+/// sealed in the item every delivery reads anyway, so no KMS call once warm and no other read.
+#[tokio::test]
+async fn a_delivery_signed_with_a_key_pair_makes_the_same_calls_as_one_without() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let mut subscriptions = Vec::new();
+    for asymmetric in [false, true] {
+        let body = json!({"url": receiver.url, "events": ["profile.updated"], "asymmetricSigning": asymmetric});
+        let created = pipeline.api.send_json(Method::POST, PATH, &key, &body.to_string()).await;
+        subscriptions.push(created.assert_status(201)["id"].as_str().unwrap().to_owned());
+    }
+    let (dynamodb_calls, kms_calls) = (Calls::default(), Calls::default());
+    let kms = clients_logging_kms(&kms_calls).kms().clone();
+    let clients = career_service::clients_logging_dynamodb(&dynamodb_calls).with_kms(kms);
+    let deliver = career_deliver::Deps::new(&clients, pipeline.settings()).unwrap();
+    let deliver_to = |id: &str| {
+        let mut batch = SqsEvent::default();
+        batch.records = vec![sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(id)))];
+        batch
+    };
+    // The instance's first delivery opens the data key.
+    assert!(career_deliver::handle(&deliver, deliver_to(&subscriptions[1])).await.batch_item_failures.is_empty());
+    assert_eq!(kms_calls.since(0), ["Decrypt"]);
+    let mut per_delivery = Vec::new();
+    for id in [&subscriptions[0], &subscriptions[1], &subscriptions[0], &subscriptions[1]] {
+        let (dynamodb_mark, kms_mark) = (dynamodb_calls.len(), kms_calls.len());
+        assert!(career_deliver::handle(&deliver, deliver_to(id)).await.batch_item_failures.is_empty());
+        per_delivery.push((dynamodb_calls.since(dynamodb_mark), kms_calls.since(kms_mark)));
+    }
+    assert!(per_delivery.iter().all(|calls| calls == &per_delivery[0]), "{per_delivery:?}");
+    assert!(per_delivery[0].1.is_empty(), "no KMS call once warm: {per_delivery:?}");
+    let received = receiver.wait_for(5, Duration::from_secs(5)).await;
+    let v1a = received.iter().filter(|r| r.header("webhook-signature").contains(" v1a,")).count();
+    assert_eq!(v1a, 3, "the deliveries to the subscription with a key pair carry a v1a entry");
+}
+
 /// The Standard Webhooks rule, written out: any `v1,` entry equals the signature of
 /// `{webhook-id}.{webhook-timestamp}.{body}` keyed with the secret's decoded bytes.
 fn standard_signature_verifies(secret: &str, delivery: &Received) -> bool {

@@ -22,7 +22,7 @@ use career_service::{clients_logging_kms, typed};
 
 use crate::counting::Calls;
 use crate::report::{Row, Section};
-use crate::stats::{ms, ratio, summarize, Summary};
+use crate::stats::{fine, ratio, summarize, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Secrets at rest";
@@ -196,8 +196,8 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
             "(reported)",
             format!(
                 "{} (GetItem + KMS Decrypt) vs {} for the GetItem every delivery makes",
-                ms(first.median),
-                ms(get.median)
+                fine(first.median),
+                fine(get.median)
             ),
             None,
         ),
@@ -206,9 +206,9 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
             "(reported)",
             format!(
                 "{} ({} open + {} signing both headers), {:.1} % of that GetItem",
-                ms(per_delivery),
-                ms(open.median),
-                ms(one.median),
+                fine(per_delivery),
+                fine(open.median),
+                fine(one.median),
                 100.0 * ratio(per_delivery, get.median)
             ),
             None,
@@ -218,11 +218,11 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
             "(reported)",
             format!(
                 "{} ({} open + {} signing v1 and v1a), {} more than without; the Ed25519 signature alone {}",
-                ms(per_delivery_v1a),
-                ms(warm.open_with_key.median),
-                ms(signing.one_with_key.median),
-                ms(per_delivery_v1a.saturating_sub(per_delivery)),
-                ms(signing.ed25519_only.median)
+                fine(per_delivery_v1a),
+                fine(warm.open_with_key.median),
+                fine(signing.one_with_key.median),
+                fine(per_delivery_v1a.saturating_sub(per_delivery)),
+                fine(signing.ed25519_only.median)
             ),
             None,
         ),
@@ -236,7 +236,7 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
     );
     let _ = writeln!(md, "| What | Median | p90 | Min |\n|---|---|---|---|");
     let mut line = |what: &str, s: &Summary| {
-        let _ = writeln!(md, "| {what} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.min));
+        let _ = writeln!(md, "| {what} | {} | {} | {} |", fine(s.median), fine(s.p90), fine(s.min));
     };
     line(&format!("First opening in a fresh instance: GetItem of the data key + KMS Decrypt + AES-GCM ({COLD_STARTS} instances)"), first);
     line("GetItem of the subscription (every delivery makes it; the baseline)", get);
@@ -261,11 +261,11 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
          sealed in the same item as the secrets, so a delivery makes the same calls (one GetItem, no KMS call once \
          warm) and pays {} instead of {}.",
         2 * warm_n,
-        ms(first.median),
-        ms(per_delivery),
-        ms(get.median),
-        ms(per_delivery_v1a),
-        ms(per_delivery)
+        fine(first.median),
+        fine(per_delivery),
+        fine(get.median),
+        fine(per_delivery_v1a),
+        fine(per_delivery)
     );
     Section { number: 8, title: TITLE, rows, body: md, unmet_notes: Vec::new() }
 }
