@@ -10,9 +10,9 @@
 #   scripts/install-local-deps.sh --tools   # what `make build` / `make deploy` need:
 #       .local/tools-venv/bin/{cargo-lambda,zig} and the aarch64-unknown-linux-gnu Rust target
 #   scripts/install-local-deps.sh --receivers   # the webhook receivers the tests run:
-#       the Standard Webhooks libraries and `cryptography` (for the README's v1a sample) in
-#       .local/receivers-venv (Python) and
-#       .local/receivers-node/node_modules (Node.js, with TypeScript for the README's snippet)
+#       the Standard Webhooks libraries and `cryptography` (the README's v1a receiver) in
+#       .local/receivers-venv (Python), and .local/receivers-node/node_modules (Node.js, with
+#       TypeScript for the README's snippet)
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
 #       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
