@@ -195,12 +195,12 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     };
     for _ in 0..ROTATION_ATTEMPTS {
         let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
-        let replacement = match stored.public_keys.is_some() == on {
-            true => None,
-            false => {
-                let secrets = deps.sealer.open(&stored).await?.with_asymmetric_signing(on);
-                Some((deps.sealer.seal(user_id, &typed, &secrets).await?, secrets.public_keys()))
-            }
+        // Already as asked: the secrets stay, and the write is an update like any other.
+        let replacement = if stored.public_keys.is_some() == on {
+            None
+        } else {
+            let secrets = deps.sealer.open(&stored).await?.with_asymmetric_signing(on);
+            Some((deps.sealer.seal(user_id, &typed, &secrets).await?, secrets.public_keys()))
         };
         let new = replacement.as_ref().map(|(sealed, public_keys)| NewSecrets {
             expected: &stored.secrets,
