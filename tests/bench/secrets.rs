@@ -259,7 +259,8 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
          same region takes a few milliseconds); every delivery then pays {} of CPU for its secrets, next to the \
          {} GetItem it makes anyway and the receiver's round trip. With asymmetric signing on, the key pair is \
          sealed in the same item as the secrets, so a delivery makes the same calls (one GetItem, no KMS call once \
-         warm) and pays {} instead of {}.",
+         warm) and pays {} instead of {}: opening expands each sealed seed into its Ed25519 key pair (a scalar \
+         multiplication, about the work of a signature), then each key signs once.",
         2 * warm_n,
         fine(first.median),
         fine(per_delivery),
