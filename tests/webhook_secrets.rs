@@ -530,3 +530,30 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
     assert!(verify_hex(&new_secret, &third.body, signatures[0]));
     assert!(verify_hex(&other_secret, &third.body, signatures[1]));
 }
+
+/// Turning asymmetric signing on for a subscription whose secret is still in plain text seals
+/// the secret with the new private key, in one conditional write; the secret itself stays.
+#[tokio::test]
+async fn asymmetric_signing_on_a_subscription_of_before_sealing_seals_its_secret_with_the_key() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let (id, secret) = seed_era_subscription(pipeline.settings(), &user, &receiver.url).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("{PATH}?id={id}");
+    let on = pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"asymmetricSigning": true}"#).await;
+    let public_key = on.assert_status(200)["publicKey"].as_str().unwrap().to_owned();
+    let item = raw_item(&pipeline.api, &user, &id).await.to_string();
+    assert!(!item.contains(secret.as_str()) && item.contains("sealedSecrets"), "{item}");
+    let secrets = signing_secrets(pipeline.settings(), &user, &id).await;
+    assert_eq!(secrets.current.expose(), secret, "the secret stays");
+    assert_eq!(secrets.current_key.map(|key| key.public_key().to_string()), Some(public_key));
+
+    let deliver = career_service::deliver_instance(pipeline.settings());
+    let mut batch = SqsEvent::default();
+    batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&id))));
+    assert!(career_deliver::handle(&deliver, batch).await.batch_item_failures.is_empty());
+    let delivery = receiver.wait_for(1, Duration::from_secs(5)).await.remove(0);
+    assert!(verify_hex(&secret, &delivery.body, delivery.header("x-webhook-signature")));
+    assert!(delivery.header("webhook-signature").contains(" v1a,"), "{}", delivery.header("webhook-signature"));
+}
