@@ -100,9 +100,21 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     fields.sort();
     assert_eq!(
         fields,
-        ["createdAt", "disabledAt", "disabledReason", "enabled", "events", "id", "secret", "url"],
+        [
+            "createdAt",
+            "disabledAt",
+            "disabledReason",
+            "enabled",
+            "events",
+            "id",
+            "previousPublicKey",
+            "publicKey",
+            "secret",
+            "url"
+        ],
         "{body}"
     );
+    assert_eq!((&body["publicKey"], &body["previousPublicKey"]), (&Value::Null, &Value::Null), "off by default");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),
@@ -696,6 +708,12 @@ async fn update_checks_come_in_the_contracts_order_and_a_refusal_changes_nothing
         (json!({"enabled": "false"}), "webhooks.invalid_enabled"),
         (json!({"enabled": null}), "webhooks.invalid_enabled"),
         (json!({"enabled": 0, "url": 5, "events": []}), "webhooks.invalid_enabled"),
+        (json!({"enabled": 1, "asymmetricSigning": true}), "webhooks.invalid_enabled"),
+        (json!({"asymmetricSigning": "true"}), "webhooks.invalid_asymmetric_signing"),
+        (json!({"asymmetricSigning": null}), "webhooks.invalid_asymmetric_signing"),
+        (json!({"asymmetricSigning": 1, "enabled": false}), "webhooks.invalid_asymmetric_signing"),
+        (json!({"asymmetricSigning": [true], "url": 5, "events": []}), "webhooks.invalid_asymmetric_signing"),
+        (json!({"asymmetricSigning": true, "url": null}), "webhooks.invalid_url"),
         (json!({"url": null}), "webhooks.invalid_url"),
         (json!({"url": "http://hooks.example.com/"}), "webhooks.invalid_url"),
         (json!({"url": "https://127.0.0.1/"}), "webhooks.invalid_url"),
@@ -939,4 +957,165 @@ async fn updates_reach_the_delivery_and_a_pause_skips() {
     assert_eq!(ping.json()["type"], "webhook.ping");
     assert!(verify_hex(secret, &ping.body, ping.header("x-webhook-signature")));
     assert_eq!((old.received().len(), new.received().len()), (0, 2));
+}
+
+// ------------------------------------------------------------------------------------------
+// Asymmetric signing (contract section 16): asymmetricSigning, publicKey and signing-keys.
+
+const SIGNING_KEYS: &str = "/api/v1/webhooks/signing-keys";
+
+/// `whpk_` and the standard base64 (with padding) of 32 bytes.
+#[track_caller]
+fn assert_public_key(key: &Value) -> String {
+    let text = key.as_str().unwrap_or_else(|| panic!("no public key: {key}"));
+    let encoded = text.strip_prefix("whpk_").unwrap_or_else(|| panic!("not a whpk_ key: {text:?}"));
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded);
+    assert_eq!((encoded.len(), bytes.map(|b| b.len())), (44, Ok(32)), "{text:?}");
+    text.to_owned()
+}
+
+/// Creates a subscription with asymmetric signing on and returns the create answer.
+async fn create_signed(api: &Api, key: &str, url: &str) -> Value {
+    let body = json!({"url": url, "events": ["profile.updated"], "asymmetricSigning": true});
+    create(api, key, &body).await.assert_status(201).clone()
+}
+
+async fn signing_keys(api: &Api, key: &str, id: &str) -> Answer {
+    api.get(&format!("{SIGNING_KEYS}?id={id}"), key).await
+}
+
+#[tokio::test]
+async fn asymmetric_signing_gives_a_public_key_that_every_read_shows() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let signed = create_signed(&api, &key, &hook()).await;
+    let public_key = assert_public_key(&signed["publicKey"]);
+    assert_eq!(signed["previousPublicKey"], Value::Null);
+    let id = signed["id"].as_str().unwrap();
+    let off = created(&api, &key, &url(1), &["profile.updated"]).await;
+    let body = json!({"url": url(2), "events": ["profile.updated"], "asymmetricSigning": false});
+    let explicit = create(&api, &key, &body).await.assert_status(201).clone();
+    assert_eq!((&off["publicKey"], &explicit["publicKey"]), (&Value::Null, &Value::Null), "off unless asked for");
+
+    // Every read shows the same key; signing-keys lists it as the current one.
+    assert_eq!(list(&api, &key).await, [without_secret(&signed), without_secret(&off), without_secret(&explicit)]);
+    let keys = signing_keys(&api, &key, id).await;
+    assert_eq!(
+        keys.assert_status(200),
+        &json!({"keys": [{"publicKey": public_key, "status": "current", "expiresAt": null}]})
+    );
+    let paused = update(&api, &key, id, r#"{"enabled": false}"#).await;
+    assert_eq!(paused.assert_status(200)["publicKey"], public_key.as_str(), "other changes keep the key");
+    // Another subscription's key is its own.
+    assert_ne!(assert_public_key(&create_signed(&api, &key, &url(3)).await["publicKey"]), public_key);
+}
+
+#[tokio::test]
+async fn create_refuses_an_asymmetric_signing_that_is_no_boolean_and_stores_nothing() {
+    let api = Api::loopback();
+    let (key, before) = user_with_one(&api).await;
+    for value in [json!(null), json!("true"), json!(1), json!(0), json!([true]), json!({"on": true})] {
+        let body = json!({"url": hook(), "events": ["profile.updated"], "asymmetricSigning": value});
+        refused(&api, &key, &body, "webhooks.invalid_asymmetric_signing", &before).await;
+    }
+    // The URL and the kinds are checked first.
+    let body = json!({"url": "ftp://x/", "events": ["profile.updated"], "asymmetricSigning": 1});
+    refused(&api, &key, &body, "webhooks.invalid_url", &before).await;
+    let body = json!({"url": hook(), "events": [], "asymmetricSigning": 1});
+    refused(&api, &key, &body, "webhooks.invalid_events", &before).await;
+}
+
+#[tokio::test]
+async fn patch_turns_asymmetric_signing_on_and_off() {
+    let api = Api::loopback();
+    let (key, before) = user_with_one(&api).await;
+    let id = before[0]["id"].as_str().unwrap().to_owned();
+    signing_keys(&api, &key, &id).await.assert_error(400, "webhooks.asymmetric_signing_off");
+
+    let on = update(&api, &key, &id, r#"{"asymmetricSigning": true}"#).await;
+    let first = assert_public_key(&on.assert_status(200)["publicKey"]);
+    assert_eq!(listed(&api, &key, &id).await["publicKey"], first.as_str());
+    let again = update(&api, &key, &id, r#"{"asymmetricSigning": true, "enabled": false}"#).await;
+    let again = again.assert_status(200);
+    assert_eq!((&again["publicKey"], &again["disabledReason"]), (&json!(first), &json!("manual")), "on stays on");
+
+    let off = update(&api, &key, &id, r#"{"asymmetricSigning": false, "enabled": true}"#).await;
+    let off = off.assert_status(200);
+    assert_eq!(
+        (&off["publicKey"], &off["previousPublicKey"], &off["enabled"]),
+        (&Value::Null, &Value::Null, &json!(true))
+    );
+    signing_keys(&api, &key, &id).await.assert_error(400, "webhooks.asymmetric_signing_off");
+    let still_off = update(&api, &key, &id, r#"{"asymmetricSigning": false}"#).await;
+    assert_eq!(still_off.assert_status(200)["publicKey"], Value::Null);
+
+    let back_on = update(&api, &key, &id, r#"{"asymmetricSigning": true}"#).await;
+    let second = assert_public_key(&back_on.assert_status(200)["publicKey"]);
+    assert_ne!(second, first, "turning it on again makes a new key pair");
+    let mut expected = before[0].clone();
+    expected["publicKey"] = json!(second);
+    assert_eq!(list(&api, &key).await, [expected], "the rest of the subscription stays");
+}
+
+#[tokio::test]
+async fn a_rotation_replaces_the_key_pair_and_lists_the_previous_one_for_its_grace_period() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let signed = create_signed(&api, &key, &hook()).await;
+    let (id, first) = (signed["id"].as_str().unwrap(), assert_public_key(&signed["publicKey"]));
+    let rotate = |body: &'static str| {
+        let request = api.request(Method::POST, &format!("/api/v1/webhooks/rotate-secret?id={id}")).key(&key);
+        async move { request.json(body).send().await }
+    };
+    let rotated = rotate(r#"{"gracePeriodSeconds": 600}"#).await;
+    let rotated = rotated.assert_status(200).clone();
+    let second = assert_public_key(&rotated["publicKey"]);
+    assert_ne!(second, first);
+    assert_eq!(rotated["previousPublicKey"], first.as_str());
+    let shown = listed(&api, &key, id).await;
+    assert_eq!((&shown["publicKey"], &shown["previousPublicKey"]), (&json!(second), &json!(first)));
+    let keys = signing_keys(&api, &key, id).await;
+    let expires = &rotated["previousSecretExpiresAt"];
+    assert_eq!(
+        keys.assert_status(200),
+        &json!({"keys": [
+            {"publicKey": second, "status": "current", "expiresAt": null},
+            {"publicKey": first, "status": "previous", "expiresAt": expires},
+        ]})
+    );
+
+    // Without a grace period the previous key is gone at once; off drops both pairs.
+    let immediate = rotate(r#"{"gracePeriodSeconds": 0}"#).await;
+    let third = assert_public_key(&immediate.assert_status(200)["publicKey"]);
+    assert_eq!(immediate.json["previousPublicKey"], Value::Null);
+    assert_eq!(signing_keys(&api, &key, id).await.assert_status(200)["keys"].as_array().map(Vec::len), Some(1));
+    rotate("{}").await.assert_status(200);
+    assert!(listed(&api, &key, id).await["previousPublicKey"] == third.as_str());
+    let off = update(&api, &key, id, r#"{"asymmetricSigning": false}"#).await;
+    assert_eq!((&off.json["publicKey"], &off.json["previousPublicKey"]), (&Value::Null, &Value::Null));
+    // A rotation while it is off makes no key pair.
+    let plain = rotate("{}").await;
+    assert_eq!((&plain.json["publicKey"], &plain.json["previousPublicKey"]), (&Value::Null, &Value::Null));
+}
+
+#[tokio::test]
+async fn signing_keys_needs_read_webhooks_an_id_and_a_subscription_of_ones_own() {
+    let api = Api::loopback();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let body = json!({"url": hook(), "events": ["profile.updated"], "asymmetricSigning": true});
+    let id = create(&api, &key, &body).await.assert_status(201)["id"].as_str().unwrap().to_owned();
+    let reader = api.key(&user, "read:webhooks").await;
+    signing_keys(&api, &reader, &id).await.assert_status(200);
+    let writer = api.key(&user, "write:webhooks").await;
+    let refused = signing_keys(&api, &writer, &id).await;
+    refused.assert_error(403, "auth.forbidden");
+    for query in ["", "?id=", "?ID=x"] {
+        api.get(&format!("{SIGNING_KEYS}{query}"), &reader).await.assert_error(400, "webhooks.missing_subscription_id");
+    }
+    let stranger = api.full_key(&unique_user()).await;
+    let unknown = career_core::ids::new_id(career_core::ids::SUBSCRIPTION);
+    for (key, id) in [(&stranger, id.as_str()), (&reader, unknown.as_str()), (&reader, "nonsense")] {
+        signing_keys(&api, key, id).await.assert_error(404, "webhooks.not_found");
+    }
 }

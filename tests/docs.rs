@@ -92,3 +92,28 @@ fn anchors_and_links_are_read_as_github_renders_them() {
     assert_eq!(anchor("## 12. Deliveries that heal themselves"), "12-deliveries-that-heal-themselves");
     assert_eq!(links("see [a](docs/a.md#x) and [b](#y)\n```\n[c](nowhere)\n```"), ["docs/a.md#x", "#y"]);
 }
+
+/// With `autotests = false`, a file of `tests/` that is neither a module of `tests/it.rs` nor a
+/// `[[test]]` of its own would never run: none is.
+#[test]
+fn every_file_of_tests_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let it = std::fs::read_to_string(root.join("tests/it.rs")).unwrap();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let mut idle = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) =
+            path.file_stem().and_then(|n| n.to_str()).filter(|_| path.extension().is_some_and(|e| e == "rs"))
+        else {
+            continue;
+        };
+        let runs = name == "it"
+            || it.contains(&format!("mod {name};"))
+            || manifest.contains(&format!("path = \"tests/{name}.rs\""));
+        if !runs {
+            idle.push(name.to_owned());
+        }
+    }
+    assert!(idle.is_empty(), "files of tests/ that no binary runs: {idle:?} (add them to tests/it.rs)");
+}

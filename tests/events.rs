@@ -347,7 +347,7 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
         let subscription_id = ids::new_id(ids::SUBSCRIPTION);
         let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
         let sealed = sealer
-            .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate()))
+            .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate(), false))
             .await
             .unwrap();
         let subscription = Subscription {
@@ -356,6 +356,7 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
             url,
             events: vec![EventKind::ProfileUpdated],
             secrets: SecretsAtRest::Sealed(sealed),
+            public_keys: None,
             created_at: career_core::clock::Timestamp::now(),
             health: Health::Active,
         };

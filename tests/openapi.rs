@@ -18,6 +18,8 @@ use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::event_catalog::event_types;
 use career_core::events::event_from_record;
+use career_core::rotation::ActiveSecrets;
+use career_core::signing::SigningKey;
 use career_core::webhooks::{DisabledReason, WebhookSecret};
 use career_service::typed;
 use career_service::{sink_url, unique_user, Answer, Api};
@@ -60,6 +62,8 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.no_changes",
     "webhooks.unknown_field",
     "webhooks.invalid_enabled",
+    "webhooks.invalid_asymmetric_signing",
+    "webhooks.asymmetric_signing_off",
 ];
 
 /// One operation: where it is, its scope, its success status and, per error status, the
@@ -134,6 +138,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.missing_required_fields",
             "webhooks.invalid_url",
             "webhooks.invalid_events",
+            "webhooks.invalid_asymmetric_signing",
             "webhooks.limit_exceeded",
         ],
     )],
@@ -153,6 +158,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.no_changes",
                 "webhooks.unknown_field",
                 "webhooks.invalid_enabled",
+                "webhooks.invalid_asymmetric_signing",
                 "webhooks.invalid_url",
                 "webhooks.invalid_events",
             ],
@@ -242,7 +248,18 @@ const RECOVER_DELIVERIES: Op = Op {
 const EVENT_TYPES: Op =
     Op { method: "get", path: "/api/v1/webhooks/event-types", scope: "read:webhooks", success: 200, errors: &[] };
 
-const OPERATIONS: [&Op; 15] = [
+const SIGNING_KEYS: Op = Op {
+    method: "get",
+    path: "/api/v1/webhooks/signing-keys",
+    scope: "read:webhooks",
+    success: 200,
+    errors: &[
+        (400, &["webhooks.missing_subscription_id", "webhooks.asymmetric_signing_off"]),
+        (404, &["webhooks.not_found"]),
+    ],
+};
+
+const OPERATIONS: [&Op; 16] = [
     &LIST_ALERTS,
     &MARK_ALERT,
     &GET_PREFERENCES,
@@ -258,6 +275,7 @@ const OPERATIONS: [&Op; 15] = [
     &ENABLE_WEBHOOK,
     &RECOVER_DELIVERIES,
     &EVENT_TYPES,
+    &SIGNING_KEYS,
 ];
 
 impl Op {
@@ -645,7 +663,7 @@ fn the_schemas_reject_what_they_should() {
     let subscription = |secret: &str, events: Value| {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
-               "disabledReason": null, "secret": secret})
+               "disabledReason": null, "publicKey": null, "previousPublicKey": null, "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
     assert!(doc.validate_at(created, &subscription(&secret, json!(["profile.updated"]))).is_empty());
@@ -658,6 +676,23 @@ fn the_schemas_reject_what_they_should() {
     let mut disabled = subscription(&secret, json!(["profile.updated"]));
     disabled["disabledReason"] = json!("bored");
     assert!(!doc.validate_at(created, &disabled).is_empty());
+    let public_key = format!("whpk_{}=", "a".repeat(43));
+    let mut keyed = subscription(&secret, json!(["profile.updated"]));
+    keyed["publicKey"] = json!(public_key);
+    assert!(doc.validate_at(created, &keyed).is_empty());
+    for bad in [json!(format!("whsec_{}=", "a".repeat(43))), json!(format!("whpk_{}", "a".repeat(43))), json!(1)] {
+        let mut broken = keyed.clone();
+        broken["publicKey"] = bad;
+        assert!(!doc.validate_at(created, &broken).is_empty(), "{}", broken["publicKey"]);
+    }
+    keyed.as_object_mut().unwrap().remove("previousPublicKey");
+    assert!(!doc.validate_at(created, &keyed).is_empty(), "previousPublicKey is always present");
+    let keys = "/components/schemas/SigningKeyList";
+    let listed = |status: &str, expires: Value| json!({"keys": [{"publicKey": public_key, "status": status, "expiresAt": expires}]});
+    assert!(doc.validate_at(keys, &listed("current", Value::Null)).is_empty());
+    assert!(doc.validate_at(keys, &listed("previous", json!("2026-11-21T08:00:00.000Z"))).is_empty());
+    assert!(!doc.validate_at(keys, &listed("expired", Value::Null)).is_empty());
+    assert!(!doc.validate_at(keys, &json!({"keys": []})).is_empty());
     // Kinds are an open set in what the service reports, a closed one in what it accepts.
     assert!(doc.validate_at(created, &subscription(&secret, json!(["profile.deleted"]))).is_empty());
     let create = "/components/schemas/SubscriptionCreate";
@@ -665,6 +700,10 @@ fn the_schemas_reject_what_they_should() {
     assert!(doc.validate_at(create, &body(json!(["assessment.completed"]))).is_empty());
     assert!(!doc.validate_at(create, &body(json!(["profile.deleted"]))).is_empty());
     assert!(!doc.validate_at(create, &json!({"url": "x".repeat(2049), "events": ["profile.updated"]})).is_empty());
+    let signed = json!({"url": "https://a.example/x", "events": ["profile.updated"], "asymmetricSigning": true});
+    assert!(doc.validate_at(create, &signed).is_empty());
+    let unsigned = json!({"url": "https://a.example/x", "events": ["profile.updated"], "asymmetricSigning": "yes"});
+    assert!(!doc.validate_at(create, &unsigned).is_empty());
 
     let record = "/components/schemas/DeliveryRecord";
     let pending = json!({"id": "dlv_1", "subscriptionId": "whk_1", "eventId": "evt_1", "eventType": "webhook.ping",
@@ -1111,6 +1150,10 @@ async fn create_webhook_answers_as_documented() {
     let path = "/api/v1/webhooks";
     let body = &json!({"url": sink_url(), "events": ["profile.updated", "profile.updated"]}).to_string();
     checker.check(&api.send_json(Method::POST, path, &key, body).await, 201, None);
+    let keyed = json!({"url": sink_url(), "events": ["profile.updated"], "asymmetricSigning": true}).to_string();
+    let answer = api.send_json(Method::POST, path, &key, &keyed).await;
+    checker.check(&answer, 201, None);
+    assert!(answer.json["publicKey"].as_str().is_some_and(|key| key.starts_with("whpk_")), "{}", answer.json);
 
     let text = api.request(Method::POST, path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
     checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
@@ -1125,6 +1168,10 @@ async fn create_webhook_answers_as_documented() {
         (r#"{"url": 7, "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
         (r#"{"url": "https://hooks.example.com/a", "events": []}"#, "webhooks.invalid_events"),
         (r#"{"url": "https://hooks.example.com/a", "events": ["profile.deleted"]}"#, "webhooks.invalid_events"),
+        (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "asymmetricSigning": "yes"}"#,
+            "webhooks.invalid_asymmetric_signing",
+        ),
     ];
     // Refused under the production setting, so they create nothing.
     let strict = Api::new();
@@ -1445,7 +1492,14 @@ async fn update_webhook_answers_as_documented() {
     let (_, key, id) = subscribed(&api).await;
     let path = format!("/api/v1/webhooks?id={id}");
     let moved = json!({"url": format!("{}/b", sink_url()), "events": ["assessment.completed"]}).to_string();
-    for body in [moved.as_str(), r#"{"enabled": false}"#, r#"{"enabled": true}"#] {
+    let bodies = [
+        moved.as_str(),
+        r#"{"enabled": false}"#,
+        r#"{"enabled": true}"#,
+        r#"{"asymmetricSigning": true}"#,
+        r#"{"asymmetricSigning": false}"#,
+    ];
+    for body in bodies {
         checker.check(&api.send_json(Method::PATCH, &path, &key, body).await, 200, None);
     }
     let paused = api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await;
@@ -1467,6 +1521,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"secret": "whsec_x"}"#, "webhooks.no_changes"),
         (r#"{"enabled": true, "secret": "whsec_x"}"#, "webhooks.unknown_field"),
         (r#"{"enabled": "false"}"#, "webhooks.invalid_enabled"),
+        (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),
         (r#"{"events": null}"#, "webhooks.invalid_events"),
@@ -1485,6 +1540,42 @@ async fn update_webhook_answers_as_documented() {
     }
 
     let valid = RequestSpec::new(&UPDATE_WEBHOOK, path, Some(body));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn signing_keys_answer_as_documented() {
+    let mut checker = Checker::new(&SIGNING_KEYS);
+    let api = Api::loopback();
+    let (_, key, id) = subscribed(&api).await;
+    let path = format!("/api/v1/webhooks/signing-keys?id={id}");
+    checker.check(&api.get(&path, &key).await, 400, Some("webhooks.asymmetric_signing_off"));
+    let update = format!("/api/v1/webhooks?id={id}");
+    let on = api.send_json(Method::PATCH, &update, &key, r#"{"asymmetricSigning": true}"#).await;
+    let current = on.assert_status(200)["publicKey"].clone();
+    let answer = api.get(&path, &key).await;
+    checker.check(&answer, 200, None);
+    assert_eq!(answer.json, json!({"keys": [{"publicKey": current, "status": "current", "expiresAt": null}]}));
+    let rotation = api.request(Method::POST, &format!("/api/v1/webhooks/rotate-secret?id={id}")).key(&key);
+    let rotated = rotation.send().await;
+    let rotated = rotated.assert_status(200);
+    let answer = api.get(&path, &key).await;
+    checker.check(&answer, 200, None);
+    let statuses: Vec<(&Value, &Value)> =
+        answer.json["keys"].as_array().unwrap().iter().map(|k| (&k["publicKey"], &k["status"])).collect();
+    assert_eq!(statuses, [(&rotated["publicKey"], &json!("current")), (&current, &json!("previous"))]);
+
+    for missing in ["/api/v1/webhooks/signing-keys", "/api/v1/webhooks/signing-keys?id="] {
+        checker.check(&api.get(missing, &key).await, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let foreign = subscribed(&api).await.2;
+    for id in [foreign.as_str(), "whk_nonsense"] {
+        let answer = api.get(&format!("/api/v1/webhooks/signing-keys?id={id}"), &key).await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&SIGNING_KEYS, path, None);
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }
@@ -1604,13 +1695,17 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         kinds.insert(kind.to_owned());
         let message = DeliveryMessage::new(&event, &typed("u1"), &typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
         let (current, previous) = (WebhookSecret::generate(), WebhookSecret::generate());
-        let signed =
-            SignedDelivery::new(&message, &[&current], career_core::clock::Timestamp::from_unix_seconds(1_795_766_400));
-        // During a rotation's grace period, both signature headers hold two signatures.
+        let at = career_core::clock::Timestamp::from_unix_seconds(1_795_766_400);
+        let signed = SignedDelivery::new(&message, &ActiveSecrets { secrets: vec![&current], keys: vec![] }, at);
+        // During a rotation's grace period, both signature headers hold two signatures, and
+        // with asymmetric signing on `webhook-signature` two `v1a` entries after them.
+        let keys = (SigningKey::generate(), SigningKey::generate());
+        let with_key =
+            SignedDelivery::new(&message, &ActiveSecrets { secrets: vec![&current], keys: vec![&keys.0] }, at);
         let during_grace = SignedDelivery::new(
             &message,
-            &[&current, &previous],
-            career_core::clock::Timestamp::from_unix_seconds(1_795_766_400),
+            &ActiveSecrets { secrets: vec![&current, &previous], keys: vec![&keys.0, &keys.1] },
+            at,
         );
 
         let operation = doc.node(child(&child("/webhooks", kind), "post"));
@@ -1623,7 +1718,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
             (0..count).map(|i| doc.deref(doc.node(format!("{}/parameters/{i}", operation.at)))).collect();
         let documented: BTreeSet<String> =
             parameters.iter().map(|p| p.value["name"].as_str().unwrap().to_ascii_lowercase()).collect();
-        for signed in [&signed, &during_grace] {
+        for signed in [&signed, &with_key, &during_grace] {
             let header =
                 |name: &str| signed.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
             assert_eq!(header("content-type"), Some("application/json"));

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
 use career_core::clock::Timestamp;
 use career_core::credentials::Scopes;
-use career_core::signing;
+use career_core::signing::{self, PublicKey};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{settings_without_kms_or_queues, unique_user};
@@ -197,6 +198,23 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let recovered = text("skippedDelivery");
     assert_eq!(receiver.received().iter().filter(|r| r.header("webhook-id") == recovered).count(), 1);
     assert!(receiver.received().len() >= 12, "{}", receiver.received().len());
+
+    // The ping sent with asymmetric signing on carries a v1a entry that the key the page
+    // showed verifies, over the Standard Webhooks message.
+    let signed_ping = text("signedPing");
+    let delivery = receiver.received().into_iter().find(|r| r.header("webhook-id") == signed_ping).expect("sent");
+    let public_key = PublicKey::parse(&text("publicKey")).expect("a whpk_ key");
+    let message = [
+        format!("{}.{}.", delivery.header("webhook-id"), delivery.header("webhook-timestamp")).as_bytes(),
+        &delivery.body,
+    ]
+    .concat();
+    let v1a: Vec<&str> =
+        delivery.header("webhook-signature").split(' ').filter_map(|e| e.strip_prefix("v1a,")).collect();
+    assert_eq!(v1a.len(), 1, "{}", delivery.header("webhook-signature"));
+    let signature = base64::engine::general_purpose::STANDARD.decode(v1a[0]).unwrap();
+    let verifier = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public_key.bytes());
+    assert!(verifier.verify(&message, &signature).is_ok(), "the page's public key verifies the v1a entry");
 
     // Every view was checked, without a violation; the picture was taken.
     let views = summary["axeViolations"].as_object().unwrap();

@@ -2,7 +2,9 @@
 //! by receivers in other languages with the published Standard Webhooks libraries (Python's
 //! `standardwebhooks` from PyPI, Node's from npm): first attempts, retries, the grace period
 //! of a rotation (both secrets verify) and a rotation without one (the old secret fails).
-//! Then every receiver snippet of the README, extracted by its marker, run as it is.
+//! Then every receiver snippet of the README, extracted by its marker, run as it is; its `v1a`
+//! receivers (Python's `cryptography`, Node's `node:crypto`: Ed25519 verifiers independent of
+//! the service's) are sent real deliveries through a rotation of the key pair.
 
 #[path = "receivers/readme_receiver.rs"]
 mod readme_receiver;
@@ -11,13 +13,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use career_core::clock::Timestamp;
+use career_core::delivery::sender::Sender;
+use career_core::delivery::SignedDelivery;
+use career_core::signing::SigningKey;
 use career_service::pipeline::Pipeline;
-use career_service::receiver::Receiver;
+use career_service::receiver::{Received, Receiver};
 use career_service::script_receiver::{project_dir, python, tsc, ScriptReceiver};
 use career_service::{clients, unique_user};
 use careerctl::gateway::{self, ApiFunctions};
 use lambda_http::http::Method;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const SOON: Duration = Duration::from_secs(20);
 const README: &str = include_str!("../README.md");
@@ -121,8 +127,8 @@ fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
         path
     };
     match name {
-        "python-seed" | "python-standardwebhooks" => (python(), vec![write("receiver.py")]),
-        "node-seed" => (PathBuf::from("node"), vec![write("receiver.js")]),
+        "python-seed" | "python-standardwebhooks" | "python-v1a" => (python(), vec![write("receiver.py")]),
+        "node-seed" | "node-v1a" => (PathBuf::from("node"), vec![write("receiver.js")]),
         "typescript-standardwebhooks" => {
             let source = write("receiver.ts");
             let compiled = std::process::Command::new(tsc())
@@ -221,4 +227,146 @@ async fn the_readmes_rotation_commands_rotate() {
     let secrets: Vec<&str> = answers.iter().map(|a| a["secret"].as_str().unwrap()).collect();
     assert!(secrets[0] != first && secrets[1] != first && secrets[0] != secrets[1], "{stdout}");
     assert!(answers.iter().all(|a| a["id"] == id.as_str() && a["previousSecretExpiresAt"].is_string()));
+}
+
+/// The README's receiver `name`, started with `env`; its URL.
+async fn readme_receiver(name: &str, env: &[(&str, &str)]) -> ScriptReceiver {
+    let (port, _) = ScriptReceiver::reserve();
+    let dir = project_dir();
+    let (program, args) = readme_program(name, &dir);
+    let args: Vec<&Path> = args.iter().map(PathBuf::as_path).collect();
+    ScriptReceiver::start(&program, &args, &dir, port, env).await
+}
+
+/// The README's `v1a` receiver `name`, pinning `keys`.
+async fn pinning(name: &str, keys: &[&str]) -> ScriptReceiver {
+    readme_receiver(name, &[("WEBHOOK_PUBLIC_KEYS", &keys.join(" "))]).await
+}
+
+/// A real delivery sent again, as it was but for its `webhook-signature` and body, to a
+/// receiver on loopback; the receiver's status (204 verified, 401 refused).
+async fn replay(receiver: &ScriptReceiver, delivery: &Received, signature: &str, body: &[u8]) -> u16 {
+    let kept = ["Content-Type", "X-Webhook-Delivery", "X-Webhook-Signature", "webhook-id", "webhook-timestamp"];
+    let headers = kept
+        .into_iter()
+        .map(|name| (name, delivery.header(name).to_owned()))
+        .chain([("webhook-signature", signature.to_owned())])
+        .collect();
+    let signed = SignedDelivery { body: body.to_vec(), headers };
+    let (sender, url) = (Sender::new(true), receiver.url.clone());
+    let outcome = tokio::task::spawn_blocking(move || sender.send(&url, &signed)).await.unwrap();
+    outcome.answer().map_or(0, |answer| answer.status)
+}
+
+/// The entries of a delivery's `webhook-signature` of `version` (`v1` or `v1a`), in order.
+fn entries<'a>(delivery: &'a Received, version: &str) -> Vec<&'a str> {
+    let prefix = format!("{version},");
+    delivery.header("webhook-signature").split(' ').filter(|entry| entry.starts_with(&prefix)).collect()
+}
+
+async fn signing_keys(pipeline: &Pipeline, key: &str, id: &str) -> Vec<Value> {
+    let answer = pipeline.api.get(&format!("/api/v1/webhooks/signing-keys?id={id}"), key).await;
+    answer.assert_status(200)["keys"].as_array().unwrap().clone()
+}
+
+async fn rotate_keys(pipeline: &Pipeline, key: &str, id: &str, grace: u32) -> Value {
+    let path = format!("/api/v1/webhooks/rotate-secret?id={id}");
+    let body = json!({"gracePeriodSeconds": grace}).to_string();
+    pipeline.api.send_json(Method::POST, &path, key, &body).await.assert_status(200).clone()
+}
+
+async fn the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation(name: &str) {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let key = pipeline.api.key(&user, "read:webhooks,write:webhooks").await;
+    let capture = Receiver::start(&[204], Duration::ZERO).await;
+    let body = json!({"url": capture.url, "events": ["profile.updated"], "asymmetricSigning": true}).to_string();
+    let created = pipeline.api.send_json(Method::POST, "/api/v1/webhooks", &key, &body).await;
+    let created = created.assert_status(201).clone();
+    let (id, secret) = (created["id"].as_str().unwrap(), created["secret"].as_str().unwrap());
+    let first = created["publicKey"].as_str().unwrap().to_owned();
+    assert_eq!(
+        signing_keys(&pipeline, &key, id).await,
+        [json!({"publicKey": first, "status": "current", "expiresAt": null})]
+    );
+
+    // One v1a entry after the v1 one; it verifies with the key, not with another key, and not
+    // once the body is altered.
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let delivery = capture.wait_for(1, SOON).await.remove(0);
+    let signature = delivery.header("webhook-signature").to_owned();
+    assert_eq!((entries(&delivery, "v1").len(), entries(&delivery, "v1a").len()), (1, 1), "{signature}");
+    assert!(signature.starts_with("v1,"), "v1 first: {signature}");
+    let pins_first = pinning(name, &[&first]).await;
+    assert_eq!(replay(&pins_first, &delivery, &signature, &delivery.body).await, 204, "{name}");
+    let tampered = [&delivery.body[..], b" "].concat();
+    assert_eq!(replay(&pins_first, &delivery, &signature, &tampered).await, 401, "{name}: a tampered body");
+    let stranger = SigningKey::generate().public_key().to_string();
+    let pins_stranger = pinning(name, &[&stranger]).await;
+    assert_eq!(replay(&pins_stranger, &delivery, &signature, &delivery.body).await, 401, "{name}: a wrong key");
+    let without_v1a = entries(&delivery, "v1").join(" ");
+    assert_eq!(replay(&pins_first, &delivery, &without_v1a, &delivery.body).await, 401, "{name}: v1 is no v1a");
+
+    // X-Webhook-Signature and the v1 entry verify as before, beside the v1a entry.
+    for holder in ["python-seed", "node-seed", "python-standardwebhooks", "typescript-standardwebhooks"] {
+        let receiver = readme_receiver(holder, &[("WEBHOOK_SECRET", secret)]).await;
+        assert_eq!(replay(&receiver, &delivery, &signature, &delivery.body).await, 204, "{holder}");
+    }
+
+    // During the grace period of a rotation both keys verify, the new key's entry first.
+    let rotated = rotate_keys(&pipeline, &key, id, 3600).await;
+    let second = rotated["publicKey"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+    assert_eq!(rotated["previousPublicKey"], first.as_str());
+    let expires = &rotated["previousSecretExpiresAt"];
+    assert_eq!(
+        signing_keys(&pipeline, &key, id).await,
+        [
+            json!({"publicKey": second, "status": "current", "expiresAt": null}),
+            json!({"publicKey": first, "status": "previous", "expiresAt": expires}),
+        ]
+    );
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let delivery = capture.wait_for(2, SOON).await.remove(1);
+    let signature = delivery.header("webhook-signature").to_owned();
+    let (v1, v1a) = (entries(&delivery, "v1"), entries(&delivery, "v1a"));
+    assert_eq!((v1.len(), v1a.len()), (2, 2), "{signature}");
+    assert!(signature.starts_with(&v1.join(" ")), "the v1 entries first: {signature}");
+    let pins_second = pinning(name, &[&second]).await;
+    for (receiver, verifies, which) in
+        [(&pins_second, [204, 401], "the new key"), (&pins_first, [401, 204], "the old key")]
+    {
+        let each = [
+            replay(receiver, &delivery, v1a[0], &delivery.body).await,
+            replay(receiver, &delivery, v1a[1], &delivery.body).await,
+        ];
+        assert_eq!(each, verifies, "{name}: {which} verifies its own entry, the new key's first");
+        assert_eq!(replay(receiver, &delivery, &signature, &delivery.body).await, 204, "{name}: {which}");
+    }
+
+    // After the grace period only the new key verifies.
+    let rotated = rotate_keys(&pipeline, &key, id, 1).await;
+    let third = rotated["publicKey"].as_str().unwrap().to_owned();
+    let expires: Timestamp = rotated["previousSecretExpiresAt"].as_str().unwrap().parse().unwrap();
+    while Timestamp::now() < expires {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(signing_keys(&pipeline, &key, id).await.len(), 1, "the previous key has expired");
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let delivery = capture.wait_for(3, SOON).await.remove(2);
+    let signature = delivery.header("webhook-signature").to_owned();
+    assert_eq!((entries(&delivery, "v1").len(), entries(&delivery, "v1a").len()), (1, 1), "{signature}");
+    let pins_third = pinning(name, &[&third]).await;
+    assert_eq!(replay(&pins_third, &delivery, &signature, &delivery.body).await, 204, "{name}: the new key");
+    assert_eq!(replay(&pins_second, &delivery, &signature, &delivery.body).await, 401, "{name}: the expired key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readmes_python_v1a_receiver_verifies_real_deliveries_through_a_rotation() {
+    the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation("python-v1a").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readmes_node_v1a_receiver_verifies_real_deliveries_through_a_rotation() {
+    the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation("node-v1a").await;
 }

@@ -497,6 +497,13 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
                 .unwrap();
                 assert_eq!((&json["id"], &json["events"]), (&json!(subscription), &sent["events"]), "{json}");
                 assert_eq!((&json["enabled"], &json["disabledReason"]), (&json!(false), &json!("manual")), "{json}");
+                assert!(json["publicKey"].as_str().is_some_and(|key| key.starts_with("whpk_")), "{json}");
+            }
+            "webhooks-signing-keys.json" => {
+                let keys = json["keys"].as_array().unwrap();
+                assert_eq!(keys.len(), 1, "{json}");
+                assert_eq!((&keys[0]["status"], &keys[0]["expiresAt"]), (&json!("current"), &Value::Null), "{json}");
+                assert!(keys[0]["publicKey"].as_str().is_some_and(|key| key.starts_with("whpk_")), "{json}");
             }
             "webhooks-enable.json" => assert_eq!((&json["id"], &json["enabled"]), (&json!(subscription), &json!(true))),
             "webhooks-recover.json" => assert_eq!(json, json!({"recovering": 0, "more": false})),

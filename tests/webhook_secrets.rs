@@ -1,7 +1,8 @@
-//! Webhook secrets (contract sections 5, 10 and 11) against DynamoDB Local and moto's KMS:
+//! Webhook secrets (contract sections 5, 10, 11 and 16) against DynamoDB Local and moto's KMS:
 //! rotation through the webhooks function (every answer, scopes, other users, what a
-//! refused rotation leaves), secrets sealed at rest (nothing readable in a raw table dump),
-//! at most one KMS call per cold start, and subscriptions stored before secrets were sealed.
+//! refused rotation leaves), secrets and Ed25519 private keys sealed at rest (nothing
+//! readable in a raw table dump, the public keys in clear those of the sealed ones), at most
+//! one KMS call per cold start, and subscriptions stored before secrets were sealed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +90,9 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
         "enabled",
         "events",
         "id",
+        "previousPublicKey",
         "previousSecretExpiresAt",
+        "publicKey",
         "secret",
         "url",
     ];
@@ -104,22 +107,22 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
     assert!((before + 86_400..=unix_now() + 86_400).contains(&expires.unix_seconds()), "one day by default: {body}");
 
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose()).collect();
     assert_eq!(active, [second, first], "both sign, the new one first");
-    assert_eq!(secrets.active_at(expires).len(), 1, "the old one stops at previousSecretExpiresAt");
+    assert_eq!(secrets.active_at(expires).secrets.len(), 1, "the old one stops at previousSecretExpiresAt");
 
     // A rotation during the grace period replaces the previous secret by the current one.
     let third = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 60}"#)).await;
     let third = third.assert_status(200)["secret"].as_str().unwrap().to_owned();
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose()).collect();
     assert_eq!(active, [third.as_str(), second]);
 
     // Without a grace period only the new secret signs.
     let fourth = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 0}"#)).await;
     assert_eq!(fourth.json["previousSecretExpiresAt"], Value::Null);
     let secrets = signing_secrets(&api.settings, &user, id).await;
-    let active: Vec<&str> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose()).collect();
+    let active: Vec<&str> = secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose()).collect();
     assert_eq!(active, [fourth.json["secret"].as_str().unwrap()]);
 
     // Neither the list nor any answer but the rotation's shows a secret.
@@ -204,7 +207,8 @@ async fn concurrent_rotations_leave_one_consistent_pair() {
         issued.push(task.await.unwrap().assert_status(200)["secret"].as_str().unwrap().to_owned());
     }
     let secrets = signing_secrets(&api.settings, &user, &id).await;
-    let active: Vec<String> = secrets.active_at(Timestamp::now()).iter().map(|s| s.expose().to_owned()).collect();
+    let active: Vec<String> =
+        secrets.active_at(Timestamp::now()).secrets.iter().map(|s| s.expose().to_owned()).collect();
     assert_eq!(active.len(), 2);
     assert!(active.iter().all(|secret| issued.contains(secret)), "{active:?} among {issued:?}");
     assert_ne!(active[0], active[1]);
@@ -216,13 +220,22 @@ async fn a_raw_table_dump_holds_no_secret() {
     let api = Api::loopback();
     let user = unique_user();
     let key = api.full_key(&user).await;
-    let mut secrets = Vec::new();
+    let (mut secrets, mut seeds) = (Vec::new(), Vec::new());
     for n in 0..3 {
-        let created = create(&api, &key, &format!("{}/{n}", sink_url())).await;
+        let body =
+            json!({"url": format!("{}/{n}", sink_url()), "events": ["profile.updated"], "asymmetricSigning": n > 0});
+        let created = api.send_json(Method::POST, PATH, &key, &body.to_string()).await.assert_status(201).clone();
         secrets.push(created["secret"].as_str().unwrap().to_owned());
-        let rotated = rotate(&api, &key, created["id"].as_str().unwrap(), None).await;
+        let id = created["id"].as_str().unwrap();
+        let rotated = rotate(&api, &key, id, None).await;
         secrets.push(rotated.json["secret"].as_str().unwrap().to_owned());
+        // The private keys, current and previous, as only the sealed secrets hold them.
+        let opened = signing_secrets(&api.settings, &user, id).await;
+        for key in opened.active_at(Timestamp::now()).keys {
+            seeds.push(serde_json::to_value(key).unwrap().as_str().unwrap().to_owned());
+        }
     }
+    assert_eq!(seeds.len(), 4, "two subscriptions with a key pair, each rotated with a grace period");
     let mut dump = String::new();
     let mut start = None;
     loop {
@@ -248,6 +261,81 @@ async fn a_raw_table_dump_holds_no_secret() {
             assert!(!dump.contains(&form), "{form} is readable in the dump");
         }
     }
+    assert!(dump.contains("publicKeys") && dump.contains("whpk_"), "the public keys are in clear");
+    for seed in &seeds {
+        let bytes = STANDARD.decode(seed).unwrap();
+        for form in [seed.clone(), hex(&bytes), format!("{bytes:?}")] {
+            assert!(!dump.contains(&form), "a private key is readable in the dump: {form}");
+        }
+    }
+}
+
+/// The public keys every read shows are those of the private keys sealed beside them, and a
+/// rotation gives the new key pair the grace period of the new secret.
+#[tokio::test]
+async fn the_public_keys_shown_are_those_of_the_sealed_private_keys() {
+    let api = Api::loopback();
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let body = json!({"url": format!("{}/a", sink_url()), "events": ["profile.updated"], "asymmetricSigning": true});
+    let created = api.send_json(Method::POST, PATH, &key, &body.to_string()).await.assert_status(201).clone();
+    let id = created["id"].as_str().unwrap();
+    let public = |secrets: &SigningSecrets| -> Vec<String> {
+        secrets.active_at(Timestamp::now()).keys.iter().map(|key| key.public_key().to_string()).collect()
+    };
+    assert_eq!(public(&signing_secrets(&api.settings, &user, id).await), [created["publicKey"].as_str().unwrap()]);
+
+    let rotated = rotate(&api, &key, id, Some(r#"{"gracePeriodSeconds": 60}"#)).await;
+    let rotated = rotated.assert_status(200);
+    let secrets = signing_secrets(&api.settings, &user, id).await;
+    let expected = [rotated["publicKey"].as_str().unwrap(), rotated["previousPublicKey"].as_str().unwrap()];
+    assert_eq!(public(&secrets), expected, "the new key first");
+    assert_eq!(expected[1], created["publicKey"].as_str().unwrap());
+    let expires: Timestamp = rotated["previousSecretExpiresAt"].as_str().unwrap().parse().unwrap();
+    let after = secrets.active_at(expires);
+    assert_eq!((after.secrets.len(), after.keys.len()), (1, 1), "the old key stops with the old secret");
+
+    let off = api.send_json(Method::PATCH, &format!("{PATH}?id={id}"), &key, r#"{"asymmetricSigning": false}"#).await;
+    off.assert_status(200);
+    let secrets = signing_secrets(&api.settings, &user, id).await;
+    assert_eq!((secrets.current_key.as_ref(), secrets.active_at(Timestamp::now()).keys.len()), (None, 0));
+    assert_eq!(secrets.active_at(Timestamp::now()).secrets.len(), 2, "the secrets and their grace period stay");
+}
+
+/// PATCHes that turn asymmetric signing on and off, racing rotations: every request succeeds
+/// and the public keys left in clear are those of the sealed private keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_switches_and_rotations_keep_the_public_keys_those_of_the_sealed_ones() {
+    let api = Arc::new(Api::loopback());
+    let user = unique_user();
+    let key = api.full_key(&user).await;
+    let created = create(&api, &key, &format!("{}/a", sink_url())).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    // As many as the concurrent rotations above: each retries a few times after a conflict.
+    let tasks: Vec<_> = (0..4)
+        .map(|n| {
+            let (api, key, id) = (api.clone(), key.clone(), id.clone());
+            tokio::spawn(async move {
+                match n % 3 {
+                    0 => rotate(&api, &key, &id, None).await,
+                    on => {
+                        let body = json!({"asymmetricSigning": on == 1}).to_string();
+                        api.send_json(Method::PATCH, &format!("{PATH}?id={id}"), &key, &body).await
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().assert_status(200);
+    }
+    let listed = api.get(PATH, &key).await.assert_status(200)["webhooks"][0].clone();
+    let secrets = signing_secrets(&api.settings, &user, &id).await;
+    let sealed: Vec<String> =
+        secrets.active_at(Timestamp::now()).keys.iter().map(|key| key.public_key().to_string()).collect();
+    let shown: Vec<&str> =
+        ["publicKey", "previousPublicKey"].iter().filter_map(|field| listed[*field].as_str()).collect();
+    assert_eq!(sealed, shown, "{listed}");
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -338,6 +426,45 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
     }
 }
 
+/// With asymmetric signing on, a delivery makes the same AWS calls as without: the key pair is
+/// sealed in the item every delivery reads anyway, so no KMS call once warm and no other read.
+#[tokio::test]
+async fn a_delivery_signed_with_a_key_pair_makes_the_same_calls_as_one_without() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let mut subscriptions = Vec::new();
+    for asymmetric in [false, true] {
+        let body = json!({"url": receiver.url, "events": ["profile.updated"], "asymmetricSigning": asymmetric});
+        let created = pipeline.api.send_json(Method::POST, PATH, &key, &body.to_string()).await;
+        subscriptions.push(created.assert_status(201)["id"].as_str().unwrap().to_owned());
+    }
+    let (dynamodb_calls, kms_calls) = (Calls::default(), Calls::default());
+    let kms = clients_logging_kms(&kms_calls).kms().clone();
+    let clients = career_service::clients_logging_dynamodb(&dynamodb_calls).with_kms(kms);
+    let deliver = career_deliver::Deps::new(&clients, pipeline.settings()).unwrap();
+    let deliver_to = |id: &str| {
+        let mut batch = SqsEvent::default();
+        batch.records = vec![sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(id)))];
+        batch
+    };
+    // The instance's first delivery opens the data key.
+    assert!(career_deliver::handle(&deliver, deliver_to(&subscriptions[1])).await.batch_item_failures.is_empty());
+    assert_eq!(kms_calls.since(0), ["Decrypt"]);
+    let mut per_delivery = Vec::new();
+    for id in [&subscriptions[0], &subscriptions[1], &subscriptions[0], &subscriptions[1]] {
+        let (dynamodb_mark, kms_mark) = (dynamodb_calls.len(), kms_calls.len());
+        assert!(career_deliver::handle(&deliver, deliver_to(id)).await.batch_item_failures.is_empty());
+        per_delivery.push((dynamodb_calls.since(dynamodb_mark), kms_calls.since(kms_mark)));
+    }
+    assert!(per_delivery.iter().all(|calls| calls == &per_delivery[0]), "{per_delivery:?}");
+    assert!(per_delivery[0].1.is_empty(), "no KMS call once warm: {per_delivery:?}");
+    let received = receiver.wait_for(5, Duration::from_secs(5)).await;
+    let v1a = received.iter().filter(|r| r.header("webhook-signature").contains(" v1a,")).count();
+    assert_eq!(v1a, 3, "the deliveries to the subscription with a key pair carry a v1a entry");
+}
+
 /// The Standard Webhooks rule, written out: any `v1,` entry equals the signature of
 /// `{webhook-id}.{webhook-timestamp}.{body}` keyed with the secret's decoded bytes.
 fn standard_signature_verifies(secret: &str, delivery: &Received) -> bool {
@@ -412,4 +539,31 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
     assert_eq!(signatures.len(), 2);
     assert!(verify_hex(&new_secret, &third.body, signatures[0]));
     assert!(verify_hex(&other_secret, &third.body, signatures[1]));
+}
+
+/// Turning asymmetric signing on for a subscription whose secret is still in plain text seals
+/// the secret with the new private key, in one conditional write; the secret itself stays.
+#[tokio::test]
+async fn asymmetric_signing_on_a_subscription_of_before_sealing_seals_its_secret_with_the_key() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let (id, secret) = seed_era_subscription(pipeline.settings(), &user, &receiver.url).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("{PATH}?id={id}");
+    let on = pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"asymmetricSigning": true}"#).await;
+    let public_key = on.assert_status(200)["publicKey"].as_str().unwrap().to_owned();
+    let item = raw_item(&pipeline.api, &user, &id).await.to_string();
+    assert!(!item.contains(secret.as_str()) && item.contains("sealedSecrets"), "{item}");
+    let secrets = signing_secrets(pipeline.settings(), &user, &id).await;
+    assert_eq!(secrets.current.expose(), secret, "the secret stays");
+    assert_eq!(secrets.current_key.map(|key| key.public_key().to_string()), Some(public_key));
+
+    let deliver = career_service::deliver_instance(pipeline.settings());
+    let mut batch = SqsEvent::default();
+    batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&id))));
+    assert!(career_deliver::handle(&deliver, batch).await.batch_item_failures.is_empty());
+    let delivery = receiver.wait_for(1, Duration::from_secs(5)).await.remove(0);
+    assert!(verify_hex(&secret, &delivery.body, delivery.header("x-webhook-signature")));
+    assert!(delivery.header("webhook-signature").contains(" v1a,"), "{}", delivery.header("webhook-signature"));
 }

@@ -20,7 +20,7 @@ use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::keys::KeyTable;
 use career_core::store::platform::PlatformTables;
-use career_core::store::webhooks::{Replaced, WebhookTable};
+use career_core::store::webhooks::{NewSecrets, Replaced, WebhookTable};
 use career_core::webhooks::SecretsAtRest;
 use serde::Serialize;
 
@@ -235,10 +235,12 @@ impl Admin {
         let mut sealed = 0;
         for subscription in plain {
             let SecretsAtRest::Plain(secret) = &subscription.secrets else { continue };
-            let secrets = SigningSecrets::new(secret.clone());
+            let secrets = SigningSecrets::new(secret.clone(), false);
             let (user, id) = (&subscription.user_id, &subscription.id);
-            let new = sealer.seal(user, id, &secrets).await.with_context(|| format!("sealing the secret of {id}"))?;
-            let replaced = webhooks.replace_secrets(&subscription, &new).await;
+            let new_sealed =
+                sealer.seal(user, id, &secrets).await.with_context(|| format!("sealing the secret of {id}"))?;
+            let new = NewSecrets { expected: &subscription.secrets, sealed: &new_sealed, public_keys: None };
+            let replaced = webhooks.replace_secrets(user, id, &new).await;
             // A rotation in the meantime sealed it already.
             if let Replaced::Yes(_) = replaced.with_context(|| format!("storing the sealed secret of {id}"))? {
                 sealed += 1;

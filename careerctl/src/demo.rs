@@ -130,11 +130,11 @@ async fn seed_subscription(
     webhooks.delete(user_id, subscription_id).await.context(SEEDING)?;
     let secret = WebhookSecret::generate();
     let sealed = sealer
-        .seal(user_id, subscription_id, &SigningSecrets::new(secret.clone()))
+        .seal(user_id, subscription_id, &SigningSecrets::new(secret.clone(), false))
         .await
         .context("sealing the subscription's secret")?;
     let kinds = EventKind::SUBSCRIBABLE.to_vec();
-    let subscription = Subscription::new(user_id.clone(), subscription_id.clone(), url, kinds, sealed);
+    let subscription = Subscription::new(user_id.clone(), subscription_id.clone(), url, kinds, sealed, None);
     if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.context(SEEDING)? == Created::LimitReached {
         bail!(
             "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"

@@ -1,4 +1,5 @@
-//! Webhook secrets at rest: each subscription's signing secrets are stored sealed with
+//! Webhook secrets at rest: each subscription's signing secrets (and, with asymmetric signing,
+//! its Ed25519 private keys, contract section 16) are stored sealed with
 //! AES-256-GCM under a data key, and the data key is stored only as KMS encrypted it (one
 //! item of the webhooks table). A table dump, a backup or a point-in-time export alone
 //! therefore cannot sign a delivery: that takes the deployment's KMS key too.
@@ -86,7 +87,7 @@ impl Sealer {
     pub async fn open(&self, subscription: &Subscription) -> Result<SigningSecrets, SealError> {
         let sealed = match &subscription.secrets {
             SecretsAtRest::Sealed(sealed) => sealed,
-            SecretsAtRest::Plain(secret) => return Ok(SigningSecrets::new(secret.clone())),
+            SecretsAtRest::Plain(secret) => return Ok(SigningSecrets::new(secret.clone(), false)),
         };
         let cipher = self.cipher(false).await?;
         let bytes = STANDARD.decode(&sealed.0).map_err(|_| SealError::Unopenable)?;
@@ -188,6 +189,7 @@ mod tests {
             url: "https://hooks.example.com/".into(),
             events: vec![],
             secrets,
+            public_keys: None,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health: Health::Active,
         }
@@ -196,7 +198,7 @@ mod tests {
     #[tokio::test]
     async fn sealed_secrets_open_only_in_their_own_item() {
         let sealer = sealer();
-        let secrets = SigningSecrets::new(WebhookSecret::generate()).rotated(
+        let secrets = SigningSecrets::new(WebhookSecret::generate(), true).rotated(
             WebhookSecret::generate(),
             Timestamp::now(),
             GracePeriod::DEFAULT,
@@ -207,6 +209,8 @@ mod tests {
             .unwrap();
         assert!(!sealed_secrets.0.contains("whsec_"));
         assert!(!sealed_secrets.0.contains(&STANDARD.encode(secrets.current.key())));
+        let seed = serde_json::to_value(secrets.current_key.as_ref().unwrap()).unwrap();
+        assert!(!sealed_secrets.0.contains(seed.as_str().unwrap()), "the private key is sealed too");
         let sealed = SecretsAtRest::Sealed(sealed_secrets.clone());
         assert_eq!(
             sealer.open(&stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", sealed.clone())).await.unwrap(),
@@ -236,7 +240,7 @@ mod tests {
     #[tokio::test]
     async fn each_seal_uses_a_fresh_nonce() {
         let sealer = sealer();
-        let secrets = SigningSecrets::new(WebhookSecret::generate());
+        let secrets = SigningSecrets::new(WebhookSecret::generate(), false);
         let (user, subscription) = ("u1".parse().unwrap(), "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
         let (a, b) = (
             sealer.seal(&user, &subscription, &secrets).await.unwrap(),
@@ -250,6 +254,6 @@ mod tests {
         let secret = WebhookSecret::parse("whsec_Ab-_0123456789abcdefghijklmnopqrstuvwxyzABE").unwrap();
         let plain = stored("u1", "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", SecretsAtRest::Plain(secret.clone()));
         let sealer = Sealer { cipher: OnceCell::new(), ..sealer() };
-        assert_eq!(sealer.open(&plain).await.unwrap(), SigningSecrets::new(secret));
+        assert_eq!(sealer.open(&plain).await.unwrap(), SigningSecrets::new(secret, false));
     }
 }

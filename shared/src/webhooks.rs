@@ -1,4 +1,4 @@
-//! Webhook subscriptions (contract sections 5, 9, 12 and 13): URL and event validation,
+//! Webhook subscriptions (contract sections 5, 9, 12, 13 and 16): URL and event validation,
 //! what an update may change, secrets, the subscription and its health, and the
 //! subscription object the API shows.
 
@@ -14,6 +14,8 @@ use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::excerpt::Excerpt;
 use crate::ids::{SubscriptionId, UserId};
+use crate::rotation::PublicKeys;
+use crate::signing::PublicKey;
 use crate::{netguard, secrets};
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -141,12 +143,24 @@ impl EventKinds {
     }
 }
 
-/// What an update (PATCH) changes: any of the URL, the kinds and whether it is enabled.
+/// `asymmetricSigning` on create and PATCH (contract section 16): a boolean, nothing else.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("asymmetricSigning must be true or false")]
+pub struct InvalidAsymmetricSigning;
+
+/// The `asymmetricSigning` of a create request: absent is off.
+pub fn asymmetric_signing(value: Option<&Value>) -> Result<bool, InvalidAsymmetricSigning> {
+    value.map_or(Ok(false), |value| value.as_bool().ok_or(InvalidAsymmetricSigning))
+}
+
+/// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled and
+/// whether it is signed with a key pair as well.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
     pub events: Option<EventKinds>,
     pub enabled: Option<bool>,
+    pub asymmetric_signing: Option<bool>,
 }
 
 /// Why an update's body was refused; the API's error enum words each case.
@@ -155,15 +169,17 @@ pub enum InvalidChanges {
     NoChanges,
     UnknownField(String),
     InvalidEnabled,
+    AsymmetricSigning(InvalidAsymmetricSigning),
     Url(InvalidUrl),
     Events(InvalidEvents),
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 3] = ["url", "events", "enabled"];
+    pub const FIELDS: [&str; 4] = ["url", "events", "enabled", "asymmetricSigning"];
 
-    /// Reads an update's body in the contract's order (section 13): none of the fields, an
-    /// unknown field, `enabled`, then `url` and `events` as on create (`null` is invalid).
+    /// Reads an update's body in the contract's order (sections 13 and 16): none of the
+    /// fields, an unknown field, `enabled`, `asymmetricSigning`, then `url` and `events` as on
+    /// create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, allow_insecure: bool) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
@@ -175,12 +191,17 @@ impl SubscriptionChanges {
             Some(value) => Some(value.as_bool().ok_or(InvalidChanges::InvalidEnabled)?),
             None => None,
         };
+        let asymmetric_signing = match body.get("asymmetricSigning") {
+            Some(value) => Some(asymmetric_signing(Some(value)).map_err(InvalidChanges::AsymmetricSigning)?),
+            None => None,
+        };
         let url = body.get("url").map(|url| WebhookUrl::parse(url, allow_insecure)).transpose();
         let events = body.get("events").map(EventKinds::parse).transpose();
         Ok(SubscriptionChanges {
             url: url.map_err(InvalidChanges::Url)?,
             events: events.map_err(InvalidChanges::Events)?,
             enabled,
+            asymmetric_signing,
         })
     }
 }
@@ -195,6 +216,9 @@ pub struct Subscription {
     pub url: String,
     pub events: Vec<EventKind>,
     pub secrets: SecretsAtRest,
+    /// The public halves of its Ed25519 keys, while asymmetric signing is on; in clear, as
+    /// every read shows them (the private halves are in the sealed secrets).
+    pub public_keys: Option<PublicKeys>,
     pub created_at: Timestamp,
     pub health: Health,
 }
@@ -248,6 +272,7 @@ impl Subscription {
         url: &WebhookUrl,
         events: Vec<EventKind>,
         sealed: SealedSecrets,
+        public_keys: Option<PublicKeys>,
     ) -> Self {
         Subscription {
             user_id,
@@ -255,6 +280,7 @@ impl Subscription {
             url: url.as_str().to_owned(),
             events,
             secrets: SecretsAtRest::Sealed(sealed),
+            public_keys,
             created_at: Timestamp::now(),
             health: Health::Active,
         }
@@ -266,7 +292,8 @@ impl Subscription {
         !EventKind::SUBSCRIBABLE.contains(&kind) || self.events.contains(&kind)
     }
 
-    /// The subscription object the API shows (contract section 5; never the secrets).
+    /// The subscription object the API shows (contract sections 5 and 16; never the secrets),
+    /// the previous public key only while it still signs.
     pub fn public(&self) -> SubscriptionObject {
         let (disabled_at, disabled_reason) = match &self.health {
             Health::Disabled { at, reason } => (Some(*at), Some(*reason)),
@@ -280,6 +307,12 @@ impl Subscription {
             enabled: self.health.is_enabled(),
             disabled_at,
             disabled_reason,
+            public_key: self.public_keys.as_ref().map(|keys| keys.current),
+            previous_public_key: self
+                .public_keys
+                .as_ref()
+                .and_then(|keys| keys.previous_at(Timestamp::now()))
+                .map(|previous| previous.key),
         }
     }
 }
@@ -295,6 +328,10 @@ pub struct SubscriptionObject {
     pub enabled: bool,
     pub disabled_at: Option<Timestamp>,
     pub disabled_reason: Option<DisabledReason>,
+    /// `whpk_…` while asymmetric signing is on, else `null`.
+    pub public_key: Option<PublicKey>,
+    /// The key the last rotation replaced, during its grace period; else `null`.
+    pub previous_public_key: Option<PublicKey>,
 }
 
 crate::text::wire_names! {
@@ -470,11 +507,16 @@ mod tests {
                 url: Some(parse(url).unwrap()),
                 events: Some(EventKinds(vec![EventKind::AssessmentCompleted])),
                 enabled: Some(false),
+                asymmetric_signing: None,
             })
         );
         assert_eq!(
-            changes(json!({"enabled": true})),
-            Ok(SubscriptionChanges { url: None, events: None, enabled: Some(true) })
+            changes(json!({"enabled": true, "asymmetricSigning": false})),
+            Ok(SubscriptionChanges { url: None, events: None, enabled: Some(true), asymmetric_signing: Some(false) })
+        );
+        assert_eq!(
+            changes(json!({"asymmetricSigning": true})),
+            Ok(SubscriptionChanges { url: None, events: None, enabled: None, asymmetric_signing: Some(true) })
         );
         for (body, refused) in [
             (json!({}), InvalidChanges::NoChanges),
@@ -484,6 +526,13 @@ mod tests {
             (json!({"enabled": "true", "url": 5}), InvalidChanges::InvalidEnabled),
             (json!({"enabled": null}), InvalidChanges::InvalidEnabled),
             (json!({"enabled": 0, "events": []}), InvalidChanges::InvalidEnabled),
+            (json!({"enabled": 1, "asymmetricSigning": 1}), InvalidChanges::InvalidEnabled),
+            (json!({"asymmetricSigning": "true"}), InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning)),
+            (json!({"asymmetricSigning": null}), InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning)),
+            (
+                json!({"asymmetricSigning": 1, "url": 5, "events": []}),
+                InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
+            ),
             (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
             (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),
             (json!({"events": null, "enabled": true}), InvalidChanges::Events(InvalidEvents::NotANonEmptyArray)),
@@ -493,6 +542,16 @@ mod tests {
             ),
         ] {
             assert_eq!(changes(body.clone()), Err(refused), "{body}");
+        }
+    }
+
+    #[test]
+    fn asymmetric_signing_on_create_is_a_boolean_or_absent() {
+        assert_eq!(asymmetric_signing(None), Ok(false));
+        assert_eq!(asymmetric_signing(Some(&json!(true))), Ok(true));
+        assert_eq!(asymmetric_signing(Some(&json!(false))), Ok(false));
+        for bad in [json!(null), json!("true"), json!(1), json!(0), json!([true]), json!({})] {
+            assert_eq!(asymmetric_signing(Some(&bad)), Err(InvalidAsymmetricSigning), "{bad}");
         }
     }
 

@@ -24,6 +24,7 @@ from career_client.api.webhooks import (
     recover_webhook_deliveries,
     retry_webhook_delivery,
     list_webhook_event_types,
+    list_webhook_signing_keys,
     rotate_webhook_secret,
     update_webhook_subscription,
 )
@@ -65,6 +66,21 @@ while True:
         sys.exit(f"the ping {ping.id} was not delivered: {log}")
     time.sleep(0.2)
 expect("retry", retry_webhook_delivery.sync_detailed(client=client, id=ping.id), 202)
+
+signed = expect("create with a key pair", create_webhook_subscription.sync_detailed(client=client, body=SubscriptionCreate(url=RECEIVER, events=[KnownEventType("profile.updated")], asymmetric_signing=True)), 201)
+keys = expect("signing keys", list_webhook_signing_keys.sync_detailed(client=client, id=signed.id), 200)
+if [(key.public_key, str(key.status), key.expires_at) for key in keys.keys] != [(signed.public_key, "current", None)]:
+    sys.exit(f"signing keys: {keys} for {signed}")
+turned = expect("rotate with a key pair", rotate_webhook_secret.sync_detailed(client=client, id=signed.id), 200)
+if turned.public_key == signed.public_key or turned.previous_public_key != signed.public_key:
+    sys.exit(f"rotate with a key pair: {turned}")
+off = expect("asymmetric signing off", update_webhook_subscription.sync_detailed(client=client, id=signed.id, body=SubscriptionUpdate(asymmetric_signing=False)), 200)
+if off.public_key is not None or off.previous_public_key is not None:
+    sys.exit(f"asymmetric signing off: {off}")
+refused = expect("signing keys when off", list_webhook_signing_keys.sync_detailed(client=client, id=signed.id), 400)
+if refused.error.code != "webhooks.asymmetric_signing_off":
+    sys.exit(f"signing keys when off: {refused}")
+expect("delete", delete_webhook_subscription.sync_detailed(client=client, id=signed.id), 200)
 
 # A subscription to a kind this client does not know, made outside it: the client still reads it.
 raw = httpx.post(f"{API}/api/v1/webhooks", headers={"Authorization": f"Bearer {KEY}"},

@@ -331,6 +331,7 @@ impl Fixture {
                     &url,
                     vec![EventKind::ProfileUpdated],
                     sealed,
+                    None,
                 );
                 store.webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.expect("create");
                 return Some(subscription.id.to_string());

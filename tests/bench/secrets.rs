@@ -1,6 +1,7 @@
 //! Benchmark 8, Secrets at rest: what sealing the webhook secrets adds to a function instance's
 //! first delivery (reading and decrypting the data key) and to every delivery (opening the
-//! sealed secrets and signing both headers), and how many KMS calls that takes.
+//! sealed secrets and signing both headers), how many KMS calls that takes, and what an
+//! Ed25519 key pair (the `v1a` signature of contract section 16) adds beside the HMACs.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -11,18 +12,17 @@ use career_core::config::Settings;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::Event;
 use career_core::ids::{SubscriptionId, UserId};
-use career_core::rotation::GracePeriod;
-use career_core::rotation::SigningSecrets;
+use career_core::rotation::{GracePeriod, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::signing;
 use career_core::store::webhooks::WebhookTable;
-use career_core::webhooks::{Subscription, WebhookSecret};
+use career_core::webhooks::{SecretsAtRest, Subscription, WebhookSecret};
 use career_service::pipeline::Pipeline;
 use career_service::{clients_logging_kms, typed};
 
 use crate::counting::Calls;
 use crate::report::{Row, Section};
-use crate::stats::{ms, ratio, summarize, Summary};
+use crate::stats::{fine, ratio, summarize, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Secrets at rest";
@@ -35,18 +35,22 @@ struct FirstOpenings {
     most_kms_calls: usize,
 }
 
-/// One warm instance's openings.
+/// One warm instance's openings, of secrets without and with a key pair.
 struct WarmOpenings {
     secrets: SigningSecrets,
     open: Summary,
+    open_with_key: Summary,
     kms_calls: usize,
 }
 
-/// Signing one delivery, as the seed did and as now.
+/// Signing one delivery, as the seed did and as now, without and with `v1a`.
 struct Signing {
     seed_only: Summary,
     one: Summary,
     both: Summary,
+    ed25519_only: Summary,
+    one_with_key: Summary,
+    both_with_keys: Summary,
 }
 
 pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
@@ -98,20 +102,34 @@ async fn first_openings(
     })
 }
 
-/// `n` openings by one instance after its first, with the KMS calls they make.
+/// `n` openings by one instance after its first, of the stored secrets and of the same with a
+/// key pair (sealed by this instance, as the webhooks function does when the option is turned
+/// on), with the KMS calls they make.
 async fn warm_openings(settings: &Settings, stored: &Subscription, n: usize) -> Result<WarmOpenings, String> {
     let calls = Calls::default();
     let clients = clients_logging_kms(&calls);
     let sealer = Sealer::new(&clients, settings).map_err(|e| e.to_string())?;
     let secrets = sealer.open(stored).await.map_err(|e| e.to_string())?;
+    let keyed = secrets.with_asymmetric_signing(true);
+    let sealed = sealer.seal(&stored.user_id, &stored.id, &keyed).await.map_err(|e| e.to_string())?;
+    let with_key =
+        Subscription { secrets: SecretsAtRest::Sealed(sealed), public_keys: keyed.public_keys(), ..stored.clone() };
     let after_first = calls.since(0).len();
-    let mut opens = Vec::with_capacity(n);
+    let (mut opens, mut keyed_opens) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
         let started = Instant::now();
         sealer.open(stored).await.map_err(|e| e.to_string())?;
         opens.push(started.elapsed());
+        let started = Instant::now();
+        sealer.open(&with_key).await.map_err(|e| e.to_string())?;
+        keyed_opens.push(started.elapsed());
     }
-    Ok(WarmOpenings { secrets, open: summarize(&opens), kms_calls: calls.since(0).len() - after_first })
+    Ok(WarmOpenings {
+        secrets,
+        open: summarize(&opens),
+        open_with_key: summarize(&keyed_opens),
+        kms_calls: calls.since(0).len() - after_first,
+    })
 }
 
 fn time_signing(message: &DeliveryMessage, secrets: &SigningSecrets, n: usize) -> Signing {
@@ -126,21 +144,31 @@ fn time_signing(message: &DeliveryMessage, secrets: &SigningSecrets, n: usize) -
         summarize(&samples)
     };
     let body = serde_json::to_vec(&message.event).expect("events serialize");
-    let rotated = secrets.rotated(WebhookSecret::generate(), Timestamp::from_unix_seconds(0), GracePeriod::DEFAULT);
-    let two: Vec<_> = rotated.active_at(Timestamp::from_unix_seconds(0));
+    let (at, epoch) = (Timestamp::from_unix_seconds(1_795_766_400), Timestamp::from_unix_seconds(0));
+    let one = SigningSecrets::new(secrets.current.clone(), false);
+    let rotated = one.rotated(WebhookSecret::generate(), epoch, GracePeriod::DEFAULT);
+    let keyed = one.with_asymmetric_signing(true);
+    let keyed_rotated = keyed.rotated(WebhookSecret::generate(), epoch, GracePeriod::DEFAULT);
+    let key = keyed.current_key.as_ref().expect("a key pair");
+    let id = message.delivery_id.as_str();
     Signing {
         seed_only: time(&|| {
             std::hint::black_box(signing::sign_hex(secrets.current.expose(), &body));
         }),
         one: time(&|| {
-            std::hint::black_box(SignedDelivery::new(
-                message,
-                &[&secrets.current],
-                Timestamp::from_unix_seconds(1_795_766_400),
-            ));
+            std::hint::black_box(SignedDelivery::new(message, &one.active_at(epoch), at));
         }),
         both: time(&|| {
-            std::hint::black_box(SignedDelivery::new(message, &two, Timestamp::from_unix_seconds(1_795_766_400)));
+            std::hint::black_box(SignedDelivery::new(message, &rotated.active_at(epoch), at));
+        }),
+        ed25519_only: time(&|| {
+            std::hint::black_box(signing::sign_asymmetric(key, id, at.unix_seconds(), &body));
+        }),
+        one_with_key: time(&|| {
+            std::hint::black_box(SignedDelivery::new(message, &keyed.active_at(epoch), at));
+        }),
+        both_with_keys: time(&|| {
+            std::hint::black_box(SignedDelivery::new(message, &keyed_rotated.active_at(epoch), at));
         }),
     }
 }
@@ -149,6 +177,7 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
     let (first, get, open, one) = (&cold.first, &cold.get, &warm.open, &signing.one);
     let (most_kms_calls, warm_kms_calls) = (cold.most_kms_calls, warm.kms_calls);
     let per_delivery = open.median + one.median;
+    let per_delivery_v1a = warm.open_with_key.median + signing.one_with_key.median;
     let rows = vec![
         Row::new(
             "KMS calls per cold start (first use of a secret)",
@@ -159,7 +188,7 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
         Row::new(
             "KMS calls per delivery once warm",
             "0",
-            format!("{warm_kms_calls} over {warm_n} openings"),
+            format!("{warm_kms_calls} over {} openings (half with a key pair)", 2 * warm_n),
             Some(warm_kms_calls == 0),
         ),
         Row::new(
@@ -167,8 +196,8 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
             "(reported)",
             format!(
                 "{} (GetItem + KMS Decrypt) vs {} for the GetItem every delivery makes",
-                ms(first.median),
-                ms(get.median)
+                fine(first.median),
+                fine(get.median)
             ),
             None,
         ),
@@ -177,10 +206,23 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
             "(reported)",
             format!(
                 "{} ({} open + {} signing both headers), {:.1} % of that GetItem",
-                ms(per_delivery),
-                ms(open.median),
-                ms(one.median),
+                fine(per_delivery),
+                fine(open.median),
+                fine(one.median),
                 100.0 * ratio(per_delivery, get.median)
+            ),
+            None,
+        ),
+        Row::new(
+            "Extra cost per delivery with v1a (asymmetric signing on)",
+            "(reported)",
+            format!(
+                "{} ({} open + {} signing v1 and v1a), {} more than without; the Ed25519 signature alone {}",
+                fine(per_delivery_v1a),
+                fine(warm.open_with_key.median),
+                fine(signing.one_with_key.median),
+                fine(per_delivery_v1a.saturating_sub(per_delivery)),
+                fine(signing.ed25519_only.median)
             ),
             None,
         ),
@@ -194,7 +236,7 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
     );
     let _ = writeln!(md, "| What | Median | p90 | Min |\n|---|---|---|---|");
     let mut line = |what: &str, s: &Summary| {
-        let _ = writeln!(md, "| {what} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.min));
+        let _ = writeln!(md, "| {what} | {} | {} | {} |", fine(s.median), fine(s.p90), fine(s.min));
     };
     line(&format!("First opening in a fresh instance: GetItem of the data key + KMS Decrypt + AES-GCM ({COLD_STARTS} instances)"), first);
     line("GetItem of the subscription (every delivery makes it; the baseline)", get);
@@ -202,16 +244,29 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
     line(&format!("Signing, seed header only (what the seed did) ({warm_n})"), &signing.seed_only);
     line(&format!("Signing, seed and Standard Webhooks headers, one secret ({warm_n})"), one);
     line(&format!("Signing, both headers, two secrets (a grace period) ({warm_n})"), &signing.both);
+    line(&format!("Warm opening of secrets with an Ed25519 key pair ({warm_n})"), &warm.open_with_key);
+    line(&format!("Ed25519 `v1a` signature alone, beside the HMAC above ({warm_n})"), &signing.ed25519_only);
+    line(&format!("Signing, both headers and v1a, one secret and key ({warm_n})"), &signing.one_with_key);
+    line(
+        &format!("Signing, both headers and v1a, two secrets and keys (a grace period) ({warm_n})"),
+        &signing.both_with_keys,
+    );
     let _ = writeln!(
         md,
         "\nKMS calls: at most {most_kms_calls} per fresh instance (a `Decrypt`; the webhooks function's very first \
-         use in a deployment makes a `GenerateDataKey` instead), and {warm_kms_calls} over {warm_n} warm openings. \
+         use in a deployment makes a `GenerateDataKey` instead), and {warm_kms_calls} over {} warm openings. \
          Reading: an instance pays one GetItem and one KMS round trip once, {} here (on AWS a KMS `Decrypt` in the \
          same region takes a few milliseconds); every delivery then pays {} of CPU for its secrets, next to the \
-         {} GetItem it makes anyway and the receiver's round trip.",
-        ms(first.median),
-        ms(per_delivery),
-        ms(get.median)
+         {} GetItem it makes anyway and the receiver's round trip. With asymmetric signing on, the key pair is \
+         sealed in the same item as the secrets, so a delivery makes the same calls (one GetItem, no KMS call once \
+         warm) and pays {} instead of {}: opening expands each sealed seed into its Ed25519 key pair (a scalar \
+         multiplication, about the work of a signature), then each key signs once.",
+        2 * warm_n,
+        fine(first.median),
+        fine(per_delivery),
+        fine(get.median),
+        fine(per_delivery_v1a),
+        fine(per_delivery)
     );
     Section { number: 8, title: TITLE, rows, body: md, unmet_notes: Vec::new() }
 }

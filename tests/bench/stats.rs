@@ -41,6 +41,17 @@ pub fn ms(d: Duration) -> String {
     }
 }
 
+/// Like [`ms`], but in microseconds below a tenth of a millisecond, where a signature or an
+/// AES-GCM opening lies and three decimals of a millisecond would round it away.
+pub fn fine(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 100.0 {
+        format!("{us:.1} µs")
+    } else {
+        ms(d)
+    }
+}
+
 pub fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }

@@ -233,7 +233,24 @@ async function steps() {
   check((await page.locator('#chart rect.bar[data-outcome="succeeded"]').count()) > 0, 'the chart has bars');
   await accessible('a subscription with its deliveries');
 
-  // Rotated without a grace period: a new secret, shown once.
+  // Asymmetric signing turned on: the public key shown and copied, and a ping signed with it
+  // (tests/portal.rs verifies its v1a entry with the key the page showed).
+  log('turning asymmetric signing on');
+  check((await text('#signing-state')).startsWith('Off'), 'asymmetric signing is off at first');
+  await page.getByRole('button', { name: 'Turn asymmetric signing on' }).click();
+  await notice('Asymmetric signing is on');
+  summary.publicKey = await page.inputValue('#public-key');
+  check(/^whpk_[A-Za-z0-9+/]{43}=$/.test(summary.publicKey), `a public key: ${summary.publicKey}`);
+  await page.getByRole('button', { name: 'Copy public key' }).click();
+  await page.locator('#copy-key-result').filter({ hasText: 'Copied' }).waitFor();
+  check((await page.evaluate(() => navigator.clipboard.readText())) === summary.publicKey, 'the public key was copied');
+  await accessible('asymmetric signing on');
+  await page.getByRole('button', { name: 'Send a test ping' }).click();
+  await notice('Test ping queued as delivery');
+  summary.signedPing = (await text('#notice')).match(/dlv_[0-9A-Za-z]+/)[0];
+  await waitForRow(summary.signedPing, 'succeeded', 1);
+
+  // Rotated without a grace period: a new secret, shown once, and a new key pair.
   log('rotating its secret');
   await page.selectOption('#grace', '0');
   await page.getByRole('button', { name: 'Rotate secret' }).click();
@@ -244,6 +261,9 @@ async function steps() {
   await page.keyboard.press('Escape');
   await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
   await page.waitForFunction(() => document.getElementById('secret-value').value === '');
+  summary.rotatedPublicKey = await page.inputValue('#public-key');
+  check(/^whpk_/.test(summary.rotatedPublicKey) && summary.rotatedPublicKey !== summary.publicKey, 'a new public key');
+  check((await text('#previous-key')) === '', 'no previous key without a grace period');
 
   // The picture for the README: the subscription with its chart, log and one delivery
   // (down to the delivery's details; the forms below are left out).
@@ -255,6 +275,13 @@ async function steps() {
     return Math.ceil(details.bottom + window.scrollY + 16);
   });
   await page.screenshot({ path: env('SCREENSHOT'), fullPage: true, clip: { x: 0, y: 0, width: 1280, height: bottom } });
+
+  // Asymmetric signing turned off: the key pair is gone.
+  log('turning asymmetric signing off');
+  await page.getByRole('button', { name: 'Turn asymmetric signing off' }).click();
+  await notice('Asymmetric signing is off');
+  await page.locator('#public-key-block').waitFor({ state: 'hidden' });
+  check((await text('#signing-state')).startsWith('Off'), 'off again');
 
   // Deleted after a confirmation.
   log('deleting it');

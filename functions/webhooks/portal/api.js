@@ -67,11 +67,11 @@ export class Api {
     return this.call('GET', '/api/v1/webhooks/event-types');
   }
 
-  createSubscription(url, events) {
-    return this.call('POST', '/api/v1/webhooks', { body: { url, events } });
+  createSubscription(url, events, asymmetricSigning) {
+    return this.call('POST', '/api/v1/webhooks', { body: { url, events, asymmetricSigning } });
   }
 
-  /** `changes`: any of `url`, `events` and `enabled` (contract section 13). */
+  /** `changes`: any of `url`, `events`, `enabled` and `asymmetricSigning` (sections 13, 16). */
   updateSubscription(id, changes) {
     return this.call('PATCH', '/api/v1/webhooks', { query: { id }, body: changes });
   }

@@ -244,14 +244,15 @@ function showSecret(title, secret, expiry) {
   $('copy-secret').focus();
 }
 
-async function copySecret() {
-  const input = $('secret-value');
+/** Copies the value of the input `inputId` (`what` it holds), saying how in `resultId`. */
+async function copyValue(inputId, resultId, what) {
+  const input = $(inputId);
   try {
     await navigator.clipboard.writeText(input.value);
-    $('copy-result').textContent = 'Copied to the clipboard.';
+    $(resultId).textContent = 'Copied to the clipboard.';
   } catch {
     input.select();
-    $('copy-result').textContent = 'The browser refused the clipboard: the secret is selected, copy it with Ctrl+C.';
+    $(resultId).textContent = `The browser refused the clipboard: the ${what} is selected, copy it with Ctrl+C.`;
   }
 }
 
@@ -269,6 +270,29 @@ function renderSummary(subscription) {
   $('detail-title').textContent = `Subscription ${subscription.url}`;
   $('pause').hidden = !subscription.enabled;
   $('resume').hidden = subscription.enabled;
+  renderSigning(subscription);
+}
+
+/** Asymmetric signing (contract section 16): the public key to pin, and the switch. */
+function renderSigning(subscription) {
+  const on = subscription.publicKey !== null;
+  $('signing-state').textContent = on
+    ? 'On: deliveries carry a v1a signature. Give your receiver this public key (it is not a secret).'
+    : 'Off: deliveries are signed with the secret only.';
+  $('public-key-block').hidden = !on;
+  $('public-key').value = subscription.publicKey ?? '';
+  $('previous-key').replaceChildren(...(subscription.previousPublicKey
+    ? ['Until the grace period of the last rotation ends, deliveries also carry a v1a signature of the previous key ',
+      el('code', {}, subscription.previousPublicKey), '.']
+    : []));
+  $('copy-key-result').textContent = '';
+  $('signing-toggle').textContent = on ? 'Turn asymmetric signing off' : 'Turn asymmetric signing on';
+}
+
+async function toggleSigning(event) {
+  const on = state.current.publicKey === null;
+  await update(`Could not turn asymmetric signing ${on ? 'on' : 'off'}`, { asymmetricSigning: on }, event.currentTarget,
+    on ? 'Asymmetric signing is on: copy the public key to your receiver.' : 'Asymmetric signing is off: the key pair is gone.');
 }
 
 function fillEditForm(subscription) {
@@ -325,10 +349,14 @@ async function rotate(event) {
     () => state.api.rotateSecret(state.current.id, grace), event.currentTarget.querySelector('button'));
   if (!rotated) return;
   clearMessages();
-  const expiry = rotated.previousSecretExpiresAt
-    ? `The previous secret keeps signing until ${new Date(rotated.previousSecretExpiresAt).toLocaleString()}.`
+  // The subscription as it now is (a new public key with asymmetric signing on); the secret
+  // stays in the dialog only.
+  const { secret, previousSecretExpiresAt, ...subscription } = rotated;
+  setCurrent(subscription);
+  const expiry = previousSecretExpiresAt
+    ? `The previous secret keeps signing until ${new Date(previousSecretExpiresAt).toLocaleString()}.`
     : 'The previous secret no longer signs anything.';
-  showSecret('Your new signing secret', rotated.secret, expiry);
+  showSecret('Your new signing secret', secret, expiry);
 }
 
 async function ping(event) {
@@ -491,7 +519,7 @@ function wire() {
     event.preventDefault();
     const form = event.currentTarget;
     const created = await act('Could not create the subscription',
-      () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form)),
+      () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form), $('create-asymmetric').checked),
       form.querySelector('button[type="submit"]'));
     if (!created) return;
     form.reset();
@@ -529,7 +557,9 @@ function wire() {
     state.delivery = null;
     document.querySelector(`[data-focus-key="delivery-${CSS.escape(id)}"]`)?.focus();
   });
-  $('copy-secret').addEventListener('click', copySecret);
+  $('copy-secret').addEventListener('click', () => copyValue('secret-value', 'copy-result', 'secret'));
+  $('copy-public-key').addEventListener('click', () => copyValue('public-key', 'copy-key-result', 'public key'));
+  $('signing-toggle').addEventListener('click', toggleSigning);
   // The secret leaves the page with the dialog, however it is closed (Escape included).
   const forgetSecret = () => {
     $('secret-value').value = '';

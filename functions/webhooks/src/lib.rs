@@ -1,7 +1,7 @@
 //! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
 //! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
-//! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12)
-//! and the event catalog (section 13). Each path is a resource below; an operation is one
+//! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12),
+//! the event catalog (section 13) and the public keys of asymmetric signing (section 16). Each path is a resource below; an operation is one
 //! line there and one arm in `handle`. It also serves the portal's page and files (section
 //! 14, `portal`), which need no key.
 
@@ -24,10 +24,10 @@ use career_core::queue::{DeliveryQueues, Lane};
 use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::sealing::Sealer;
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
-use career_core::store::webhooks::{Created, Replaced, WebhookTable};
+use career_core::store::webhooks::{Created, NewSecrets, Replaced, WebhookTable};
 use career_core::store::{Backoff, StoreError};
 use career_core::webhooks::{
-    CreatedSubscription, EventKinds, Subscription, SubscriptionChanges, WebhookSecret, WebhookUrl,
+    asymmetric_signing, CreatedSubscription, EventKinds, Subscription, SubscriptionChanges, WebhookSecret, WebhookUrl,
     MAX_SUBSCRIPTIONS_PER_USER,
 };
 use futures_util::StreamExt;
@@ -35,8 +35,9 @@ use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 
-/// How often a rotation, or a manual retry's skip, that met a concurrent change of its item
-/// reads it again, after a jittered pause; the pauses stay well within the function's time.
+/// How often a rotation, a change of asymmetric signing or a manual retry's skip that met a
+/// concurrent change of its item reads it again, after a jittered pause; the pauses stay well
+/// within the function's time.
 const CONTENDED_RETRIES: u32 = 9;
 /// How many records a recovery restarts at once.
 const RESTARTS_AT_ONCE: usize = 16;
@@ -78,9 +79,10 @@ pub enum Operation {
     Enable,
     Recover,
     EventTypes,
+    SigningKeys,
 }
 
-pub const RESOURCES: [Resource<Operation>; 8] = [
+pub const RESOURCES: [Resource<Operation>; 9] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
@@ -115,6 +117,10 @@ pub const RESOURCES: [Resource<Operation>; 8] = [
         path: "/api/v1/webhooks/event-types",
         operations: &[(Method::GET, Scope::ReadWebhooks, Operation::EventTypes)],
     },
+    Resource {
+        path: "/api/v1/webhooks/signing-keys",
+        operations: &[(Method::GET, Scope::ReadWebhooks, Operation::SigningKeys)],
+    },
 ];
 
 /// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks`,
@@ -142,6 +148,7 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
                 Operation::Enable => enable(deps, call).await,
                 Operation::Recover => recover(deps, call).await,
                 Operation::EventTypes => Reply::ok(json!({"eventTypes": event_types()})),
+                Operation::SigningKeys => signing_keys(deps, call).await,
             }
         })
         .await
@@ -161,23 +168,54 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     };
     let url = WebhookUrl::parse(url, deps.allow_insecure_urls).map_err(ApiError::WebhookInvalidUrl)?;
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
+    let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
-    let secret = WebhookSecret::generate();
-    let sealed = deps.sealer.seal(&user_id, &subscription_id, &SigningSecrets::new(secret.clone())).await?;
-    let stored = Subscription::new(user_id, subscription_id, &url, events.kinds().to_vec(), sealed);
+    let secrets = SigningSecrets::new(WebhookSecret::generate(), asymmetric);
+    let sealed = deps.sealer.seal(&user_id, &subscription_id, &secrets).await?;
+    let kinds = events.kinds().to_vec();
+    let stored = Subscription::new(user_id, subscription_id, &url, kinds, sealed, secrets.public_keys());
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
-        Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret }),
+        Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: secrets.current }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
     }
 }
 
 /// Contract section 13: a new URL, new kinds, a pause or a resume, in one conditional write
 /// (no read first, so a concurrent change cannot make it fail: the last one applied wins).
+/// Turning asymmetric signing on or off (section 16) changes the sealed secrets too, so that
+/// write reads them first and holds only while they are unchanged, as a rotation does.
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
-    let updated = deps.webhooks.update(call.user_id(), &subscription_id(id)?, &changes, Timestamp::now()).await?;
-    Reply::ok(updated.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
+    let (user_id, typed) = (call.user_id(), subscription_id(id)?);
+    let not_found = || ApiError::WebhookNotFound(id.to_owned());
+    let Some(on) = changes.asymmetric_signing else {
+        let updated = deps.webhooks.update(user_id, &typed, &changes, None, Timestamp::now()).await?;
+        return Reply::ok(updated.ok_or_else(not_found)?.public());
+    };
+    let mut backoff = Backoff::new(CONTENDED_RETRIES);
+    loop {
+        let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
+        // Already as asked: the secrets stay, and the write is an update like any other.
+        let replacement = if stored.public_keys.is_some() == on {
+            None
+        } else {
+            let secrets = deps.sealer.open(&stored).await?.with_asymmetric_signing(on);
+            Some((deps.sealer.seal(user_id, &typed, &secrets).await?, secrets.public_keys()))
+        };
+        let new = replacement.as_ref().map(|(sealed, public_keys)| NewSecrets {
+            expected: &stored.secrets,
+            sealed,
+            public_keys: public_keys.as_ref(),
+        });
+        // `None`: the secrets changed since they were read (or the subscription is gone).
+        if let Some(updated) = deps.webhooks.update(user_id, &typed, &changes, new.as_ref(), Timestamp::now()).await? {
+            return Reply::ok(updated.public());
+        }
+        if !backoff.pause().await {
+            return Err(StoreError::Contention.into());
+        }
+    }
 }
 
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
@@ -188,9 +226,10 @@ async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     Reply::ok(json!({"id": id, "deleted": Value::Bool(true)}))
 }
 
-/// Contract section 10: a new secret, the current one kept for the grace period, stored in
-/// one conditional write. A concurrent rotation that got there first makes this one read
-/// again and rotate what it wrote (contract section 12: the last applied wins, no 500).
+/// Contract section 10: a new secret (and, with asymmetric signing on, a new key pair, section
+/// 16), the current one kept for the grace period, stored in one conditional write. A
+/// concurrent rotation that got there first makes this one read again and rotate what it
+/// wrote (contract section 12: the last applied wins, no 500).
 async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
     let body = call.optional_json_object()?;
@@ -202,7 +241,9 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let stored = own_subscription(deps, &call, id).await?;
         let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), Timestamp::now(), grace);
         let sealed = deps.sealer.seal(&stored.user_id, &stored.id, &rotated).await?;
-        if let Replaced::Yes(updated) = deps.webhooks.replace_secrets(&stored, &sealed).await? {
+        let public_keys = rotated.public_keys();
+        let new = NewSecrets { expected: &stored.secrets, sealed: &sealed, public_keys: public_keys.as_ref() };
+        if let Replaced::Yes(updated) = deps.webhooks.replace_secrets(&stored.user_id, &stored.id, &new).await? {
             return Reply::ok(RotatedSubscription {
                 subscription: updated.public(),
                 secret: next.into(),
@@ -213,6 +254,14 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
             return Err(StoreError::Contention.into());
         }
     }
+}
+
+/// Contract section 16: the public keys a receiver pins, the current one first.
+async fn signing_keys(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    let keys = subscription.public_keys.ok_or(ApiError::WebhookAsymmetricSigningOff)?;
+    Reply::ok(json!({"keys": keys.listed_at(Timestamp::now())}))
 }
 
 /// `id` as a subscription id; one of another shape is as missing as one that never was.

@@ -69,12 +69,16 @@ pub enum ApiError {
     WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
-    #[error("Nothing to change: send at least one of url, events and enabled.")]
+    #[error("Nothing to change: send at least one of url, events, enabled and asymmetricSigning.")]
     WebhookNoChanges,
-    #[error("'{}' cannot be changed; send only url, events and enabled.", Excerpt(.0))]
+    #[error("'{}' cannot be changed; send only url, events, enabled and asymmetricSigning.", Excerpt(.0))]
     WebhookUnknownField(String),
     #[error("'enabled' must be true or false.")]
     WebhookInvalidEnabled,
+    #[error("'asymmetricSigning' must be true or false.")]
+    WebhookInvalidAsymmetricSigning,
+    #[error("The subscription has no signing keys: turn asymmetricSigning on first.")]
+    WebhookAsymmetricSigningOff,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -128,7 +132,9 @@ impl ApiError {
             | WebhookSubscriptionDisabled
             | WebhookNoChanges
             | WebhookUnknownField(_)
-            | WebhookInvalidEnabled => StatusCode::BAD_REQUEST,
+            | WebhookInvalidEnabled
+            | WebhookInvalidAsymmetricSigning
+            | WebhookAsymmetricSigningOff => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -165,6 +171,8 @@ impl ApiError {
             WebhookNoChanges => "webhooks.no_changes",
             WebhookUnknownField(_) => "webhooks.unknown_field",
             WebhookInvalidEnabled => "webhooks.invalid_enabled",
+            WebhookInvalidAsymmetricSigning => "webhooks.invalid_asymmetric_signing",
+            WebhookAsymmetricSigningOff => "webhooks.asymmetric_signing_off",
             Internal(_) => "internal_error",
         }
     }
@@ -191,9 +199,16 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             NoChanges => ApiError::WebhookNoChanges,
             UnknownField(name) => ApiError::WebhookUnknownField(name),
             InvalidEnabled => ApiError::WebhookInvalidEnabled,
+            AsymmetricSigning(_) => ApiError::WebhookInvalidAsymmetricSigning,
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
             Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
+    }
+}
+
+impl From<crate::webhooks::InvalidAsymmetricSigning> for ApiError {
+    fn from(_: crate::webhooks::InvalidAsymmetricSigning) -> Self {
+        ApiError::WebhookInvalidAsymmetricSigning
     }
 }
 

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::events::Event;
 use crate::ids::{DeliveryId, SubscriptionId, UserId};
+use crate::rotation::ActiveSecrets;
 use crate::signing;
-use crate::webhooks::WebhookSecret;
 
 /// One delivery of one event to one subscription: the body of a delivery queue message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -60,18 +60,19 @@ pub struct SignedDelivery {
 pub const USER_AGENT: &str = concat!("career-webhooks/", env!("CARGO_PKG_VERSION"));
 
 impl SignedDelivery {
-    /// Signs with each of `secrets` (the current one first, contract section 10): the
-    /// seed's `X-Webhook-Signature` and the Standard Webhooks headers (section 11), whose
-    /// timestamp is this attempt's, `at`, in Unix seconds.
-    pub fn new(message: &DeliveryMessage, secrets: &[&WebhookSecret], at: Timestamp) -> Self {
+    /// Signs with each of the active secrets (the current one first, contract section 10):
+    /// the seed's `X-Webhook-Signature` and the Standard Webhooks headers (section 11), whose
+    /// timestamp is this attempt's, `at`, in Unix seconds; then with each active key, a `v1a`
+    /// entry after the `v1` ones (section 16).
+    pub fn new(message: &DeliveryMessage, active: &ActiveSecrets<'_>, at: Timestamp) -> Self {
         let unix_seconds = at.unix_seconds();
         let body = message.body();
         let id = &message.delivery_id;
-        let hex: Vec<String> = secrets.iter().map(|secret| signing::sign_hex(secret.expose(), &body)).collect();
-        let standard: Vec<String> = secrets
-            .iter()
-            .map(|secret| signing::sign_standard(secret.key(), id.as_str(), unix_seconds, &body))
-            .collect();
+        let hex: Vec<String> = active.secrets.iter().map(|secret| signing::sign_hex(secret.expose(), &body)).collect();
+        let symmetric =
+            active.secrets.iter().map(|secret| signing::sign_standard(secret.key(), id.as_str(), unix_seconds, &body));
+        let asymmetric = active.keys.iter().map(|key| signing::sign_asymmetric(key, id.as_str(), unix_seconds, &body));
+        let standard: Vec<String> = symmetric.chain(asymmetric).collect();
         let headers = vec![
             ("Content-Type", "application/json".to_owned()),
             ("User-Agent", USER_AGENT.to_owned()),
@@ -91,6 +92,8 @@ impl SignedDelivery {
 mod tests {
     use super::*;
     use crate::ids::EventId;
+    use crate::signing::SigningKey;
+    use crate::webhooks::WebhookSecret;
 
     fn user() -> UserId {
         "u1".parse().unwrap()
@@ -128,7 +131,8 @@ mod tests {
     fn the_signature_covers_the_exact_body_sent() {
         let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
         let secret = WebhookSecret::generate();
-        let signed = SignedDelivery::new(&message, &[&secret], Timestamp::from_unix_seconds(1_795_766_400));
+        let active = ActiveSecrets { secrets: vec![&secret], keys: vec![] };
+        let signed = SignedDelivery::new(&message, &active, Timestamp::from_unix_seconds(1_795_766_400));
         let header = |name| header(&signed, name);
         assert!(signing::verify_hex(secret.expose(), &signed.body, header("X-Webhook-Signature")));
         assert_eq!(header("X-Webhook-Event"), "profile.updated");
@@ -150,7 +154,8 @@ mod tests {
     fn during_a_grace_period_both_headers_carry_both_signatures_new_first() {
         let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
         let (new, old) = (WebhookSecret::generate(), WebhookSecret::generate());
-        let signed = SignedDelivery::new(&message, &[&new, &old], Timestamp::from_unix_seconds(1_795_766_400));
+        let active = ActiveSecrets { secrets: vec![&new, &old], keys: vec![] };
+        let signed = SignedDelivery::new(&message, &active, Timestamp::from_unix_seconds(1_795_766_400));
         let hex: Vec<&str> = header(&signed, "X-Webhook-Signature").split(' ').collect();
         assert_eq!(hex.len(), 2);
         assert!(signing::verify_hex(new.expose(), &signed.body, hex[0]));
@@ -159,5 +164,24 @@ mod tests {
             signing::sign_standard(secret.key(), message.delivery_id.as_str(), 1_795_766_400, &signed.body)
         };
         assert_eq!(header(&signed, "webhook-signature"), format!("{} {}", sign(&new), sign(&old)));
+    }
+
+    #[test]
+    fn v1a_entries_follow_the_v1_ones_new_key_first() {
+        let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
+        let (new_secret, old_secret) = (WebhookSecret::generate(), WebhookSecret::generate());
+        let (new_key, old_key) = (SigningKey::generate(), SigningKey::generate());
+        let at = Timestamp::from_unix_seconds(1_795_766_400);
+        let active = ActiveSecrets { secrets: vec![&new_secret, &old_secret], keys: vec![&new_key, &old_key] };
+        let signed = SignedDelivery::new(&message, &active, at);
+        let id = message.delivery_id.as_str();
+        let expected = [
+            signing::sign_standard(new_secret.key(), id, 1_795_766_400, &signed.body),
+            signing::sign_standard(old_secret.key(), id, 1_795_766_400, &signed.body),
+            signing::sign_asymmetric(&new_key, id, 1_795_766_400, &signed.body),
+            signing::sign_asymmetric(&old_key, id, 1_795_766_400, &signed.body),
+        ];
+        assert_eq!(header(&signed, "webhook-signature"), expected.join(" "));
+        assert_eq!(header(&signed, "X-Webhook-Signature").split(' ').count(), 2, "X-Webhook-Signature is HMAC only");
     }
 }

@@ -15,6 +15,7 @@ use super::{n, s, time, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
+use crate::rotation::PublicKeys;
 use crate::webhooks::{
     DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, WebhookSecret,
 };
@@ -23,9 +24,11 @@ const COUNTER_ID: &str = "#count";
 /// The counter item's attribute: how many subscriptions its user has.
 const COUNT: &str = "subscriptionCount";
 /// A subscription's attributes that writes name: its secrets (sealed, or the plain text of
-/// before), its state (contract sections 9 and 12) and its key.
+/// before) and the public keys that go with them, its state (contract sections 9 and 12) and
+/// its key.
 const SEALED: &str = "sealedSecrets";
 const PLAIN: &str = "secret";
+const PUBLIC_KEYS: &str = "publicKeys";
 const FAILING_SINCE: &str = "failingSince";
 const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
@@ -42,6 +45,8 @@ struct SubscriptionItem {
     events: Vec<EventKind>,
     #[serde(flatten)]
     secrets: SecretsItem,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    public_keys: Option<PublicKeys>,
     created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     failing_since: Option<Timestamp>,
@@ -83,6 +88,7 @@ impl From<SubscriptionItem> for Subscription {
                 SecretsItem::Sealed { sealed_secrets } => SecretsAtRest::Sealed(SealedSecrets(sealed_secrets)),
                 SecretsItem::Plain { secret } => SecretsAtRest::Plain(secret),
             },
+            public_keys: item.public_keys,
             created_at: item.created_at,
             health,
         }
@@ -105,6 +111,7 @@ impl From<&Subscription> for SubscriptionItem {
                 SecretsAtRest::Sealed(sealed) => SecretsItem::Sealed { sealed_secrets: sealed.0.clone() },
                 SecretsAtRest::Plain(secret) => SecretsItem::Plain { secret: secret.clone() },
             },
+            public_keys: subscription.public_keys.clone(),
             created_at: subscription.created_at,
             failing_since,
             disabled_at,
@@ -120,6 +127,31 @@ pub enum Replaced {
     Yes(Box<Subscription>),
     /// The stored secrets were not the expected ones any more (or the subscription is gone).
     Changed,
+}
+
+/// New sealed secrets and the public keys that go with them, to replace `expected`: a write
+/// that carries them holds only while the stored secrets are still `expected`.
+pub struct NewSecrets<'a> {
+    pub expected: &'a SecretsAtRest,
+    pub sealed: &'a SealedSecrets,
+    pub public_keys: Option<&'a PublicKeys>,
+}
+
+impl NewSecrets<'_> {
+    /// Adds the replacement to `expression` (a plain-text secret is removed); the condition
+    /// it needs.
+    fn apply(&self, expression: Expression) -> Result<(Expression, Condition), StoreError> {
+        let unchanged = match self.expected {
+            SecretsAtRest::Sealed(sealed) => Condition::equals(SEALED, s(&sealed.0)),
+            SecretsAtRest::Plain(secret) => Condition::equals(PLAIN, s(secret.expose())).and(Condition::absent(SEALED)),
+        };
+        let expression = expression.set(SEALED, s(&self.sealed.0)).remove(PLAIN);
+        let expression = match self.public_keys {
+            Some(keys) => expression.set(PUBLIC_KEYS, serde_dynamo::to_attribute_value(keys)?),
+            None => expression.remove(PUBLIC_KEYS),
+        };
+        Ok((expression, unchanged))
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -208,16 +240,18 @@ impl WebhookTable {
         output.item.map(subscription_of).transpose()
     }
 
-    /// Replaces the subscription's secrets with `new`, in one conditional write that holds
-    /// only while the stored secrets are still `expected` (a plain-text secret is removed).
-    pub async fn replace_secrets(&self, expected: &Subscription, new: &SealedSecrets) -> Result<Replaced, StoreError> {
-        let unchanged = match &expected.secrets {
-            SecretsAtRest::Sealed(sealed) => Condition::equals(SEALED, s(&sealed.0)),
-            SecretsAtRest::Plain(secret) => Condition::equals(PLAIN, s(secret.expose())).and(Condition::absent(SEALED)),
-        };
+    /// Replaces the subscription's secrets and public keys with `new`, in one conditional
+    /// write that holds only while the stored secrets are still `new.expected`.
+    pub async fn replace_secrets(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        new: &NewSecrets<'_>,
+    ) -> Result<Replaced, StoreError> {
+        let (expression, unchanged) = new.apply(Expression::new())?;
         let update = self
-            .subscription_update(&expected.user_id, &expected.id)
-            .expression(Expression::new().set(SEALED, s(&new.0)).remove(PLAIN).when(unchanged))
+            .subscription_update(user_id, subscription_id)
+            .expression(expression.when(unchanged))
             .return_values(ReturnValue::AllNew);
         match held(send_update(update).await)? {
             Some(output) => Ok(Replaced::Yes(Box::new(subscription_of(output.attributes.unwrap_or_default())?))),
@@ -280,19 +314,22 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
     ) -> Result<Option<Subscription>, StoreError> {
-        let changes = SubscriptionChanges { url: None, events: None, enabled: Some(true) };
-        self.update(user_id, subscription_id, &changes, Timestamp::now()).await
+        let changes = SubscriptionChanges { url: None, events: None, enabled: Some(true), asymmetric_signing: None };
+        self.update(user_id, subscription_id, &changes, None, Timestamp::now()).await
     }
 
     /// Applies `changes` in one conditional write, at `at`: a new URL or kinds replace the
     /// old ones; disabling pauses it as `manual` (a subscription disabled already keeps
-    /// when that was); enabling is [`WebhookTable::enable`]. Id, secrets and `createdAt`
-    /// stay. `None` when the user has no such subscription.
+    /// when that was); enabling is [`WebhookTable::enable`]. Id, `createdAt` and, unless
+    /// `secrets` replaces them (turning asymmetric signing on or off), the secrets stay.
+    /// `None` when the user has no such subscription, or when its secrets are not
+    /// `secrets.expected` any more.
     pub async fn update(
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
         changes: &SubscriptionChanges,
+        secrets: Option<&NewSecrets<'_>>,
         at: Timestamp,
     ) -> Result<Option<Subscription>, StoreError> {
         let mut expression = Expression::new();
@@ -309,9 +346,13 @@ impl WebhookTable {
             Some(true) => expression.remove(DISABLED_AT).remove(DISABLED_REASON).remove(FAILING_SINCE),
             None => expression,
         };
+        let (expression, condition) = match secrets {
+            Some(new) => new.apply(expression)?,
+            None => (expression, Condition::exists(ID)),
+        };
         let update = self
             .subscription_update(user_id, subscription_id)
-            .expression(expression.when(Condition::exists(ID)))
+            .expression(expression.when(condition))
             .return_values(ReturnValue::AllNew);
         let updated = held(send_update(update).await)?;
         updated.map(|output| subscription_of(output.attributes.unwrap_or_default())).transpose()
@@ -365,6 +406,7 @@ pub(super) fn subscriptions_of(items: Option<Vec<Item>>) -> Result<Vec<Subscript
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
 
     fn subscription(secrets: SecretsAtRest, health: Health) -> Subscription {
         Subscription {
@@ -373,6 +415,7 @@ mod tests {
             url: "https://hooks.example.com/".into(),
             events: vec![EventKind::ProfileUpdated],
             secrets,
+            public_keys: None,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health,
         }
@@ -396,6 +439,26 @@ mod tests {
         item.insert("secret".into(), s(legacy));
         let plain = subscription_of(item).unwrap();
         assert_eq!(plain.secrets, SecretsAtRest::Plain(WebhookSecret::parse(legacy).unwrap()));
+    }
+
+    #[test]
+    fn public_keys_are_stored_in_clear_beside_the_sealed_secrets() {
+        use crate::rotation::{GracePeriod, SigningSecrets};
+        let secrets = SigningSecrets::new(WebhookSecret::generate(), true).rotated(
+            WebhookSecret::generate(),
+            Timestamp::now(),
+            GracePeriod::DEFAULT,
+        );
+        let mut with_keys = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        with_keys.public_keys = secrets.public_keys();
+        let item = item_of(&with_keys);
+        let current = secrets.current_key.as_ref().unwrap().public_key().to_string();
+        let Some(AttributeValue::M(keys)) = item.get("publicKeys") else { panic!("a map: {item:?}") };
+        assert_eq!(keys.get("current"), Some(&s(&current)));
+        assert!(keys.contains_key("previous"));
+        assert_eq!(subscription_of(item).unwrap(), with_keys);
+        let without = item_of(&subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active));
+        assert!(!without.contains_key("publicKeys"));
     }
 
     /// Each health is the attributes items have always had: `failingSince` while failing,
