@@ -10,9 +10,9 @@
 #   scripts/install-local-deps.sh --tools   # what `make build` / `make deploy` need:
 #       .local/tools-venv/bin/{cargo-lambda,zig} and the aarch64-unknown-linux-gnu Rust target
 #   scripts/install-local-deps.sh --receivers   # the webhook receivers the tests run:
-#       the Standard Webhooks libraries and `cryptography` (the README's v1a receiver) in
+#       the Standard Webhooks libraries and `cryptography` (the v1a receiver of docs/receiving-webhooks.md) in
 #       .local/receivers-venv (Python), and .local/receivers-node/node_modules (Node.js, with
-#       TypeScript for the README's snippet)
+#       TypeScript for the snippet in docs/receiving-webhooks.md)
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
 #       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
@@ -107,7 +107,7 @@ install_lint() {
 }
 
 install_receivers() {
-  command -v curl >/dev/null || apt_install curl   # the README's rotation commands
+  command -v curl >/dev/null || apt_install curl   # the rotation commands of docs/receiving-webhooks.md
   # shellcheck disable=SC2086  # RECEIVERS_PY_PINS is a word list on purpose
   make_venv "$LOCAL/receivers-venv" "$RECEIVERS_PY_PINS" $RECEIVERS_PY_PINS
   local node="$LOCAL/receivers-node"

@@ -1,6 +1,6 @@
 //! The rehearsal of a first deploy: the local stack runs what template.yaml declares, IAM and
 //! the AWS limits the code depends on included, so a defect that only AWS would show fails
-//! here. (What it cannot rehearse, no real API Gateway or Lambda service, the README says.)
+//! here. (What it cannot rehearse, no real API Gateway or Lambda service, docs/deploying.md says.)
 
 use std::time::Duration;
 

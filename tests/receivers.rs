@@ -2,7 +2,7 @@
 //! by receivers in other languages with the published Standard Webhooks libraries (Python's
 //! `standardwebhooks` from PyPI, Node's from npm): first attempts, retries, the grace period
 //! of a rotation (both secrets verify) and a rotation without one (the old secret fails).
-//! Then every receiver snippet of the README, extracted by its marker, run as it is; its `v1a`
+//! Then every receiver snippet of docs/receiving-webhooks.md, extracted by its marker, run as it is; its `v1a`
 //! receivers (Python's `cryptography`, Node's `node:crypto`: Ed25519 verifiers independent of
 //! the service's) are sent real deliveries through a rotation of the key pair.
 
@@ -26,13 +26,14 @@ use lambda_http::http::Method;
 use serde_json::{json, Value};
 
 const SOON: Duration = Duration::from_secs(20);
-const README: &str = include_str!("../README.md");
+const GUIDE: &str = include_str!("../docs/receiving-webhooks.md");
 
-/// The code of the README's snippet `name`: the fenced block after `<!-- receiver: name -->`.
+/// The code of the guide's snippet `name`: the fenced block after `<!-- receiver: name -->`.
 fn snippet(name: &str) -> &'static str {
     let marker = format!("<!-- receiver: {name} -->\n```");
-    let start = README.find(&marker).unwrap_or_else(|| panic!("README.md has no snippet {name}")) + marker.len();
-    let code = &README[start..];
+    let start = GUIDE.find(&marker).unwrap_or_else(|| panic!("docs/receiving-webhooks.md has no snippet {name}"))
+        + marker.len();
+    let code = &GUIDE[start..];
     let code = &code[code.find('\n').expect("a fence line") + 1..];
     &code[..code.find("\n```").expect("a closing fence") + 1]
 }
@@ -118,7 +119,7 @@ async fn node_standardwebhooks_verifies_every_attempt_and_follows_rotations() {
     the_library_verifies_every_attempt_and_follows_rotations(Library::Node).await;
 }
 
-/// The README's snippet `name`, written into `dir` as a receiver would save it, and the
+/// The guide's snippet `name`, written into `dir` as a receiver would save it, and the
 /// command that runs it.
 fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     let write = |file: &str| {
@@ -140,7 +141,7 @@ fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
                 .output()
                 .expect("tsc runs");
             let output = String::from_utf8_lossy(&compiled.stdout);
-            assert!(compiled.status.success(), "the README's TypeScript does not compile: {output}");
+            assert!(compiled.status.success(), "the guide's TypeScript does not compile: {output}");
             (PathBuf::from("node"), vec![dir.join("out/receiver.js")])
         }
         other => panic!("no way to run {other}"),
@@ -180,7 +181,11 @@ async fn the_readmes_receivers_verify_real_deliveries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_readmes_rust_receiver_is_this_code_and_verifies_real_deliveries() {
     let source = include_str!("receivers/readme_receiver.rs");
-    assert_eq!(snippet("rust-standardwebhooks"), source, "README.md and tests/receivers/readme_receiver.rs differ");
+    assert_eq!(
+        snippet("rust-standardwebhooks"),
+        source,
+        "docs/receiving-webhooks.md and tests/receivers/readme_receiver.rs differ"
+    );
 
     let pipeline = Pipeline::start(true).await;
     let user = unique_user();
@@ -229,7 +234,7 @@ async fn the_readmes_rotation_commands_rotate() {
     assert!(answers.iter().all(|a| a["id"] == id.as_str() && a["previousSecretExpiresAt"].is_string()));
 }
 
-/// The README's receiver `name`, started with `env`; its URL.
+/// The guide's receiver `name`, started with `env`; its URL.
 async fn readme_receiver(name: &str, env: &[(&str, &str)]) -> ScriptReceiver {
     let (port, _) = ScriptReceiver::reserve();
     let dir = project_dir();
@@ -238,7 +243,7 @@ async fn readme_receiver(name: &str, env: &[(&str, &str)]) -> ScriptReceiver {
     ScriptReceiver::start(&program, &args, &dir, port, env).await
 }
 
-/// The README's `v1a` receiver `name`, pinning `keys`.
+/// The guide's `v1a` receiver `name`, pinning `keys`.
 async fn pinning(name: &str, keys: &[&str]) -> ScriptReceiver {
     readme_receiver(name, &[("WEBHOOK_PUBLIC_KEYS", &keys.join(" "))]).await
 }

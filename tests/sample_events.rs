@@ -1,11 +1,11 @@
-//! The sample events in `events/`, run the way the README's section "`cargo lambda` with the
+//! The sample events in `events/`, run the way docs/deploying.md's section "`cargo lambda` with the
 //! sample events" runs them, and answering what its table of samples says.
 //!
-//! The README's table (after `<!-- sample answers -->`) names, for every file of `events/`,
+//! docs/deploying.md's table (after `<!-- sample answers -->`) names, for every file of `events/`,
 //! the function it is for and its answer: a status for an API event, the function's JSON
 //! answer for a stream or queue batch. The test reads that table, so a sample without a row
 //! (or a row without a sample) fails it, and whoever adds a sample declares its answer there.
-//! It then does what the README says with `make run` up: `careerctl demo seed` (the same
+//! It then does what docs/deploying.md says with `make run` up: `careerctl demo seed` (the same
 //! function, with the stack's settings), `careerctl demo receiver` (the same function, on a
 //! free loopback port), and each sample in the table's order, with the demo key in place of
 //! its placeholder, through the deserializer the Lambda runtime uses (lambda_http's own, or
@@ -41,8 +41,8 @@ use serde_json::{json, Value};
 
 /// The key every sample API event carries: `cak_` and 43 base64url characters.
 const PLACEHOLDER_KEY: &str = "cak_REPLACE-with-a-key-from-careerctl-keys-crea";
-const README: &str = include_str!("../README.md");
-/// The line before the README's table of samples and their answers.
+const GUIDE: &str = include_str!("../docs/deploying.md");
+/// The line before the guide's table of samples and their answers.
 const TABLE_MARKER: &str = "<!-- sample answers";
 /// How long a delivery that a sample queued may take to reach the receiver.
 const SOON: Duration = Duration::from_secs(30);
@@ -64,7 +64,7 @@ fn sample_files() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// What the README says a sample answers.
+/// What the guide says a sample answers.
 #[derive(Debug)]
 enum Answer {
     /// An API event's status.
@@ -73,7 +73,7 @@ enum Answer {
     Json(Value),
 }
 
-/// One row of the README's table of samples.
+/// One row of the guide's table of samples.
 #[derive(Debug)]
 struct Row {
     file: String,
@@ -81,25 +81,26 @@ struct Row {
     answer: Answer,
 }
 
-/// The README's table of samples, in its order.
+/// docs/deploying.md's table of samples, in its order.
 fn readme_rows() -> Vec<Row> {
-    let start = README.find(TABLE_MARKER).unwrap_or_else(|| panic!("README.md has no line {TABLE_MARKER} … -->"));
-    let lines = README[start..].lines().skip(1).skip_while(|line| line.trim().is_empty());
+    let start =
+        GUIDE.find(TABLE_MARKER).unwrap_or_else(|| panic!("docs/deploying.md has no line {TABLE_MARKER} … -->"));
+    let lines = GUIDE[start..].lines().skip(1).skip_while(|line| line.trim().is_empty());
     // The header and its separator, then the rows.
     let rows: Vec<&str> = lines.take_while(|line| line.starts_with('|')).skip(2).collect();
-    assert!(!rows.is_empty(), "README.md: no table after {TABLE_MARKER}");
+    assert!(!rows.is_empty(), "docs/deploying.md: no table after {TABLE_MARKER}");
     rows.iter()
         .map(|line| {
             let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-            let [file, function, answer, ..] = cells[..] else { panic!("README.md: a row of three cells: {line}") };
+            let [file, function, answer, ..] = cells[..] else { panic!("docs/deploying.md: a row of three cells: {line}") };
             let code = |cell: &str| cell.trim_matches('`').to_owned();
             let answer = if let Some(json) = answer.strip_prefix('`') {
-                let json = &json[..json.find('`').unwrap_or_else(|| panic!("README.md: unclosed `: {line}"))];
-                Answer::Json(serde_json::from_str(json).unwrap_or_else(|e| panic!("README.md: not JSON ({e}): {line}")))
+                let json = &json[..json.find('`').unwrap_or_else(|| panic!("docs/deploying.md: unclosed `: {line}"))];
+                Answer::Json(serde_json::from_str(json).unwrap_or_else(|e| panic!("docs/deploying.md: not JSON ({e}): {line}")))
             } else {
                 let status = answer.get(..3).and_then(|digits| digits.parse().ok());
                 Answer::Status(status.unwrap_or_else(|| {
-                    panic!("README.md: an answer starts with its status, or the function's JSON in backticks: {line}")
+                    panic!("docs/deploying.md: an answer starts with its status, or the function's JSON in backticks: {line}")
                 }))
             };
             Row { file: code(file), function: code(function), answer }
@@ -113,16 +114,19 @@ fn every_sample_has_one_row_in_the_readmes_table_and_every_row_a_sample() {
     let rows = readme_rows();
     let mut listed = BTreeSet::new();
     for row in &rows {
-        assert!(listed.insert(row.file.clone()), "README.md lists {} twice in its table of samples", row.file);
+        assert!(listed.insert(row.file.clone()), "docs/deploying.md lists {} twice in its table of samples", row.file);
     }
     let unlisted: Vec<_> = files.difference(&listed).collect();
     assert!(
         unlisted.is_empty(),
-        "events/ holds samples that README.md's table of samples (after {TABLE_MARKER}) does not list: {unlisted:?}. \
+        "events/ holds samples that docs/deploying.md's table of samples (after {TABLE_MARKER}) does not list: {unlisted:?}. \
          Add a row for each, naming its function and what it answers, in the order a newcomer runs them"
     );
     let missing: Vec<_> = listed.difference(&files).collect();
-    assert!(missing.is_empty(), "README.md's table of samples lists files that events/ does not hold: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/deploying.md's table of samples lists files that events/ does not hold: {missing:?}"
+    );
 }
 
 /// Every URL in `value`, also inside strings that are JSON themselves (request bodies,
@@ -381,7 +385,7 @@ impl Stack {
                 serde_json::to_value(career_deliver::handle(&deps, batch).await)
             }
             other => panic!(
-                "{name}: README.md names the function {other}, which tests/sample_events.rs cannot invoke: \
+                "{name}: docs/deploying.md names the function {other}, which tests/sample_events.rs cannot invoke: \
                  add it to Stack::invoke_api or Stack::invoke_batch"
             ),
         };
@@ -426,8 +430,9 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
     let deliveries = sample_deliveries(&files["deliver-sqs-batch.json"]);
     for row in readme_rows() {
         let name = row.file.as_str();
-        let text = files.get(name).unwrap_or_else(|| panic!("README.md lists {name}, which events/ does not hold"));
-        // As README.md says: its `since` edited to within the last 30 days.
+        let text =
+            files.get(name).unwrap_or_else(|| panic!("docs/deploying.md lists {name}, which events/ does not hold"));
+        // As docs/deploying.md says: its `since` edited to within the last 30 days.
         let text = &match name {
             "webhooks-recover.json" => with_recent_since(text),
             _ => text.clone(),
@@ -440,8 +445,10 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
             None => (None, stack.invoke_batch(name, text, &row.function).await),
         };
         match &row.answer {
-            Answer::Status(expected) => assert_eq!(status, Some(*expected), "{name}, as README.md says: {json}"),
-            Answer::Json(expected) => assert_eq!(&json, expected, "{name}, as README.md says"),
+            Answer::Status(expected) => {
+                assert_eq!(status, Some(*expected), "{name}, as docs/deploying.md says: {json}")
+            }
+            Answer::Json(expected) => assert_eq!(&json, expected, "{name}, as docs/deploying.md says"),
         }
         let subscription = seeded.subscription_id.as_str();
         match name {
@@ -560,7 +567,7 @@ fn the_fanout_sample_is_a_profile_insert_and_an_assessment_modify() {
     assert!(batch.records[1].change.keys.contains_key("assessmentId"), "a MODIFY on the assessments table");
 }
 
-/// As README.md says, the fan-out sample's events are exactly those of the delivery sample,
+/// As docs/deploying.md says, the fan-out sample's events are exactly those of the delivery sample,
 /// so for the seeded subscription its deliveries are the delivery sample's, ids and bodies.
 #[test]
 fn the_fanout_sample_is_the_delivery_samples_events() {

@@ -1,6 +1,6 @@
 //! `careerctl demo`: the items that the sample events in `events/` act on, and a receiver for
 //! their deliveries, so that every sample, invoked with `make run`'s demo key, answers what
-//! the README's table of samples says.
+//! the table of samples in docs/deploying.md says.
 //!
 //! The samples name fixed ids, and the API only ever makes fresh ones (`generate` in
 //! `career_core::ids`). `demo seed` is the one deliberate way to put items with given ids in

@@ -105,7 +105,7 @@ const AWS_ROOT_CERTIFICATES: &[u8] = include_bytes!("amazon-trust-services-roots
 /// The SDK's HTTPS client trusting only the roots AWS endpoints use (plus the test hook's
 /// certificate when it is set). The default client reads and parses the platform's whole
 /// certificate store at every cold start. rustls runs on ring, whose random bytes come
-/// from the kernel at each use: nothing to seed in the first request (the README's
+/// from the kernel at each use: nothing to seed in the first request (docs/deploying.md,
 /// "TLS and randomness").
 fn aws_https_client(extra_root: Option<Vec<u8>>) -> Result<SharedHttpClient, ConfigError> {
     let mut trust = TrustStore::empty().with_pem_certificate(AWS_ROOT_CERTIFICATES);
