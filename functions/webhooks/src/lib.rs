@@ -185,7 +185,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 /// Turning asymmetric signing on or off (section 16) changes the sealed secrets too, so that
 /// write reads them first and holds only while they are unchanged, as a rotation does.
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
     let (user_id, typed) = (call.user_id(), subscription_id(id)?);
     let not_found = || ApiError::WebhookNotFound(id.to_owned());
@@ -219,7 +219,7 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 }
 
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     if !deps.webhooks.delete(call.user_id(), &subscription_id(id)?).await? {
         return Err(ApiError::WebhookNotFound(id.to_owned()));
     }
@@ -231,7 +231,7 @@ async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 /// concurrent rotation that got there first makes this one read again and rotate what it
 /// wrote (contract section 12: the last applied wins, no 500).
 async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let body = call.optional_json_object()?;
     let grace = GracePeriod::parse(body.as_ref().and_then(|body| body.get("gracePeriodSeconds")))
         .map_err(ApiError::WebhookInvalidGracePeriod)?;
@@ -258,10 +258,15 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 
 /// Contract section 16: the public keys a receiver pins, the current one first.
 async fn signing_keys(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let subscription = own_subscription(deps, &call, id).await?;
     let keys = subscription.public_keys.ok_or(ApiError::WebhookAsymmetricSigningOff)?;
     Reply::ok(json!({"keys": keys.listed_at(Timestamp::now())}))
+}
+
+/// The `id` query parameter of an operation on one subscription.
+fn subscription_query(call: &Call) -> Result<&str, ApiError> {
+    call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)
 }
 
 /// `id` as a subscription id; one of another shape is as missing as one that never was.
@@ -277,7 +282,7 @@ async fn own_subscription(deps: &Deps, call: &Call, id: &str) -> Result<Subscrip
 
 async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let user_id = call.user_id();
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let status = match call.query("status") {
         Some(text) => Some(DeliveryStatus::parse(text).ok_or(ApiError::WebhookInvalidStatus)?),
         None => None,
@@ -362,7 +367,7 @@ async fn restart(
 /// Sends a `webhook.ping` to one subscription through the queue, like any event: its
 /// record first, then its message.
 async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let subscription = own_subscription(deps, &call, id).await?;
     let id = &subscription.id;
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
@@ -377,7 +382,7 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 /// Contract section 12: sends the subscription's failed and skipped deliveries of a time
 /// window again, at most [`MAX_PER_CALL`] a call, oldest first.
 async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let body = call.json_object()?;
     let window = RecoverWindow::parse(&body, Timestamp::now()).map_err(ApiError::WebhookInvalidRecoverWindow)?;
     let subscription = own_subscription(deps, &call, id).await?;
@@ -394,7 +399,7 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 }
 
 async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
-    let id = call.query("id").ok_or(ApiError::WebhookMissingSubscriptionId)?;
+    let id = subscription_query(&call)?;
     let enabled = deps.webhooks.enable(call.user_id(), &subscription_id(id)?).await?;
     Reply::ok(enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
 }
