@@ -66,13 +66,13 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.asymmetric_signing_off",
 ];
 
-/// One operation: where it is, its scope, its success status and, per error status, the
-/// codes the contract allows. Every operation can also answer 401, 403, 413 (the body-size
-/// check runs for every operation), 429 and 500.
+/// One operation: where it is, its success status and, per error status, the codes the
+/// contract allows. Every operation can also answer 401, 403, 413 (the body-size check runs
+/// for every operation), 429 and 500. Its scope is the code's (the functions' resource
+/// tables); the contract's table of operations is checked against both.
 struct Op {
     method: &'static str,
     path: &'static str,
-    scope: &'static str,
     success: u16,
     errors: &'static [(u16, &'static [&'static str])],
 }
@@ -85,17 +85,11 @@ const COMMON_ERRORS: &[(u16, &str)] = &[
     (500, "internal_error"),
 ];
 
-const LIST_ALERTS: Op = Op {
-    method: "get",
-    path: "/api/v1/alerts",
-    scope: "read:alerts",
-    success: 200,
-    errors: &[(400, &["request.invalid_cursor"])],
-};
+const LIST_ALERTS: Op =
+    Op { method: "get", path: "/api/v1/alerts", success: 200, errors: &[(400, &["request.invalid_cursor"])] };
 const MARK_ALERT: Op = Op {
     method: "patch",
     path: "/api/v1/alerts",
-    scope: "write:alerts",
     success: 200,
     errors: &[
         (
@@ -105,12 +99,10 @@ const MARK_ALERT: Op = Op {
         (404, &["alerts.not_found"]),
     ],
 };
-const GET_PREFERENCES: Op =
-    Op { method: "get", path: "/api/v1/data-sharing", scope: "read:data_sharing", success: 200, errors: &[] };
+const GET_PREFERENCES: Op = Op { method: "get", path: "/api/v1/data-sharing", success: 200, errors: &[] };
 const PUT_PREFERENCES: Op = Op {
     method: "put",
     path: "/api/v1/data-sharing",
-    scope: "write:data_sharing",
     success: 200,
     errors: &[(
         400,
@@ -123,12 +115,10 @@ const PUT_PREFERENCES: Op = Op {
         ],
     )],
 };
-const LIST_WEBHOOKS: Op =
-    Op { method: "get", path: "/api/v1/webhooks", scope: "read:webhooks", success: 200, errors: &[] };
+const LIST_WEBHOOKS: Op = Op { method: "get", path: "/api/v1/webhooks", success: 200, errors: &[] };
 const CREATE_WEBHOOK: Op = Op {
     method: "post",
     path: "/api/v1/webhooks",
-    scope: "write:webhooks",
     success: 201,
     errors: &[(
         400,
@@ -146,7 +136,6 @@ const CREATE_WEBHOOK: Op = Op {
 const UPDATE_WEBHOOK: Op = Op {
     method: "patch",
     path: "/api/v1/webhooks",
-    scope: "write:webhooks",
     success: 200,
     errors: &[
         (
@@ -169,7 +158,6 @@ const UPDATE_WEBHOOK: Op = Op {
 const DELETE_WEBHOOK: Op = Op {
     method: "delete",
     path: "/api/v1/webhooks",
-    scope: "write:webhooks",
     success: 200,
     errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
 };
@@ -177,7 +165,6 @@ const DELETE_WEBHOOK: Op = Op {
 const ROTATE_SECRET: Op = Op {
     method: "post",
     path: "/api/v1/webhooks/rotate-secret",
-    scope: "write:webhooks",
     success: 200,
     errors: &[
         (
@@ -196,7 +183,6 @@ const ROTATE_SECRET: Op = Op {
 const LIST_DELIVERIES: Op = Op {
     method: "get",
     path: "/api/v1/webhooks/deliveries",
-    scope: "read:webhooks",
     success: 200,
     errors: &[
         (400, &["webhooks.missing_subscription_id", "webhooks.invalid_status", "request.invalid_cursor"]),
@@ -206,21 +192,18 @@ const LIST_DELIVERIES: Op = Op {
 const RETRY_DELIVERY: Op = Op {
     method: "post",
     path: "/api/v1/webhooks/deliveries/retry",
-    scope: "write:webhooks",
     success: 202,
     errors: &[(400, &["webhooks.missing_delivery_id"]), (404, &["webhooks.delivery_not_found"])],
 };
 const PING_WEBHOOK: Op = Op {
     method: "post",
     path: "/api/v1/webhooks/ping",
-    scope: "write:webhooks",
     success: 202,
     errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
 };
 const ENABLE_WEBHOOK: Op = Op {
     method: "post",
     path: "/api/v1/webhooks/enable",
-    scope: "write:webhooks",
     success: 200,
     errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
 };
@@ -228,7 +211,6 @@ const ENABLE_WEBHOOK: Op = Op {
 const RECOVER_DELIVERIES: Op = Op {
     method: "post",
     path: "/api/v1/webhooks/recover",
-    scope: "write:webhooks",
     success: 202,
     errors: &[
         (
@@ -245,19 +227,59 @@ const RECOVER_DELIVERIES: Op = Op {
     ],
 };
 
-const EVENT_TYPES: Op =
-    Op { method: "get", path: "/api/v1/webhooks/event-types", scope: "read:webhooks", success: 200, errors: &[] };
+const EVENT_TYPES: Op = Op { method: "get", path: "/api/v1/webhooks/event-types", success: 200, errors: &[] };
 
 const SIGNING_KEYS: Op = Op {
     method: "get",
     path: "/api/v1/webhooks/signing-keys",
-    scope: "read:webhooks",
     success: 200,
     errors: &[
         (400, &["webhooks.missing_subscription_id", "webhooks.asymmetric_signing_off"]),
         (404, &["webhooks.not_found"]),
     ],
 };
+
+/// Every operation the functions route: `(method, path, scope)`.
+fn code_operations() -> Vec<(Method, &'static str, &'static str)> {
+    fn of<Op: Copy>(resource: &career_core::api::Resource<Op>) -> Vec<(Method, &'static str, &'static str)> {
+        resource.operations.iter().map(|(method, scope, _)| (method.clone(), resource.path, scope.as_str())).collect()
+    }
+    let mut all = of(&career_alerts::RESOURCE);
+    all.extend(of(&career_data_sharing::RESOURCE));
+    all.extend(career_webhooks::RESOURCES.iter().flat_map(of));
+    all
+}
+
+/// The contract's table of operations (docs/contract.md): `(method, path, scope, success)` for
+/// every API operation (the portal's page, which needs no key, is left out).
+fn contract_table() -> Vec<(String, String, String, u16)> {
+    let contract = include_str!("../docs/contract.md");
+    let table = contract.lines().skip_while(|line| !line.starts_with("| method | path | scope |")).skip(2);
+    let rows = table.take_while(|line| line.starts_with('|'));
+    rows.filter_map(|row| {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let path = cells[1].trim_matches('`').split('?').next().unwrap().to_owned();
+        (cells[2] != "none").then(|| (cells[0].to_owned(), path, cells[2].to_owned(), cells[3].parse().unwrap()))
+    })
+    .collect()
+}
+
+#[test]
+fn the_contracts_table_of_operations_is_what_the_functions_route_with_their_scopes() {
+    let mut contract = contract_table();
+    contract.sort();
+    let mut code: Vec<(String, String, String, u16)> = code_operations()
+        .into_iter()
+        .map(|(method, path, scope)| {
+            let op = OPERATIONS.iter().find(|op| op.http_method() == method && op.path == path);
+            let op = op.unwrap_or_else(|| panic!("{method} {path}: routed, but not in OPERATIONS"));
+            (method.to_string(), path.to_owned(), scope.to_owned(), op.success)
+        })
+        .collect();
+    code.sort();
+    assert_eq!(contract, code, "docs/contract.md's table against the functions' resource tables");
+    assert_eq!(code.len(), OPERATIONS.len(), "every operation of OPERATIONS is routed");
+}
 
 const OPERATIONS: [&Op; 16] = [
     &LIST_ALERTS,
@@ -279,6 +301,13 @@ const OPERATIONS: [&Op; 16] = [
 ];
 
 impl Op {
+    /// The scope the code asks for (its function's resource table).
+    fn scope(&self) -> &'static str {
+        let found =
+            code_operations().into_iter().find(|(method, path, _)| *method == self.http_method() && *path == self.path);
+        found.unwrap_or_else(|| panic!("{}: no function serves it", self.name())).2
+    }
+
     fn name(&self) -> String {
         format!("{} {}", self.method.to_uppercase(), self.path)
     }
@@ -772,7 +801,7 @@ fn the_document_has_exactly_the_contracts_operations_statuses_and_codes() {
     let mut every_code = BTreeSet::new();
     for op in OPERATIONS {
         let operation = doc.operation(op).value;
-        assert_eq!(operation["security"], json!([{"bearerAuth": [op.scope]}]), "{}: scope", op.name());
+        assert_eq!(operation["security"], json!([{"bearerAuth": [op.scope()]}]), "{}: scope", op.name());
 
         let statuses: BTreeSet<u16> = operation["responses"]
             .as_object()
@@ -875,7 +904,7 @@ impl Checker {
             }
         }
         if status == 403 {
-            let expected = format!(r#"scope="{}""#, op.scope);
+            let expected = format!(r#"scope="{}""#, op.scope());
             assert!(answer.header("www-authenticate").is_some_and(|h| h.ends_with(&expected)), "{what}");
         }
         self.seen.insert((status, code.map(String::from)));
@@ -935,12 +964,12 @@ async fn common_errors(
     }
 
     // 403: every scope but the operation's.
-    let others: Vec<_> = Scopes::all().names().into_iter().filter(|s| *s != op.scope).collect();
+    let others: Vec<_> = Scopes::all().names().into_iter().filter(|s| *s != op.scope()).collect();
     let key = api.key(&user, &others.join(",")).await;
     checker.check(&valid.send(&api, &key).await, 403, Some("auth.forbidden"));
 
     // 413, before anything looks at the query or the body.
-    let key = api.key(&user, op.scope).await;
+    let key = api.key(&user, op.scope()).await;
     let big = api.request(op.http_method(), &valid.path).key(&key).header("content-type", "application/json");
     checker.check(&big.body(&oversized_body()).send().await, 413, Some("request.body_too_large"));
 
@@ -949,7 +978,7 @@ async fn common_errors(
         s.allow_insecure_webhook_urls = true;
         s.rate_limit_per_minute = 1;
     });
-    let key = limited.key(&user, op.scope).await;
+    let key = limited.key(&user, op.scope()).await;
     let mut answer = valid.send(&limited, &key).await;
     for _ in 0..3 {
         if answer.status.as_u16() == 429 {
@@ -967,7 +996,7 @@ async fn common_errors(
         s.allow_insecure_webhook_urls = true;
         breaks_storage(s);
     });
-    let key = broken.key(&user, op.scope).await;
+    let key = broken.key(&user, op.scope()).await;
     let answer = valid.send(&broken, &key).await;
     checker.check(&answer, 500, Some("internal_error"));
     assert_eq!(answer.json["error"]["message"], "Internal error.", "no internals in the message");
