@@ -212,7 +212,7 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
         .expect("the stored record");
     let stored = format!("{item:?}");
     let message = DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&subscription));
-    let signature = career_core::signing::sign_hex(&secret, &message.body());
+    let signature = career_core::webhooks::signing::sign_hex(&secret, &message.body());
     for text in [answer.json.to_string(), stored] {
         assert!(!text.contains(&secret) && !text.contains("whsec_"), "{text}");
         assert!(!text.contains(&signature) && !text.to_ascii_lowercase().contains("signature"), "{text}");

@@ -913,7 +913,7 @@ async fn concurrent_updates_rotations_enables_and_deletes_never_fail() {
 /// `skipped` and sent nowhere; resumed, it is sent again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn updates_reach_the_delivery_and_a_pause_skips() {
-    use career_core::signing::verify_hex;
+    use career_core::webhooks::signing::verify_hex;
     use career_service::pipeline::Pipeline;
     use career_service::receiver::Receiver;
     use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
-use career_core::signing::verify_hex;
 use career_core::store::deliveries::DeliveryTable;
+use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::typed;

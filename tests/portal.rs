@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use career_core::clock::Timestamp;
 use career_core::credentials::Scopes;
-use career_core::signing::{self, PublicKey};
+use career_core::webhooks::signing::{self, PublicKey};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{settings_without_kms_or_queues, unique_user};

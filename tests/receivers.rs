@@ -16,7 +16,7 @@ use std::time::Duration;
 use career_core::clock::Timestamp;
 use career_core::delivery::sender::Sender;
 use career_core::delivery::SignedDelivery;
-use career_core::signing::SigningKey;
+use career_core::webhooks::signing::SigningKey;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::script_receiver::{project_dir, python, tsc, ScriptReceiver};

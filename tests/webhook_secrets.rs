@@ -14,10 +14,10 @@ use career_core::clock::Timestamp;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::ids;
-use career_core::rotation::SigningSecrets;
-use career_core::sealing::Sealer;
-use career_core::signing::{sign_standard, verify_hex};
 use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::rotation::SigningSecrets;
+use career_core::webhooks::sealing::Sealer;
+use career_core::webhooks::signing::{sign_standard, verify_hex};
 use career_core::webhooks::WebhookSecret;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
@@ -477,7 +477,7 @@ fn standard_signature_verifies(secret: &str, delivery: &Received) -> bool {
 /// A subscription as the seed stored it: the secret in plain text, 43 base64url characters.
 async fn seed_era_subscription(settings: &career_core::config::Settings, user: &str, url: &str) -> (String, String) {
     let id = ids::new_id(ids::SUBSCRIPTION);
-    let secret = career_core::secrets::random_token("whsec_");
+    let secret = career_core::random::random_token("whsec_");
     let s = |text: &str| aws_sdk_dynamodb::types::AttributeValue::S(text.into());
     dynamodb()
         .put_item()

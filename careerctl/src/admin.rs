@@ -14,13 +14,13 @@ use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
 use career_core::ids::{AlertId, AssessmentId, DeliveryId, ProfileId, SubscriptionId, UserId, MAX_PLATFORM_ID_LEN};
-use career_core::rotation::SigningSecrets;
-use career_core::sealing::Sealer;
 use career_core::store::alerts::AlertTable;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::keys::KeyTable;
-use career_core::store::platform::PlatformTables;
+use career_core::store::profiles_assessments::PlatformTables;
 use career_core::store::webhooks::{NewSecrets, Replaced, WebhookTable};
+use career_core::webhooks::rotation::SigningSecrets;
+use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::SecretsAtRest;
 use serde::Serialize;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings};
-use career_core::sealing::Sealer;
+use career_core::webhooks::sealing::Sealer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -38,7 +38,7 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
         settings.retry_base = Duration::from_secs(1);
     }
     if settings.cursor_signing_key.is_none() {
-        settings.cursor_signing_key = Some(SecretSetting::new(career_core::secrets::random_token("cursor_")));
+        settings.cursor_signing_key = Some(SecretSetting::new(career_core::random::random_token("cursor_")));
     }
     Ok(settings)
 }

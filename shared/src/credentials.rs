@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::clock::Timestamp;
 use crate::ids::UserId;
-use crate::secrets;
+use crate::random;
 
 const KEY_PREFIX: &str = "cak_";
 
@@ -75,11 +75,11 @@ pub struct ApiKey(String);
 
 impl ApiKey {
     pub fn generate() -> Self {
-        ApiKey(secrets::random_token(KEY_PREFIX))
+        ApiKey(random::random_token(KEY_PREFIX))
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        secrets::is_token(text, KEY_PREFIX).then(|| ApiKey(text.to_owned()))
+        random::is_token(text, KEY_PREFIX).then(|| ApiKey(text.to_owned()))
     }
 
     /// The key of an `Authorization: Bearer <key>` header (the scheme word is case-insensitive).

@@ -160,7 +160,7 @@ pub fn new_id(prefix: &str) -> String {
     let entropy = if millis <= last.0 && last.1 < ENTROPY_MAX {
         last.1 + 1
     } else {
-        let random: [u8; 10] = crate::secrets::random_bytes();
+        let random: [u8; 10] = crate::random::random_bytes();
         // Leave room to count up within the millisecond.
         random.iter().fold(0u128, |acc, byte| (acc << 8) | u128::from(*byte)) >> 1
     };

@@ -4,7 +4,7 @@
 //! No module here knows a particular Lambda function: the functions (`functions/*`) wire
 //! these modules together. The operators' side shares the same types and tables, so a
 //! little surface here serves only `careerctl` and the tests: writing and revoking API keys,
-//! the platform's own writes to profiles and assessments (`store::platform`), the operators'
+//! the platform's own writes to profiles and assessments (`store::profiles_assessments`), the operators'
 //! reads of the webhooks table (`store::webhook_admin`), and the test hooks
 //! `runtime::EXTRA_ROOT_CERT_VAR` and `telemetry::init_writing_to`. What only `careerctl`
 //! runs (the local stack, its gateway and pumps, the admin commands) lives in `careerctl/`.
@@ -21,16 +21,11 @@ pub mod event_catalog;
 pub mod events;
 pub mod excerpt;
 pub mod ids;
-pub mod netguard;
 pub mod pagination;
 pub mod preferences;
-pub mod queue;
+pub mod random;
 pub mod ratelimit;
-pub mod rotation;
 pub mod runtime;
-pub mod sealing;
-pub mod secrets;
-pub mod signing;
 pub mod store;
 pub mod telemetry;
 mod text;

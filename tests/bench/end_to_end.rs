@@ -59,7 +59,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         }
         // A random pause (100–400 ms), so the updates land at random points of the stream
         // pump's polling cycle instead of locking onto one phase of it.
-        let [a, b] = career_core::secrets::random_bytes::<2>();
+        let [a, b] = career_core::random::random_bytes::<2>();
         tokio::time::sleep(Duration::from_millis(100 + u64::from(u16::from_le_bytes([a, b]) % 301))).await;
     }
     for pump in pumps {

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
-use career_core::secrets;
+use career_core::random;
 use careerctl::admin::Admin;
 use careerctl::deployment::Deployment;
 use careerctl::gateway::{lambda_request, ApiFunctions};
@@ -137,7 +137,7 @@ pub fn base_settings() -> Settings {
         rate_limit_per_minute: 600,
         rate_limit_window: std::time::Duration::from_secs(60),
         allow_insecure_webhook_urls: false,
-        cursor_signing_key: Some(SecretSetting::new(secrets::random_token("cursor_"))),
+        cursor_signing_key: Some(SecretSetting::new(random::random_token("cursor_"))),
         delivery_queue_url: None,
         retry_queue_url: None,
         dead_letter_queue_url: None,
@@ -237,7 +237,7 @@ pub fn sqs() -> aws_sdk_sqs::Client {
 
 /// A user id no other test uses.
 pub fn unique_user() -> String {
-    format!("user-{}", &secrets::random_token("")[..12])
+    format!("user-{}", &random::random_token("")[..12])
 }
 
 /// Test text as the typed value the store takes (a user id, an id, a timestamp).

@@ -1,6 +1,6 @@
 //! The delivery function: for each queue message, claim and load → plan → sign and send →
 //! plan → execute. The decisions are career_core::delivery::plan's; this file only does the
-//! I/O they name. It consumes both lanes (career_core::queue), each through its own event source
+//! I/O they name. It consumes both lanes (career_core::delivery::queue), each through its own event source
 //! mapping; the messages of a batch are sent concurrently, and each leaves its lane as soon
 //! as its own attempt is recorded (contract section 12), so none waits for another's send.
 
@@ -14,16 +14,16 @@ use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
+use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
-use career_core::queue::{DeliveryQueues, Lane};
-use career_core::rotation::SigningSecrets;
-use career_core::sealing::Sealer;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
+use career_core::webhooks::rotation::SigningSecrets;
+use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::{DisabledReason, LoggedUrl, Subscription};
 use tracing::Instrument;
 

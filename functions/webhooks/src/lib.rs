@@ -14,18 +14,18 @@ use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::SkipReason;
+use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
 use career_core::event_catalog::event_types;
 use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
-use career_core::queue::{DeliveryQueues, Lane};
-use career_core::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
-use career_core::sealing::Sealer;
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
 use career_core::store::webhooks::{Created, NewSecrets, Replaced, WebhookTable};
 use career_core::store::{Backoff, StoreError};
+use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
+use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::{
     asymmetric_signing, CreatedSubscription, EventKinds, Subscription, SubscriptionChanges, WebhookSecret, WebhookUrl,
     MAX_SUBSCRIPTIONS_PER_USER,

@@ -58,7 +58,7 @@ pub enum ApiError {
     #[error("No webhook subscription with id '{}'.", Excerpt(.0))]
     WebhookNotFound(String),
     #[error("Invalid grace period: {0}.")]
-    WebhookInvalidGracePeriod(crate::rotation::InvalidGracePeriod),
+    WebhookInvalidGracePeriod(crate::webhooks::rotation::InvalidGracePeriod),
     #[error("The status must be one of: pending, succeeded, failed, skipped.")]
     WebhookInvalidStatus,
     #[error("The query parameter 'id' is required.")]
@@ -89,14 +89,14 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<crate::sealing::SealError> for ApiError {
-    fn from(err: crate::sealing::SealError) -> Self {
+impl From<crate::webhooks::sealing::SealError> for ApiError {
+    fn from(err: crate::webhooks::sealing::SealError) -> Self {
         ApiError::Internal(Box::new(err))
     }
 }
 
-impl From<crate::queue::QueueError> for ApiError {
-    fn from(err: crate::queue::QueueError) -> Self {
+impl From<crate::delivery::queue::QueueError> for ApiError {
+    fn from(err: crate::delivery::queue::QueueError) -> Self {
         ApiError::Internal(Box::new(err))
     }
 }

@@ -5,6 +5,7 @@
 pub mod attempt;
 pub mod log;
 pub mod plan;
+pub mod queue;
 pub mod recovery;
 pub mod retry;
 pub mod sender;
@@ -14,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::events::Event;
 use crate::ids::{DeliveryId, SubscriptionId, UserId};
-use crate::rotation::ActiveSecrets;
-use crate::signing;
+use crate::webhooks::rotation::ActiveSecrets;
+use crate::webhooks::signing;
 
 /// One delivery of one event to one subscription: the body of a delivery queue message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -92,7 +93,7 @@ impl SignedDelivery {
 mod tests {
     use super::*;
     use crate::ids::EventId;
-    use crate::signing::SigningKey;
+    use crate::webhooks::signing::SigningKey;
     use crate::webhooks::WebhookSecret;
 
     fn user() -> UserId {

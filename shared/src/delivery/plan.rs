@@ -16,8 +16,8 @@ use super::attempt::{Outcome, TIMEOUT};
 use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::clock::Timestamp;
+use crate::delivery::queue::Lane;
 use crate::events::EventKind;
-use crate::queue::Lane;
 use crate::webhooks::{DisabledReason, Subscription};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).

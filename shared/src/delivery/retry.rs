@@ -37,7 +37,7 @@ impl RetrySchedule {
 
 /// A random number in `[0, 1)` for the jitter.
 pub fn jitter() -> f64 {
-    let bytes: [u8; 8] = crate::secrets::random_bytes();
+    let bytes: [u8; 8] = crate::random::random_bytes();
     (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
 }
 

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use super::attempt::{response_excerpt, Answer, Outcome, SendFailure, MAX_RESPONSE_BODY_BYTES, TIMEOUT};
 use super::SignedDelivery;
-use crate::netguard;
+use crate::webhooks::netguard;
 
 #[derive(Clone)]
 pub struct Sender {

@@ -48,7 +48,7 @@ impl Backoff {
         }
         let ceiling = FIRST_CEILING_MS << self.pauses.min(MAX_DOUBLINGS);
         self.pauses += 1;
-        let random = u64::from(u16::from_le_bytes(crate::secrets::random_bytes::<2>()));
+        let random = u64::from(u16::from_le_bytes(crate::random::random_bytes::<2>()));
         let millis = ceiling / 2 + random % (ceiling / 2 + 1);
         tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
         true

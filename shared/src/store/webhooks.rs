@@ -15,7 +15,7 @@ use super::{n, s, time, Item, StoreError};
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
-use crate::rotation::PublicKeys;
+use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
     DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, WebhookSecret,
 };
@@ -443,7 +443,7 @@ mod tests {
 
     #[test]
     fn public_keys_are_stored_in_clear_beside_the_sealed_secrets() {
-        use crate::rotation::{GracePeriod, SigningSecrets};
+        use crate::webhooks::rotation::{GracePeriod, SigningSecrets};
         let secrets = SigningSecrets::new(WebhookSecret::generate(), true).rotated(
             WebhookSecret::generate(),
             Timestamp::now(),

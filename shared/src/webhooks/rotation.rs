@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::clock::{self, Timestamp};
-use crate::signing::{PublicKey, SigningKey};
+use crate::webhooks::signing::{PublicKey, SigningKey};
 use crate::webhooks::{SubscriptionObject, WebhookSecret};
 
 /// The current secret and, until it expires, the one it replaced; with asymmetric signing on,

@@ -2,6 +2,11 @@
 //! what an update may change, secrets, the subscription and its health, and the
 //! subscription object the API shows.
 
+pub mod netguard;
+pub mod rotation;
+pub mod sealing;
+pub mod signing;
+
 use std::net::IpAddr;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -14,14 +19,14 @@ use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::excerpt::Excerpt;
 use crate::ids::{SubscriptionId, UserId};
-use crate::rotation::PublicKeys;
-use crate::signing::PublicKey;
-use crate::{netguard, secrets};
+use crate::random;
+use crate::webhooks::rotation::PublicKeys;
+use crate::webhooks::signing::PublicKey;
 
 pub const MAX_URL_LEN: usize = 2048;
 pub const MAX_SUBSCRIPTIONS_PER_USER: u32 = 25;
 const SECRET_PREFIX: &str = "whsec_";
-/// Length of the standard base64 (padded) text of [`secrets::TOKEN_BYTES`] bytes.
+/// Length of the standard base64 (padded) text of [`random::TOKEN_BYTES`] bytes.
 const SECRET_TEXT_LEN: usize = 44;
 
 /// A delivery target that passed the create-time rules.
@@ -366,12 +371,12 @@ pub struct CreatedSubscription {
 #[serde(try_from = "String", into = "String")]
 pub struct WebhookSecret {
     text: String,
-    key: [u8; secrets::TOKEN_BYTES],
+    key: [u8; random::TOKEN_BYTES],
 }
 
 impl WebhookSecret {
     pub fn generate() -> Self {
-        let key = secrets::random_bytes::<{ secrets::TOKEN_BYTES }>();
+        let key = random::random_bytes::<{ random::TOKEN_BYTES }>();
         WebhookSecret { text: format!("{SECRET_PREFIX}{}", STANDARD.encode(key)), key }
     }
 
@@ -379,9 +384,7 @@ impl WebhookSecret {
         let encoded = text.strip_prefix(SECRET_PREFIX)?;
         let decoded = match encoded.len() {
             SECRET_TEXT_LEN => STANDARD.decode(encoded).ok()?,
-            secrets::TOKEN_TEXT_LEN if secrets::is_token(text, SECRET_PREFIX) => {
-                URL_SAFE_NO_PAD.decode(encoded).ok()?
-            }
+            random::TOKEN_TEXT_LEN if random::is_token(text, SECRET_PREFIX) => URL_SAFE_NO_PAD.decode(encoded).ok()?,
             _ => return None,
         };
         Some(WebhookSecret { text: text.to_owned(), key: decoded.try_into().ok()? })

@@ -8,7 +8,7 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::secrets;
+use crate::random;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -50,7 +50,7 @@ pub struct SigningKey {
 
 impl SigningKey {
     pub fn generate() -> Self {
-        Self::from_seed(secrets::random_bytes())
+        Self::from_seed(random::random_bytes())
     }
 
     fn from_seed(seed: [u8; 32]) -> Self {

@@ -28,7 +28,7 @@ use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
 use crate::delivery::DeliveryMessage;
-use crate::secrets;
+use crate::random;
 
 /// SQS's limit of messages per `SendMessageBatch`.
 pub const BATCH_SIZE: usize = 10;
@@ -238,7 +238,7 @@ fn entry(lane: Lane, id: String, message: &DeliveryMessage, delay: Duration) -> 
         .message_body(serde_json::to_string(message).expect("messages serialize"));
     entry = match lane {
         Lane::Main => {
-            entry.message_group_id(message.subscription_id.as_str()).message_deduplication_id(secrets::random_token(""))
+            entry.message_group_id(message.subscription_id.as_str()).message_deduplication_id(random::random_token(""))
         }
         Lane::Retry => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
     };

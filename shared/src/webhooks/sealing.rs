@@ -21,10 +21,10 @@ use crate::aws::AwsClients;
 use crate::clock::Timestamp;
 use crate::config::{ConfigError, Settings};
 use crate::ids::{SubscriptionId, UserId};
-use crate::rotation::SigningSecrets;
-use crate::secrets;
+use crate::random;
 use crate::store::data_key::DataKeyStore;
 use crate::store::StoreError;
+use crate::webhooks::rotation::SigningSecrets;
 use crate::webhooks::{SealedSecrets, SecretsAtRest, Subscription};
 
 const NONCE_LEN: usize = 12;
@@ -73,7 +73,7 @@ impl Sealer {
         secrets: &SigningSecrets,
     ) -> Result<SealedSecrets, SealError> {
         let cipher = self.cipher(true).await?;
-        let nonce = secrets::random_bytes::<NONCE_LEN>();
+        let nonce = random::random_bytes::<NONCE_LEN>();
         let plaintext = serde_json::to_vec(secrets).expect("secrets serialize");
         let aad = associated_data(user_id, subscription_id);
         let sealed = cipher
@@ -163,7 +163,7 @@ fn associated_data(user_id: &UserId, subscription_id: &SubscriptionId) -> Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rotation::GracePeriod;
+    use crate::webhooks::rotation::GracePeriod;
     use crate::webhooks::{Health, WebhookSecret};
 
     /// A sealer whose data key is already in memory: no KMS or table call is made.
@@ -173,7 +173,7 @@ mod tests {
             .region(aws_sdk_kms::config::Region::new("eu-west-1"))
             .build();
         let clients = AwsClients::new(sdk);
-        let cipher = Aes256Gcm::new_from_slice(&secrets::random_bytes::<32>()).unwrap();
+        let cipher = Aes256Gcm::new_from_slice(&random::random_bytes::<32>()).unwrap();
         Sealer {
             data_key: DataKeyStore::new(clients.dynamodb().clone(), "unused"),
             clients,
