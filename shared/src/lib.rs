@@ -22,6 +22,8 @@ pub mod events;
 pub mod excerpt;
 pub mod ids;
 pub mod netguard;
+pub mod operational;
+pub mod operator;
 pub mod pagination;
 pub mod preferences;
 pub mod queue;

@@ -116,7 +116,7 @@ pub struct EventKinds(Vec<EventKind>);
 pub enum InvalidEvents {
     #[error("events must be a non-empty array")]
     NotANonEmptyArray,
-    #[error("unknown event kind {} (known: {})", Excerpt(.0), EventKind::subscribable_names())]
+    #[error("unknown event kind {} (GET /api/v1/webhooks/event-types lists them)", Excerpt(.0))]
     Unknown(String),
 }
 
@@ -274,6 +274,7 @@ impl Subscription {
             enabled: self.health.is_enabled(),
             disabled_at,
             disabled_reason,
+            failing_since: self.health.failing_since(),
         }
     }
 }
@@ -289,6 +290,10 @@ pub struct SubscriptionObject {
     pub enabled: bool,
     pub disabled_at: Option<Timestamp>,
     pub disabled_reason: Option<DisabledReason>,
+    /// While an enabled subscription is failing, since when (contract section 15: the
+    /// portal shows it); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Timestamp>,
 }
 
 crate::text::wire_names! {
