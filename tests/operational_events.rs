@@ -113,6 +113,27 @@ async fn a_success_after_failing_is_reported_recovered() {
     assert_eq!(recovered["data"]["recoveredAt"], recovered["createdAt"]);
 }
 
+/// Flapping (fail, succeed, fail, succeed) is one event per transition, each with its own
+/// id and time, the times in the order of the writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flapping_receiver_is_one_event_per_transition() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let flapping = Receiver::start(&[500, 200, 500, 200], NO_DELAY).await;
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    pipeline.subscribe(&user, &flapping.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &watcher.url, &[FAILING, RECOVERED]).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    settled(&watcher, 2).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let mut events = settled(&watcher, 4).await;
+    events.sort_by_key(|event| event["createdAt"].as_str().unwrap().to_owned());
+    assert_eq!(kinds(&events), [FAILING, RECOVERED, FAILING, RECOVERED]);
+    assert_eq!(events[1]["data"]["failingSince"], events[0]["createdAt"]);
+    assert_eq!(events[3]["data"]["failingSince"], events[2]["createdAt"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_failing_subscriptions_that_report_on_each_other_do_not_loop() {
     let pipeline = Pipeline::start(true).await;
