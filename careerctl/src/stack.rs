@@ -1,4 +1,4 @@
-//! The local stack: DynamoDB Local and moto (SQS and KMS) on free ports, with the service's
+//! The local stack: DynamoDB Local and moto (SQS, KMS and SNS) on free ports, with the service's
 //! tables, queues and KMS key, and the SDK configuration that points clients at them. `careerctl local` and the
 //! integration tests start it the same way.
 
