@@ -443,7 +443,11 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
     }
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     webhooks
-        .start_failure_clock(&typed(&user), &typed(&subscription), typed("2026-11-01T00:00:00.000Z"))
+        .start_failure_clock(
+            &typed(&user),
+            &typed(&subscription),
+            &career_service::failed_attempt(typed("2026-11-01T00:00:00.000Z")),
+        )
         .await
         .unwrap();
     assert!(webhooks

@@ -680,7 +680,7 @@ async fn pause_and_resume_set_and_clear_the_manual_reason() {
     let webhooks = WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     let (user_id, subscription_id) = (typed(&user), typed(id));
     let since: Timestamp = typed("2026-11-01T00:00:00.000Z");
-    webhooks.start_failure_clock(&user_id, &subscription_id, since).await.unwrap();
+    webhooks.start_failure_clock(&user_id, &subscription_id, &career_service::failed_attempt(since)).await.unwrap();
     let at: Timestamp = typed("2026-11-06T00:00:00.000Z");
     assert!(webhooks.disable(&user_id, &subscription_id, DisabledReason::Failing, Some(since), at).await.unwrap());
     let paused = update(&api, &key, id, r#"{"enabled": false}"#).await.assert_status(200).clone();
@@ -823,7 +823,22 @@ async fn update_needs_write_webhooks_and_the_event_catalog_read_webhooks() {
     let types = answer.assert_status(200)["eventTypes"].as_array().unwrap().clone();
     let names: Vec<_> =
         types.iter().map(|t| (t["name"].as_str().unwrap(), t["subscribable"].as_bool().unwrap())).collect();
-    assert_eq!(names, [("profile.updated", true), ("assessment.completed", true), ("webhook.ping", false)]);
+    assert_eq!(
+        names,
+        [
+            ("profile.updated", true),
+            ("assessment.completed", true),
+            ("webhook.endpoint.failing", true),
+            ("webhook.endpoint.disabled", true),
+            ("webhook.endpoint.recovered", true),
+            ("webhook.delivery.exhausted", true),
+            ("webhook.ping", false)
+        ]
+    );
+    // The operational kinds (contract section 15) are listed on update as on create.
+    let operational = r#"{"events": ["webhook.endpoint.failing", "webhook.delivery.exhausted"]}"#;
+    let updated = update(&api, &writer, id, operational).await;
+    assert_eq!(updated.assert_status(200)["events"], json!(["webhook.endpoint.failing", "webhook.delivery.exhausted"]));
     for event_type in &types {
         let mut fields: Vec<_> = event_type.as_object().unwrap().keys().cloned().collect();
         fields.sort();

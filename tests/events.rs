@@ -300,7 +300,11 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     table
-        .start_failure_clock(&typed(&user), &typed(&subscription_id), typed("2026-11-27T08:00:00.000Z"))
+        .start_failure_clock(
+            &typed(&user),
+            &typed(&subscription_id),
+            &career_service::failed_attempt(typed("2026-11-27T08:00:00.000Z")),
+        )
         .await
         .unwrap();
 

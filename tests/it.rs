@@ -27,6 +27,8 @@ mod events;
 mod local_gateway;
 #[path = "openapi.rs"]
 mod openapi;
+#[path = "operational_events.rs"]
+mod operational_events;
 #[path = "portal.rs"]
 mod portal;
 #[path = "receivers.rs"]

@@ -1392,7 +1392,14 @@ async fn ping_webhook_answers_as_documented() {
     assert_eq!(answer.json["status"], "pending");
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&typed(&user), &typed(&id), typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    webhooks
+        .start_failure_clock(
+            &typed(&user),
+            &typed(&id),
+            &career_service::failed_attempt(typed("2026-11-01T00:00:00.000Z")),
+        )
+        .await
+        .unwrap();
     webhooks
         .disable(
             &typed(&user),
@@ -1429,7 +1436,14 @@ async fn enable_webhook_answers_as_documented() {
     let (user, key, id) = subscribed(&api).await;
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks.start_failure_clock(&typed(&user), &typed(&id), typed("2026-11-01T00:00:00.000Z")).await.unwrap();
+    webhooks
+        .start_failure_clock(
+            &typed(&user),
+            &typed(&id),
+            &career_service::failed_attempt(typed("2026-11-01T00:00:00.000Z")),
+        )
+        .await
+        .unwrap();
     webhooks
         .disable(
             &typed(&user),
@@ -1718,6 +1732,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         events.push(event_from_record(&record).unwrap().expect("an event"));
     }
     events.push(career_core::events::Event::ping(&typed("whk_01JDQ40A1B2C3D4E5F6G7H8J9K")));
+    events.extend(operational_events());
     let mut kinds = BTreeSet::new();
     for event in events {
         let kind = event.kind().as_str();
@@ -1772,4 +1787,45 @@ fn webhook_deliveries_match_the_documented_callbacks() {
     }
     let documented: BTreeSet<String> = doc.root["webhooks"].as_object().unwrap().keys().cloned().collect();
     assert_eq!(documented, kinds, "one documented delivery per event kind");
+}
+
+/// One event of each operational kind, as the fan-out makes them from the webhooks and
+/// deliveries tables' stream records (contract section 15).
+fn operational_events() -> Vec<career_core::events::Event> {
+    use career_core::operational::{from_delivery_record, from_subscription_record};
+    let modify = |old: Value, new: Value| -> aws_lambda_events::dynamodb::EventRecord {
+        serde_json::from_value(json!({
+            "awsRegion": "us-east-1", "eventID": "e-1", "eventName": "MODIFY", "eventSource": "aws:dynamodb",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026",
+            "dynamodb": {"ApproximateCreationDateTime": 1795766400.0, "Keys": {}, "OldImage": old, "NewImage": new,
+                         "SequenceNumber": "1", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        }))
+        .unwrap()
+    };
+    let subscription = |extra: Value| {
+        let mut item = json!({"userId": {"S": "u1"}, "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"},
+                              "url": {"S": "https://hooks.example.com/in"}});
+        item.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        item
+    };
+    let failing = subscription(json!({"failingSince": {"S": "2026-11-27T08:00:00.000Z"},
+                                      "failingError": {"S": "timed out after 10 s"}}));
+    let disabled = subscription(json!({"failingSince": {"S": "2026-11-27T08:00:00.000Z"},
+                                       "disabledAt": {"S": "2026-11-27T09:00:00.000Z"}, "disabledReason": {"S": "gone"}}));
+    let recovered = subscription(json!({"recoveredAt": {"S": "2026-11-27T09:00:00.000Z"}}));
+    let delivery = |status: &str| {
+        json!({"userId": {"S": "u1"}, "deliveryId": {"S": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M"},
+               "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}, "eventId": {"S": "evt_01JDQ41B2C3D4E5F6G7H8J9K0M"},
+               "eventType": {"S": "webhook.ping"}, "status": {"S": status}, "attempts": {"N": "1"},
+               "lastError": {"S": "answered 410; subscription disabled"}})
+    };
+    [
+        from_subscription_record(&modify(subscription(json!({})), failing.clone())),
+        from_subscription_record(&modify(failing.clone(), disabled)),
+        from_subscription_record(&modify(failing, recovered)),
+        from_delivery_record(&modify(delivery("pending"), delivery("failed"))),
+    ]
+    .into_iter()
+    .map(|event| event.unwrap().expect("an operational event"))
+    .collect()
 }

@@ -42,7 +42,18 @@ impl Deployment {
         local.dead_letter_queue_url = Some(queues.dead_letter);
         let key = deployment.resolver.resources.get("WebhookSecretsKey");
         local.secrets_kms_key_id = Some(key.context("the template has no WebhookSecretsKey")?.reference.clone());
+        local.operator_topic_arn = Some(deployment.operator_topic()?.reference.clone());
         Ok(deployment)
+    }
+
+    fn operator_topic(&self) -> anyhow::Result<&crate::template::Physical> {
+        self.resolver.resources.get("OperatorTopic").context("the template has no OperatorTopic")
+    }
+
+    /// The queue subscribed to the operator topic: what was published to it.
+    pub fn operator_inbox(&self) -> anyhow::Result<String> {
+        let inbox = self.operator_topic()?.attributes.get(crate::resources::TOPIC_INBOX).cloned();
+        inbox.context("the operator topic has no local inbox")
     }
 
     pub fn queues(&self) -> anyhow::Result<QueueUrls> {

@@ -62,7 +62,9 @@ pub fn stream_sources(template: &Template, resolver: &Resolver, function: &str) 
         let listed = properties.get("FilterCriteria").and_then(|f| f.get("Filters")).and_then(Value::as_sequence);
         for filter in listed.into_iter().flatten() {
             let pattern = filter.get("Pattern").and_then(Value::as_str).context("a filter without a pattern")?;
-            filters.push(serde_json::from_str(pattern).with_context(|| format!("a filter pattern: {pattern}"))?);
+            let pattern = serde_json::from_str(pattern).with_context(|| format!("a filter pattern: {pattern}"))?;
+            check_pattern(&pattern)?;
+            filters.push(pattern);
         }
         let on_failure = properties.get("DestinationConfig").and_then(|d| d.get("OnFailure"));
         let on_failure = on_failure.and_then(|d| d.get("Destination")).and_then(Value::as_str);
@@ -102,14 +104,50 @@ pub fn queue_sources(template: &Template, resolver: &Resolver, function: &str) -
 }
 
 /// Whether the stream record `record` (as Lambda passes it on) matches the filter `pattern`:
-/// every field the pattern names has one of the values it lists, nested fields alike.
+/// every field the pattern names has one of the values it lists, nested fields alike. A
+/// listed value is a value, `{"exists": true|false}` (the field is there or not) or
+/// `{"anything-but": [values]}` (the field is there with none of them), as Lambda's filters
+/// have them; [`check_pattern`] refuses any other rule when the template is read.
 pub fn matches_pattern(pattern: &Json, record: &Json) -> bool {
+    matches_field(pattern, Some(record))
+}
+
+fn matches_field(pattern: &Json, value: Option<&Json>) -> bool {
     match pattern {
         Json::Object(fields) => {
-            fields.iter().all(|(name, wanted)| record.get(name).is_some_and(|value| matches_pattern(wanted, value)))
+            fields.iter().all(|(name, wanted)| matches_field(wanted, value.and_then(|value| value.get(name))))
         }
-        Json::Array(values) => values.contains(record),
-        other => other == record,
+        Json::Array(alternatives) => alternatives.iter().any(|alternative| matches_rule(alternative, value)),
+        other => value == Some(other),
+    }
+}
+
+fn matches_rule(rule: &Json, value: Option<&Json>) -> bool {
+    match (rule.get("exists").and_then(Json::as_bool), rule.get("anything-but").and_then(Json::as_array)) {
+        (Some(exists), _) => value.is_some() == exists,
+        (None, Some(excluded)) => value.is_some_and(|value| !excluded.contains(value)),
+        (None, None) => value == Some(rule),
+    }
+}
+
+/// Refuses a filter rule the local pump cannot evaluate (a prefix, a numeric range…), so a
+/// filter added to the template is either honoured locally or an error, never ignored.
+fn check_pattern(pattern: &Json) -> anyhow::Result<()> {
+    match pattern {
+        Json::Object(fields) => fields.values().try_for_each(check_pattern),
+        Json::Array(alternatives) => {
+            for rule in alternatives.iter().filter_map(Json::as_object) {
+                let known = matches!(
+                    (rule.len(), rule.get("exists"), rule.get("anything-but")),
+                    (1, Some(Json::Bool(_)), None) | (1, None, Some(Json::Array(_)))
+                );
+                if !known {
+                    bail!("a filter rule the local stack cannot evaluate: {}", Json::Object(rule.clone()));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -127,5 +165,31 @@ mod tests {
         assert!(!matches_pattern(&pattern, &record("REMOVE", "completed")));
         assert!(!matches_pattern(&pattern, &record("INSERT", "started")));
         assert!(!matches_pattern(&pattern, &json!({"eventName": "INSERT"})));
+    }
+
+    #[test]
+    fn exists_and_anything_but_match_as_lambda_matches_them() {
+        let failing = json!({"eventName": ["MODIFY"], "dynamodb": {
+            "NewImage": {"failingSince": {"S": [{"exists": true}]}},
+            "OldImage": {"failingSince": {"S": [{"exists": false}]}}}});
+        let record = |old: serde_json::Value, new: serde_json::Value| json!({"eventName": "MODIFY", "dynamodb": {"OldImage": old, "NewImage": new}});
+        let since = json!({"failingSince": {"S": "2026-11-27T08:00:00.000Z"}});
+        assert!(matches_pattern(&failing, &record(json!({"userId": {"S": "u"}}), since.clone())));
+        assert!(!matches_pattern(&failing, &record(since.clone(), since.clone())));
+        assert!(!matches_pattern(&failing, &record(json!({}), json!({}))));
+        let exhausted = json!({"dynamodb": {"NewImage": {"status": {"S": ["failed"]}},
+                                            "OldImage": {"status": {"S": [{"anything-but": ["failed"]}]}}}});
+        let status = |s: &str| json!({"status": {"S": s}});
+        assert!(matches_pattern(&exhausted, &record(status("pending"), status("failed"))));
+        assert!(!matches_pattern(&exhausted, &record(status("failed"), status("failed"))));
+        assert!(!matches_pattern(&exhausted, &record(json!({}), status("failed"))), "anything-but wants the field");
+    }
+
+    #[test]
+    fn a_rule_the_pump_cannot_evaluate_is_refused() {
+        assert!(check_pattern(&json!({"a": [{"exists": false}], "b": {"c": [{"anything-but": ["x"]}, "y"]}})).is_ok());
+        assert!(check_pattern(&json!({"a": [{"prefix": "x"}]})).is_err());
+        assert!(check_pattern(&json!({"a": [{"numeric": [">", 1]}]})).is_err());
+        assert!(check_pattern(&json!({"a": [{"exists": "yes"}]})).is_err());
     }
 }

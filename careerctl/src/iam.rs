@@ -324,6 +324,20 @@ pub fn calls_of(target: &str, body: &Json) -> Option<Vec<Call>> {
     })
 }
 
+/// The IAM calls of a request in AWS's Query protocol (SNS): a form-encoded body naming its
+/// `Action` and, for a topic's actions, the `TopicArn`. `None` for an action it does not map.
+pub fn query_calls_of(body: &[u8]) -> Option<Vec<Call>> {
+    let form: HashMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
+    let action = form.get("Action")?;
+    // PublishBatch is authorized as sns:Publish, as SendMessageBatch is as sqs:SendMessage.
+    let action = match action.as_str() {
+        "Publish" | "PublishBatch" => "Publish",
+        _ => return None,
+    };
+    let topic = form.get("TopicArn")?.clone();
+    Some(vec![Call { action: format!("sns:{action}"), resource: topic, context: Vec::new() }])
+}
+
 /// The access key id a signed request carries (`Credential=<key>/<date>/…`).
 fn access_key(request: &HttpRequest) -> Option<&str> {
     let authorization = request.headers().get("authorization")?;
@@ -333,10 +347,16 @@ fn access_key(request: &HttpRequest) -> Option<&str> {
 /// Evaluates `request` if it is signed by a role's keys: AWS's answer when the role refuses it.
 fn refusal(request: &HttpRequest) -> Option<HttpResponse> {
     let role = access_key(request).and_then(|key| REGISTRY.roles.read().expect("registry").get(key).cloned())?;
-    let target = request.headers().get("x-amz-target").unwrap_or_default();
-    let body: Json = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Json::Null);
-    let Some(calls) = calls_of(target, &body) else {
-        return Some(refuse(&role, &Call { action: target.to_owned(), resource: "?".to_owned(), context: Vec::new() }));
+    let bytes = request.body().bytes().unwrap_or_default();
+    // The JSON protocol names its operation in a header; the Query protocol (SNS) in its body.
+    let (calls, operation) = match request.headers().get("x-amz-target") {
+        Some(target) => (calls_of(target, &serde_json::from_slice(bytes).unwrap_or(Json::Null)), target.to_owned()),
+        None => {
+            (query_calls_of(bytes), String::from_utf8_lossy(bytes).split('&').next().unwrap_or_default().to_owned())
+        }
+    };
+    let Some(calls) = calls else {
+        return Some(refuse(&role, &Call { action: operation, resource: "?".to_owned(), context: Vec::new() }));
     };
     for call in &calls {
         match role.allows(call) {
@@ -458,5 +478,21 @@ mod tests {
             ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo")
         );
         assert!(calls_of("AWSLambda.Invoke", &Json::Null).is_none());
+    }
+
+    #[test]
+    fn a_query_protocol_publish_is_sns_publish_on_its_topic() {
+        let topic = "arn:aws:sns:us-east-1:123456789012:career-OperatorTopic";
+        let body = format!("Action=Publish&Version=2010-03-31&TopicArn={}&Message=%7B%7D", topic.replace(':', "%3A"));
+        let calls = query_calls_of(body.as_bytes()).unwrap();
+        assert_eq!(calls, [Call { action: "sns:Publish".into(), resource: topic.into(), context: Vec::new() }]);
+        let batch = format!("Action=PublishBatch&TopicArn={topic}");
+        assert_eq!(query_calls_of(batch.as_bytes()).unwrap()[0].action, "sns:Publish");
+        assert!(query_calls_of(b"Action=Subscribe&TopicArn=t").is_none(), "no function subscribes");
+        assert!(query_calls_of(b"Action=Publish").is_none(), "a publish names its topic");
+        let role = role(&format!("[{{Sid: Operator, Effect: Allow, Action: sns:Publish, Resource: \"{topic}\"}}]"));
+        assert!(role.allows(&calls[0]).is_some());
+        let other = Call { resource: format!("{topic}-other"), ..calls[0].clone() };
+        assert!(role.allows(&other).is_none());
     }
 }

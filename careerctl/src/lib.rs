@@ -14,6 +14,7 @@ pub mod event_sources;
 pub mod gateway;
 pub mod iam;
 pub mod local;
+pub mod notifications;
 pub mod pumps;
 pub mod queue_snapshot;
 pub mod resources;

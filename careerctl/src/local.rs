@@ -47,7 +47,7 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
 /// and its data there, until Ctrl-C (SIGINT).
 pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> anyhow::Result<()> {
     let installed = Installed::at(local_dir)?;
-    eprintln!("==> starting DynamoDB Local and moto (SQS and KMS)");
+    eprintln!("==> starting DynamoDB Local and moto (SQS, KMS and SNS)");
     let data_dir = local_dir.join("data");
     let mut stack = LocalStack::start(&installed, Some(&data_dir), settings).await?;
     let snapshot_path = data_dir.join("queued-deliveries.json");
@@ -136,7 +136,7 @@ fn print_welcome(stack: &LocalStack, api_url: &str, demo_key: &str, env_path: &P
     crate::print_line(format_args!(
         "Career service is up at {api_url}\n  \
          DynamoDB Local  {}\n  \
-         SQS and KMS     {}\n  \
+         SQS, KMS, SNS   {}\n  \
          Demo API key (user {user}, all six scopes):\n    {demo_key}\n  \
          Try:  curl -H \"Authorization: Bearer {demo_key}\" {api_url}/api/v1/alerts\n  \
          Webhooks portal (signed in with the demo key):  {api_url}/portal#key={demo_key}\n  \

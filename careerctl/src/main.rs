@@ -57,6 +57,14 @@ enum Command {
     /// their deliveries.
     #[command(subcommand)]
     Demo(DemoCommand),
+    /// Print what was published to the operator topic (operational events) since the last
+    /// call, and take it from the local stack's inbox: {"notifications": [{"messageId",
+    /// "subject", "publishedAt", "message"}]}.
+    Notifications {
+        /// The queue subscribed to the topic (`make run` puts OPERATOR_INBOX_URL in .local/env).
+        #[arg(long, env = "OPERATOR_INBOX_URL")]
+        inbox_url: String,
+    },
     /// Issue a link that signs a user in to the webhook portal: a key with read:webhooks and
     /// write:webhooks that expires; prints {"url": "<API URL>/portal#key=cak_…", "userId",
     /// "expiresAt"}. Anyone holding the link acts as the user until then.
@@ -285,6 +293,10 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             json(admin.redrive(clients.sqs(), &from, &to).await)
         }
         Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
+        Command::Notifications { inbox_url } => {
+            let notifications = careerctl::notifications::take(clients.sqs(), &inbox_url).await?;
+            Ok(serde_json::json!({ "notifications": notifications }))
+        }
         Command::Webhooks(WebhooksCommand::SealSecrets) => {
             let (_, sealer) = sealing(&clients)?;
             json(admin.seal_plain_secrets(&sealer).await)

@@ -88,7 +88,8 @@ pub async fn create_stack(
                 let name = resolver.text(resource.property("LogGroupName").context("a log group's name")?)?;
                 named(name.clone(), format!("arn:aws:logs:{}:{ACCOUNT}:log-group:{name}:*", resolver.region))
             }
-            "AWS::SecretsManager::Secret" | "AWS::SNS::Topic" | "AWS::IAM::Role" => {
+            "AWS::SNS::Topic" => create_topic(clients, stack_name, resource.logical_id).await?,
+            "AWS::SecretsManager::Secret" | "AWS::IAM::Role" => {
                 let service = resource.kind.split("::").nth(1).unwrap_or_default().to_lowercase();
                 let name = format!("{stack_name}-{}", resource.logical_id);
                 let arn = format!("arn:aws:{service}:{}:{ACCOUNT}:{name}", resolver.region);
@@ -161,6 +162,16 @@ struct Projection {
 #[serde(rename_all = "PascalCase", deny_unknown_fields)]
 struct StreamSpecification {
     stream_view_type: String,
+}
+
+impl StreamSpecification {
+    fn sdk(&self) -> ddb::StreamSpecification {
+        ddb::StreamSpecification::builder()
+            .stream_enabled(true)
+            .stream_view_type(ddb::StreamViewType::from(self.stream_view_type.as_str()))
+            .build()
+            .expect("complete")
+    }
 }
 
 #[derive(Deserialize)]
@@ -273,6 +284,7 @@ pub async fn create_tables(
             .with_context(|| format!("the template's table {} (careerctl/src/resources.rs)", table.logical_id))?;
         if existing.iter().any(|n| n == name) {
             add_missing_global_indexes(dynamodb, name, &properties).await?;
+            add_missing_stream(dynamodb, name, &properties).await?;
         } else {
             create_table(dynamodb, name, &properties).await?;
             created.push(name.to_owned());
@@ -303,13 +315,7 @@ async fn create_table(dynamodb: &DynamoDb, name: &str, table: &TableProperties) 
         .set_global_secondary_indexes(
             Some(table.global_secondary_indexes.iter().map(Index::global).collect()).filter(|i: &Vec<_>| !i.is_empty()),
         )
-        .set_stream_specification(table.stream_specification.as_ref().map(|stream| {
-            ddb::StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(ddb::StreamViewType::from(stream.stream_view_type.as_str()))
-                .build()
-                .expect("complete")
-        }));
+        .set_stream_specification(table.stream_specification.as_ref().map(StreamSpecification::sdk));
     request.send().await.with_context(|| format!("creating table {name}"))?;
     if let Some(ttl) = &table.time_to_live_specification {
         let specification = ddb::TimeToLiveSpecification::builder()
@@ -320,6 +326,20 @@ async fn create_table(dynamodb: &DynamoDb, name: &str, table: &TableProperties) 
         (dynamodb.update_time_to_live().table_name(name).time_to_live_specification(specification).send().await)
             .with_context(|| format!("enabling TTL on {name}"))?;
     }
+    Ok(())
+}
+
+/// Turns on the stream the template gives a table kept from a version without it (the
+/// webhooks and deliveries tables got theirs for the operational events).
+async fn add_missing_stream(dynamodb: &DynamoDb, name: &str, table: &TableProperties) -> anyhow::Result<()> {
+    let Some(stream) = &table.stream_specification else { return Ok(()) };
+    let described = dynamodb.describe_table().table_name(name).send().await;
+    let described = described.with_context(|| format!("describing table {name}"))?;
+    if described.table.and_then(|t| t.stream_specification).is_some_and(|s| s.stream_enabled) {
+        return Ok(());
+    }
+    let update = dynamodb.update_table().table_name(name).stream_specification(stream.sdk());
+    update.send().await.with_context(|| format!("turning on the stream of {name}"))?;
     Ok(())
 }
 
@@ -403,6 +423,30 @@ async fn create_queue(sqs: &Sqs, stack: &str, logical_id: &str, properties: &Val
     Ok(Physical {
         reference: url.clone(),
         attributes: [("Arn".to_owned(), arn), ("QueueName".to_owned(), name), ("QueueUrl".to_owned(), url.clone())]
+            .into(),
+    })
+}
+
+/// The attribute of a topic's [`Physical`] that holds the URL of the queue subscribed to it:
+/// what `careerctl notifications` and the tests read what was published from.
+pub const TOPIC_INBOX: &str = "LocalInboxUrl";
+
+/// A topic, named as CloudFormation names it, and a queue subscribed to it that stands for
+/// its subscribers (an operator's e-mail, say), so what is published can be read back.
+async fn create_topic(clients: &AwsClients, stack: &str, logical_id: &str) -> anyhow::Result<Physical> {
+    let name = format!("{stack}-{logical_id}");
+    let created =
+        clients.sns().create_topic().name(&name).send().await.with_context(|| format!("creating topic {name}"))?;
+    let arn = created.topic_arn.context("CreateTopic returned no ARN")?;
+    let inbox = format!("{name}-inbox");
+    let queue = clients.sqs().create_queue().queue_name(&inbox).send().await;
+    let inbox_url = queue.with_context(|| format!("creating queue {inbox}"))?.queue_url.unwrap_or_default();
+    let inbox_arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{inbox}", crate::stack::REGION);
+    let subscribed = clients.sns().subscribe().topic_arn(&arn).protocol("sqs").endpoint(&inbox_arn).send().await;
+    subscribed.with_context(|| format!("subscribing {inbox} to {name}"))?;
+    Ok(Physical {
+        reference: arn.clone(),
+        attributes: [("TopicArn".to_owned(), arn), ("TopicName".to_owned(), name), (TOPIC_INBOX.to_owned(), inbox_url)]
             .into(),
     })
 }

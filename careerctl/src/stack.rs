@@ -1,4 +1,4 @@
-//! The local stack: DynamoDB Local and moto (SQS and KMS) on free ports, with the service's
+//! The local stack: DynamoDB Local and moto (SQS, KMS and SNS) on free ports, with the service's
 //! tables, queues and KMS key, and the SDK configuration that points clients at them. `careerctl local` and the
 //! integration tests start it the same way.
 
@@ -23,7 +23,7 @@ pub const STACK_NAME: &str = "career";
 
 pub struct LocalStack {
     pub dynamodb: LocalService,
-    /// moto: the SQS emulator, and KMS on the same endpoint.
+    /// moto: the SQS emulator, and KMS and SNS on the same endpoint.
     pub sqs: LocalService,
     pub queues: QueueUrls,
     /// The settings of the stack (what its parameters and the local defaults make them); each
@@ -91,12 +91,14 @@ impl LocalStack {
         // So a function run under `cargo lambda watch` behaves as it does in the local stack
         // (the settings hold the stack's lanes and KMS key).
         vars.extend(self.settings.to_env());
+        // Where `careerctl notifications` reads what the operator topic was sent.
+        vars.extend(self.deployment.operator_inbox().ok().map(|url| ("OPERATOR_INBOX_URL", url)));
         vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
     }
 }
 
 /// The AWS part of the environment of a stack whose DynamoDB Local listens at `dynamodb` and
-/// moto (SQS and KMS) at `moto`: the region, the credentials and each service's endpoint.
+/// moto (SQS, KMS and SNS) at `moto`: the region, the credentials and each service's endpoint.
 fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_REGION", REGION.to_owned()),
@@ -106,6 +108,7 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
         ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", dynamodb.to_owned()),
         ("AWS_ENDPOINT_URL_SQS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_KMS", moto.to_owned()),
+        ("AWS_ENDPOINT_URL_SNS", moto.to_owned()),
     ]
 }
 

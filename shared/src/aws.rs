@@ -18,12 +18,13 @@ pub struct AwsClients {
     dynamodb: Arc<OnceLock<aws_sdk_dynamodb::Client>>,
     sqs: Arc<OnceLock<aws_sdk_sqs::Client>>,
     kms: Arc<OnceLock<aws_sdk_kms::Client>>,
+    sns: Arc<OnceLock<aws_sdk_sns::Client>>,
 }
 
 impl AwsClients {
     /// Builds nothing yet: each client is made from `sdk` when first asked for.
     pub fn new(sdk: SdkConfig) -> Self {
-        Self { sdk, dynamodb: Arc::default(), sqs: Arc::default(), kms: Arc::default() }
+        Self { sdk, dynamodb: Arc::default(), sqs: Arc::default(), kms: Arc::default(), sns: Arc::default() }
     }
 
     /// The configuration the clients are made from.
@@ -43,6 +44,10 @@ impl AwsClients {
         self.kms.get_or_init(|| aws_sdk_kms::Client::new(&self.sdk))
     }
 
+    pub fn sns(&self) -> &aws_sdk_sns::Client {
+        self.sns.get_or_init(|| aws_sdk_sns::Client::new(&self.sdk))
+    }
+
     /// The same clients, signing with `credentials`: those made already are made again on
     /// their own configuration (an interceptor stays), the others will be made with them.
     /// The local stack gives each function its role's keys this way.
@@ -57,8 +62,12 @@ impl AwsClients {
             clients = clients.with_sqs(aws_sdk_sqs::Client::from_conf(config.build()));
         }
         if let Some(client) = self.kms.get() {
-            let config = client.config().to_builder().credentials_provider(credentials);
+            let config = client.config().to_builder().credentials_provider(credentials.clone());
             clients = clients.with_kms(aws_sdk_kms::Client::from_conf(config.build()));
+        }
+        if let Some(client) = self.sns.get() {
+            let config = client.config().to_builder().credentials_provider(credentials);
+            clients.sns = Arc::new(OnceLock::from(aws_sdk_sns::Client::from_conf(config.build())));
         }
         clients
     }

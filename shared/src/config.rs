@@ -122,6 +122,9 @@ pub struct Settings {
     pub webhook_disable_after: Duration,
     /// `METRICS_NAMESPACE`: the CloudWatch namespace of the delivery metrics.
     pub metrics_namespace: String,
+    /// `OPERATOR_TOPIC_ARN`: the SNS topic every operational event is also published to
+    /// (contract section 15).
+    pub operator_topic_arn: Option<String>,
 }
 
 impl Settings {
@@ -154,6 +157,7 @@ impl Settings {
             secrets_kms_key_id: vars("SECRETS_KMS_KEY_ID").filter(|id| !id.trim().is_empty()),
             webhook_disable_after: seconds(vars, "WEBHOOK_DISABLE_AFTER_SECONDS", 432_000.0)?,
             metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
+            operator_topic_arn: vars("OPERATOR_TOPIC_ARN").filter(|arn| !arn.trim().is_empty()),
         })
     }
 
@@ -179,6 +183,7 @@ impl Settings {
             ("DELIVERY_RETRY_QUEUE_URL", self.retry_queue_url.clone()),
             ("DEAD_LETTER_QUEUE_URL", self.dead_letter_queue_url.clone()),
             ("SECRETS_KMS_KEY_ID", self.secrets_kms_key_id.clone()),
+            ("OPERATOR_TOPIC_ARN", self.operator_topic_arn.clone()),
         ];
         vars.extend(optional.into_iter().filter_map(|(name, value)| Some((name, value?))));
         vars
@@ -212,6 +217,13 @@ impl Settings {
         self.dead_letter_queue_url.as_deref().ok_or(ConfigError {
             name: "DEAD_LETTER_QUEUE_URL",
             problem: "must be set to the delivery dead-letter queue's URL".into(),
+        })
+    }
+
+    pub fn require_operator_topic_arn(&self) -> Result<&str, ConfigError> {
+        self.operator_topic_arn.as_deref().ok_or(ConfigError {
+            name: "OPERATOR_TOPIC_ARN",
+            problem: "must be set to the operator topic's ARN".into(),
         })
     }
 
@@ -321,6 +333,7 @@ mod tests {
             secrets_kms_key_id: Some("alias/career".into()),
             webhook_disable_after: Duration::from_secs(7),
             metrics_namespace: "Elsewhere".into(),
+            operator_topic_arn: Some("arn:aws:sns:us-east-1:123456789012:operations".into()),
         };
         let written: HashMap<&str, String> = settings.to_env().into_iter().collect();
         let read = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

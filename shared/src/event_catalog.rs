@@ -67,7 +67,7 @@ mod tests {
         expected.push(EventKind::WebhookPing);
         assert_eq!(names, expected);
         let subscribable: Vec<bool> = event_types().iter().map(|t| t.subscribable).collect();
-        assert_eq!(subscribable, [true, true, false]);
+        assert_eq!(subscribable, [true, true, true, true, true, true, false]);
     }
 
     /// Each example is a body the service could send for its kind (the schemas are checked

@@ -8,13 +8,20 @@ use serde::{Deserialize, Serialize};
 use serde_dynamo::AttributeValue;
 
 use crate::clock::Timestamp;
-use crate::ids::{AssessmentId, EventId, ProfileId, SubscriptionId, UserId};
+use crate::ids::{AssessmentId, DeliveryId, EventId, ProfileId, SubscriptionId, UserId};
+use crate::webhooks::DisabledReason;
 
 crate::text::wire_names! {
     /// Every event kind. The one list of them.
     pub enum EventKind: "event kind" {
         ProfileUpdated = "profile.updated",
         AssessmentCompleted = "assessment.completed",
+        /// Operational kinds (contract section 15): a subscription's health changed, or one
+        /// of its deliveries ran out of attempts. Sent to its owner's other subscriptions.
+        EndpointFailing = "webhook.endpoint.failing",
+        EndpointDisabled = "webhook.endpoint.disabled",
+        EndpointRecovered = "webhook.endpoint.recovered",
+        DeliveryExhausted = "webhook.delivery.exhausted",
         /// A test event sent on request to one subscription (contract section 9).
         WebhookPing = "webhook.ping",
     }
@@ -22,16 +29,18 @@ crate::text::wire_names! {
 
 impl EventKind {
     /// The kinds a subscription can list; `webhook.ping` needs no listing.
-    pub const SUBSCRIBABLE: [EventKind; 2] = [EventKind::ProfileUpdated, EventKind::AssessmentCompleted];
+    pub const SUBSCRIBABLE: [EventKind; 6] = [
+        EventKind::ProfileUpdated,
+        EventKind::AssessmentCompleted,
+        EventKind::EndpointFailing,
+        EventKind::EndpointDisabled,
+        EventKind::EndpointRecovered,
+        EventKind::DeliveryExhausted,
+    ];
 
     /// The subscribable kind named `text`.
     pub fn subscribable(text: &str) -> Option<Self> {
         EventKind::parse(text).filter(|kind| EventKind::SUBSCRIBABLE.contains(kind))
-    }
-
-    /// The subscribable kinds as a sentence fragment: `profile.updated, assessment.completed`.
-    pub fn subscribable_names() -> String {
-        Self::SUBSCRIBABLE.map(Self::as_str).join(", ")
     }
 }
 
@@ -45,7 +54,8 @@ pub struct Event {
     pub data: EventData,
 }
 
-/// Each kind's data (contract section 5, "Events").
+/// Each kind's data (contract sections 5 and 15). Read untagged, so no variant's fields
+/// may be a subset of an earlier one's: the ping's single field comes last.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged, deny_unknown_fields)]
 pub enum EventData {
@@ -53,24 +63,89 @@ pub enum EventData {
     ProfileUpdated { user_id: UserId, profile_id: ProfileId },
     #[serde(rename_all = "camelCase")]
     AssessmentCompleted { user_id: UserId, assessment_id: AssessmentId },
+    /// `url` is shown as the logs show it ([`crate::webhooks::LoggedUrl`]).
+    #[serde(rename_all = "camelCase")]
+    EndpointFailing {
+        user_id: UserId,
+        subscription_id: SubscriptionId,
+        url: String,
+        failing_since: Timestamp,
+        last_error: String,
+        last_response_status: Option<u16>,
+    },
+    #[serde(rename_all = "camelCase")]
+    EndpointDisabled {
+        user_id: UserId,
+        subscription_id: SubscriptionId,
+        url: String,
+        disabled_at: Timestamp,
+        disabled_reason: DisabledReason,
+    },
+    #[serde(rename_all = "camelCase")]
+    EndpointRecovered {
+        user_id: UserId,
+        subscription_id: SubscriptionId,
+        url: String,
+        failing_since: Timestamp,
+        recovered_at: Timestamp,
+    },
+    #[serde(rename_all = "camelCase")]
+    DeliveryExhausted {
+        user_id: UserId,
+        subscription_id: SubscriptionId,
+        delivery_id: DeliveryId,
+        event_id: EventId,
+        event_type: EventKind,
+        attempts: u32,
+        last_error: String,
+    },
     #[serde(rename_all = "camelCase")]
     WebhookPing { subscription_id: SubscriptionId },
 }
 
-impl Event {
+impl EventData {
     pub fn kind(&self) -> EventKind {
-        match self.data {
+        match self {
             EventData::ProfileUpdated { .. } => EventKind::ProfileUpdated,
             EventData::AssessmentCompleted { .. } => EventKind::AssessmentCompleted,
+            EventData::EndpointFailing { .. } => EventKind::EndpointFailing,
+            EventData::EndpointDisabled { .. } => EventKind::EndpointDisabled,
+            EventData::EndpointRecovered { .. } => EventKind::EndpointRecovered,
+            EventData::DeliveryExhausted { .. } => EventKind::DeliveryExhausted,
             EventData::WebhookPing { .. } => EventKind::WebhookPing,
         }
+    }
+}
+
+impl Event {
+    pub fn kind(&self) -> EventKind {
+        self.data.kind()
     }
 
     /// The user whose subscriptions the event goes to; a ping names its subscription instead.
     pub fn user_id(&self) -> Option<&UserId> {
         match &self.data {
-            EventData::ProfileUpdated { user_id, .. } | EventData::AssessmentCompleted { user_id, .. } => Some(user_id),
+            EventData::ProfileUpdated { user_id, .. }
+            | EventData::AssessmentCompleted { user_id, .. }
+            | EventData::EndpointFailing { user_id, .. }
+            | EventData::EndpointDisabled { user_id, .. }
+            | EventData::EndpointRecovered { user_id, .. }
+            | EventData::DeliveryExhausted { user_id, .. } => Some(user_id),
             EventData::WebhookPing { .. } => None,
+        }
+    }
+
+    /// The subscription an operational event is about: never sent to it (contract section
+    /// 15), so two failing subscriptions that report on each other cannot loop.
+    pub fn about(&self) -> Option<&SubscriptionId> {
+        match &self.data {
+            EventData::EndpointFailing { subscription_id, .. }
+            | EventData::EndpointDisabled { subscription_id, .. }
+            | EventData::EndpointRecovered { subscription_id, .. }
+            | EventData::DeliveryExhausted { subscription_id, .. } => Some(subscription_id),
+            EventData::ProfileUpdated { .. }
+            | EventData::AssessmentCompleted { .. }
+            | EventData::WebhookPing { .. } => None,
         }
     }
 

@@ -21,6 +21,8 @@ pub mod event_catalog;
 pub mod events;
 pub mod excerpt;
 pub mod ids;
+pub mod operational;
+pub mod operator;
 pub mod pagination;
 pub mod preferences;
 pub mod random;

@@ -263,7 +263,8 @@ fn log_calls_table(log: &LogCalls) -> String {
     let _ = writeln!(
         body,
         "\nThe record's write is one conditional `UpdateItem`; the subscription item is written only when its \
-         failure state changes.\n"
+         failure state changes. The operational events (contract section 15) add no call to any row: they come \
+         from the streams of these same writes, through the fan-out.\n"
     );
     body
 }

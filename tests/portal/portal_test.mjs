@@ -124,6 +124,10 @@ async function steps() {
   log('creating a subscription');
   const create = page.locator('#create-form');
   await page.fill('#create-url', 'ftp://127.0.0.1/hook');
+  for (const kind of ['webhook.endpoint.failing', 'webhook.endpoint.disabled', 'webhook.endpoint.recovered',
+    'webhook.delivery.exhausted']) {
+    check(await create.getByLabel(kind).count() === 1, `the operational kind ${kind} is offered`);
+  }
   await create.getByLabel('profile.updated').check();
   await create.getByRole('button', { name: 'Create subscription' }).click();
   await problemWith('webhooks.invalid_url');
@@ -140,7 +144,7 @@ async function steps() {
   await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
   check((await page.inputValue('#secret-value')) === '', 'the secret leaves the page with its dialog');
   await notice('Created the subscription');
-  check((await text('#subscriptions tbody')).includes('Enabled'), 'the new subscription is enabled');
+  check((await text('#subscriptions tbody')).includes('Healthy'), 'the new subscription is healthy');
   await accessible('subscriptions');
 
   // Opened from the keyboard.
@@ -183,7 +187,7 @@ async function steps() {
   check((await rowStatus(summary.skippedDelivery)) === 'skipped', 'a ping to a paused subscription is skipped');
   await page.getByRole('button', { name: 'Resume' }).click();
   await notice('Resumed');
-  check((await fact('#summary', 'State')) === 'Enabled', 'enabled again');
+  check((await fact('#summary', 'State')) === 'Healthy', 'enabled again');
   await page.getByRole('button', { name: 'Recover deliveries' }).click();
   await notice('Recovering 1 delivery.');
   await waitForRow(summary.skippedDelivery, 'succeeded', 1);

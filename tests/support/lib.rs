@@ -147,6 +147,7 @@ pub fn base_settings() -> Settings {
         secrets_kms_key_id: None,
         webhook_disable_after: std::time::Duration::from_secs(432_000),
         metrics_namespace: "CareerService/Webhooks".into(),
+        operator_topic_arn: None,
     }
 }
 
@@ -244,6 +245,18 @@ pub fn unique_user() -> String {
 #[track_caller]
 pub fn typed<T: std::str::FromStr<Err = String>>(text: impl AsRef<str>) -> T {
     text.as_ref().parse().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An attempt at `at` that got no answer: what starts a subscription's failure clock.
+pub fn failed_attempt(at: career_core::clock::Timestamp) -> career_core::delivery::log::AttemptRecord {
+    career_core::delivery::log::AttemptRecord {
+        at,
+        status: career_core::delivery::log::DeliveryStatus::Pending,
+        response: None,
+        error: Some("connection refused".to_owned()),
+        next_attempt_at: None,
+        advance_generation: false,
+    }
 }
 
 /// The contract's time format: RFC 3339 in UTC with milliseconds and a `Z`.

@@ -87,6 +87,20 @@ impl Pipeline {
         (json["id"].as_str().unwrap().to_owned(), json["secret"].as_str().unwrap().to_owned())
     }
 
+    /// What was published to the stack's operator topic, waiting up to `within` for at
+    /// least `count` notifications (each is returned once: they are taken from its inbox).
+    pub async fn notifications(&self, count: usize, within: Duration) -> Vec<careerctl::notifications::Notification> {
+        let inbox = crate::deployment(self.settings()).operator_inbox().expect("the operator topic's inbox");
+        let deadline = std::time::Instant::now() + within;
+        let mut taken = Vec::new();
+        loop {
+            taken.extend(careerctl::notifications::take(&sqs(), &inbox).await.expect("the inbox"));
+            if taken.len() >= count || std::time::Instant::now() >= deadline {
+                return taken;
+            }
+        }
+    }
+
     /// Receives what is on a queue now (without deleting it), waiting up to `within`
     /// for at least `count` messages.
     pub async fn peek(&self, queue_url: &str, count: usize, within: Duration) -> Vec<aws_sdk_sqs::types::Message> {

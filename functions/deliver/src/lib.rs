@@ -11,6 +11,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
@@ -228,7 +229,7 @@ async fn record(
     let attempt = after.record.attempt(outcome, now);
     let (recorded, changed) = tokio::join!(
         deps.deliveries.record_attempt(delivery, body, &attempt, lease),
-        change_subscription(deps, subscription, after.subscription, now),
+        change_subscription(deps, subscription, after.subscription, &attempt),
     );
     if let Err(err) = changed {
         tracing::error!(error = %err, "updating the subscription's failure clock failed");
@@ -241,13 +242,13 @@ async fn change_subscription(
     deps: &Deps,
     subscription: &Subscription,
     change: SubscriptionChange,
-    now: Timestamp,
+    attempt: &AttemptRecord,
 ) -> Result<(), StoreError> {
-    let (user_id, id) = (&subscription.user_id, &subscription.id);
+    let (user_id, id, now) = (&subscription.user_id, &subscription.id, attempt.at);
     match change {
         SubscriptionChange::Unchanged => Ok(()),
-        SubscriptionChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, now).await,
-        SubscriptionChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id).await,
+        SubscriptionChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, attempt).await,
+        SubscriptionChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id, now).await,
         SubscriptionChange::Disable(reason) => {
             // Failing disables only while the clock still shows the failure it measured.
             let since = subscription.health.failing_since().filter(|_| reason == DisabledReason::Failing);

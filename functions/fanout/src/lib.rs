@@ -1,36 +1,75 @@
-//! The fan-out function: each profile or assessment stream record becomes at most one event,
-//! and each event one delivery per subscription of its user to its kind. Each delivery's
-//! record is written first (contract section 12: `pending`, or `skipped` for a disabled
-//! subscription), then its message goes on the main lane, or on the retry lane for a
-//! subscription that is currently failing.
+//! The fan-out function: each stream record becomes at most one event, and each event one
+//! delivery per subscription of its user to its kind. A profile or assessment record is a
+//! change of the user's data (contract section 5); a subscription's or a delivery record's
+//! is an operational event (section 15), which never goes to the subscription it is about
+//! and is also published to the operator's topic. Each delivery's record is written first
+//! (section 12: `pending`, or `skipped` for a disabled subscription), then its message goes
+//! on the main lane, or on the retry lane for a subscription that is currently failing.
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, TableNames};
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
-use career_core::events::event_from_record;
+use career_core::events::{event_from_record, Event, MalformedRecord};
+use career_core::operational;
+use career_core::operator::{OperatorTopic, PublishError};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::webhooks::Subscription;
 
 pub struct Deps {
+    tables: TableNames,
     webhooks: WebhookTable,
     deliveries: DeliveryTable,
     queues: DeliveryQueues,
+    operator: OperatorTopic,
 }
 
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
+            tables: settings.tables.clone(),
             webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
             queues: DeliveryQueues::new(clients, settings)?,
+            operator: OperatorTopic::new(clients, settings)?,
         })
+    }
+}
+
+/// What a stream record is, by the table of its event source's ARN
+/// (`arn:…:table/<name>/stream/<label>`): a subscription's or a delivery record's change,
+/// or else a change of a user's data (a profile or an assessment, told apart by its keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    UserData,
+    Subscriptions,
+    Deliveries,
+}
+
+impl Source {
+    fn of(record: &EventRecord, tables: &TableNames) -> Self {
+        let arn = record.event_source_arn.as_deref().unwrap_or_default();
+        let table = arn.split_once(":table/").and_then(|(_, rest)| rest.split('/').next());
+        match table {
+            Some(table) if table == tables.webhooks => Source::Subscriptions,
+            Some(table) if table == tables.deliveries => Source::Deliveries,
+            _ => Source::UserData,
+        }
+    }
+
+    /// The event the record stands for, if any.
+    fn event(self, record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
+        match self {
+            Source::UserData => event_from_record(record),
+            Source::Subscriptions => operational::from_subscription_record(record),
+            Source::Deliveries => operational::from_delivery_record(record),
+        }
     }
 }
 
@@ -40,6 +79,8 @@ enum FanOutError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Queue(#[from] QueueError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
 }
 
 /// Handles records in order. A record that cannot be read is logged and skipped (a retry
@@ -60,7 +101,7 @@ pub async fn handle(deps: &Deps, event: StreamEvent) -> DynamoDbEventResponse {
 }
 
 async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
-    let event = match event_from_record(record) {
+    let event = match Source::of(record, &deps.tables).event(record) {
         Ok(Some(event)) => event,
         Ok(None) => return Ok(()),
         Err(malformed) => {
@@ -73,7 +114,8 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         tracing::warn!(event_id = %event.id, "skipping an event without a valid user id");
         return Ok(());
     };
-    let subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
+    let mut subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
+    subscriptions.retain(|s| Some(&s.id) != event.about());
     let message = |s: &Subscription| DeliveryMessage::new(&event, user_id, &s.id);
     let status = |s: &Subscription| match s.health.is_enabled() {
         true => DeliveryStatus::Pending,
@@ -96,6 +138,11 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     }
     deps.queues.send(Lane::Main, &main).await?;
     deps.queues.send(Lane::Retry, &retry).await?;
+    // Last: a failure above retries the record, and the deliveries' records keep that from
+    // sending twice; the topic cannot, so it is published to once the deliveries are queued.
+    if event.about().is_some() {
+        deps.operator.publish(&event).await?;
+    }
     tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, deliveries = subscriptions.len(), to_main_lane = main.len(), to_retry_lane = retry.len(), "event fanned out");
     Ok(())
 }

@@ -183,7 +183,10 @@ function checkedKinds(form) {
 // ------------------------------------------------------------------ the list
 
 function describeState(subscription) {
-  if (subscription.enabled) return 'Enabled';
+  if (subscription.enabled && subscription.failingSince) {
+    return `Failing since ${new Date(subscription.failingSince).toLocaleString()}`;
+  }
+  if (subscription.enabled) return 'Healthy';
   const since = subscription.disabledAt ? ` since ${new Date(subscription.disabledAt).toLocaleString()}` : '';
   switch (subscription.disabledReason) {
     case 'manual':
@@ -198,7 +201,8 @@ function describeState(subscription) {
 }
 
 function stateBadge(subscription) {
-  const tone = subscription.enabled ? 'good' : subscription.disabledReason === 'manual' ? 'quiet' : 'bad';
+  const tone = !subscription.enabled ? (subscription.disabledReason === 'manual' ? 'quiet' : 'bad')
+    : subscription.failingSince ? 'warn' : 'good';
   return el('span', { class: `badge ${tone}` }, describeState(subscription));
 }
 

@@ -13,6 +13,7 @@ use super::conditional::{applied, held, send_update, transact, Transacted};
 use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::Timestamp;
+use crate::delivery::log::AttemptRecord;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
 use crate::webhooks::rotation::PublicKeys;
@@ -30,6 +31,11 @@ const SEALED: &str = "sealedSecrets";
 const PLAIN: &str = "secret";
 const PUBLIC_KEYS: &str = "publicKeys";
 const FAILING_SINCE: &str = "failingSince";
+/// The error and status of the failure that started the clock, and when a success last
+/// stopped it: read only by the operational events (`operational`), from the stream.
+const FAILING_ERROR: &str = "failingError";
+const FAILING_STATUS: &str = "failingStatus";
+const RECOVERED_AT: &str = "recoveredAt";
 const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
 const ID: &str = "subscriptionId";
@@ -281,29 +287,41 @@ impl WebhookTable {
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await)
     }
 
-    /// Starts the failure clock at `at` (RFC 3339), unless it already runs. Called only on a
-    /// failure of a subscription that was not failing, so the common path writes nothing.
+    /// Starts the failure clock at the time of the failed `attempt`, unless it already runs,
+    /// and keeps the attempt's error and status beside it for the `failing` event (contract
+    /// section 15). Called only on a failure of a subscription that was not failing, so the
+    /// common path writes nothing.
     pub async fn start_failure_clock(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        attempt: &AttemptRecord,
+    ) -> Result<(), StoreError> {
+        let mut expression = Expression::new()
+            .set(FAILING_SINCE, time(attempt.at))
+            .set(FAILING_ERROR, s(attempt.error.as_deref().unwrap_or_default()));
+        expression = match &attempt.response {
+            Some((status, _)) => expression.set(FAILING_STATUS, n(*status)),
+            None => expression.remove(FAILING_STATUS),
+        };
+        // Neither is an earlier start moved nor a deleted subscription brought back.
+        let expression = expression.when(Condition::exists(ID).and(Condition::absent(FAILING_SINCE)));
+        // A refused condition means the clock already runs, or the subscription is gone.
+        applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
+    }
+
+    /// Stops the failure clock: called only on a success of a subscription that was failing,
+    /// at `at`, which the `recovered` event reports (contract section 15).
+    pub async fn reset_failure_clock(
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
         at: Timestamp,
     ) -> Result<(), StoreError> {
-        // Neither is an earlier start moved nor a deleted subscription brought back.
         let expression = Expression::new()
-            .set(FAILING_SINCE, time(at))
-            .when(Condition::exists(ID).and(Condition::absent(FAILING_SINCE)));
-        // A refused condition means the clock already runs, or the subscription is gone.
-        applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
-    }
-
-    /// Stops the failure clock: called only on a success of a subscription that was failing.
-    pub async fn reset_failure_clock(
-        &self,
-        user_id: &UserId,
-        subscription_id: &SubscriptionId,
-    ) -> Result<(), StoreError> {
-        let expression = Expression::new().remove(FAILING_SINCE).when(Condition::exists(ID));
+            .remove(FAILING_SINCE)
+            .set(RECOVERED_AT, time(at))
+            .when(Condition::exists(ID).and(Condition::exists(FAILING_SINCE)));
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
     }
 

@@ -123,7 +123,7 @@ pub struct EventKinds(Vec<EventKind>);
 pub enum InvalidEvents {
     #[error("events must be a non-empty array")]
     NotANonEmptyArray,
-    #[error("unknown event kind {} (known: {})", Excerpt(.0), EventKind::subscribable_names())]
+    #[error("unknown event kind {} (GET /api/v1/webhooks/event-types lists them)", Excerpt(.0))]
     Unknown(String),
 }
 
@@ -318,6 +318,7 @@ impl Subscription {
                 .as_ref()
                 .and_then(|keys| keys.previous_at(Timestamp::now()))
                 .map(|previous| previous.key),
+            failing_since: self.health.failing_since(),
         }
     }
 }
@@ -337,6 +338,10 @@ pub struct SubscriptionObject {
     pub public_key: Option<PublicKey>,
     /// The key the last rotation replaced, during its grace period; else `null`.
     pub previous_public_key: Option<PublicKey>,
+    /// While an enabled subscription is failing, since when (contract section 15: the
+    /// portal shows it); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Timestamp>,
 }
 
 crate::text::wire_names! {

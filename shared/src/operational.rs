@@ -1,0 +1,267 @@
+//! Operational events (contract section 15): how a stream record of the webhooks table (a
+//! subscription's health changed) or of the deliveries table (a delivery ended `failed`)
+//! becomes at most one event. Each transition is one conditional write, so one stream
+//! record; the event's id comes from the subscription or delivery, the kind and the time
+//! the write stored, so the same record processed twice is the same event.
+
+use aws_lambda_events::dynamodb::EventRecord;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::clock::Timestamp;
+use crate::delivery::log::DeliveryStatus;
+use crate::events::{Event, EventData, EventKind, MalformedRecord};
+use crate::ids::{DeliveryId, EventId, SubscriptionId, UserId};
+use crate::webhooks::{DisabledReason, LoggedUrl};
+
+/// What an event source's image of a subscription says about its health: the attributes
+/// the deliver function writes on a transition (`store::webhooks`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HealthImage {
+    user_id: UserId,
+    subscription_id: SubscriptionId,
+    url: String,
+    failing_since: Option<Timestamp>,
+    failing_error: Option<String>,
+    failing_status: Option<u16>,
+    recovered_at: Option<Timestamp>,
+    disabled_at: Option<Timestamp>,
+    disabled_reason: Option<DisabledReason>,
+}
+
+/// The attributes of a delivery record that an exhausted delivery's event carries.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeliveryImage {
+    user_id: UserId,
+    delivery_id: DeliveryId,
+    subscription_id: SubscriptionId,
+    event_id: EventId,
+    event_type: EventKind,
+    status: DeliveryStatus,
+    attempts: u32,
+    last_attempt_at: Option<Timestamp>,
+    last_error: Option<String>,
+}
+
+/// Said when a failure's error was not recorded with it (a write from before these events).
+const NOT_RECORDED: &str = "not recorded";
+
+/// The event a change of a subscription item stands for: `failing` when its failure clock
+/// starts, `disabled` when it is disabled for `failing` or `gone` (a pause is no event),
+/// `recovered` when a success stops the clock (enabling stops it too, and is no event).
+pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
+    let Some((old, new)) = images::<HealthImage>(record)? else { return Ok(None) };
+    let url = LoggedUrl(&new.url).to_string();
+    let (user_id, subscription_id) = (new.user_id, new.subscription_id.clone());
+    let (at, data) = match (&old, new.disabled_at, new.failing_since) {
+        (old, Some(disabled_at), _) if old.disabled_at.is_none() => match new.disabled_reason {
+            Some(DisabledReason::Manual) => return Ok(None),
+            reason => (
+                disabled_at,
+                EventData::EndpointDisabled {
+                    user_id,
+                    subscription_id,
+                    url,
+                    disabled_at,
+                    disabled_reason: reason.unwrap_or(DisabledReason::Failing),
+                },
+            ),
+        },
+        (_, Some(_), _) => return Ok(None),
+        (old, None, Some(failing_since)) if old.failing_since.is_none() && old.disabled_at.is_none() => (
+            failing_since,
+            EventData::EndpointFailing {
+                user_id,
+                subscription_id,
+                url,
+                failing_since,
+                last_error: new.failing_error.unwrap_or_else(|| NOT_RECORDED.to_owned()),
+                last_response_status: new.failing_status,
+            },
+        ),
+        (old, None, None) if old.disabled_at.is_none() => match (old.failing_since, new.recovered_at) {
+            (Some(failing_since), Some(recovered_at)) if old.recovered_at != Some(recovered_at) => (
+                recovered_at,
+                EventData::EndpointRecovered { user_id, subscription_id, url, failing_since, recovered_at },
+            ),
+            _ => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(transition(at, new.subscription_id.as_str(), data)))
+}
+
+/// The event a change of a delivery record stands for: `exhausted` when it becomes `failed`.
+pub fn from_delivery_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
+    let Some((old, new)) = images::<DeliveryImage>(record)? else { return Ok(None) };
+    if new.status != DeliveryStatus::Failed || old.status == DeliveryStatus::Failed {
+        return Ok(None);
+    }
+    let at = new.last_attempt_at.unwrap_or_else(|| record.change.approximate_creation_date_time.into());
+    let about = new.delivery_id.to_string();
+    let data = EventData::DeliveryExhausted {
+        user_id: new.user_id,
+        subscription_id: new.subscription_id,
+        delivery_id: new.delivery_id,
+        event_id: new.event_id,
+        event_type: new.event_type,
+        attempts: new.attempts,
+        last_error: new.last_error.unwrap_or_else(|| NOT_RECORDED.to_owned()),
+    };
+    Ok(Some(transition(at, &about, data)))
+}
+
+/// The event of a transition of `about` (a subscription or a delivery) written at `at`:
+/// its id from what it is about, its kind and that time, the same however often the record
+/// comes.
+fn transition(at: Timestamp, about: &str, data: EventData) -> Event {
+    let id = EventId::derived(at, &[about, data.kind().as_str(), &at.to_string()]);
+    Event { id, created_at: at, data }
+}
+
+/// The old and new images of a MODIFY record; `None` for an insert or a removal, which are
+/// no transition (a subscription or a record is created healthy, `pending` or `skipped`).
+fn images<T: DeserializeOwned>(record: &EventRecord) -> Result<Option<(T, T)>, MalformedRecord> {
+    let malformed = |problem| MalformedRecord { event_id: record.event_id.clone(), problem };
+    if record.event_name != "MODIFY" {
+        return Ok(None);
+    }
+    let read = |image: &serde_dynamo::Item| serde_dynamo::from_item::<_, T>(image.clone());
+    let old = read(&record.change.old_image).map_err(|_| malformed("no readable old image"))?;
+    let new = read(&record.change.new_image).map_err(|_| malformed("no readable new image"))?;
+    Ok(Some((old, new)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn record(old: Value, new: Value) -> EventRecord {
+        serde_json::from_value(json!({
+            "awsRegion": "us-east-1", "eventID": "ev-1", "eventName": "MODIFY", "eventSource": "aws:dynamodb",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/webhooks/stream/x",
+            "dynamodb": {"ApproximateCreationDateTime": 1795766400.0,
+                         "Keys": {"userId": {"S": "u1"}, "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}},
+                         "OldImage": old, "NewImage": new,
+                         "SequenceNumber": "100", "SizeBytes": 10, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        }))
+        .unwrap()
+    }
+
+    fn subscription(extra: Value) -> Value {
+        let mut item = json!({"userId": {"S": "u1"}, "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"},
+            "url": {"S": "https://user:pw@hooks.example.com/in?token=x"}, "events": {"L": []}});
+        item.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        item
+    }
+
+    const SINCE: &str = "2026-11-27T08:00:00.000Z";
+    const LATER: &str = "2026-11-27T09:00:00.000Z";
+
+    fn failing() -> Value {
+        subscription(json!({"failingSince": {"S": SINCE}, "failingError": {"S": "answered 500"},
+                            "failingStatus": {"N": "500"}}))
+    }
+
+    fn event(old: Value, new: Value) -> Option<Event> {
+        from_subscription_record(&record(old, new)).unwrap()
+    }
+
+    #[test]
+    fn the_first_failure_is_failing_with_its_error() {
+        let event = event(subscription(json!({})), failing()).expect("an event");
+        assert_eq!(event.kind(), EventKind::EndpointFailing);
+        assert_eq!(event.created_at.to_string(), SINCE);
+        assert_eq!(
+            serde_json::to_value(&event.data).unwrap(),
+            json!({"userId": "u1", "subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K",
+                   "url": "https://hooks.example.com/in", "failingSince": SINCE,
+                   "lastError": "answered 500", "lastResponseStatus": 500}),
+            "the URL as the logs show it"
+        );
+        assert_eq!(event.about().map(SubscriptionId::as_str), Some("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
+    }
+
+    #[test]
+    fn the_same_transition_is_the_same_event_and_another_is_another() {
+        let first = event(subscription(json!({})), failing()).unwrap();
+        assert_eq!(event(subscription(json!({})), failing()).unwrap().id, first.id);
+        let again = subscription(json!({"failingSince": {"S": LATER}, "failingError": {"S": "timed out after 10 s"}}));
+        let second = event(subscription(json!({})), again).unwrap();
+        assert_ne!(second.id, first.id);
+        assert_eq!(serde_json::to_value(&second.data).unwrap()["lastResponseStatus"], Value::Null);
+    }
+
+    #[test]
+    fn disabling_for_failing_or_gone_is_an_event_and_a_pause_is_not() {
+        let disabled = |reason: &str| {
+            subscription(
+                json!({"failingSince": {"S": SINCE}, "disabledAt": {"S": LATER}, "disabledReason": {"S": reason}}),
+            )
+        };
+        let event_for = |reason| event(failing(), disabled(reason));
+        let failing_event = event_for("failing").unwrap();
+        assert_eq!(failing_event.kind(), EventKind::EndpointDisabled);
+        assert_eq!(serde_json::to_value(&failing_event.data).unwrap()["disabledReason"], "failing");
+        assert_eq!(serde_json::to_value(&failing_event.data).unwrap()["disabledAt"], LATER);
+        assert_eq!(event(subscription(json!({})), disabled("gone")).unwrap().kind(), EventKind::EndpointDisabled);
+        assert_eq!(event_for("manual"), None);
+        assert_eq!(event(subscription(json!({})), disabled("manual")), None);
+        // A paused subscription disabled again (or renamed) changes nothing.
+        assert_eq!(event(disabled("failing"), disabled("manual")), None);
+    }
+
+    #[test]
+    fn a_success_after_failing_is_recovered_and_enabling_is_not() {
+        let recovered = subscription(json!({"recoveredAt": {"S": LATER}}));
+        let event_of = event(failing(), recovered.clone()).unwrap();
+        assert_eq!(event_of.kind(), EventKind::EndpointRecovered);
+        assert_eq!(
+            serde_json::to_value(&event_of.data).unwrap(),
+            json!({"userId": "u1", "subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K",
+                   "url": "https://hooks.example.com/in", "failingSince": SINCE, "recoveredAt": LATER})
+        );
+        // Enabling (a PATCH or POST …/enable) stops the clock without a success.
+        assert_eq!(event(failing(), subscription(json!({}))), None);
+        let earlier_recovery = subscription(json!({"recoveredAt": {"S": LATER}, "failingSince": {"S": SINCE}}));
+        assert_eq!(event(earlier_recovery, recovered), None);
+        let disabled = subscription(json!({"failingSince": {"S": SINCE}, "disabledAt": {"S": SINCE},
+                                           "disabledReason": {"S": "failing"}}));
+        assert_eq!(event(disabled, subscription(json!({}))), None, "enabling a disabled one");
+    }
+
+    fn delivery(status: &str) -> Value {
+        json!({"userId": {"S": "u1"}, "deliveryId": {"S": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M"},
+               "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}, "eventId": {"S": "evt_01JDQ41B2C3D4E5F6G7H8J9K0M"},
+               "eventType": {"S": "profile.updated"}, "status": {"S": status}, "attempts": {"N": "9"},
+               "lastAttemptAt": {"S": LATER}, "lastError": {"S": "answered 500"}, "body": {"S": "{}"}})
+    }
+
+    #[test]
+    fn a_delivery_that_becomes_failed_is_exhausted_once() {
+        let exhausted = |old, new| from_delivery_record(&record(old, new)).unwrap();
+        let event = exhausted(delivery("pending"), delivery("failed")).unwrap();
+        assert_eq!(event.kind(), EventKind::DeliveryExhausted);
+        assert_eq!(event.created_at.to_string(), LATER);
+        assert_eq!(
+            serde_json::to_value(&event.data).unwrap(),
+            json!({"userId": "u1", "subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K",
+                   "deliveryId": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M", "eventId": "evt_01JDQ41B2C3D4E5F6G7H8J9K0M",
+                   "eventType": "profile.updated", "attempts": 9, "lastError": "answered 500"})
+        );
+        assert_eq!(exhausted(delivery("pending"), delivery("failed")).unwrap().id, event.id);
+        assert_eq!(exhausted(delivery("failed"), delivery("failed")), None);
+        assert_eq!(exhausted(delivery("pending"), delivery("succeeded")), None);
+    }
+
+    #[test]
+    fn unreadable_images_are_malformed_and_inserts_no_transition() {
+        assert!(from_subscription_record(&record(json!({"userId": {"S": "u1"}}), failing())).is_err());
+        let mut insert = record(json!(null), failing());
+        insert.event_name = "INSERT".into();
+        assert_eq!(from_subscription_record(&insert).unwrap(), None);
+    }
+}

@@ -1,0 +1,232 @@
+//! Operational events end to end (contract section 15): a subscription's health transitions
+//! and its exhausted deliveries reach the same user's other subscriptions that list them,
+//! signed like any delivery, once per transition, and the operator's topic, with real
+//! receivers on loopback and the stack's streams, pumps and SNS topic in moto.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::Event as StreamEvent;
+use career_core::webhooks::signing::verify_hex;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::{Received, Receiver};
+use career_service::{acting_as, clients, unique_user};
+use careerctl::template::function;
+use serde_json::{json, Value};
+
+const SOON: Duration = Duration::from_secs(30);
+const NO_DELAY: Duration = Duration::ZERO;
+/// How long to keep watching for what must not come.
+const QUIET: Duration = Duration::from_secs(3);
+
+const FAILING: &str = "webhook.endpoint.failing";
+const DISABLED: &str = "webhook.endpoint.disabled";
+const RECOVERED: &str = "webhook.endpoint.recovered";
+const EXHAUSTED: &str = "webhook.delivery.exhausted";
+const OPERATIONAL: [&str; 4] = [FAILING, DISABLED, RECOVERED, EXHAUSTED];
+
+/// The operational events a receiver got, each once (a retried delivery repeats its body).
+fn operational(received: &[Received]) -> Vec<Value> {
+    let mut seen = BTreeSet::new();
+    received
+        .iter()
+        .map(Received::json)
+        .filter(|body| OPERATIONAL.contains(&body["type"].as_str().unwrap_or_default()))
+        .filter(|body| seen.insert(body["id"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|event| event["type"].as_str().unwrap()).collect()
+}
+
+/// Waits until `receiver` got `count` distinct operational events, then a while longer to see
+/// that no other comes.
+async fn settled(receiver: &Receiver, count: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + SOON;
+    while operational(&receiver.received()).len() < count {
+        assert!(std::time::Instant::now() < deadline, "got {:?}", kinds(&operational(&receiver.received())));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(QUIET).await;
+    operational(&receiver.received())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_receiver_is_reported_failing_disabled_and_exhausted_once_each_to_a_sibling_and_the_operator() {
+    // Disabled at the first delivery's last attempt: it has been failing for longer than 0 s.
+    let pipeline = Pipeline::with_settings(true, |s| s.webhook_disable_after = Duration::ZERO).await;
+    let user = unique_user();
+    let failing = Receiver::answering(&[500], "down", NO_DELAY).await;
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    let (failing_id, _) = pipeline.subscribe(&user, &failing.url, &["profile.updated", FAILING]).await;
+    let (_, secret) = pipeline.subscribe(&user, &watcher.url, &OPERATIONAL).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let events = settled(&watcher, 3).await;
+    assert_eq!(kinds(&events).into_iter().collect::<BTreeSet<_>>(), [DISABLED, EXHAUSTED, FAILING].into());
+    let of = |kind: &str| events.iter().find(|e| e["type"] == kind).unwrap().clone();
+    let expected_failing = json!({"userId": user, "subscriptionId": failing_id, "url": failing.url,
+        "failingSince": of(FAILING)["createdAt"], "lastError": "answered 500", "lastResponseStatus": 500});
+    assert_eq!(of(FAILING)["data"], expected_failing);
+    assert_eq!(of(DISABLED)["data"]["disabledReason"], "failing");
+    assert_eq!(of(DISABLED)["data"]["subscriptionId"], failing_id);
+    let exhausted = of(EXHAUSTED)["data"].clone();
+    assert_eq!((exhausted["eventType"].as_str(), exhausted["attempts"].as_u64()), (Some("profile.updated"), Some(3)));
+    assert_eq!(exhausted["lastError"], "answered 500");
+    for delivery in watcher.received() {
+        assert!(verify_hex(&secret, &delivery.body, delivery.header("x-webhook-signature")), "signed");
+        assert_eq!(delivery.header("x-webhook-event"), delivery.json()["type"]);
+    }
+    // Never to the subscription it is about, though it lists failing.
+    assert!(operational(&failing.received()).is_empty());
+
+    let published = pipeline.notifications(3, SOON).await;
+    let by_id = |events: Vec<Value>| {
+        events
+            .into_iter()
+            .map(|e| (e["id"].as_str().unwrap().to_owned(), e))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let published = by_id(published.into_iter().map(|n| n.message).collect());
+    assert_eq!(published, by_id(events), "the operator's topic has the same events");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_success_after_failing_is_reported_recovered() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let flaky = Receiver::start(&[500, 200], NO_DELAY).await;
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    let (flaky_id, _) = pipeline.subscribe(&user, &flaky.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &watcher.url, &[FAILING, RECOVERED]).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let events = settled(&watcher, 2).await;
+    let mut seen = kinds(&events);
+    seen.sort();
+    assert_eq!(seen, [FAILING, RECOVERED]);
+    let recovered = events.iter().find(|e| e["type"] == RECOVERED).unwrap();
+    let failing = events.iter().find(|e| e["type"] == FAILING).unwrap();
+    assert_eq!(recovered["data"]["subscriptionId"], flaky_id);
+    assert_eq!(recovered["data"]["failingSince"], failing["data"]["failingSince"]);
+    assert_eq!(recovered["data"]["recoveredAt"], recovered["createdAt"]);
+}
+
+/// Flapping (fail, succeed, fail, succeed) is one event per transition, each with its own
+/// id and time, the times in the order of the writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flapping_receiver_is_one_event_per_transition() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let flapping = Receiver::start(&[500, 200, 500, 200], NO_DELAY).await;
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    pipeline.subscribe(&user, &flapping.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &watcher.url, &[FAILING, RECOVERED]).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    settled(&watcher, 2).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let mut events = settled(&watcher, 4).await;
+    events.sort_by_key(|event| event["createdAt"].as_str().unwrap().to_owned());
+    assert_eq!(kinds(&events), [FAILING, RECOVERED, FAILING, RECOVERED]);
+    assert_eq!(events[1]["data"]["failingSince"], events[0]["createdAt"]);
+    assert_eq!(events[3]["data"]["failingSince"], events[2]["createdAt"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_failing_subscriptions_that_report_on_each_other_do_not_loop() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let first = Receiver::start(&[500], NO_DELAY).await;
+    let second = Receiver::start(&[500], NO_DELAY).await;
+    let (first_id, _) = pipeline.subscribe(&user, &first.url, &["profile.updated", FAILING]).await;
+    let (second_id, _) = pipeline.subscribe(&user, &second.url, &["profile.updated", FAILING]).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    // Each gets the other's one transition, though delivering it fails too.
+    let to_first = settled(&first, 1).await;
+    let to_second = settled(&second, 1).await;
+    assert_eq!(to_first.len(), 1, "{to_first:?}");
+    assert_eq!(to_second.len(), 1, "{to_second:?}");
+    assert_eq!(to_first[0]["data"]["subscriptionId"], second_id);
+    assert_eq!(to_second[0]["data"]["subscriptionId"], first_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_users_only_subscription_is_not_told_but_the_operator_is() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let only = Receiver::start(&[500], NO_DELAY).await;
+    let (only_id, _) = pipeline.subscribe(&user, &only.url, &["profile.updated", FAILING, EXHAUSTED]).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let published = pipeline.notifications(2, SOON).await;
+    let mut kinds: Vec<&str> = published.iter().map(|n| n.message["type"].as_str().unwrap()).collect();
+    kinds.sort();
+    assert_eq!(kinds, [EXHAUSTED, FAILING]);
+    assert!(published.iter().all(|n| n.message["data"]["subscriptionId"] == only_id.as_str()));
+    assert_eq!(published[0].subject.as_deref().map(|s| s.ends_with(&format!("({only_id})"))), Some(true));
+    tokio::time::sleep(QUIET).await;
+    assert!(operational(&only.received()).is_empty(), "nowhere to send it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_manual_pause_emits_nothing() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let paused = Receiver::start(&[200], NO_DELAY).await;
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    let (paused_id, _) = pipeline.subscribe(&user, &paused.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &watcher.url, &OPERATIONAL).await;
+
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks?id={paused_id}");
+    let answer = pipeline.api.send_json(lambda_http::http::Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;
+    assert_eq!(answer.assert_status(200)["disabledReason"], "manual");
+    tokio::time::sleep(QUIET).await;
+    assert!(watcher.received().is_empty());
+    assert!(pipeline.notifications(0, Duration::ZERO).await.is_empty());
+}
+
+/// The same stream record of a transition, processed twice (a retried batch), is one event:
+/// one delivery queued, with one id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_transition_record_is_one_event() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    pipeline.subscribe(&user, &watcher.url, &[FAILING]).await;
+    let fanout = career_fanout::Deps::new(
+        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::FANOUT, pipeline.settings()),
+    )
+    .unwrap();
+    let subscription = |failing: Value| {
+        let mut item = json!({"userId": {"S": user}, "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"},
+            "url": {"S": "https://hooks.example.com/in"}});
+        item.as_object_mut().unwrap().extend(failing.as_object().unwrap().clone());
+        item
+    };
+    let table = &pipeline.settings().tables.webhooks;
+    let record = json!({
+        "awsRegion": "us-east-1", "eventID": "e-1", "eventName": "MODIFY", "eventSource": "aws:dynamodb",
+        "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{table}/stream/2026"),
+        "dynamodb": {"ApproximateCreationDateTime": 1795766400.0,
+                     "Keys": {"userId": {"S": user}, "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}},
+                     "OldImage": subscription(json!({})),
+                     "NewImage": subscription(json!({"failingSince": {"S": "2026-11-27T08:00:00.000Z"},
+                                                     "failingError": {"S": "answered 503"}, "failingStatus": {"N": "503"}})),
+                     "SequenceNumber": "1", "SizeBytes": 64, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    });
+    for _ in 0..2 {
+        let mut batch = StreamEvent::default();
+        batch.records = vec![serde_json::from_value(record.clone()).unwrap()];
+        assert!(career_fanout::handle(&fanout, batch).await.batch_item_failures.is_empty());
+    }
+    let queued = pipeline.peek(&pipeline.queues.delivery, 2, Duration::from_secs(3)).await;
+    assert_eq!(queued.len(), 1, "one delivery, queued once");
+    let published = pipeline.notifications(2, SOON).await;
+    let ids: BTreeSet<&str> = published.iter().map(|n| n.message["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 1, "published at least once, always as the same event: {published:?}");
+}
