@@ -31,6 +31,8 @@ mod openapi;
 mod operational_events;
 #[path = "portal.rs"]
 mod portal;
+#[path = "readme.rs"]
+mod readme;
 #[path = "receivers.rs"]
 mod receivers;
 #[path = "sample_events.rs"]

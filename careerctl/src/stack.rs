@@ -93,7 +93,12 @@ impl LocalStack {
         vars.extend(self.settings.to_env());
         // Where `careerctl notifications` reads what the operator topic was sent.
         vars.extend(self.deployment.operator_inbox().ok().map(|url| ("OPERATOR_INBOX_URL", url)));
-        vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect()
+        let mut lines: String = vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect();
+        // `careerctl` on the PATH: the binary that runs this stack.
+        if let Some(dir) = std::env::current_exe().ok().as_deref().and_then(std::path::Path::parent) {
+            lines.push_str(&format!("export PATH='{}':\"$PATH\"\n", dir.display()));
+        }
+        lines
     }
 }
 

@@ -73,6 +73,12 @@ pub async fn run_stream_pump(
             let output =
                 match streams.get_records().shard_iterator(&iterator).limit(shard.source.batch_size).send().await {
                     Ok(output) => output,
+                    // DynamoDB Local answers a shard's first read from its trim horizon this way
+                    // while the shard is new: nothing is lost, and the next read starts again.
+                    Err(err) if err.as_service_error().is_some_and(|e| e.is_trimmed_data_access_exception()) => {
+                        tracing::debug!("stream pump: a new shard's first read, tried again");
+                        continue;
+                    }
                     Err(err) => {
                         tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
                         continue; // the iterator is dropped and fetched again from the checkpoint
