@@ -122,6 +122,20 @@ install_receivers() {
   fi
 }
 
+# Node.js 20.19 or later, which Redocly 2 and playwright-core need: from apt when missing,
+# and a clear stop when what is installed is older (Debian's apt may give Node.js 18).
+need_node() {
+  command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+  local version major minor
+  version=$(node --version)
+  IFS=. read -r major minor _ <<<"${version#v}"
+  if ((major < 20 || (major == 20 && minor < 19))); then
+    echo "install-local-deps: Node.js $version is too old: 20.19 or later is needed (Redocly 2, playwright-core)." >&2
+    echo "  Install a current Node.js (for example from https://nodejs.org or with nvm), put it first on PATH, and run this again." >&2
+    exit 1
+  fi
+}
+
 # npm_ci_locked DIR SOURCE LABEL: `npm ci` of SOURCE's package.json and package-lock.json into
 # DIR, unless DIR's stamp (LABEL and the lock file's hash: the lock pins every package) matches.
 npm_ci_locked() {
@@ -129,7 +143,7 @@ npm_ci_locked() {
   stamp="$label $(sha256sum "$source/package-lock.json" | cut -d' ' -f1)"
   stamped "$dir" "$stamp" && return 0
   say "installing $label's packages (${source#"$ROOT"/}/package-lock.json) ..."
-  command -v npm >/dev/null || apt_install nodejs npm
+  need_node
   rm -rf "$dir" && mkdir -p "$dir"
   cp "$source/package.json" "$source/package-lock.json" "$dir/"
   (cd "$dir" && npm ci --omit=dev --no-audit --no-fund --loglevel=error >&2)
@@ -137,7 +151,7 @@ npm_ci_locked() {
 }
 
 install_bench() {
-  command -v node >/dev/null || apt_install nodejs npm
+  need_node
   npm_ci_locked "$LOCAL/node-peer" "$ROOT/tests/bench/node-peer" "node-peer"
 }
 
@@ -153,7 +167,7 @@ install_api_tools() {
   local node="$LOCAL/api-node"
   if ! stamped "$node" "$API_NODE_PINS"; then
     say "installing $API_NODE_PINS into .local/api-node ..."
-    command -v npm >/dev/null || apt_install npm
+    need_node
     rm -rf "$node" && mkdir -p "$node"
     # shellcheck disable=SC2086  # API_NODE_PINS is a word list on purpose
     npm install --prefix "$node" --loglevel=error --no-audit --no-fund $API_NODE_PINS >&2
