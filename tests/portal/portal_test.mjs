@@ -119,6 +119,9 @@ async function steps() {
   await page.locator('#subscriptions .empty').waitFor();
   await page.locator('#create-form input[name="events"]').first().waitFor();
   await accessible('subscriptions (none yet)');
+  const hints = await page.locator('#create-form .kind .hint').allTextContents();
+  check(hints.length > 0 && hints.every((hint) => !hint.includes('`')), 'kind descriptions show no Markdown backticks');
+  check(await page.locator('#create-form .kind .hint code').count() > 0, 'their code spans are code elements');
 
   // A refused creation shows the API's code; a good one shows the secret once.
   log('creating a subscription');
@@ -182,7 +185,7 @@ async function steps() {
   await notice('Paused');
   check((await fact('#summary', 'State')).startsWith('Paused'), 'paused');
   await page.getByRole('button', { name: 'Send a test ping' }).click();
-  await notice('(skipped)');
+  await notice('and skipped: the subscription is paused or disabled');
   summary.skippedDelivery = (await text('#notice')).match(/dlv_[0-9A-Za-z]+/)[0];
   check((await rowStatus(summary.skippedDelivery)) === 'skipped', 'a ping to a paused subscription is skipped');
   await page.getByRole('button', { name: 'Resume' }).click();

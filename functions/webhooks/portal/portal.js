@@ -59,6 +59,17 @@ function showProblem(context, err) {
   $('problem').replaceChildren(el('p', {}, ...parts));
 }
 
+/** `text` with its Markdown code spans (`…`) as code elements, the rest as text. */
+function withCodeSpans(text) {
+  return text.split('`').map((part, i) => (i % 2 === 1 ? el('code', {}, part) : part));
+}
+
+/**
+ * Why a delivery just recorded was skipped. A queued one's later status is the log's to show,
+ * so a notice does not repeat the status it had when it was queued.
+ */
+const SKIPPED = 'the subscription is paused or disabled, so nothing is sent.';
+
 function showNotice(text) {
   $('problem').replaceChildren();
   $('notice').replaceChildren(el('p', {}, text));
@@ -129,7 +140,10 @@ async function enter() {
     showView('list-view');
   } catch (err) {
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
-      signOut({ context: 'Sign-in failed', err });
+      const why = err.status === 401
+        ? 'That key is not accepted: paste the whole key (it starts with cak_), and check that it has not expired or been revoked'
+        : 'That key cannot manage webhooks: it needs the scopes read:webhooks and write:webhooks';
+      signOut({ context: why, err });
     } else {
       showView('list-view');
       showProblem('Could not load your subscriptions', err);
@@ -169,7 +183,7 @@ async function loadEventKinds() {
       return el('div', { class: 'kind' },
         el('input', { type: 'checkbox', id, name: 'events', value: kind.name, 'aria-describedby': hint }),
         el('label', { for: id }, el('code', {}, kind.name)),
-        el('span', { id: hint, class: 'hint' }, kind.description));
+        el('span', { id: hint, class: 'hint' }, ...withCodeSpans(kind.description)));
     });
     fieldset.replaceChildren(fieldset.querySelector('legend'), ...boxes);
   }
@@ -366,7 +380,9 @@ async function rotate(event) {
 async function ping(event) {
   const record = await act('Could not send a ping', () => state.api.ping(state.current.id), event.currentTarget);
   if (!record) return;
-  showNotice(`Test ping queued as delivery ${record.id} (${record.status}).`);
+  showNotice(record.status === 'skipped'
+    ? `Test ping recorded as delivery ${record.id} and skipped: ${SKIPPED}`
+    : `Test ping queued as delivery ${record.id}; the log below shows how it goes.`);
   await restartLog();
 }
 
@@ -493,7 +509,9 @@ async function retry(event) {
   const record = await act('Could not retry the delivery', () => state.api.retryDelivery(id), event.currentTarget);
   if (!record) return;
   renderDelivery(record, false);
-  showNotice(`Delivery ${record.id} queued again (${record.status}).`);
+  showNotice(record.status === 'skipped'
+    ? `Delivery ${record.id} recorded as skipped again: ${SKIPPED}`
+    : `Delivery ${record.id} queued again; the log below shows how it goes.`);
   state.refreshesLeft = REFRESHES_PER_ACTION;
   await refreshDeliveries();
 }
