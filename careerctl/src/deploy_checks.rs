@@ -87,3 +87,70 @@ fn no_queue_has_a_fixed_name_that_a_quick_redeploy_would_find_deleted_recently()
         assert!(queue.property("QueueName").is_none(), "{} has a fixed name", queue.logical_id);
     }
 }
+
+/// The shipped template resolved to a stack of made-up names: each table's ARN and stream, each
+/// queue's ARN and URL, as a deploy would give them.
+fn resolved_on_paper(tables: &career_core::config::TableNames) -> Resolver {
+    let template = Template::shipped();
+    let mut resolver = resolver("paper");
+    resolver.parameters = template.parameter_defaults();
+    for table in template.resources_of("AWS::DynamoDB::Table") {
+        let name = crate::resources::table_name(table.logical_id, tables).unwrap();
+        let arn = format!("arn:aws:dynamodb:r:1:table/{name}");
+        let attributes = [("Arn".to_owned(), arn.clone()), ("StreamArn".to_owned(), format!("{arn}/stream/label"))];
+        let physical = crate::template::Physical { reference: name.to_owned(), attributes: attributes.into() };
+        resolver.resources.insert(table.logical_id.to_owned(), physical);
+    }
+    for queue in template.resources_of("AWS::SQS::Queue") {
+        let attributes = [("Arn".to_owned(), format!("arn:aws:sqs:r:1:{}", queue.logical_id))];
+        let physical = crate::template::Physical {
+            reference: format!("https://q/{}", queue.logical_id),
+            attributes: attributes.into(),
+        };
+        resolver.resources.insert(queue.logical_id.to_owned(), physical);
+    }
+    resolver
+}
+
+/// A change of an item of `source` that is its event, as the stream delivers it.
+fn firing_record(source: &career_core::events::EventSource) -> aws_lambda_events::dynamodb::EventRecord {
+    let (item, old) = match source.kind {
+        career_core::events::EventKind::AssessmentCompleted => {
+            (serde_json::json!({"status": {"S": "completed"}}), serde_json::json!({"status": {"S": "started"}}))
+        }
+        _ => (serde_json::json!({"headline": {"S": "new"}}), serde_json::json!({"headline": {"S": "old"}})),
+    };
+    let keys = serde_json::json!({"userId": {"S": "user-1"}, source.item_key: {"S": "x_1"}});
+    let mut new = item.as_object().unwrap().clone();
+    new.extend(keys.as_object().unwrap().clone());
+    let mut before = old.as_object().unwrap().clone();
+    before.extend(keys.as_object().unwrap().clone());
+    let record = serde_json::json!({
+        "eventID": "1", "eventName": "MODIFY", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "r",
+        "dynamodb": {"Keys": keys, "NewImage": new, "OldImage": before, "SequenceNumber": "1", "SizeBytes": 1,
+                     "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    });
+    serde_json::from_value(record).expect("a stream record")
+}
+
+#[test]
+fn every_event_source_has_its_tables_stream_on_the_fan_out_and_its_filters_pass_its_events() {
+    let tables = career_core::config::TableNames::with_prefix("paper-");
+    let sources =
+        crate::event_sources::stream_sources(&Template::shipped(), &resolved_on_paper(&tables), function::FANOUT)
+            .unwrap();
+    for source in &career_core::events::EVENT_SOURCES {
+        let table = (source.table)(&tables);
+        let stream = sources.iter().find(|s| s.stream_arn.contains(&format!("table/{table}/stream")));
+        let stream =
+            stream.unwrap_or_else(|| panic!("{}: no stream of {table} feeds the fan-out", source.kind.as_str()));
+        let record = firing_record(source);
+        assert!((source.fires)(&record), "{}: the sample record is its event", source.kind.as_str());
+        let json = serde_json::to_value(&record).unwrap();
+        let passes = stream.filters.is_empty()
+            || stream.filters.iter().any(|pattern| crate::event_sources::matches_pattern(pattern, &json));
+        assert!(passes, "{}: the template's filters drop its event", source.kind.as_str());
+        let event = career_core::events::event_from_record(&record).unwrap();
+        assert_eq!(event.map(|e| e.kind()), Some(source.kind));
+    }
+}

@@ -248,7 +248,7 @@ impl TableProperties {
 /// The local name of the template's table `logical_id`: the entry of `tables` (the one list
 /// of table names, config.rs) whose name ends in the logical id in kebab case without
 /// "Table" (`ApiKeysTable` → `…api-keys`).
-fn table_name<'a>(logical_id: &str, tables: &'a TableNames) -> anyhow::Result<&'a str> {
+pub(crate) fn table_name<'a>(logical_id: &str, tables: &'a TableNames) -> anyhow::Result<&'a str> {
     let stem = logical_id.strip_suffix("Table").unwrap_or(logical_id);
     let mut kebab = String::new();
     for (i, c) in stem.chars().enumerate() {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_dynamo::AttributeValue;
 
 use crate::clock::Timestamp;
+use crate::config::TableNames;
 use crate::ids::{AssessmentId, DeliveryId, EventId, ProfileId, SubscriptionId, UserId};
 use crate::webhooks::DisabledReason;
 
@@ -193,54 +194,65 @@ pub struct MalformedRecord {
     pub problem: &'static str,
 }
 
-/// The event a stream record stands for, if any: `profile.updated` when a profile item is
-/// created or really changed, `assessment.completed` when an assessment's status becomes
-/// `completed`.
+/// Where an event of the platform's data comes from: the table whose stream carries it (as
+/// named in [`TableNames`]), the key attribute that names the item, when a record of it is an
+/// event, and the event's data. The one list of such sources: the fan-out reads records by it,
+/// and careerctl's deploy checks hold template.yaml's streams and filters to it.
+pub struct EventSource {
+    pub kind: EventKind,
+    pub table: fn(&TableNames) -> &str,
+    pub item_key: &'static str,
+    /// Whether the change (`INSERT` or `MODIFY`, the new image present) is the event.
+    pub fires: fn(&EventRecord) -> bool,
+    data: fn(UserId, &str) -> Option<EventData>,
+}
+
+/// Every source of the platform's events.
+pub const EVENT_SOURCES: [EventSource; 2] = [
+    EventSource {
+        kind: EventKind::ProfileUpdated,
+        table: |tables| &tables.profiles,
+        item_key: "profileId",
+        // Created, or really changed.
+        fires: |record| record.event_name == "INSERT" || record.change.old_image != record.change.new_image,
+        data: |user_id, id| Some(EventData::ProfileUpdated { user_id, profile_id: ProfileId::parse(id)? }),
+    },
+    EventSource {
+        kind: EventKind::AssessmentCompleted,
+        table: |tables| &tables.assessments,
+        item_key: "assessmentId",
+        // Only the transition to completed.
+        fires: |record| {
+            let change = &record.change;
+            is_completed(&change.new_image) && (record.event_name == "INSERT" || !is_completed(&change.old_image))
+        },
+        data: |user_id, id| Some(EventData::AssessmentCompleted { user_id, assessment_id: AssessmentId::parse(id)? }),
+    },
+];
+
+/// The event a stream record of the platform's data stands for, if any (see [`EVENT_SOURCES`]).
 pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
     let malformed = |problem| MalformedRecord { event_id: record.event_id.clone(), problem };
     let change = &record.change;
-    let (kind, id_attribute) = if change.keys.contains_key("profileId") {
-        (EventKind::ProfileUpdated, "profileId")
-    } else if change.keys.contains_key("assessmentId") {
-        (EventKind::AssessmentCompleted, "assessmentId")
-    } else {
-        return Err(malformed("keys name neither a profile nor an assessment"));
-    };
+    let source = EVENT_SOURCES.iter().find(|source| change.keys.contains_key(source.item_key));
+    let source = source.ok_or_else(|| malformed("keys name no item of an event source (profileId, assessmentId)"))?;
     if record.event_name == "REMOVE" {
         return Ok(None);
     }
     if record.event_name != "INSERT" && record.event_name != "MODIFY" {
         return Err(malformed("unknown event name"));
     }
-    let new = &change.new_image;
-    if new.is_empty() {
+    if change.new_image.is_empty() {
         return Err(malformed("no new image (the stream must carry new and old images)"));
     }
-    let happened = if kind == EventKind::ProfileUpdated {
-        record.event_name == "INSERT" || change.old_image != *new
-    } else {
-        is_completed(new) && (record.event_name == "INSERT" || !is_completed(&change.old_image))
-    };
-    if !happened {
+    if !(source.fires)(record) {
         return Ok(None);
     }
     let user_id = string_attribute(&change.keys, "userId").and_then(UserId::parse);
     let user_id = user_id.ok_or_else(|| malformed("no userId key, or not a user id"))?;
-    let item_id = string_attribute(&change.keys, id_attribute);
-    let data = match kind {
-        EventKind::ProfileUpdated => EventData::ProfileUpdated {
-            user_id,
-            profile_id: item_id
-                .and_then(ProfileId::parse)
-                .ok_or_else(|| malformed("no profileId key, or not an id"))?,
-        },
-        _ => EventData::AssessmentCompleted {
-            user_id,
-            assessment_id: item_id
-                .and_then(AssessmentId::parse)
-                .ok_or_else(|| malformed("no assessmentId key, or not an id"))?,
-        },
-    };
+    let item_id = string_attribute(&change.keys, source.item_key);
+    let data = item_id.and_then(|id| (source.data)(user_id, id));
+    let data = data.ok_or_else(|| malformed("the item's key is not an id of its kind"))?;
     let created_at = created_at(change);
     Ok(Some(Event {
         id: EventId::derived(created_at, &[record.event_source_arn.as_deref().unwrap_or_default(), &record.event_id]),
