@@ -255,73 +255,88 @@ impl Role {
 /// refused).
 pub fn calls_of(target: &str, body: &Json) -> Option<Vec<Call>> {
     let (service, operation) = target.split_once('.')?;
-    let text = |name: &str| body.get(name).and_then(Json::as_str);
-    let table = |name: &str| format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION);
-    let call = |action: String, resource: String| Call { action, resource, context: Vec::new() };
-    Some(match service {
-        "DynamoDB_20120810" => {
-            let action = format!("dynamodb:{operation}");
-            match operation {
-                "BatchWriteItem" | "BatchGetItem" => {
-                    let tables = body.get("RequestItems")?.as_object()?;
-                    tables.keys().map(|name| call(action.clone(), table(name))).collect()
-                }
-                "TransactWriteItems" | "TransactGetItems" => body
-                    .get("TransactItems")?
-                    .as_array()?
-                    .iter()
-                    .filter_map(|item| {
-                        let (kind, request) = item.as_object()?.iter().next()?;
-                        let action = match kind.as_str() {
-                            "ConditionCheck" => "ConditionCheckItem".to_owned(),
-                            "Get" | "Put" | "Update" | "Delete" => format!("{kind}Item"),
-                            _ => return None,
-                        };
-                        Some(call(format!("dynamodb:{action}"), table(request.get("TableName")?.as_str()?)))
-                    })
-                    .collect(),
-                "ListTables" => vec![call(action, "*".to_owned())],
-                _ => {
-                    let mut resource = table(text("TableName")?);
-                    if let Some(index) = text("IndexName") {
-                        resource = format!("{resource}/index/{index}");
-                    }
-                    vec![call(action, resource)]
-                }
-            }
-        }
+    match service {
+        "DynamoDB_20120810" => dynamodb_calls(operation, body),
         "DynamoDBStreams_20120810" => {
             let stream = match operation {
                 "ListStreams" => "*".to_owned(),
                 // An iterator names its stream before the first `|`, as DynamoDB's do.
-                "GetRecords" => text("ShardIterator")?.split('|').next()?.to_owned(),
-                _ => text("StreamArn")?.to_owned(),
+                "GetRecords" => text(body, "ShardIterator")?.split('|').next()?.to_owned(),
+                _ => text(body, "StreamArn")?.to_owned(),
             };
-            vec![call(format!("dynamodb:{operation}"), stream)]
+            Some(vec![call(format!("dynamodb:{operation}"), stream)])
         }
         "AmazonSQS" => {
             let action = operation.strip_suffix("Batch").unwrap_or(operation);
-            let queue = match text("QueueUrl") {
+            let queue = match text(body, "QueueUrl") {
                 Some(url) => url.rsplit('/').next()?.to_owned(),
-                None => text("QueueName")?.to_owned(),
+                None => text(body, "QueueName")?.to_owned(),
             };
-            vec![call(format!("sqs:{action}"), format!("arn:aws:sqs:{}:{ACCOUNT}:{queue}", crate::stack::REGION))]
+            let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{queue}", crate::stack::REGION);
+            Some(vec![call(format!("sqs:{action}"), arn)])
         }
-        "TrentService" => {
-            let key = text("KeyId")?;
-            let resource = if key.starts_with("arn:") {
-                key.to_owned()
-            } else {
-                format!("arn:aws:kms:{}:{ACCOUNT}:key/{key}", crate::stack::REGION)
-            };
-            let context = body.get("EncryptionContext").and_then(Json::as_object).into_iter().flatten();
-            let context = context
-                .filter_map(|(k, v)| Some((format!("kms:EncryptionContext:{k}"), v.as_str()?.to_owned())))
-                .collect();
-            vec![Call { action: format!("kms:{operation}"), resource, context }]
+        "TrentService" => kms_calls(operation, body),
+        _ => None,
+    }
+}
+
+fn text<'a>(body: &'a Json, name: &str) -> Option<&'a str> {
+    body.get(name).and_then(Json::as_str)
+}
+
+fn call(action: String, resource: String) -> Call {
+    Call { action, resource, context: Vec::new() }
+}
+
+fn table(name: &str) -> String {
+    format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION)
+}
+
+/// DynamoDB's calls: one per table of a batch, one per item of a transaction (as the item's
+/// own action), else one on the table or the index the request names.
+fn dynamodb_calls(operation: &str, body: &Json) -> Option<Vec<Call>> {
+    let action = format!("dynamodb:{operation}");
+    Some(match operation {
+        "BatchWriteItem" | "BatchGetItem" => {
+            let tables = body.get("RequestItems")?.as_object()?;
+            tables.keys().map(|name| call(action.clone(), table(name))).collect()
         }
-        _ => return None,
+        "TransactWriteItems" | "TransactGetItems" => body
+            .get("TransactItems")?
+            .as_array()?
+            .iter()
+            .filter_map(|item| {
+                let (kind, request) = item.as_object()?.iter().next()?;
+                let action = match kind.as_str() {
+                    "ConditionCheck" => "ConditionCheckItem".to_owned(),
+                    "Get" | "Put" | "Update" | "Delete" => format!("{kind}Item"),
+                    _ => return None,
+                };
+                Some(call(format!("dynamodb:{action}"), table(request.get("TableName")?.as_str()?)))
+            })
+            .collect(),
+        "ListTables" => vec![call(action, "*".to_owned())],
+        _ => {
+            let mut resource = table(text(body, "TableName")?);
+            if let Some(index) = text(body, "IndexName") {
+                resource = format!("{resource}/index/{index}");
+            }
+            vec![call(action, resource)]
+        }
     })
+}
+
+/// KMS's call on the key the request names, with its encryption context as condition keys.
+fn kms_calls(operation: &str, body: &Json) -> Option<Vec<Call>> {
+    let key = text(body, "KeyId")?;
+    let resource = match key.starts_with("arn:") {
+        true => key.to_owned(),
+        false => format!("arn:aws:kms:{}:{ACCOUNT}:key/{key}", crate::stack::REGION),
+    };
+    let context = body.get("EncryptionContext").and_then(Json::as_object).into_iter().flatten();
+    let context =
+        context.filter_map(|(k, v)| Some((format!("kms:EncryptionContext:{k}"), v.as_str()?.to_owned()))).collect();
+    Some(vec![Call { action: format!("kms:{operation}"), resource, context }])
 }
 
 /// The IAM calls of a request in AWS's Query protocol (SNS): a form-encoded body naming its

@@ -70,25 +70,10 @@ pub async fn run_stream_pump(
         let mut busy = false;
         for (shard_id, shard) in shards.iter_mut() {
             let Some(iterator) = shard.iterator.take() else { continue };
-            let output =
-                match streams.get_records().shard_iterator(&iterator).limit(shard.source.batch_size).send().await {
-                    Ok(output) => output,
-                    // DynamoDB Local answers a shard's first read from its trim horizon this way
-                    // while the shard is new: nothing is lost, and the next read starts again.
-                    Err(err) if err.as_service_error().is_some_and(|e| e.is_trimmed_data_access_exception()) => {
-                        tracing::debug!("stream pump: a new shard's first read, tried again");
-                        continue;
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
-                        continue; // the iterator is dropped and fetched again from the checkpoint
-                    }
-                };
-            shard.iterator = output.next_shard_iterator;
+            let Some(records) = read(&streams, shard, &iterator).await else { continue };
             if shard.iterator.is_none() {
                 finished.push(shard_id.clone());
             }
-            let records = output.records.unwrap_or_default();
             if records.is_empty() {
                 continue;
             }
@@ -116,6 +101,27 @@ pub async fn run_stream_pump(
         shards.retain(|id, shard| shard.iterator.is_some() || !finished.contains(id));
         if !busy {
             tokio::time::sleep(IDLE_POLL).await;
+        }
+    }
+}
+
+/// The next records of `shard`, its iterator moved on; `None` when the read failed (the
+/// iterator is dropped, and opened again from the checkpoint).
+async fn read(streams: &aws_sdk_dynamodbstreams::Client, shard: &mut Shard, iterator: &str) -> Option<Vec<Record>> {
+    match streams.get_records().shard_iterator(iterator).limit(shard.source.batch_size).send().await {
+        Ok(output) => {
+            shard.iterator = output.next_shard_iterator;
+            Some(output.records.unwrap_or_default())
+        }
+        // DynamoDB Local answers a shard's first read from its trim horizon this way while the
+        // shard is new: nothing is lost, and the next read starts again.
+        Err(err) if err.as_service_error().is_some_and(|e| e.is_trimmed_data_access_exception()) => {
+            tracing::debug!("stream pump: a new shard's first read, tried again");
+            None
+        }
+        Err(err) => {
+            tracing::warn!(error = %DisplayErrorContext(err), "stream pump: reading a stream failed");
+            None
         }
     }
 }
