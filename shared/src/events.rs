@@ -10,7 +10,7 @@ use serde_dynamo::AttributeValue;
 use crate::clock::Timestamp;
 use crate::config::TableNames;
 use crate::ids::{AssessmentId, DeliveryId, EventId, ProfileId, SubscriptionId, UserId};
-use crate::webhooks::DisabledReason;
+use crate::webhooks::disabled_reason::DisabledReason;
 
 crate::text::wire_names! {
     /// Every event kind. The one list of them.

@@ -2,6 +2,7 @@
 //! what an update may change, secrets, the subscription and its health, and the
 //! subscription object the API shows.
 
+pub mod disabled_reason;
 pub mod netguard;
 pub mod rotation;
 pub mod sealing;
@@ -22,6 +23,7 @@ use crate::ids::{SubscriptionId, UserId};
 use crate::random;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::signing::PublicKey;
+pub use disabled_reason::DisabledReason;
 
 pub const MAX_URL_LEN: usize = 2048;
 pub const MAX_SUBSCRIPTIONS_PER_USER: u32 = 25;
@@ -342,18 +344,6 @@ pub struct SubscriptionObject {
     /// portal shows it); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<Timestamp>,
-}
-
-crate::text::wire_names! {
-    /// Why a subscription was disabled (contract section 12, "What the receiver says").
-    pub enum DisabledReason: "disabled reason" {
-        /// Its deliveries kept failing for longer than the disable-after setting (section 9).
-        Failing = "failing",
-        /// The receiver answered `410 Gone` (section 12).
-        Gone = "gone",
-        /// Its owner paused it (section 13).
-        Manual = "manual",
-    }
 }
 
 /// The create response: the subscription and, this once, its secret.
