@@ -1023,6 +1023,17 @@ impl RequestSpec {
     }
 }
 
+/// Disables the subscription `id` of `user` as five days of failures would: its failure clock
+/// started on November 1st, the subscription disabled on November 6th.
+async fn disable_for_failing(api: &Api, user: &str, id: &str) {
+    let webhooks =
+        career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
+    let (user, id, since) = (typed(user), typed(id), typed("2026-11-01T00:00:00.000Z"));
+    webhooks.start_failure_clock(&user, &id, &career_service::failed_attempt(since)).await.unwrap();
+    let disabled_at = typed("2026-11-06T00:00:00.000Z");
+    webhooks.disable(&user, &id, DisabledReason::Failing, Some(since), disabled_at).await.unwrap();
+}
+
 fn missing_table(name: &mut String) {
     *name = format!("career-missing-{}", &unique_user()[5..]);
 }
@@ -1390,26 +1401,7 @@ async fn ping_webhook_answers_as_documented() {
     let answer = api.request(Method::POST, &path).key(&key).send().await;
     checker.check(&answer, 202, None);
     assert_eq!(answer.json["status"], "pending");
-    let webhooks =
-        career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks
-        .start_failure_clock(
-            &typed(&user),
-            &typed(&id),
-            &career_service::failed_attempt(typed("2026-11-01T00:00:00.000Z")),
-        )
-        .await
-        .unwrap();
-    webhooks
-        .disable(
-            &typed(&user),
-            &typed(&id),
-            DisabledReason::Failing,
-            Some(typed("2026-11-01T00:00:00.000Z")),
-            typed("2026-11-06T00:00:00.000Z"),
-        )
-        .await
-        .unwrap();
+    disable_for_failing(&api, &user, &id).await;
     let skipped = api.request(Method::POST, &path).key(&key).send().await;
     checker.check(&skipped, 202, None);
     assert_eq!(skipped.json["status"], "skipped");
@@ -1434,26 +1426,7 @@ async fn enable_webhook_answers_as_documented() {
     let mut checker = Checker::new(&ENABLE_WEBHOOK);
     let api = Api::loopback();
     let (user, key, id) = subscribed(&api).await;
-    let webhooks =
-        career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
-    webhooks
-        .start_failure_clock(
-            &typed(&user),
-            &typed(&id),
-            &career_service::failed_attempt(typed("2026-11-01T00:00:00.000Z")),
-        )
-        .await
-        .unwrap();
-    webhooks
-        .disable(
-            &typed(&user),
-            &typed(&id),
-            DisabledReason::Failing,
-            Some(typed("2026-11-01T00:00:00.000Z")),
-            typed("2026-11-06T00:00:00.000Z"),
-        )
-        .await
-        .unwrap();
+    disable_for_failing(&api, &user, &id).await;
     let listed = api.get("/api/v1/webhooks", &key).await;
     assert_eq!(listed.json["webhooks"][0]["enabled"], false);
     let problems = doc().validate(&doc().json_schema(&doc().response(&LIST_WEBHOOKS, 200)), &listed.json);
