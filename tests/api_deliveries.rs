@@ -203,7 +203,6 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
     let item = dynamodb()
         .get_item()
         .table_name(&api.settings.tables.deliveries)
-        .key("userId", aws_sdk_dynamodb::types::AttributeValue::S(user.clone()))
         .key("deliveryId", aws_sdk_dynamodb::types::AttributeValue::S(id.clone()))
         .send()
         .await

@@ -307,7 +307,7 @@ async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
     let message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
     let queued = Timestamp::now() - Duration::from_secs(3600);
     table.insert_new(&[(&message, DeliveryStatus::Pending)], queued).await.unwrap();
-    let overdue = Overdue { user_id: typed(&user), delivery_id: message.delivery_id.clone(), next_attempt_at: queued };
+    let overdue = Overdue { delivery_id: message.delivery_id.clone(), next_attempt_at: queued };
 
     let now = Timestamp::now();
     let lease = Lease::from(now);

@@ -152,7 +152,6 @@ mod tests {
 
     fn overdue(seconds: u64) -> Overdue {
         Overdue {
-            user_id: "u1".parse().unwrap(),
             delivery_id: career_core::ids::DeliveryId::generate(),
             next_attempt_at: Timestamp::from_unix_seconds(1_795_766_400 + seconds),
         }

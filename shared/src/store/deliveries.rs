@@ -1,18 +1,29 @@
-//! The deliveries table (contract sections 9 and 12): partition `userId`, sort `deliveryId`,
-//! one record per delivery, removed by TTL 30 days after its last change. The record is the
-//! source of truth; the queues only carry work. Two local secondary indexes serve the lists,
-//! newest first and strongly consistent: `bySubscription` (sort key `whk_…#dlv_…`) and
-//! `byStatus` (sort key `whk_…#status#dlv_…`), so a subscription's list, its list of one
-//! status and a recovery's window cost what they return however long its history. A sparse,
-//! keys-only global index `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort
-//! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
-//! nothing else, and its writes spread over the shards at any event rate.
+//! The deliveries table (contract sections 9 and 12): one item per delivery, keyed by its
+//! `deliveryId` alone, removed by TTL 30 days after its last change. The record is the
+//! source of truth; the queues only carry work.
 //!
-//! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
-//! `delivery::plan::Lease`): a plain attribute, in no index key, so a claim changes no key.
+//! The key spreads every user's deliveries over the whole table, so no user has a
+//! partition, an item collection (no local index, so no 10 GB ceiling) or a hot key of
+//! their own. Three global indexes serve the reads; each projects only keys, so a record's
+//! body and its receiver's answer are never copied, and what a write costs in the indexes
+//! does not grow with them:
+//! - `bySubscription` (partition `subscriptionId`, sort `deliveryId`): a subscription's log,
+//!   newest first. Neither key ever changes, so a record costs it one write, when created.
+//! - `byStatus` (partition `statusKey` = `whk_…#failed` or `whk_…#skipped`, sort
+//!   `deliveryId`): sparse, only the records that ended without success, so the common path
+//!   (`pending` to `succeeded`) never writes it, while the list of failed deliveries and a
+//!   recovery cost what they return.
+//! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): sparse,
+//!   only `pending` records, so the sweep reads what is overdue and nothing else, and its
+//!   writes spread over the shards at any event rate.
+//!
+//! A list reads keys from an index, then the records themselves with one strongly
+//! consistent `BatchGetItem`. A turn of the delivery function claims its record before it
+//! sends (`leaseUntil`, see `delivery::plan::Lease`): a plain attribute, in no index, so a
+//! claim writes no index.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +44,8 @@ pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index spreads its writes over.
 pub const DUE_SHARDS: u8 = 16;
 /// The attributes that writes name, beside the keys.
+const DELIVERY_ID: &str = "deliveryId";
+const SUBSCRIPTION_ID: &str = "subscriptionId";
 const STATUS: &str = "status";
 const STATUS_KEY: &str = "statusKey";
 const GENERATION: &str = "generation";
@@ -42,6 +55,14 @@ const SUCCEEDED_AT: &str = "succeededAt";
 const LEASE_UNTIL: &str = "leaseUntil";
 const LAST_ERROR: &str = "lastError";
 const EXPIRES_AT: &str = "expiresAt";
+/// How many keys one list call reads at most while it looks for records of a status the
+/// status index does not hold (`pending`, `succeeded`): a page may then come back short,
+/// with a cursor to go on from.
+const LIST_SCAN_BUDGET: usize = 500;
+/// The most keys one `BatchGetItem` takes.
+const BATCH_GET_MAX: usize = 100;
+/// How many times keys a `BatchGetItem` left unprocessed (throttled) are asked again.
+const UNPROCESSED_RETRIES: u32 = 5;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -71,8 +92,9 @@ struct DeliveryItem {
     /// DynamoDB's TTL removes the record after it; stored as Unix seconds, as TTL wants.
     #[serde(with = "clock::unix_seconds")]
     expires_at: Timestamp,
-    subscription_key: String,
-    status_key: String,
+    /// The status index's partition; present only while `failed` or `skipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status_key: Option<String>,
     /// Which message may send (contract section 12); moved on by a success, a manual retry,
     /// a recovery or a sweep.
     #[serde(default)]
@@ -109,8 +131,7 @@ impl DeliveryItem {
             succeeded_at: None,
             body: String::from_utf8_lossy(body).into_owned(),
             expires_at: expires_at(at),
-            subscription_key: subscription_key(&message.subscription_id, &message.delivery_id),
-            status_key: status_key(&message.subscription_id, status, &message.delivery_id),
+            status_key: status_key(&message.subscription_id, status),
             generation: message.generation,
             round_attempts: 0,
             due_shard: pending.then(|| due_shard(&message.delivery_id)),
@@ -165,7 +186,6 @@ impl StoredDelivery {
 /// A pending record the sweep found overdue: its key and when it was due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overdue {
-    pub user_id: UserId,
     pub delivery_id: DeliveryId,
     pub next_attempt_at: Timestamp,
 }
@@ -176,12 +196,11 @@ pub struct DeliveryPage {
     pub last_id_if_more: Option<DeliveryId>,
 }
 
-fn subscription_key(subscription_id: &SubscriptionId, delivery_id: &DeliveryId) -> String {
-    format!("{subscription_id}#{delivery_id}")
-}
-
-fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus, delivery_id: &DeliveryId) -> String {
-    format!("{subscription_id}#{}#{delivery_id}", status.as_str())
+/// The status index's partition of a record of `status`: only the statuses a delivery
+/// ends in without success are indexed.
+fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Option<String> {
+    matches!(status, DeliveryStatus::Failed | DeliveryStatus::Skipped)
+        .then(|| format!("{subscription_id}#{}", status.as_str()))
 }
 
 /// The due index partition of a delivery: from its id's random part, so spread evenly.
@@ -245,10 +264,26 @@ impl DeliveryTable {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition(Condition::absent("deliveryId"))
+            .condition(Condition::absent(DELIVERY_ID))
             .send()
             .await;
         applied(result)
+    }
+
+    /// Writes a record read from a deliveries table of an older layout (keyed by `userId` and
+    /// `deliveryId`, with local indexes) in this one, unless its delivery has a record here
+    /// already; whether it did. The index keys are made anew: `statusKey` for a failed or
+    /// skipped record, and `dueShard` for a pending one, which records from before the due
+    /// index lack (without it the sweep would never find them).
+    pub async fn import(&self, item: Item) -> Result<bool, StoreError> {
+        let mut item: DeliveryItem = serde_dynamo::from_item(item)?;
+        item.status_key = status_key(&item.subscription_id, item.status);
+        let pending = item.status == DeliveryStatus::Pending;
+        item.due_shard = pending.then(|| due_shard(&item.delivery_id));
+        if pending && item.next_attempt_at.is_none() {
+            item.next_attempt_at = Some(item.created_at);
+        }
+        self.put_new(&item).await
     }
 
     /// Claims the record for a turn of `message` at `now` under `lease`, in one conditional
@@ -256,16 +291,16 @@ impl DeliveryTable {
     /// (see [`plan::due_by`]) and under no other turn's claim; the record as the write left
     /// it. A refused claim reads the record, so the plan can tell why.
     pub async fn claim(&self, message: &DeliveryMessage, lease: Lease, now: Timestamp) -> Result<Claim, StoreError> {
-        let claimable = Condition::exists("deliveryId")
+        let claimable = Condition::exists(DELIVERY_ID)
             .and(same_generation(message.generation))
             .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())))
             .and(lease_free(now))
             .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
         let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
-        if let Some(item) = self.update_returning(&message.user_id, &message.delivery_id, expression).await? {
+        if let Some(item) = self.update_returning(&message.delivery_id, expression).await? {
             return Ok(Claim::Held { record: state_of(item)?, lease });
         }
-        Ok(match self.state(&message.user_id, &message.delivery_id).await? {
+        Ok(match self.state(&message.delivery_id).await? {
             Some(record) => Claim::Refused(record),
             None => Claim::Unwritten,
         })
@@ -274,19 +309,18 @@ impl DeliveryTable {
     /// Gives up a turn's claim (its message goes on elsewhere), unless another holds it by now.
     pub async fn release(&self, message: &DeliveryMessage, lease: Lease) -> Result<(), StoreError> {
         let expression = Expression::new().remove(LEASE_UNTIL).when(Condition::equals(LEASE_UNTIL, time(lease.until)));
-        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)?;
+        applied(self.record_update(&message.delivery_id).expression(expression).send().await)?;
         Ok(())
     }
 
     /// What the delivery plan needs of a record: its generation, status, round, due time and
     /// claim.
-    async fn state(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
+    async fn state(&self, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("userId", s(user_id))
-            .key("deliveryId", s(delivery_id))
+            .key(DELIVERY_ID, s(delivery_id))
             .projection_expression("generation, #status, roundAttempts, nextAttemptAt, leaseUntil")
             .expression_attribute_names("#status", "status")
             .consistent_read(true)
@@ -340,9 +374,7 @@ impl DeliveryTable {
             Some(lease) => same_generation(message.generation).and(Condition::equals(LEASE_UNTIL, time(lease.until))),
             None => same_generation(message.generation),
         };
-        applied(
-            self.record_update(&message.user_id, &message.delivery_id).expression(expression.when(held)).send().await,
-        )
+        applied(self.record_update(&message.delivery_id).expression(expression.when(held)).send().await)
     }
 
     /// Records that the delivery's turn came while its subscription could not take it (one
@@ -363,7 +395,7 @@ impl DeliveryTable {
             .remove(DUE_SHARD)
             .remove(LEASE_UNTIL)
             .when(same_generation(message.generation));
-        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)
+        applied(self.record_update(&message.delivery_id).expression(expression).send().await)
     }
 
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
@@ -380,13 +412,13 @@ impl DeliveryTable {
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
         let pending = DeliveryStatus::Pending;
-        let mut condition = Condition::exists("deliveryId");
+        let mut condition = Condition::exists(DELIVERY_ID);
         if let Some(status) = if_status {
             condition = condition.and(Condition::equals(STATUS, s(status.as_str())));
         }
         let expression = Expression::new()
             .set(STATUS, s(pending.as_str()))
-            .set(STATUS_KEY, s(status_key(&record.subscription_id, pending, &record.id)))
+            .remove(STATUS_KEY)
             .set(NEXT_ATTEMPT_AT, time(at))
             .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
             .add(GENERATION, 1)
@@ -394,7 +426,7 @@ impl DeliveryTable {
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
             .when(condition);
-        self.update_returning(&seen.user_id, &record.id, expression).await?.map(stored_of).transpose()
+        self.update_returning(&record.id, expression).await?.map(stored_of).transpose()
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
@@ -416,28 +448,23 @@ impl DeliveryTable {
             .add(GENERATION, 1)
             .remove(LEASE_UNTIL)
             .when(still_overdue);
-        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await?.map(stored_of).transpose()
+        self.update_returning(&overdue.delivery_id, expression).await?.map(stored_of).transpose()
     }
 
     /// An update of one record; callers add the expression and its condition.
-    fn record_update(&self, user_id: &UserId, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
-        self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
+    fn record_update(&self, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).key(DELIVERY_ID, s(delivery_id))
     }
 
     /// Applies `expression` to one record: the item it leaves, or `None` when its condition
     /// did not hold.
     async fn update_returning(
         &self,
-        user_id: &UserId,
         delivery_id: &DeliveryId,
         expression: Expression,
     ) -> Result<Option<Item>, StoreError> {
-        let result = self
-            .record_update(user_id, delivery_id)
-            .expression(expression)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+        let result =
+            self.record_update(delivery_id).expression(expression).return_values(ReturnValue::AllNew).send().await;
         Ok(held(result)?.map(|output| output.attributes.unwrap_or_default()))
     }
 
@@ -447,7 +474,6 @@ impl DeliveryTable {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Key {
-            user_id: UserId,
             delivery_id: DeliveryId,
             next_attempt_at: Timestamp,
         }
@@ -465,11 +491,10 @@ impl DeliveryTable {
                 .send()
                 .await?;
             let keys: Vec<Key> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-            found.extend(keys.into_iter().map(|key| Overdue {
-                user_id: key.user_id,
-                delivery_id: key.delivery_id,
-                next_attempt_at: key.next_attempt_at,
-            }));
+            found.extend(
+                keys.into_iter()
+                    .map(|key| Overdue { delivery_id: key.delivery_id, next_attempt_at: key.next_attempt_at }),
+            );
         }
         Ok(found)
     }
@@ -488,7 +513,7 @@ impl DeliveryTable {
         let (first, end) = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
         let mut found = Vec::new();
         for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
-            let prefix = format!("{subscription_id}#{}#", status.as_str());
+            let Some(key) = status_key(subscription_id, status) else { continue };
             let (mut start, mut of_status) = (None, 0);
             loop {
                 let output = self
@@ -496,20 +521,22 @@ impl DeliveryTable {
                     .query()
                     .table_name(&self.table)
                     .index_name(BY_STATUS)
-                    .key_condition_expression("userId = :u AND statusKey BETWEEN :first AND :last")
-                    .expression_attribute_values(":u", s(user_id))
-                    .expression_attribute_values(":first", s(format!("{prefix}{first}")))
                     // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                    .expression_attribute_values(":last", s(format!("{prefix}{end}")))
-                    .consistent_read(true)
+                    .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":key", s(&key))
+                    .expression_attribute_values(":first", s(&first))
+                    .expression_attribute_values(":end", s(&end))
                     .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
                     .set_exclusive_start_key(start)
                     .send()
                     .await?;
-                let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-                let in_window: Vec<StoredDelivery> = items
+                let ids = delivery_ids(output.items.unwrap_or_default())?;
+                // The index is read eventually consistently: the record says what it is now.
+                let in_window: Vec<StoredDelivery> = self
+                    .records(&ids)
+                    .await?
                     .into_iter()
-                    .map(DeliveryItem::into_stored)
+                    .filter(|d| d.user_id == *user_id && d.record.status == status)
                     .filter(|d| (since..until).contains(&d.record.created_at))
                     .collect();
                 of_status += in_window.len();
@@ -525,21 +552,24 @@ impl DeliveryTable {
         Ok(found)
     }
 
+    /// The record of `user_id`'s delivery; `None` when there is none or it is another user's.
     pub async fn get(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<StoredDelivery>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("userId", s(user_id))
-            .key("deliveryId", s(delivery_id))
+            .key(DELIVERY_ID, s(delivery_id))
             .consistent_read(true)
             .send()
             .await?;
-        output.item.map(stored_of).transpose()
+        let stored = output.item.map(stored_of).transpose()?;
+        Ok(stored.filter(|stored| stored.user_id == *user_id))
     }
 
     /// Newest first, `limit` records of the subscription (of one `status`, if given) after
-    /// `after` (a delivery id from the previous page).
+    /// `after` (a delivery id from the previous page). The `failed` and `skipped` lists read
+    /// the status index, so they cost what they return; the others read the subscription's
+    /// log and keep the records of the status, at most [`LIST_SCAN_BUDGET`] keys a call.
     pub async fn list(
         &self,
         user_id: &UserId,
@@ -548,53 +578,116 @@ impl DeliveryTable {
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
-        let (index, sort_key, prefix) = match status {
-            Some(status) => (BY_STATUS, "statusKey", format!("{subscription_id}#{}#", status.as_str())),
-            None => (BY_SUBSCRIPTION, "subscriptionKey", format!("{subscription_id}#")),
+        let (index, key_name, key) = match status.and_then(|status| status_key(subscription_id, status)) {
+            Some(key) => (BY_STATUS, STATUS_KEY, key),
+            None => (BY_SUBSCRIPTION, SUBSCRIPTION_ID, subscription_id.to_string()),
         };
-        let start_key = after.map(|id| {
-            Item::from([
-                ("userId".into(), s(user_id)),
-                ("deliveryId".into(), s(id)),
-                (sort_key.into(), s(format!("{prefix}{id}"))),
-            ])
-        });
-        // One extra record tells whether another page follows, so the last page says so.
-        let output = self
+        let (mut found, mut after, mut scanned) = (Vec::new(), after.cloned(), 0);
+        loop {
+            // One extra record tells whether another page follows, so the last page says so.
+            let (ids, more) = self.newest_ids(index, key_name, &key, after.as_ref(), limit + 1).await?;
+            scanned += ids.len();
+            let records = self.records(&ids).await?;
+            found.extend(
+                records
+                    .into_iter()
+                    .filter(|d| d.user_id == *user_id && status.is_none_or(|status| d.record.status == status))
+                    .map(|d| d.record),
+            );
+            after = ids.last().cloned();
+            if found.len() > limit as usize || !more {
+                let (deliveries, last_id_if_more) = super::one_page(found, limit, |d: &DeliveryRecord| &d.id);
+                return Ok(DeliveryPage { deliveries, last_id_if_more });
+            }
+            if scanned >= LIST_SCAN_BUDGET {
+                // A short page: the next one goes on after the last key read.
+                return Ok(DeliveryPage { deliveries: found, last_id_if_more: after });
+            }
+        }
+    }
+
+    /// Up to `count` delivery ids of one partition of `index`, newest first, below `after`;
+    /// and whether the partition may hold more.
+    async fn newest_ids(
+        &self,
+        index: &str,
+        key_name: &str,
+        key: &str,
+        after: Option<&DeliveryId>,
+        count: u32,
+    ) -> Result<(Vec<DeliveryId>, bool), StoreError> {
+        let below = after.map_or("", |_| " AND deliveryId < :after");
+        let mut query = self
             .client
             .query()
             .table_name(&self.table)
             .index_name(index)
-            .key_condition_expression("userId = :u AND begins_with(#sortKey, :prefix)")
-            .expression_attribute_names("#sortKey", sort_key)
-            .expression_attribute_values(":u", s(user_id))
-            .expression_attribute_values(":prefix", s(prefix))
+            .key_condition_expression(format!("#key = :key{below}"))
+            .expression_attribute_names("#key", key_name)
+            .expression_attribute_values(":key", s(key))
             .scan_index_forward(false)
-            .consistent_read(true)
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(start_key)
-            .send()
-            .await?;
-        let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-        let records = items.into_iter().map(|item| item.into_stored().record).collect();
-        let (deliveries, last_id_if_more) = super::one_page(records, limit, |d: &DeliveryRecord| &d.id);
-        Ok(DeliveryPage { deliveries, last_id_if_more })
+            .limit(i32::try_from(count).unwrap_or(i32::MAX));
+        if let Some(after) = after {
+            query = query.expression_attribute_values(":after", s(after));
+        }
+        let output = query.send().await?;
+        let more = output.last_evaluated_key.is_some();
+        Ok((delivery_ids(output.items.unwrap_or_default())?, more))
     }
+
+    /// The records of `ids` that exist, in the order of `ids`, read strongly consistently,
+    /// at most [`BATCH_GET_MAX`] a call (keys DynamoDB leaves unprocessed are asked again).
+    async fn records(&self, ids: &[DeliveryId]) -> Result<Vec<StoredDelivery>, StoreError> {
+        let mut by_id = std::collections::HashMap::new();
+        for chunk in ids.chunks(BATCH_GET_MAX) {
+            let keys: Vec<Item> = chunk.iter().map(|id| Item::from([(DELIVERY_ID.to_owned(), s(id))])).collect();
+            let keys = KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build();
+            let mut request = Some(keys.expect("keys are set"));
+            let mut backoff = super::Backoff::new(UNPROCESSED_RETRIES);
+            while let Some(keys) = request.take() {
+                let output = self.client.batch_get_item().request_items(&self.table, keys).send().await?;
+                let items = output.responses.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default();
+                for item in items {
+                    let stored = stored_of(item)?;
+                    by_id.insert(stored.record.id.clone(), stored);
+                }
+                request = output.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table));
+                if request.is_some() && !backoff.pause().await {
+                    return Err(StoreError::Contention);
+                }
+            }
+        }
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+}
+
+/// The delivery ids of a keys-only index's items.
+fn delivery_ids(items: Vec<Item>) -> Result<Vec<DeliveryId>, StoreError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Key {
+        delivery_id: DeliveryId,
+    }
+    let keys: Vec<Key> = serde_dynamo::from_items(items)?;
+    Ok(keys.into_iter().map(|key| key.delivery_id).collect())
 }
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the
 /// status, its index key, the expiry and (if the record is new) its identity and body.
 fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Expression {
-    Expression::new()
+    let expression = match status_key(&message.subscription_id, status) {
+        Some(key) => Expression::new().set(STATUS_KEY, s(key)),
+        None => Expression::new().remove(STATUS_KEY),
+    };
+    expression
         .set(STATUS, s(status.as_str()))
-        .set(STATUS_KEY, s(status_key(&message.subscription_id, status, &message.delivery_id)))
         .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
-        .set_if_absent("subscriptionId", s(&message.subscription_id))
+        .set_if_absent("userId", s(&message.user_id))
+        .set_if_absent(SUBSCRIPTION_ID, s(&message.subscription_id))
         .set_if_absent("eventId", s(&message.event.id))
         .set_if_absent("eventType", s(message.event.kind().as_str()))
         .set_if_absent("createdAt", time(at))
         .set_if_absent("body", s(String::from_utf8_lossy(body)))
-        .set_if_absent("subscriptionKey", s(subscription_key(&message.subscription_id, &message.delivery_id)))
 }
 
 /// The record is still the one of the message's generation (a record written before
