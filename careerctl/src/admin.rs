@@ -281,10 +281,8 @@ impl Admin {
         let owner = webhooks.owner_of(&subscription_id).await.context("finding the subscription")?;
         let user_id = owner.ok_or_else(no_subscription)?;
         let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
-        let page = deliveries
-            .list(&user_id, &subscription_id, status, limit, after.as_ref())
-            .await
-            .context("listing the deliveries")?;
+        let page =
+            deliveries.list(&subscription_id, status, limit, after.as_ref()).await.context("listing the deliveries")?;
         Ok(DeliveryLog { user_id, subscription_id, deliveries: page.deliveries, next_after: page.last_id_if_more })
     }
 
@@ -419,7 +417,8 @@ async fn delete_messages<'m>(sqs: &Sqs, from: &str, messages: impl Iterator<Item
 /// generation. `None` when the message is unreadable or its record moved on since.
 async fn restarted(deliveries: &DeliveryTable, body: &str) -> anyhow::Result<Option<DeliveryMessage>> {
     let Ok(message) = serde_json::from_str::<DeliveryMessage>(body) else { return Ok(None) };
-    let stored = deliveries.get(&message.user_id, &message.delivery_id).await.context("reading the delivery record")?;
+    let stored = deliveries.get(&message.subscription_id, &message.delivery_id).await;
+    let stored = stored.context("reading the delivery record")?;
     let Some(stored) =
         stored.filter(|s| s.generation == message.generation && s.record.status == DeliveryStatus::Failed)
     else {

@@ -1,26 +1,25 @@
-//! The deliveries table (contract sections 9 and 12): one item per delivery, keyed by its
-//! `deliveryId` alone, removed by TTL 30 days after its last change. The record is the
-//! source of truth; the queues only carry work.
+//! The deliveries table (contract sections 9 and 12): one item per delivery, removed by TTL
+//! 30 days after its last change. The record is the source of truth; the queues only carry
+//! work.
 //!
-//! The key spreads every user's deliveries over the whole table, so no user has a
-//! partition, an item collection (no local index, so no 10 GB ceiling) or a hot key of
-//! their own. Three global indexes serve the reads; each projects only keys, so a record's
-//! body and its receiver's answer are never copied, and what a write costs in the indexes
-//! does not grow with them:
-//! - `bySubscription` (partition `subscriptionId`, sort `deliveryId`): a subscription's log,
-//!   newest first. Neither key ever changes, so a record costs it one write, when created.
+//! The key is the subscription's log: partition `logPartition` (`whk_…#k`, one of
+//! [`LOG_SHARDS`] shards of the subscription, from the delivery id), sort `deliveryId`. So a
+//! subscription's log is read newest first from the table itself, strongly consistent and
+//! with no index to write, and no user or subscription has a partition, an item collection
+//! (no local index, so no 10 GB ceiling) or a hot key of its own: a busy subscription's
+//! writes spread over its shards. Two sparse global indexes serve the rest, each projecting
+//! only keys, so a record's body and its receiver's answer are never copied and what a
+//! write costs in them does not grow with them:
 //! - `byStatus` (partition `statusKey` = `whk_…#failed` or `whk_…#skipped`, sort
-//!   `deliveryId`): sparse, only the records that ended without success, so the common path
+//!   `deliveryId`): only the records that ended without success, so the common path
 //!   (`pending` to `succeeded`) never writes it, while the list of failed deliveries and a
 //!   recovery cost what they return.
-//! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): sparse,
-//!   only `pending` records, so the sweep reads what is overdue and nothing else, and its
-//!   writes spread over the shards at any event rate.
+//! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): only
+//!   `pending` records, so the sweep reads what is overdue and nothing else, and its writes
+//!   spread over the shards at any event rate.
 //!
-//! A list reads keys from an index, then the records themselves with one strongly
-//! consistent `BatchGetItem`. A turn of the delivery function claims its record before it
-//! sends (`leaseUntil`, see `delivery::plan::Lease`): a plain attribute, in no index, so a
-//! claim writes no index.
+//! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
+//! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
@@ -37,13 +36,15 @@ use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
 
-const BY_SUBSCRIPTION: &str = "bySubscription";
+/// How many partitions a subscription's log spreads its writes over.
+pub const LOG_SHARDS: u8 = 4;
 const BY_STATUS: &str = "byStatus";
 /// The sweep's index: only `pending` records carry its partition key, `dueShard`.
 pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index spreads its writes over.
 pub const DUE_SHARDS: u8 = 16;
 /// The attributes that writes name, beside the keys.
+const LOG_PARTITION: &str = "logPartition";
 const DELIVERY_ID: &str = "deliveryId";
 const SUBSCRIPTION_ID: &str = "subscriptionId";
 const STATUS: &str = "status";
@@ -59,6 +60,8 @@ const EXPIRES_AT: &str = "expiresAt";
 /// status index does not hold (`pending`, `succeeded`): a page may then come back short,
 /// with a cursor to go on from.
 const LIST_SCAN_BUDGET: usize = 500;
+/// How many records a filtered list reads from one shard at a time.
+const FILTERED_CHUNK: u32 = 100;
 /// The most keys one `BatchGetItem` takes.
 const BATCH_GET_MAX: usize = 100;
 /// How many times keys a `BatchGetItem` left unprocessed (throttled) are asked again.
@@ -67,6 +70,10 @@ const UNPROCESSED_RETRIES: u32 = 5;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct DeliveryItem {
+    /// The table's partition key: the subscription's log shard of this delivery (made anew
+    /// for a record of the old layout, which has none).
+    #[serde(default)]
+    log_partition: String,
     user_id: UserId,
     delivery_id: DeliveryId,
     subscription_id: SubscriptionId,
@@ -115,6 +122,7 @@ impl DeliveryItem {
         let pending = status == DeliveryStatus::Pending;
         let skipped = status == DeliveryStatus::Skipped;
         DeliveryItem {
+            log_partition: RecordKey::of(message).partition(),
             user_id: message.user_id.clone(),
             delivery_id: message.delivery_id.clone(),
             subscription_id: message.subscription_id.clone(),
@@ -186,7 +194,7 @@ impl StoredDelivery {
 /// A pending record the sweep found overdue: its key and when it was due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overdue {
-    pub delivery_id: DeliveryId,
+    pub key: RecordKey,
     pub next_attempt_at: Timestamp,
 }
 
@@ -207,6 +215,55 @@ fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Optio
 fn due_shard(delivery_id: &DeliveryId) -> String {
     let last = delivery_id.as_str().bytes().last().unwrap_or_default();
     (last % DUE_SHARDS).to_string()
+}
+
+/// A record's key: its subscription's log shard and its delivery id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordKey {
+    pub subscription_id: SubscriptionId,
+    pub delivery_id: DeliveryId,
+}
+
+impl RecordKey {
+    pub fn of(message: &DeliveryMessage) -> Self {
+        RecordKey { subscription_id: message.subscription_id.clone(), delivery_id: message.delivery_id.clone() }
+    }
+
+    fn of_record(record: &DeliveryRecord) -> Self {
+        RecordKey { subscription_id: record.subscription_id.clone(), delivery_id: record.id.clone() }
+    }
+
+    /// The log shard: from a character of the id's random part other than the due shard's.
+    fn partition(&self) -> String {
+        let bytes = self.delivery_id.as_str().as_bytes();
+        let second_last = bytes.len().checked_sub(2).map_or(0, |i| bytes[i]);
+        log_partition(&self.subscription_id, second_last % LOG_SHARDS)
+    }
+
+    /// The key as DynamoDB takes it.
+    pub fn item(&self) -> Item {
+        Item::from([(LOG_PARTITION.to_owned(), s(self.partition())), (DELIVERY_ID.to_owned(), s(&self.delivery_id))])
+    }
+
+    /// The key of an item of the table or of an index (which carries the table's key).
+    fn from_item(item: &Item) -> Result<Self, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Key {
+            log_partition: String,
+            delivery_id: DeliveryId,
+        }
+        let key: Key = serde_dynamo::from_item(item.clone())?;
+        let subscription = key.log_partition.split_once('#').and_then(|(id, _)| SubscriptionId::parse(id));
+        let subscription_id = subscription.ok_or_else(|| {
+            StoreError::Mapping(serde::de::Error::custom(format!("not a log partition: {}", key.log_partition)))
+        })?;
+        Ok(RecordKey { subscription_id, delivery_id: key.delivery_id })
+    }
+}
+
+fn log_partition(subscription_id: &SubscriptionId, shard: u8) -> String {
+    format!("{subscription_id}#{shard}")
 }
 
 /// When a record changed at `at` expires.
@@ -253,7 +310,7 @@ impl DeliveryTable {
         if self.put_new(&item).await? {
             return Ok(item.into_stored().record);
         }
-        let existing = self.get(&message.user_id, &message.delivery_id).await?;
+        let existing = self.get(&message.subscription_id, &message.delivery_id).await?;
         existing.map(|stored| stored.record).ok_or(StoreError::Contention)
     }
 
@@ -277,6 +334,8 @@ impl DeliveryTable {
     /// index lack (without it the sweep would never find them).
     pub async fn import(&self, item: Item) -> Result<bool, StoreError> {
         let mut item: DeliveryItem = serde_dynamo::from_item(item)?;
+        let key = RecordKey { subscription_id: item.subscription_id.clone(), delivery_id: item.delivery_id.clone() };
+        item.log_partition = key.partition();
         item.status_key = status_key(&item.subscription_id, item.status);
         let pending = item.status == DeliveryStatus::Pending;
         item.due_shard = pending.then(|| due_shard(&item.delivery_id));
@@ -297,10 +356,11 @@ impl DeliveryTable {
             .and(lease_free(now))
             .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
         let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
-        if let Some(item) = self.update_returning(&message.delivery_id, expression).await? {
+        let key = RecordKey::of(message);
+        if let Some(item) = self.update_returning(&key, expression).await? {
             return Ok(Claim::Held { record: state_of(item)?, lease });
         }
-        Ok(match self.state(&message.delivery_id).await? {
+        Ok(match self.state(&key).await? {
             Some(record) => Claim::Refused(record),
             None => Claim::Unwritten,
         })
@@ -309,18 +369,18 @@ impl DeliveryTable {
     /// Gives up a turn's claim (its message goes on elsewhere), unless another holds it by now.
     pub async fn release(&self, message: &DeliveryMessage, lease: Lease) -> Result<(), StoreError> {
         let expression = Expression::new().remove(LEASE_UNTIL).when(Condition::equals(LEASE_UNTIL, time(lease.until)));
-        applied(self.record_update(&message.delivery_id).expression(expression).send().await)?;
+        applied(self.record_update(&RecordKey::of(message)).expression(expression).send().await)?;
         Ok(())
     }
 
     /// What the delivery plan needs of a record: its generation, status, round, due time and
     /// claim.
-    async fn state(&self, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
+    async fn state(&self, key: &RecordKey) -> Result<Option<RecordState>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key(DELIVERY_ID, s(delivery_id))
+            .set_key(Some(key.item()))
             .projection_expression("generation, #status, roundAttempts, nextAttemptAt, leaseUntil")
             .expression_attribute_names("#status", "status")
             .consistent_read(true)
@@ -374,7 +434,7 @@ impl DeliveryTable {
             Some(lease) => same_generation(message.generation).and(Condition::equals(LEASE_UNTIL, time(lease.until))),
             None => same_generation(message.generation),
         };
-        applied(self.record_update(&message.delivery_id).expression(expression.when(held)).send().await)
+        applied(self.record_update(&RecordKey::of(message)).expression(expression.when(held)).send().await)
     }
 
     /// Records that the delivery's turn came while its subscription could not take it (one
@@ -395,7 +455,7 @@ impl DeliveryTable {
             .remove(DUE_SHARD)
             .remove(LEASE_UNTIL)
             .when(same_generation(message.generation));
-        applied(self.record_update(&message.delivery_id).expression(expression).send().await)
+        applied(self.record_update(&RecordKey::of(message)).expression(expression).send().await)
     }
 
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
@@ -426,7 +486,7 @@ impl DeliveryTable {
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
             .when(condition);
-        self.update_returning(&record.id, expression).await?.map(stored_of).transpose()
+        self.update_returning(&RecordKey::of_record(record), expression).await?.map(stored_of).transpose()
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
@@ -448,23 +508,18 @@ impl DeliveryTable {
             .add(GENERATION, 1)
             .remove(LEASE_UNTIL)
             .when(still_overdue);
-        self.update_returning(&overdue.delivery_id, expression).await?.map(stored_of).transpose()
+        self.update_returning(&overdue.key, expression).await?.map(stored_of).transpose()
     }
 
     /// An update of one record; callers add the expression and its condition.
-    fn record_update(&self, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
-        self.client.update_item().table_name(&self.table).key(DELIVERY_ID, s(delivery_id))
+    fn record_update(&self, key: &RecordKey) -> UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).set_key(Some(key.item()))
     }
 
     /// Applies `expression` to one record: the item it leaves, or `None` when its condition
     /// did not hold.
-    async fn update_returning(
-        &self,
-        delivery_id: &DeliveryId,
-        expression: Expression,
-    ) -> Result<Option<Item>, StoreError> {
-        let result =
-            self.record_update(delivery_id).expression(expression).return_values(ReturnValue::AllNew).send().await;
+    async fn update_returning(&self, key: &RecordKey, expression: Expression) -> Result<Option<Item>, StoreError> {
+        let result = self.record_update(key).expression(expression).return_values(ReturnValue::AllNew).send().await;
         Ok(held(result)?.map(|output| output.attributes.unwrap_or_default()))
     }
 
@@ -473,8 +528,7 @@ impl DeliveryTable {
     pub async fn overdue(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
-        struct Key {
-            delivery_id: DeliveryId,
+        struct Due {
             next_attempt_at: Timestamp,
         }
         let mut found = Vec::new();
@@ -490,11 +544,10 @@ impl DeliveryTable {
                 .limit(i32::try_from(limit).unwrap_or(i32::MAX))
                 .send()
                 .await?;
-            let keys: Vec<Key> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-            found.extend(
-                keys.into_iter()
-                    .map(|key| Overdue { delivery_id: key.delivery_id, next_attempt_at: key.next_attempt_at }),
-            );
+            for item in output.items.unwrap_or_default() {
+                let due: Due = serde_dynamo::from_item(item.clone())?;
+                found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
+            }
         }
         Ok(found)
     }
@@ -504,7 +557,6 @@ impl DeliveryTable {
     /// a record's `createdAt` is the time inside its id, so the window is a range of keys.
     pub async fn recoverable(
         &self,
-        user_id: &UserId,
         subscription_id: &SubscriptionId,
         since: Timestamp,
         until: Timestamp,
@@ -530,14 +582,14 @@ impl DeliveryTable {
                     .set_exclusive_start_key(start)
                     .send()
                     .await?;
-                let ids = delivery_ids(output.items.unwrap_or_default())?;
+                let keys: Result<Vec<RecordKey>, _> =
+                    output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
                 // The index is read eventually consistently: the record says what it is now.
                 let in_window: Vec<StoredDelivery> = self
-                    .records(&ids)
+                    .records(&keys?)
                     .await?
                     .into_iter()
-                    .filter(|d| d.user_id == *user_id && d.record.status == status)
-                    .filter(|d| (since..until).contains(&d.record.created_at))
+                    .filter(|d| d.record.status == status && (since..until).contains(&d.record.created_at))
                     .collect();
                 of_status += in_window.len();
                 found.extend(in_window);
@@ -552,97 +604,195 @@ impl DeliveryTable {
         Ok(found)
     }
 
-    /// The record of `user_id`'s delivery; `None` when there is none or it is another user's.
-    pub async fn get(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<StoredDelivery>, StoreError> {
+    /// The record of a delivery of the subscription.
+    pub async fn get(
+        &self,
+        subscription_id: &SubscriptionId,
+        delivery_id: &DeliveryId,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let key = RecordKey { subscription_id: subscription_id.clone(), delivery_id: delivery_id.clone() };
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key(DELIVERY_ID, s(delivery_id))
+            .set_key(Some(key.item()))
             .consistent_read(true)
             .send()
             .await?;
-        let stored = output.item.map(stored_of).transpose()?;
-        Ok(stored.filter(|stored| stored.user_id == *user_id))
+        output.item.map(stored_of).transpose()
+    }
+
+    /// The record of `user_id`'s delivery, looked for in the logs of the user's
+    /// `subscriptions` (an id alone does not say which log holds it): one read.
+    pub async fn find(
+        &self,
+        user_id: &UserId,
+        subscriptions: &[SubscriptionId],
+        delivery_id: &DeliveryId,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let keys: Vec<RecordKey> = subscriptions
+            .iter()
+            .map(|subscription_id| RecordKey {
+                subscription_id: subscription_id.clone(),
+                delivery_id: delivery_id.clone(),
+            })
+            .collect();
+        Ok(self.records(&keys).await?.into_iter().find(|stored| stored.user_id == *user_id))
     }
 
     /// Newest first, `limit` records of the subscription (of one `status`, if given) after
-    /// `after` (a delivery id from the previous page). The `failed` and `skipped` lists read
-    /// the status index, so they cost what they return; the others read the subscription's
-    /// log and keep the records of the status, at most [`LIST_SCAN_BUDGET`] keys a call.
+    /// `after` (a delivery id from the previous page), strongly consistent. The `failed` and
+    /// `skipped` lists read the status index, so they cost what they return; the others
+    /// read the subscription's log shards together, at most [`LIST_SCAN_BUDGET`] records a
+    /// call when filtered.
     pub async fn list(
         &self,
-        user_id: &UserId,
         subscription_id: &SubscriptionId,
         status: Option<DeliveryStatus>,
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
-        let (index, key_name, key) = match status.and_then(|status| status_key(subscription_id, status)) {
-            Some(key) => (BY_STATUS, STATUS_KEY, key),
-            None => (BY_SUBSCRIPTION, SUBSCRIPTION_ID, subscription_id.to_string()),
-        };
-        let (mut found, mut after, mut scanned) = (Vec::new(), after.cloned(), 0);
-        loop {
-            // One extra record tells whether another page follows, so the last page says so.
-            let (ids, more) = self.newest_ids(index, key_name, &key, after.as_ref(), limit + 1).await?;
-            scanned += ids.len();
-            let records = self.records(&ids).await?;
-            found.extend(
-                records
-                    .into_iter()
-                    .filter(|d| d.user_id == *user_id && status.is_none_or(|status| d.record.status == status))
-                    .map(|d| d.record),
-            );
-            after = ids.last().cloned();
-            if found.len() > limit as usize || !more {
-                let (deliveries, last_id_if_more) = super::one_page(found, limit, |d: &DeliveryRecord| &d.id);
-                return Ok(DeliveryPage { deliveries, last_id_if_more });
-            }
-            if scanned >= LIST_SCAN_BUDGET {
-                // A short page: the next one goes on after the last key read.
-                return Ok(DeliveryPage { deliveries: found, last_id_if_more: after });
-            }
+        match status.and_then(|status| status_key(subscription_id, status)) {
+            Some(key) => self.list_of_status(&key, status, limit, after).await,
+            None => self.list_of_log(subscription_id, status, limit, after).await,
         }
     }
 
-    /// Up to `count` delivery ids of one partition of `index`, newest first, below `after`;
-    /// and whether the partition may hold more.
-    async fn newest_ids(
+    /// A page of the status index's partition `key`, then its records.
+    async fn list_of_status(
         &self,
-        index: &str,
-        key_name: &str,
         key: &str,
+        status: Option<DeliveryStatus>,
+        limit: u32,
         after: Option<&DeliveryId>,
-        count: u32,
-    ) -> Result<(Vec<DeliveryId>, bool), StoreError> {
-        let below = after.map_or("", |_| " AND deliveryId < :after");
+    ) -> Result<DeliveryPage, StoreError> {
         let mut query = self
             .client
             .query()
             .table_name(&self.table)
-            .index_name(index)
-            .key_condition_expression(format!("#key = :key{below}"))
-            .expression_attribute_names("#key", key_name)
+            .index_name(BY_STATUS)
+            .key_condition_expression(if after.is_some() {
+                "statusKey = :key AND deliveryId < :after"
+            } else {
+                "statusKey = :key"
+            })
             .expression_attribute_values(":key", s(key))
             .scan_index_forward(false)
-            .limit(i32::try_from(count).unwrap_or(i32::MAX));
+            // One extra record tells whether another page follows, so the last page says so.
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
         if let Some(after) = after {
             query = query.expression_attribute_values(":after", s(after));
         }
         let output = query.send().await?;
-        let more = output.last_evaluated_key.is_some();
-        Ok((delivery_ids(output.items.unwrap_or_default())?, more))
+        let keys: Result<Vec<RecordKey>, _> =
+            output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
+        // The index follows the table within a moment: the record says what it is now.
+        let records = self.records(&keys?).await?.into_iter().map(|d| d.record);
+        let records: Vec<DeliveryRecord> = records.filter(|d| Some(d.status) == status).collect();
+        let (deliveries, last_id_if_more) = super::one_page(records, limit, |d: &DeliveryRecord| &d.id);
+        Ok(DeliveryPage { deliveries, last_id_if_more })
     }
 
-    /// The records of `ids` that exist, in the order of `ids`, read strongly consistently,
+    /// A page of the subscription's log, its shards read newest first and merged: a record
+    /// is on the page only once every shard has been read down to it.
+    async fn list_of_log(
+        &self,
+        subscription_id: &SubscriptionId,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+        after: Option<&DeliveryId>,
+    ) -> Result<DeliveryPage, StoreError> {
+        // Unfiltered, a page takes about a share of each shard: a little more than that share
+        // a read, so most pages take one read of each.
+        let share = (limit + 1).div_ceil(u32::from(LOG_SHARDS)) + 2;
+        let chunk = if status.is_some() { FILTERED_CHUNK.max(limit + 1) } else { share.min(limit + 1) };
+        let mut shards: Vec<ShardReader> =
+            (0..LOG_SHARDS).map(|shard| ShardReader::new(log_partition(subscription_id, shard))).collect();
+        let (mut found, mut scanned) = (Vec::new(), 0);
+        loop {
+            // The shard that bounds what is known of every shard: one not read yet, or the one
+            // read least far down.
+            let next = shards
+                .iter_mut()
+                .filter(|shard| !shard.done)
+                .max_by(|a, b| a.read_down_to.cmp_unread_first(&b.read_down_to));
+            let Some(next) = next else {
+                found.sort_by(|a: &DeliveryRecord, b| b.id.cmp(&a.id));
+                let (deliveries, last_id_if_more) = super::one_page(found, limit, |d: &DeliveryRecord| &d.id);
+                return Ok(DeliveryPage { deliveries, last_id_if_more });
+            };
+            scanned += self.read_shard(next, status, after, chunk, &mut found).await?;
+            let boundary = shards
+                .iter()
+                .filter(|shard| !shard.done)
+                .map(|shard| shard.read_down_to.clone())
+                .max_by(|a, b| a.cmp_unread_first(b));
+            // Every shard read to its end (the next round ends the list), or one not read yet.
+            let Some(ReadDownTo::Id(boundary)) = boundary else { continue };
+            let mut known: Vec<DeliveryRecord> = found.iter().filter(|d| d.id >= boundary).cloned().collect();
+            known.sort_by(|a, b| b.id.cmp(&a.id));
+            if known.len() > limit as usize {
+                let (deliveries, last_id_if_more) = super::one_page(known, limit, |d: &DeliveryRecord| &d.id);
+                return Ok(DeliveryPage { deliveries, last_id_if_more });
+            }
+            if scanned >= LIST_SCAN_BUDGET {
+                // A short page: the next one goes on below the boundary.
+                return Ok(DeliveryPage { deliveries: known, last_id_if_more: Some(boundary) });
+            }
+        }
+    }
+
+    /// Reads the next chunk of one shard of a log (of `status`, if given, below `after`)
+    /// into `found`; how many records it read.
+    async fn read_shard(
+        &self,
+        shard: &mut ShardReader,
+        status: Option<DeliveryStatus>,
+        after: Option<&DeliveryId>,
+        chunk: u32,
+        found: &mut Vec<DeliveryRecord>,
+    ) -> Result<usize, StoreError> {
+        let condition = if after.is_some() { "logPartition = :p AND deliveryId < :after" } else { "logPartition = :p" };
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression(condition)
+            .expression_attribute_values(":p", s(&shard.partition))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(chunk).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(shard.start.take());
+        if let Some(after) = after {
+            query = query.expression_attribute_values(":after", s(after));
+        }
+        if let Some(status) = status {
+            query = query
+                .filter_expression("#status = :status")
+                .expression_attribute_names("#status", STATUS)
+                .expression_attribute_values(":status", s(status.as_str()));
+        }
+        let output = query.send().await?;
+        let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
+        found.extend(items.into_iter().map(|item| item.into_stored().record));
+        match output.last_evaluated_key {
+            Some(last) => {
+                shard.read_down_to = ReadDownTo::Id(RecordKey::from_item(&last)?.delivery_id);
+                shard.start = Some(last);
+            }
+            None => shard.done = true,
+        }
+        Ok(usize::try_from(output.scanned_count).unwrap_or_default())
+    }
+
+    /// The records of `keys` that exist, in the order of `keys`, read strongly consistently,
     /// at most [`BATCH_GET_MAX`] a call (keys DynamoDB leaves unprocessed are asked again).
-    async fn records(&self, ids: &[DeliveryId]) -> Result<Vec<StoredDelivery>, StoreError> {
+    async fn records(&self, keys: &[RecordKey]) -> Result<Vec<StoredDelivery>, StoreError> {
         let mut by_id = std::collections::HashMap::new();
-        for chunk in ids.chunks(BATCH_GET_MAX) {
-            let keys: Vec<Item> = chunk.iter().map(|id| Item::from([(DELIVERY_ID.to_owned(), s(id))])).collect();
-            let keys = KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build();
-            let mut request = Some(keys.expect("keys are set"));
+        for chunk in keys.chunks(BATCH_GET_MAX) {
+            let items: Vec<Item> = chunk.iter().map(RecordKey::item).collect();
+            let items = KeysAndAttributes::builder().set_keys(Some(items)).consistent_read(true).build();
+            let mut request = Some(items.expect("keys are set"));
             let mut backoff = super::Backoff::new(UNPROCESSED_RETRIES);
             while let Some(keys) = request.take() {
                 let output = self.client.batch_get_item().request_items(&self.table, keys).send().await?;
@@ -657,19 +807,43 @@ impl DeliveryTable {
                 }
             }
         }
-        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+        Ok(keys.iter().filter_map(|key| by_id.remove(&key.delivery_id)).collect())
     }
 }
 
-/// The delivery ids of a keys-only index's items.
-fn delivery_ids(items: Vec<Item>) -> Result<Vec<DeliveryId>, StoreError> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Key {
-        delivery_id: DeliveryId,
+/// One shard of a subscription's log as a list reads it, newest first, chunk after chunk.
+struct ShardReader {
+    partition: String,
+    /// Where the next chunk starts; none before the first.
+    start: Option<Item>,
+    read_down_to: ReadDownTo,
+    done: bool,
+}
+
+impl ShardReader {
+    fn new(partition: String) -> Self {
+        ShardReader { partition, start: None, read_down_to: ReadDownTo::Unread, done: false }
     }
-    let keys: Vec<Key> = serde_dynamo::from_items(items)?;
-    Ok(keys.into_iter().map(|key| key.delivery_id).collect())
+}
+
+/// How far down a shard has been read: every record of it at or above the id is known.
+#[derive(Clone, PartialEq, Eq)]
+enum ReadDownTo {
+    Unread,
+    Id(DeliveryId),
+}
+
+impl ReadDownTo {
+    /// The order in which shards bound what is known: an unread shard first, then the one
+    /// read least far down (the highest id).
+    fn cmp_unread_first(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (ReadDownTo::Unread, ReadDownTo::Unread) => std::cmp::Ordering::Equal,
+            (ReadDownTo::Unread, _) => std::cmp::Ordering::Greater,
+            (_, ReadDownTo::Unread) => std::cmp::Ordering::Less,
+            (ReadDownTo::Id(a), ReadDownTo::Id(b)) => a.cmp(b),
+        }
+    }
 }
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the
