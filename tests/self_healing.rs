@@ -329,6 +329,43 @@ async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
     assert_eq!((record.record.attempts, record.generation), (1, 1), "one attempt counted, the sweep's generation");
 }
 
+/// A first attempt for the main lane is created claimed (its turn then writes no claim of
+/// its own): the sweep and any other copy leave the record alone, its own turn may claim it
+/// anew when it comes late, and records its outcome under it.
+#[tokio::test]
+async fn a_record_created_for_the_main_lane_is_claimed_for_its_first_attempt() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let table = deliveries(&pipeline);
+    let created = Timestamp::now() - Duration::from_secs(3600);
+    let mut message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
+    message.claimed_until = Some(Lease::from(Timestamp::now()).until);
+    table.insert_new(&[(&message, DeliveryStatus::Pending)], created).await.unwrap();
+    let granted = Lease { until: message.claimed_until.unwrap() };
+
+    let now = Timestamp::now();
+    let overdue = Overdue { key: RecordKey::of(&message), next_attempt_at: created };
+    assert_eq!(table.claim_overdue(&overdue, now, now).await.unwrap(), None, "the sweep leaves it alone");
+    let other_copy = DeliveryMessage { claimed_until: None, ..message.clone() };
+    match table.claim(&other_copy, Lease::from(now), now).await.unwrap() {
+        Claim::Refused(record) => assert_eq!(record.lease_until, Some(granted.until), "another copy waits"),
+        other => panic!("another copy's claim: {other:?}"),
+    }
+    let renewed = Lease::from(now + Duration::from_secs(1));
+    assert!(matches!(table.claim(&message, renewed, now).await.unwrap(), Claim::Held { .. }), "its own, anew");
+    assert!(!table.record_attempt(&message, &message.body(), &delivered(now), Some(granted)).await.unwrap());
+    assert!(table.record_attempt(&message, &message.body(), &delivered(now), Some(renewed)).await.unwrap());
+    let record = table.get(&message.subscription_id, &message.delivery_id).await.unwrap().unwrap().record;
+    assert_eq!((record.status, record.attempts), (DeliveryStatus::Succeeded, 1));
+}
+
+fn delivered(at: Timestamp) -> career_core::delivery::log::AttemptRecord {
+    let answer = career_core::delivery::attempt::Answer { status: 204, body: String::new(), retry_after: None };
+    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), at)
+}
+
 /// A retry already pending when PATCH drops its kind from the subscription is not sent: it
 /// ends `skipped`, and `lastError` says why (contract section 13: every delivery sent after
 /// the response uses the new kinds).

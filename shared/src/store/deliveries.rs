@@ -109,6 +109,9 @@ struct DeliveryItem {
     /// Attempts since the schedule last started (fan-out, manual retry or recovery).
     #[serde(default)]
     round_attempts: u32,
+    /// The end of the claim the record was created with, if its message carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_until: Option<Timestamp>,
     /// The due index's partition; present only while `pending`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     due_shard: Option<String>,
@@ -142,6 +145,7 @@ impl DeliveryItem {
             status_key: status_key(&message.subscription_id, status),
             generation: message.generation,
             round_attempts: 0,
+            lease_until: message.claimed_until.filter(|_| pending),
             due_shard: pending.then(|| due_shard(&message.delivery_id)),
         }
     }
@@ -187,6 +191,7 @@ impl StoredDelivery {
             subscription_id: self.record.subscription_id.clone(),
             event: serde_json::from_str(&self.record.body)?,
             generation: self.generation,
+            claimed_until: None,
         })
     }
 }
@@ -347,13 +352,18 @@ impl DeliveryTable {
 
     /// Claims the record for a turn of `message` at `now` under `lease`, in one conditional
     /// write that holds only while the record is `pending`, of the message's generation, due
-    /// (see [`plan::due_by`]) and under no other turn's claim; the record as the write left
-    /// it. A refused claim reads the record, so the plan can tell why.
+    /// (see [`plan::due_by`]) and under no other turn's claim (the claim the record was
+    /// created with is the message's own); the record as the write left it. A refused claim
+    /// reads the record, so the plan can tell why.
     pub async fn claim(&self, message: &DeliveryMessage, lease: Lease, now: Timestamp) -> Result<Claim, StoreError> {
+        let unclaimed = match message.claimed_until {
+            Some(until) => lease_free(now).or(Condition::equals(LEASE_UNTIL, time(until))),
+            None => lease_free(now),
+        };
         let claimable = Condition::exists(DELIVERY_ID)
             .and(same_generation(message.generation))
             .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())))
-            .and(lease_free(now))
+            .and(unclaimed)
             .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
         let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
         let key = RecordKey::of(message);
