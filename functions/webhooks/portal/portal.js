@@ -459,7 +459,11 @@ function renderLog(deliveries) {
   $('page-number').textContent = `Page ${state.log.page + 1}`;
   if (deliveries.length === 0) {
     const filter = $('status-filter').value;
-    $('log').replaceChildren(el('p', { class: 'empty' }, filter ? `No ${filter} deliveries.` : 'No deliveries yet.'));
+    // A filtered page reads a bounded stretch of the log, so it can be empty with older ones after it.
+    const text = state.log.nextCursor
+      ? `No ${filter} deliveries in this stretch of the log; Older looks further back.`
+      : filter ? `No ${filter} deliveries.` : 'No deliveries yet.';
+    $('log').replaceChildren(el('p', { class: 'empty' }, text));
     return;
   }
   const head = el('tr', {}, ...['Created', 'Event', 'Status', 'Attempts', 'Last answer', 'Details']
