@@ -188,10 +188,10 @@ impl Stage {
         }
     }
 
-    /// One turn of the delivery function as its event source mapping takes it: a long-polled
-    /// `ReceiveMessage` of one message (a batch of one, as under light load), the handler,
-    /// and the `DeleteMessageBatch` of what the handler did not report as failed. `Ok(true)`
-    /// when the message stays on its lane (a retry later).
+    /// One turn of the delivery function on a message [`Stage::receive`] took, as its event
+    /// source mapping runs it: the handler on a batch of that one message, timed into `open`,
+    /// then the mapping's `DeleteMessageBatch` of what the handler did not report as failed.
+    /// `Ok(true)` when the message stays on its lane (a retry later).
     async fn deliver(&self, open: &mut Open, queue: &str, message: Message) -> Result<bool, String> {
         let event = careerctl::pumps::sqs_event(vec![message]);
         let receipt = event.records[0].receipt_handle.clone();
@@ -206,7 +206,8 @@ impl Stage {
         Ok(stays)
     }
 
-    /// The next message of `queue`, long-polled with the metered client.
+    /// The next message of `queue` as the event source mapping receives it: long-polled, one
+    /// at a time (the batch of light load), every attribute, with the metered client.
     async fn receive(&self, queue: &str) -> Result<Message, String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
