@@ -9,7 +9,7 @@ use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::{DisabledReason, Health};
 use career_core::{clock, ids};
@@ -203,8 +203,7 @@ async fn a_record_has_the_documented_shape_and_no_secret() {
     let item = dynamodb()
         .get_item()
         .table_name(&api.settings.tables.deliveries)
-        .key("userId", aws_sdk_dynamodb::types::AttributeValue::S(user.clone()))
-        .key("deliveryId", aws_sdk_dynamodb::types::AttributeValue::S(id.clone()))
+        .set_key(Some(RecordKey { subscription_id: typed(&subscription), delivery_id: typed(&id) }.item()))
         .send()
         .await
         .unwrap()
@@ -306,7 +305,7 @@ async fn another_users_subscription_or_delivery_is_not_found() {
         }
     }
     // Nothing of the owner's changed.
-    let record = deliveries(&api).get(&typed(&owner), &typed(&delivery)).await.unwrap().unwrap().record;
+    let record = deliveries(&api).get(&typed(&subscription), &typed(&delivery)).await.unwrap().unwrap().record;
     assert_eq!((record.status.as_str(), record.attempts), ("succeeded", 1));
 }
 
@@ -388,7 +387,7 @@ async fn a_manual_retry_queues_the_same_delivery_again() {
     );
     assert_rfc3339_utc(record["nextAttemptAt"].as_str().unwrap());
     assert_eq!(record["lastResponseBody"], "down", "the last attempt's answer stays until the next one");
-    let stored = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap();
+    let stored = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap();
     let queued = find_queued(&api, &id).await;
     assert_eq!(queued.body(), stored.record.body.as_bytes(), "the same body bytes are sent again");
     assert_eq!(queued.subscription_id.as_str(), subscription);
@@ -407,7 +406,7 @@ async fn thirty_concurrent_retries_of_one_delivery_all_apply() {
     let api = std::sync::Arc::new(with_own_queue().await);
     let (user, key, subscription, _) = subscriber(&api).await;
     let id = seed(&api, &user, &subscription, rejected(500, "down"), None).await;
-    let before = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap().generation;
+    let before = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap().generation;
     let retries = |expected: &'static str| {
         let tasks: Vec<_> = (0..30)
             .map(|_| {
@@ -423,14 +422,14 @@ async fn thirty_concurrent_retries_of_one_delivery_all_apply() {
         }
     };
     retries("pending").await;
-    let after = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap();
+    let after = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap();
     assert_eq!((after.record.status, after.generation), (DeliveryStatus::Pending, before + 30));
 
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     let at = clock::Timestamp::now();
     webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
     retries("skipped").await;
-    let skipped = deliveries(&api).get(&typed(&user), &typed(&id)).await.unwrap().unwrap().record;
+    let skipped = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap().record;
     assert_eq!(skipped.last_error.as_deref(), Some("not sent: the subscription is disabled"));
 }
 

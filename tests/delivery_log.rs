@@ -5,12 +5,10 @@
 use std::time::{Duration, Instant};
 
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
-use career_core::store::deliveries::DeliveryTable;
 use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
-use career_service::typed;
-use career_service::{dynamodb, sqs, unique_user};
+use career_service::{sqs, unique_user};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -24,10 +22,10 @@ async fn record_when(
     delivery_id: &str,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> DeliveryRecord {
-    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
     let deadline = Instant::now() + SOON;
     loop {
-        let record = table.get(&typed(user), &typed(delivery_id)).await.unwrap().map(|stored| stored.record);
+        let record = career_service::delivery_record(&pipeline.settings().tables, user, delivery_id).await;
+        let record = record.map(|stored| stored.record);
         match record {
             Some(record) if done(&record) => return record,
             other => assert!(Instant::now() < deadline, "{delivery_id}: still {other:?}"),

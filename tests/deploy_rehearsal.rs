@@ -81,8 +81,8 @@ async fn sqs_limits_the_code_depends_on_are_enforced_locally() {
 async fn an_index_a_queue_setting_and_a_variable_come_from_the_template_alone() {
     let text = TEMPLATE
         .replacen(
-            "      GlobalSecondaryIndexes:\n        - IndexName: byDue\n",
-            "      GlobalSecondaryIndexes:\n        - IndexName: byRehearsal\n          KeySchema:\n            - AttributeName: deliveryId\n              KeyType: HASH\n          Projection:\n            ProjectionType: KEYS_ONLY\n        - IndexName: byDue\n",
+            "        - IndexName: byDue\n",
+            "        - IndexName: byRehearsal\n          KeySchema:\n            - AttributeName: deliveryId\n              KeyType: HASH\n          Projection:\n            ProjectionType: KEYS_ONLY\n        - IndexName: byDue\n",
             1,
         )
         .replacen(

@@ -161,7 +161,7 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     assert!(receiver.received().is_empty(), "nothing reached the private address");
     let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
     let retry: DeliveryMessage = serde_json::from_str(handed_over[0].body().unwrap()).unwrap();
-    assert_eq!(attempts_of(&pipeline, &user, &retry).await, 1, "the failed attempt went to the retry lane, counted");
+    assert_eq!(attempts_of(&pipeline, &retry).await, 1, "the failed attempt went to the retry lane, counted");
 
     // Its retry with the setting on (local stack and tests only) does reach it.
     let open = career_service::deliver_instance(pipeline.settings());
@@ -213,7 +213,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     again.records = vec![profile];
     assert!(career_fanout::handle(&fanout, again).await.batch_item_failures.is_empty());
     assert_nothing_queued(&pipeline).await;
-    let record = table.get(&first.user_id, &first.delivery_id).await.unwrap().expect("the record").record;
+    let record = table.get(&first.subscription_id, &first.delivery_id).await.unwrap().expect("the record").record;
     assert_eq!((record.status, record.attempts), (DeliveryStatus::Succeeded, 1), "{record:?}");
 }
 
@@ -327,13 +327,13 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     assert!(response.batch_item_failures.is_empty());
     assert!(receiver.received().is_empty(), "no attempt on the main lane");
     let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
-    assert_eq!(attempts_of(&pipeline, &user, &delivery(&handed_over[0])).await, 0, "no attempt counted");
+    assert_eq!(attempts_of(&pipeline, &delivery(&handed_over[0])).await, 0, "no attempt counted");
 }
 
 /// The attempts the delivery's record counts.
-async fn attempts_of(pipeline: &Pipeline, user: &str, delivery: &DeliveryMessage) -> u32 {
+async fn attempts_of(pipeline: &Pipeline, delivery: &DeliveryMessage) -> u32 {
     let table = career_core::store::deliveries::DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
-    table.get(&typed(user), &delivery.delivery_id).await.unwrap().expect("a record").record.attempts
+    table.get(&delivery.subscription_id, &delivery.delivery_id).await.unwrap().expect("a record").record.attempts
 }
 
 #[test]

@@ -17,6 +17,8 @@ mod api_tools;
 mod api_webhooks;
 #[path = "delivery_log.rs"]
 mod delivery_log;
+#[path = "delivery_log_layout.rs"]
+mod delivery_log_layout;
 #[path = "deploy_rehearsal.rs"]
 mod deploy_rehearsal;
 #[path = "docs.rs"]

@@ -28,11 +28,10 @@ use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::queue::Lane;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::event_from_record;
-use career_core::store::deliveries::DeliveryTable;
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
-use career_service::{clients, dynamodb, typed};
+use career_service::{clients, dynamodb};
 use careerctl::demo::{self, Received, Seeded};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
@@ -304,8 +303,7 @@ impl Stack {
     }
 
     async fn delivery_status(&self, id: &str) -> DeliveryStatus {
-        let table = DeliveryTable::new(dynamodb(), &self.pipeline.settings().tables.deliveries);
-        let stored = table.get(&typed(demo::USER), &typed(id)).await.expect("reading the delivery log");
+        let stored = career_service::delivery_record(&self.pipeline.settings().tables, demo::USER, id).await;
         stored.unwrap_or_else(|| panic!("no delivery record {id}")).record.status
     }
 

@@ -16,7 +16,7 @@ use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::runtime::Invocation;
-use career_core::store::deliveries::{DeliveryTable, Overdue};
+use career_core::store::deliveries::{DeliveryTable, Overdue, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
@@ -40,26 +40,24 @@ fn deliveries(pipeline: &Pipeline) -> DeliveryTable {
 }
 
 /// The subscription's records, newest first.
-async fn records(pipeline: &Pipeline, user: &str, subscription: &str) -> Vec<DeliveryRecord> {
-    let page = deliveries(pipeline).list(&typed(user), &typed(subscription), None, 100, None).await.unwrap();
+async fn records(pipeline: &Pipeline, subscription: &str) -> Vec<DeliveryRecord> {
+    let page = deliveries(pipeline).list(&typed(subscription), None, 100, None).await.unwrap();
     page.deliveries
 }
 
 /// Waits until the subscription has `count` records and all satisfy `done`.
 async fn records_when(
     pipeline: &Pipeline,
-    user: &str,
     subscription: &str,
     count: usize,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> Vec<DeliveryRecord> {
-    records_within(pipeline, user, subscription, count, SOON, done).await
+    records_within(pipeline, subscription, count, SOON, done).await
 }
 
 /// [`records_when`], waiting up to `within`.
 async fn records_within(
     pipeline: &Pipeline,
-    user: &str,
     subscription: &str,
     count: usize,
     within: Duration,
@@ -67,7 +65,7 @@ async fn records_within(
 ) -> Vec<DeliveryRecord> {
     let deadline = Instant::now() + within;
     loop {
-        let found = records(pipeline, user, subscription).await;
+        let found = records(pipeline, subscription).await;
         if found.len() == count && found.iter().all(&done) {
             return found;
         }
@@ -111,7 +109,7 @@ async fn slow_receivers_get_each_delivery_once_under_a_short_sweep_window() {
     events(&pipeline, &user, 1).await;
 
     for (receiver, subscription) in &receivers {
-        let done = records_when(&pipeline, &user, subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+        let done = records_when(&pipeline, subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
         assert_eq!(done[0].attempts, 1, "{subscription}: one attempt, counted");
         assert_eq!(receiver.received().len(), 1, "{subscription}: received once");
     }
@@ -130,7 +128,7 @@ async fn a_receiver_that_never_answers_gets_exactly_the_configured_attempts_then
     events(&pipeline, &user, 1).await;
 
     let failed = |r: &DeliveryRecord| r.status == DeliveryStatus::Failed;
-    let record = records_within(&pipeline, &user, &subscription, 1, Duration::from_secs(90), failed).await;
+    let record = records_within(&pipeline, &subscription, 1, Duration::from_secs(90), failed).await;
     let attempts = pipeline.settings().max_delivery_attempts;
     assert_eq!((record[0].attempts, hanging.taken()), (attempts, attempts as usize));
     assert_eq!(record[0].last_error.as_deref(), Some("timed out after 10 s"));
@@ -199,7 +197,7 @@ async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
 
     for subscription in &subscriptions {
         let succeeded = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
-        let done = records_within(&pipeline, &user, subscription, 20, Duration::from_secs(180), succeeded).await;
+        let done = records_within(&pipeline, subscription, 20, Duration::from_secs(180), succeeded).await;
         assert!(done.iter().all(|record| record.attempts == 1), "{done:#?}");
     }
     for consumer in consumers {
@@ -259,7 +257,7 @@ async fn a_429_with_retry_after_waits_as_long_as_the_receiver_asks() {
     let attempts = receiver.wait_for(2, SOON).await;
     let waited = attempts[1].at - attempts[0].at;
     assert!(waited >= Duration::from_secs(3), "the retry came after {waited:?}; the schedule alone says 0.8-1.2 s");
-    let record = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+    let record = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
     assert_eq!(record[0].attempts, 2);
 }
 
@@ -272,7 +270,7 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     events(&pipeline, &user, 1).await;
 
-    let failed = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Failed).await;
+    let failed = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Failed).await;
     assert_eq!((failed[0].attempts, failed[0].last_response_status), (1, Some(410)), "no retry after a 410");
     assert_eq!(failed[0].last_error.as_deref(), Some(GONE_ERROR));
     let key = pipeline.api.key(&user, "read:webhooks").await;
@@ -288,8 +286,8 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
 
     // Disabled: the next event is recorded `skipped` and sent nothing.
     events(&pipeline, &user, 1).await;
-    records_when(&pipeline, &user, &subscription, 2, |r| r.status != DeliveryStatus::Pending).await;
-    assert_eq!(records(&pipeline, &user, &subscription).await[0].status, DeliveryStatus::Skipped);
+    records_when(&pipeline, &subscription, 2, |r| r.status != DeliveryStatus::Pending).await;
+    assert_eq!(records(&pipeline, &subscription).await[0].status, DeliveryStatus::Skipped);
     assert_eq!(receiver.received().len(), 1);
 }
 
@@ -307,7 +305,7 @@ async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
     let message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
     let queued = Timestamp::now() - Duration::from_secs(3600);
     table.insert_new(&[(&message, DeliveryStatus::Pending)], queued).await.unwrap();
-    let overdue = Overdue { user_id: typed(&user), delivery_id: message.delivery_id.clone(), next_attempt_at: queued };
+    let overdue = Overdue { key: RecordKey::of(&message), next_attempt_at: queued };
 
     let now = Timestamp::now();
     let lease = Lease::from(now);
@@ -327,8 +325,45 @@ async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
     let after = lapsed.until + Duration::from_millis(1);
     assert!(table.claim_overdue(&overdue, after, after).await.unwrap().is_some());
     assert!(!table.record_attempt(&message, &message.body(), &failed, Some(lapsed)).await.unwrap());
-    let record = table.get(&typed(&user), &message.delivery_id).await.unwrap().unwrap();
+    let record = table.get(&message.subscription_id, &message.delivery_id).await.unwrap().unwrap();
     assert_eq!((record.record.attempts, record.generation), (1, 1), "one attempt counted, the sweep's generation");
+}
+
+/// A first attempt for the main lane is created claimed (its turn then writes no claim of
+/// its own): the sweep and any other copy leave the record alone, its own turn may claim it
+/// anew when it comes late, and records its outcome under it.
+#[tokio::test]
+async fn a_record_created_for_the_main_lane_is_claimed_for_its_first_attempt() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let table = deliveries(&pipeline);
+    let created = Timestamp::now() - Duration::from_secs(3600);
+    let mut message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
+    message.claimed_until = Some(Lease::from(Timestamp::now()).until);
+    table.insert_new(&[(&message, DeliveryStatus::Pending)], created).await.unwrap();
+    let granted = Lease { until: message.claimed_until.unwrap() };
+
+    let now = Timestamp::now();
+    let overdue = Overdue { key: RecordKey::of(&message), next_attempt_at: created };
+    assert_eq!(table.claim_overdue(&overdue, now, now).await.unwrap(), None, "the sweep leaves it alone");
+    let other_copy = DeliveryMessage { claimed_until: None, ..message.clone() };
+    match table.claim(&other_copy, Lease::from(now), now).await.unwrap() {
+        Claim::Refused(record) => assert_eq!(record.lease_until, Some(granted.until), "another copy waits"),
+        other => panic!("another copy's claim: {other:?}"),
+    }
+    let renewed = Lease::from(now + Duration::from_secs(1));
+    assert!(matches!(table.claim(&message, renewed, now).await.unwrap(), Claim::Held { .. }), "its own, anew");
+    assert!(!table.record_attempt(&message, &message.body(), &delivered(now), Some(granted)).await.unwrap());
+    assert!(table.record_attempt(&message, &message.body(), &delivered(now), Some(renewed)).await.unwrap());
+    let record = table.get(&message.subscription_id, &message.delivery_id).await.unwrap().unwrap().record;
+    assert_eq!((record.status, record.attempts), (DeliveryStatus::Succeeded, 1));
+}
+
+fn delivered(at: Timestamp) -> career_core::delivery::log::AttemptRecord {
+    let answer = career_core::delivery::attempt::Answer { status: 204, body: String::new(), retry_after: None };
+    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), at)
 }
 
 /// A retry already pending when PATCH drops its kind from the subscription is not sent: it
@@ -342,13 +377,13 @@ async fn a_pending_retry_of_a_kind_no_longer_listed_ends_skipped() {
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     events(&pipeline, &user, 1).await;
     let retrying = |r: &DeliveryRecord| r.status == DeliveryStatus::Pending && r.attempts == 1;
-    records_when(&pipeline, &user, &subscription, 1, retrying).await;
+    records_when(&pipeline, &subscription, 1, retrying).await;
 
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks?id={subscription}");
     let body = json!({"events": ["assessment.completed"]}).to_string();
     pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
-    let skipped = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Skipped).await;
+    let skipped = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Skipped).await;
     assert_eq!(skipped[0].last_error.as_deref(), Some("not sent: the subscription no longer lists profile.updated"));
     assert_eq!((skipped[0].attempts, receiver.received().len()), (1, 1), "the retry was not sent");
 }
@@ -366,7 +401,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     let event = Event::ping(&typed(&subscription));
     let message = DeliveryMessage::new(&event, &typed(&user), &typed(&subscription));
     deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], Timestamp::now()).await.unwrap();
-    let pending = records(&pipeline, &user, &subscription).await;
+    let pending = records(&pipeline, &subscription).await;
     assert_eq!((pending[0].status, pending[0].attempts), (DeliveryStatus::Pending, 0), "in the log before any queue");
 
     let mut settings = pipeline.settings().clone();
@@ -382,7 +417,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((swept.overdue, swept.requeued), (1, 1));
     receiver.wait_for(1, SOON).await;
-    records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+    records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
 
     // The lost message turns up after all: its generation is not the record's any more.
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
@@ -431,7 +466,7 @@ async fn the_fan_out_writes_the_records_before_it_queues() {
     let pumping = tokio::spawn(async move {
         careerctl::pumps::run_stream_pump(fanout_clients, sources, &fanout, None).await;
     });
-    let pending = records_when(&pipeline, &user, &subscription, 1, |r| r.status == DeliveryStatus::Pending).await;
+    let pending = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Pending).await;
     pumping.abort();
     assert_eq!(pending[0].attempts, 0);
     assert!(pending[0].next_attempt_at.is_some(), "due at once");
@@ -447,19 +482,19 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     let failed = |r: &DeliveryRecord| r.status == DeliveryStatus::Failed || r.status == DeliveryStatus::Skipped;
     // Before the window: one failed.
     events(&pipeline, &user, 1).await;
-    records_when(&pipeline, &user, &subscription, 1, failed).await;
+    records_when(&pipeline, &subscription, 1, failed).await;
     // In the window: two failed, and one skipped while the subscription was paused.
     events(&pipeline, &user, 2).await;
-    records_when(&pipeline, &user, &subscription, 3, failed).await;
+    records_when(&pipeline, &subscription, 3, failed).await;
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let at = Timestamp::now();
     webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
     events(&pipeline, &user, 1).await;
-    records_when(&pipeline, &user, &subscription, 4, failed).await;
+    records_when(&pipeline, &subscription, 4, failed).await;
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
     // After the window: one failed.
     events(&pipeline, &user, 1).await;
-    let all = records_when(&pipeline, &user, &subscription, 5, failed).await;
+    let all = records_when(&pipeline, &subscription, 5, failed).await;
     assert_eq!(receiver.received().len(), 4, "four failed attempts; the skipped one was never sent");
     let (after, window, before) = (&all[0], &all[1..4], &all[4]);
     assert_eq!(window.iter().filter(|r| r.status == DeliveryStatus::Skipped).count(), 1);
@@ -479,7 +514,7 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     let mut expected: Vec<&str> = window.iter().map(|r| r.id.as_str()).collect();
     expected.sort_unstable();
     assert_eq!(ids, expected, "each of the window's three, once");
-    let now = records_when(&pipeline, &user, &subscription, 5, |r| r.status != DeliveryStatus::Pending).await;
+    let now = records_when(&pipeline, &subscription, 5, |r| r.status != DeliveryStatus::Pending).await;
     for record in &now {
         let in_window = window.iter().any(|w| w.id == record.id);
         let expected = if in_window { DeliveryStatus::Succeeded } else { DeliveryStatus::Failed };

@@ -22,6 +22,7 @@ use career_core::store::webhooks::{NewSecrets, Replaced, WebhookTable};
 use career_core::webhooks::rotation::SigningSecrets;
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::SecretsAtRest;
+use futures_util::StreamExt;
 use serde::Serialize;
 
 pub struct Admin {
@@ -100,6 +101,16 @@ pub struct DeliveryLog {
 pub struct CreatedTables {
     pub created: Vec<String>,
 }
+
+/// `deliveries import`: how many records were copied, and how many deliveries had one already.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Imported {
+    pub imported: usize,
+    pub present: usize,
+}
+
+/// How many records `deliveries import` writes at once.
+const IMPORTS_AT_ONCE: usize = 16;
 
 /// `deliveries redrive`: how many dead-lettered deliveries went back, and how many were
 /// dropped because their delivery had moved on since (retried by hand, recovered, or gone).
@@ -270,11 +281,34 @@ impl Admin {
         let owner = webhooks.owner_of(&subscription_id).await.context("finding the subscription")?;
         let user_id = owner.ok_or_else(no_subscription)?;
         let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
-        let page = deliveries
-            .list(&user_id, &subscription_id, status, limit, after.as_ref())
-            .await
-            .context("listing the deliveries")?;
+        let page =
+            deliveries.list(&subscription_id, status, limit, after.as_ref()).await.context("listing the deliveries")?;
         Ok(DeliveryLog { user_id, subscription_id, deliveries: page.deliveries, next_after: page.last_id_if_more })
+    }
+
+    /// Copies the records of `from`, a deliveries table of the layout before the log was keyed
+    /// by delivery (a backup restored into a table), into the stack's deliveries table; a
+    /// delivery that has a record there already keeps it. Progress on stderr.
+    pub async fn import_deliveries(&self, from: &str) -> anyhow::Result<Imported> {
+        let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
+        let (mut imported, mut start) = (Imported { imported: 0, present: 0 }, None);
+        loop {
+            let page = self.dynamodb.scan().table_name(from).set_exclusive_start_key(start).send().await;
+            let page = page.with_context(|| format!("reading {from}"))?;
+            let writes = page.items.unwrap_or_default().into_iter().map(|item| deliveries.import(item));
+            let written: Vec<_> = futures_util::stream::iter(writes).buffer_unordered(IMPORTS_AT_ONCE).collect().await;
+            for new in written {
+                match new.context("writing a record")? {
+                    true => imported.imported += 1,
+                    false => imported.present += 1,
+                }
+            }
+            eprintln!("==> {} records imported, {} present already", imported.imported, imported.present);
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(imported);
+            }
+        }
     }
 
     pub async fn create_tables(&self) -> anyhow::Result<CreatedTables> {
@@ -383,7 +417,8 @@ async fn delete_messages<'m>(sqs: &Sqs, from: &str, messages: impl Iterator<Item
 /// generation. `None` when the message is unreadable or its record moved on since.
 async fn restarted(deliveries: &DeliveryTable, body: &str) -> anyhow::Result<Option<DeliveryMessage>> {
     let Ok(message) = serde_json::from_str::<DeliveryMessage>(body) else { return Ok(None) };
-    let stored = deliveries.get(&message.user_id, &message.delivery_id).await.context("reading the delivery record")?;
+    let stored = deliveries.get(&message.subscription_id, &message.delivery_id).await;
+    let stored = stored.context("reading the delivery record")?;
     let Some(stored) =
         stored.filter(|s| s.generation == message.generation && s.record.status == DeliveryStatus::Failed)
     else {

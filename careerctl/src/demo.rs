@@ -157,6 +157,7 @@ async fn seed_failed_delivery(
         subscription_id: subscription_id.clone(),
         event: Event::ping(subscription_id),
         generation: 0,
+        claimed_until: None,
     };
     let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
     let attempt = RecordUpdate::retry_at(None).attempt(&refused, Timestamp::now());

@@ -175,6 +175,15 @@ enum DeliveriesCommand {
         #[arg(long)]
         after: Option<String>,
     },
+    /// Copy the delivery log of a deliveries table of the layout before it was keyed by
+    /// delivery (restore the old table's backup into a table, then name it here) into the
+    /// stack's deliveries table; a delivery with a record there already keeps it. Prints
+    /// {"imported": n, "present": m}. README "Deploying" says when.
+    Import {
+        /// The table to copy from.
+        #[arg(long)]
+        from: String,
+    },
     /// Move every message of the dead-letter queue back to the retry lane, where each starts
     /// the retry schedule again; a delivery that was retried or recovered since is dropped
     /// unsent. Prints {"moved": n, "dropped": m}. Use it once a receiver is back after a long
@@ -289,6 +298,7 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
         Command::Deliveries(DeliveriesCommand::List { subscription, status, limit, after }) => {
             json(admin.list_deliveries(&subscription, status, limit, after.as_deref()).await)
         }
+        Command::Deliveries(DeliveriesCommand::Import { from }) => json(admin.import_deliveries(&from).await),
         Command::Deliveries(DeliveriesCommand::Redrive { from, to }) => {
             json(admin.redrive(clients.sqs(), &from, &to).await)
         }

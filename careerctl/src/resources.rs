@@ -272,8 +272,7 @@ pub async fn create_tables(
     dynamodb: &DynamoDb,
     tables: &TableNames,
 ) -> anyhow::Result<(Vec<String>, Vec<(String, Physical)>)> {
-    let existing = dynamodb.list_tables().limit(100).send().await.context("listing tables")?;
-    let existing = existing.table_names.unwrap_or_default();
+    let existing = existing_tables(dynamodb).await?;
     let (mut created, mut physical) = (Vec::new(), Vec::new());
     let no_parameters = Resolver::default();
     for table in template.resources_of("AWS::DynamoDB::Table") {
@@ -282,7 +281,9 @@ pub async fn create_tables(
         let properties = no_parameters.resolve(&Value::Mapping(properties))?;
         let properties: TableProperties = serde_yaml::from_value(properties)
             .with_context(|| format!("the template's table {} (careerctl/src/resources.rs)", table.logical_id))?;
-        if existing.iter().any(|n| n == name) {
+        let kept = existing.iter().any(|n| n == name)
+            && !replaced(dynamodb, name, &properties, table.update_replace_policy == Some("Retain")).await?;
+        if kept {
             add_missing_global_indexes(dynamodb, name, &properties).await?;
             add_missing_stream(dynamodb, name, &properties).await?;
         } else {
@@ -300,6 +301,51 @@ pub async fn create_tables(
         physical.push((table.logical_id.to_owned(), Physical { reference: name.to_owned(), attributes }));
     }
     Ok((created, physical))
+}
+
+/// The names of every table, page after page (a page holds at most 100).
+async fn existing_tables(dynamodb: &DynamoDb) -> anyhow::Result<Vec<String>> {
+    let (mut names, mut after) = (Vec::new(), None);
+    loop {
+        let page = dynamodb.list_tables().set_exclusive_start_table_name(after).send().await;
+        let page = page.context("listing tables")?;
+        names.extend(page.table_names.unwrap_or_default());
+        after = page.last_evaluated_table_name;
+        if after.is_none() {
+            return Ok(names);
+        }
+    }
+}
+
+/// Whether a table kept from an older version had to go, as CloudFormation replaces a table
+/// whose key schema or local indexes changed: the old one is deleted (the template's
+/// `UpdateReplacePolicy`, `Delete` unless said) and the caller makes the new one. A table the
+/// template retains is an error: on AWS the new table would get a new name beside it.
+async fn replaced(dynamodb: &DynamoDb, name: &str, table: &TableProperties, retained: bool) -> anyhow::Result<bool> {
+    let described = dynamodb.describe_table().table_name(name).send().await;
+    let described = described.with_context(|| format!("describing table {name}"))?.table;
+    let described = described.with_context(|| format!("table {name} has no description"))?;
+    let keys = |schema: &[ddb::KeySchemaElement]| -> Vec<(String, String)> {
+        schema.iter().map(|k| (k.attribute_name.clone(), k.key_type.as_str().to_owned())).collect()
+    };
+    let wanted: Vec<ddb::KeySchemaElement> = table.key_schema.iter().map(KeyElement::sdk).collect();
+    let local = |mut names: Vec<String>| {
+        names.sort();
+        names
+    };
+    let local_now = local(described.local_secondary_indexes().iter().filter_map(|i| i.index_name.clone()).collect());
+    let local_wanted = local(table.local_secondary_indexes.iter().map(|i| i.index_name.clone()).collect());
+    if keys(described.key_schema()) == keys(&wanted) && local_now == local_wanted {
+        return Ok(false);
+    }
+    if retained {
+        bail!(
+            "table {name}: the template changes its key or local indexes, which replaces it, and retains the old one"
+        );
+    }
+    eprintln!("==> table {name}: its key or local indexes changed; replaced, as CloudFormation replaces it");
+    dynamodb.delete_table().table_name(name).send().await.with_context(|| format!("deleting table {name}"))?;
+    Ok(true)
 }
 
 async fn create_table(dynamodb: &DynamoDb, name: &str, table: &TableProperties) -> anyhow::Result<()> {

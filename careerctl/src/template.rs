@@ -30,11 +30,14 @@ pub struct Template {
     document: Mapping,
 }
 
-/// A resource of the template: its logical id, type and properties (unresolved).
+/// A resource of the template: its logical id, type, properties (unresolved) and what
+/// becomes of the old resource when an update replaces it.
 pub struct Resource<'a> {
     pub logical_id: &'a str,
     pub kind: &'a str,
     pub properties: Option<&'a Mapping>,
+    /// `UpdateReplacePolicy`: CloudFormation deletes a replaced resource unless it is `Retain`.
+    pub update_replace_policy: Option<&'a str>,
 }
 
 impl<'a> Resource<'a> {
@@ -65,6 +68,7 @@ impl Template {
                 logical_id: id.as_str()?,
                 kind: resource.get("Type")?.as_str()?,
                 properties: resource.get("Properties").and_then(Value::as_mapping),
+                update_replace_policy: resource.get("UpdateReplacePolicy").and_then(Value::as_str),
             })
         })
     }

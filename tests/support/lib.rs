@@ -237,6 +237,20 @@ pub fn sqs() -> aws_sdk_sqs::Client {
 }
 
 /// A user id no other test uses.
+/// A delivery's record, found as a manual retry finds it: among the logs of the user's
+/// subscriptions (a delivery id alone does not say which log holds it).
+pub async fn delivery_record(
+    tables: &TableNames,
+    user: &str,
+    delivery_id: &str,
+) -> Option<career_core::store::deliveries::StoredDelivery> {
+    let user_id = typed(user);
+    let webhooks = career_core::store::webhooks::WebhookTable::new(dynamodb(), &tables.webhooks);
+    let subscriptions: Vec<_> = webhooks.list(&user_id).await.unwrap().into_iter().map(|s| s.id).collect();
+    let deliveries = career_core::store::deliveries::DeliveryTable::new(dynamodb(), &tables.deliveries);
+    deliveries.find(&user_id, &subscriptions, &typed(delivery_id)).await.unwrap()
+}
+
 pub fn unique_user() -> String {
     format!("user-{}", &random::random_token("")[..12])
 }

@@ -12,6 +12,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, TableNames};
 use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::plan::Lease;
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{event_from_record, Event, MalformedRecord};
@@ -116,7 +117,14 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     };
     let mut subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
     subscriptions.retain(|s| Some(&s.id) != event.about());
-    let message = |s: &Subscription| DeliveryMessage::new(&event, user_id, &s.id);
+    let now = Timestamp::now();
+    // A first attempt for the main lane is created claimed, so its turn writes no claim
+    // (delivery::plan::granted); the retry lane's copies claim for themselves.
+    let message = |s: &Subscription| {
+        let mut message = DeliveryMessage::new(&event, user_id, &s.id);
+        message.claimed_until = s.health.failing_since().is_none().then(|| Lease::from(now).until);
+        message
+    };
     let status = |s: &Subscription| match s.health.is_enabled() {
         true => DeliveryStatus::Pending,
         false => DeliveryStatus::Skipped,
@@ -124,7 +132,7 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
         subscriptions.iter().map(|s| (message(s), status(s))).collect();
     let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
-    let recorded = deps.deliveries.insert_new(&records, Timestamp::now()).await?;
+    let recorded = deps.deliveries.insert_new(&records, now).await?;
     // A disabled subscription is sent nothing: its record says `skipped` already. A delivery
     // that had its record already (this stream record processed again) is not queued again:
     // its first message, or the sweep if that was lost, sends it, and only once.

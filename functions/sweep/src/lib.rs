@@ -140,7 +140,7 @@ async fn claim(
     match claimed.message() {
         Ok(message) => Ok(Some(message)),
         Err(err) => {
-            tracing::error!(delivery_id = %found.delivery_id, error = %err, "an overdue record's body cannot be read");
+            tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "an overdue record's body cannot be read");
             Ok(None)
         }
     }
@@ -152,8 +152,10 @@ mod tests {
 
     fn overdue(seconds: u64) -> Overdue {
         Overdue {
-            user_id: "u1".parse().unwrap(),
-            delivery_id: career_core::ids::DeliveryId::generate(),
+            key: career_core::store::deliveries::RecordKey {
+                subscription_id: career_core::ids::SubscriptionId::generate(),
+                delivery_id: career_core::ids::DeliveryId::generate(),
+            },
             next_attempt_at: Timestamp::from_unix_seconds(1_795_766_400 + seconds),
         }
     }

@@ -13,7 +13,7 @@ use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::SkipReason;
+use career_core::delivery::plan::{Lease, SkipReason};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
@@ -297,7 +297,7 @@ async fn list_deliveries(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         None => None,
     };
     let subscription = own_subscription(deps, &call, id).await?;
-    let page = deps.deliveries.list(user_id, &subscription.id, status, limit, after.as_ref()).await?;
+    let page = deps.deliveries.list(&subscription.id, status, limit, after.as_ref()).await?;
     let next_cursor = page.last_id_if_more.map(|last| deps.cursors.seal(user_id, &list, &last));
     Reply::ok(json!({"deliveries": page.deliveries, "nextCursor": next_cursor}))
 }
@@ -312,9 +312,13 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let delivery_id = DeliveryId::parse(id).ok_or_else(not_found)?;
     let mut backoff = Backoff::new(CONTENDED_RETRIES);
     loop {
-        let stored = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?;
-        // A delivery of a deleted subscription cannot be retried.
-        let subscription = deps.webhooks.get(user_id, &stored.record.subscription_id).await?.ok_or_else(not_found)?;
+        // The id alone does not say which of the user's logs holds it; a delivery of a deleted
+        // subscription is in none of them, and cannot be retried.
+        let subscriptions = deps.webhooks.list(user_id).await?;
+        let ids: Vec<SubscriptionId> = subscriptions.iter().map(|s| s.id.clone()).collect();
+        let stored = deps.deliveries.find(user_id, &ids, &delivery_id).await?.ok_or_else(not_found)?;
+        let subscription =
+            subscriptions.iter().find(|s| s.id == stored.record.subscription_id).ok_or_else(not_found)?;
         if subscription.health.is_enabled() {
             let restarted = restart(deps, std::slice::from_ref(&stored), |_| None).await?.pop();
             // Only a record that expired since it was read is not restarted.
@@ -323,7 +327,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
         let body = stored.record.body.as_bytes();
         if deps.deliveries.record_skipped(&message, body, Timestamp::now(), SkipReason::Disabled).await? {
-            let record = deps.deliveries.get(user_id, &delivery_id).await?.ok_or_else(not_found)?.record;
+            let record = deps.deliveries.get(&subscription.id, &delivery_id).await?.ok_or_else(not_found)?.record;
             return Reply::accepted(record);
         }
         // Its generation moved on since it was read (a concurrent retry or attempt).
@@ -370,9 +374,12 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
     let subscription = own_subscription(deps, &call, id).await?;
     let id = &subscription.id;
-    let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
+    let now = Timestamp::now();
+    let mut message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
+    // Created claimed for its first turn on the main lane, like the fan-out's deliveries.
+    message.claimed_until = Some(Lease::from(now).until);
     let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
-    let record = deps.deliveries.create(&message, status, Timestamp::now()).await?;
+    let record = deps.deliveries.create(&message, status, now).await?;
     if status == DeliveryStatus::Pending {
         deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
     }
@@ -389,8 +396,7 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     if !subscription.health.is_enabled() {
         return Err(ApiError::WebhookSubscriptionDisabled);
     }
-    let mut found =
-        deps.deliveries.recoverable(call.user_id(), &subscription.id, window.since, window.until, MAX_PER_CALL).await?;
+    let mut found = deps.deliveries.recoverable(&subscription.id, window.since, window.until, MAX_PER_CALL).await?;
     let more = found.len() > MAX_PER_CALL as usize;
     found.truncate(MAX_PER_CALL as usize);
     // One that changed since it was read (a manual retry got there) is not counted.

@@ -31,6 +31,12 @@ pub struct DeliveryMessage {
     /// generations existed read as zero, the generation of a record that has none.
     #[serde(default)]
     pub generation: u32,
+    /// The end of the claim its record was created with (`plan::Lease`), on a first attempt
+    /// queued to the main lane: its turn holds the record without a write of its own while
+    /// the claim still leaves time for a send (`plan::granted`). A FIFO queue hands a message
+    /// to one consumer at a time, so the claim is this message's alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_until: Option<Timestamp>,
 }
 
 impl DeliveryMessage {
@@ -43,6 +49,7 @@ impl DeliveryMessage {
             subscription_id: subscription_id.clone(),
             event: event.clone(),
             generation: 0,
+            claimed_until: None,
         }
     }
 

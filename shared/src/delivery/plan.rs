@@ -8,7 +8,9 @@
 //! while the record is `pending`, due, of the message's generation and claimed by no other
 //! turn, sets the record's lease ([`Lease`]). Until the lease ends, neither the sweep nor
 //! another copy of the message takes the record, and the turn records its outcome under it,
-//! so every attempt counts. The lease is an attribute of the record, not an index key.
+//! so every attempt counts. The lease is an attribute of the record, not an index key. A
+//! first attempt from the main lane needs no such write when it comes early enough: the
+//! fan-out (or a ping) created the record with a claim its message carries ([`granted`]).
 
 use std::time::Duration;
 
@@ -17,6 +19,7 @@ use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::clock::Timestamp;
 use crate::delivery::queue::Lane;
+use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::webhooks::{DisabledReason, Subscription};
 
@@ -50,6 +53,25 @@ impl Lease {
     pub fn allows_send_at(&self, now: Timestamp) -> bool {
         now + TIMEOUT + RECORD_MARGIN <= self.until
     }
+}
+
+/// The claim a first attempt's message carries from the record's creation, held by its turn
+/// at `now` without a write: only on the main lane (a FIFO queue gives a message to one
+/// consumer at a time, where the retry lane may hand out a copy twice), and only while it
+/// still leaves time for a send ([`Lease::allows_send_at`]); else the turn claims anew. The
+/// record is as its creation left it: the message's generation, pending, due, no attempt.
+pub fn granted(message: &DeliveryMessage, lane: Lane, now: Timestamp) -> Option<Claim> {
+    let lease = Lease { until: message.claimed_until? };
+    (lane == Lane::Main && lease.allows_send_at(now)).then_some(Claim::Held {
+        record: RecordState {
+            generation: message.generation,
+            status: DeliveryStatus::Pending,
+            round_attempts: 0,
+            next_attempt_at: None,
+            lease_until: Some(lease.until),
+        },
+        lease,
+    })
 }
 
 /// The latest next attempt a claim made at `now` accepts: a message received this little
@@ -454,6 +476,23 @@ mod tests {
         for (found, expected, case) in table {
             assert_eq!(before_send(&found, at(0), &policy()), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn a_first_attempt_from_the_main_lane_holds_the_claim_its_record_was_created_with() {
+        let event = crate::events::Event::ping(&"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
+        let mut message =
+            DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
+        message.generation = 2;
+        assert_eq!(granted(&message, Lane::Main, at(0)), None, "a message without one claims for itself");
+        message.claimed_until = Some(Lease::from(at(0)).until);
+        let lease = Lease::from(at(0));
+        let record = RecordState { next_attempt_at: None, lease_until: Some(lease.until), ..pending(2, 0) };
+        assert_eq!(granted(&message, Lane::Main, at(3)), Some(Claim::Held { record, lease }));
+        assert_eq!(granted(&message, Lane::Retry, at(3)), None, "the retry lane may hand out a copy twice");
+        assert_eq!(granted(&message, Lane::Main, at(11)), None, "too late to send under it: claimed anew");
+        let found = found(Lane::Main, 2, granted(&message, Lane::Main, at(3)).unwrap(), HEALTHY);
+        assert_eq!(before_send(&found, at(3), &policy()), Before::Send { attempt: 1 });
     }
 
     #[test]

@@ -116,7 +116,9 @@ impl DeliveryQueues {
 
     /// Hands a message to the retry lane, to be received after `delay` (at most [`MAX_DELAY`]).
     pub async fn hand_over(&self, message: &DeliveryMessage, delay: Duration) -> Result<(), QueueError> {
-        let refused = self.send_batches(Lane::Retry, &[(message, delay)]).await?;
+        // The retry lane may hand out a copy twice: a copy there carries no claim of its own.
+        let message = DeliveryMessage { claimed_until: None, ..message.clone() };
+        let refused = self.send_batches(Lane::Retry, &[(&message, delay)]).await?;
         match refused.into_iter().next() {
             Some((_, reason)) => Err(QueueError::Refused { count: 1, reason }),
             None => Ok(()),

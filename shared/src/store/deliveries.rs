@@ -1,18 +1,28 @@
-//! The deliveries table (contract sections 9 and 12): partition `userId`, sort `deliveryId`,
-//! one record per delivery, removed by TTL 30 days after its last change. The record is the
-//! source of truth; the queues only carry work. Two local secondary indexes serve the lists,
-//! newest first and strongly consistent: `bySubscription` (sort key `whk_…#dlv_…`) and
-//! `byStatus` (sort key `whk_…#status#dlv_…`), so a subscription's list, its list of one
-//! status and a recovery's window cost what they return however long its history. A sparse,
-//! keys-only global index `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort
-//! `nextAttemptAt`) holds only the `pending` records, so the sweep reads what is overdue and
-//! nothing else, and its writes spread over the shards at any event rate.
+//! The deliveries table (contract sections 9 and 12): one item per delivery, removed by TTL
+//! 30 days after its last change. The record is the source of truth; the queues only carry
+//! work.
+//!
+//! The key is the subscription's log: partition `logPartition` (`whk_…#k`, one of
+//! [`LOG_SHARDS`] shards of the subscription, from the delivery id), sort `deliveryId`. So a
+//! subscription's log is read newest first from the table itself, strongly consistent and
+//! with no index to write, and no user or subscription has a partition, an item collection
+//! (no local index, so no 10 GB ceiling) or a hot key of its own: a busy subscription's
+//! writes spread over its shards. Two sparse global indexes serve the rest, each projecting
+//! only keys, so a record's body and its receiver's answer are never copied and what a
+//! write costs in them does not grow with them:
+//! - `byStatus` (partition `statusKey` = `whk_…#failed` or `whk_…#skipped`, sort
+//!   `deliveryId`): only the records that ended without success, so the common path
+//!   (`pending` to `succeeded`) never writes it, while the list of failed deliveries and a
+//!   recovery cost what they return.
+//! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): only
+//!   `pending` records, so the sweep reads what is overdue and nothing else, and its writes
+//!   spread over the shards at any event rate.
 //!
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
-//! `delivery::plan::Lease`): a plain attribute, in no index key, so a claim changes no key.
+//! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -26,13 +36,17 @@ use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
 
-const BY_SUBSCRIPTION: &str = "bySubscription";
+/// How many partitions a subscription's log spreads its writes over.
+pub const LOG_SHARDS: u8 = 4;
 const BY_STATUS: &str = "byStatus";
 /// The sweep's index: only `pending` records carry its partition key, `dueShard`.
 pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index spreads its writes over.
 pub const DUE_SHARDS: u8 = 16;
 /// The attributes that writes name, beside the keys.
+const LOG_PARTITION: &str = "logPartition";
+const DELIVERY_ID: &str = "deliveryId";
+const SUBSCRIPTION_ID: &str = "subscriptionId";
 const STATUS: &str = "status";
 const STATUS_KEY: &str = "statusKey";
 const GENERATION: &str = "generation";
@@ -42,10 +56,24 @@ const SUCCEEDED_AT: &str = "succeededAt";
 const LEASE_UNTIL: &str = "leaseUntil";
 const LAST_ERROR: &str = "lastError";
 const EXPIRES_AT: &str = "expiresAt";
+/// How many keys one list call reads at most while it looks for records of a status the
+/// status index does not hold (`pending`, `succeeded`): a page may then come back short,
+/// with a cursor to go on from.
+const LIST_SCAN_BUDGET: usize = 500;
+/// How many records a filtered list reads from one shard at a time.
+const FILTERED_CHUNK: u32 = 100;
+/// The most keys one `BatchGetItem` takes.
+const BATCH_GET_MAX: usize = 100;
+/// How many times keys a `BatchGetItem` left unprocessed (throttled) are asked again.
+const UNPROCESSED_RETRIES: u32 = 5;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct DeliveryItem {
+    /// The table's partition key: the subscription's log shard of this delivery (made anew
+    /// for a record of the old layout, which has none).
+    #[serde(default)]
+    log_partition: String,
     user_id: UserId,
     delivery_id: DeliveryId,
     subscription_id: SubscriptionId,
@@ -71,8 +99,9 @@ struct DeliveryItem {
     /// DynamoDB's TTL removes the record after it; stored as Unix seconds, as TTL wants.
     #[serde(with = "clock::unix_seconds")]
     expires_at: Timestamp,
-    subscription_key: String,
-    status_key: String,
+    /// The status index's partition; present only while `failed` or `skipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status_key: Option<String>,
     /// Which message may send (contract section 12); moved on by a success, a manual retry,
     /// a recovery or a sweep.
     #[serde(default)]
@@ -80,6 +109,9 @@ struct DeliveryItem {
     /// Attempts since the schedule last started (fan-out, manual retry or recovery).
     #[serde(default)]
     round_attempts: u32,
+    /// The end of the claim the record was created with, if its message carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_until: Option<Timestamp>,
     /// The due index's partition; present only while `pending`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     due_shard: Option<String>,
@@ -93,6 +125,7 @@ impl DeliveryItem {
         let pending = status == DeliveryStatus::Pending;
         let skipped = status == DeliveryStatus::Skipped;
         DeliveryItem {
+            log_partition: RecordKey::of(message).partition(),
             user_id: message.user_id.clone(),
             delivery_id: message.delivery_id.clone(),
             subscription_id: message.subscription_id.clone(),
@@ -109,10 +142,10 @@ impl DeliveryItem {
             succeeded_at: None,
             body: String::from_utf8_lossy(body).into_owned(),
             expires_at: expires_at(at),
-            subscription_key: subscription_key(&message.subscription_id, &message.delivery_id),
-            status_key: status_key(&message.subscription_id, status, &message.delivery_id),
+            status_key: status_key(&message.subscription_id, status),
             generation: message.generation,
             round_attempts: 0,
+            lease_until: message.claimed_until.filter(|_| pending),
             due_shard: pending.then(|| due_shard(&message.delivery_id)),
         }
     }
@@ -158,6 +191,7 @@ impl StoredDelivery {
             subscription_id: self.record.subscription_id.clone(),
             event: serde_json::from_str(&self.record.body)?,
             generation: self.generation,
+            claimed_until: None,
         })
     }
 }
@@ -165,8 +199,7 @@ impl StoredDelivery {
 /// A pending record the sweep found overdue: its key and when it was due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overdue {
-    pub user_id: UserId,
-    pub delivery_id: DeliveryId,
+    pub key: RecordKey,
     pub next_attempt_at: Timestamp,
 }
 
@@ -176,18 +209,66 @@ pub struct DeliveryPage {
     pub last_id_if_more: Option<DeliveryId>,
 }
 
-fn subscription_key(subscription_id: &SubscriptionId, delivery_id: &DeliveryId) -> String {
-    format!("{subscription_id}#{delivery_id}")
-}
-
-fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus, delivery_id: &DeliveryId) -> String {
-    format!("{subscription_id}#{}#{delivery_id}", status.as_str())
+/// The status index's partition of a record of `status`: only the statuses a delivery
+/// ends in without success are indexed.
+fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Option<String> {
+    matches!(status, DeliveryStatus::Failed | DeliveryStatus::Skipped)
+        .then(|| format!("{subscription_id}#{}", status.as_str()))
 }
 
 /// The due index partition of a delivery: from its id's random part, so spread evenly.
 fn due_shard(delivery_id: &DeliveryId) -> String {
     let last = delivery_id.as_str().bytes().last().unwrap_or_default();
     (last % DUE_SHARDS).to_string()
+}
+
+/// A record's key: its subscription's log shard and its delivery id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordKey {
+    pub subscription_id: SubscriptionId,
+    pub delivery_id: DeliveryId,
+}
+
+impl RecordKey {
+    pub fn of(message: &DeliveryMessage) -> Self {
+        RecordKey { subscription_id: message.subscription_id.clone(), delivery_id: message.delivery_id.clone() }
+    }
+
+    fn of_record(record: &DeliveryRecord) -> Self {
+        RecordKey { subscription_id: record.subscription_id.clone(), delivery_id: record.id.clone() }
+    }
+
+    /// The log shard: from a character of the id's random part other than the due shard's.
+    fn partition(&self) -> String {
+        let bytes = self.delivery_id.as_str().as_bytes();
+        let second_last = bytes.len().checked_sub(2).map_or(0, |i| bytes[i]);
+        log_partition(&self.subscription_id, second_last % LOG_SHARDS)
+    }
+
+    /// The key as DynamoDB takes it.
+    pub fn item(&self) -> Item {
+        Item::from([(LOG_PARTITION.to_owned(), s(self.partition())), (DELIVERY_ID.to_owned(), s(&self.delivery_id))])
+    }
+
+    /// The key of an item of the table or of an index (which carries the table's key).
+    fn from_item(item: &Item) -> Result<Self, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Key {
+            log_partition: String,
+            delivery_id: DeliveryId,
+        }
+        let key: Key = serde_dynamo::from_item(item.clone())?;
+        let subscription = key.log_partition.split_once('#').and_then(|(id, _)| SubscriptionId::parse(id));
+        let subscription_id = subscription.ok_or_else(|| {
+            StoreError::Mapping(serde::de::Error::custom(format!("not a log partition: {}", key.log_partition)))
+        })?;
+        Ok(RecordKey { subscription_id, delivery_id: key.delivery_id })
+    }
+}
+
+fn log_partition(subscription_id: &SubscriptionId, shard: u8) -> String {
+    format!("{subscription_id}#{shard}")
 }
 
 /// When a record changed at `at` expires.
@@ -234,7 +315,7 @@ impl DeliveryTable {
         if self.put_new(&item).await? {
             return Ok(item.into_stored().record);
         }
-        let existing = self.get(&message.user_id, &message.delivery_id).await?;
+        let existing = self.get(&message.subscription_id, &message.delivery_id).await?;
         existing.map(|stored| stored.record).ok_or(StoreError::Contention)
     }
 
@@ -245,27 +326,51 @@ impl DeliveryTable {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition(Condition::absent("deliveryId"))
+            .condition(Condition::absent(DELIVERY_ID))
             .send()
             .await;
         applied(result)
     }
 
+    /// Writes a record read from a deliveries table of an older layout (keyed by `userId` and
+    /// `deliveryId`, with local indexes) in this one, unless its delivery has a record here
+    /// already; whether it did. The index keys are made anew: `statusKey` for a failed or
+    /// skipped record, and `dueShard` for a pending one, which records from before the due
+    /// index lack (without it the sweep would never find them).
+    pub async fn import(&self, item: Item) -> Result<bool, StoreError> {
+        let mut item: DeliveryItem = serde_dynamo::from_item(item)?;
+        let key = RecordKey { subscription_id: item.subscription_id.clone(), delivery_id: item.delivery_id.clone() };
+        item.log_partition = key.partition();
+        item.status_key = status_key(&item.subscription_id, item.status);
+        let pending = item.status == DeliveryStatus::Pending;
+        item.due_shard = pending.then(|| due_shard(&item.delivery_id));
+        if pending && item.next_attempt_at.is_none() {
+            item.next_attempt_at = Some(item.created_at);
+        }
+        self.put_new(&item).await
+    }
+
     /// Claims the record for a turn of `message` at `now` under `lease`, in one conditional
     /// write that holds only while the record is `pending`, of the message's generation, due
-    /// (see [`plan::due_by`]) and under no other turn's claim; the record as the write left
-    /// it. A refused claim reads the record, so the plan can tell why.
+    /// (see [`plan::due_by`]) and under no other turn's claim (the claim the record was
+    /// created with is the message's own); the record as the write left it. A refused claim
+    /// reads the record, so the plan can tell why.
     pub async fn claim(&self, message: &DeliveryMessage, lease: Lease, now: Timestamp) -> Result<Claim, StoreError> {
-        let claimable = Condition::exists("deliveryId")
+        let unclaimed = match message.claimed_until {
+            Some(until) => lease_free(now).or(Condition::equals(LEASE_UNTIL, time(until))),
+            None => lease_free(now),
+        };
+        let claimable = Condition::exists(DELIVERY_ID)
             .and(same_generation(message.generation))
             .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())))
-            .and(lease_free(now))
+            .and(unclaimed)
             .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
         let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
-        if let Some(item) = self.update_returning(&message.user_id, &message.delivery_id, expression).await? {
+        let key = RecordKey::of(message);
+        if let Some(item) = self.update_returning(&key, expression).await? {
             return Ok(Claim::Held { record: state_of(item)?, lease });
         }
-        Ok(match self.state(&message.user_id, &message.delivery_id).await? {
+        Ok(match self.state(&key).await? {
             Some(record) => Claim::Refused(record),
             None => Claim::Unwritten,
         })
@@ -274,19 +379,18 @@ impl DeliveryTable {
     /// Gives up a turn's claim (its message goes on elsewhere), unless another holds it by now.
     pub async fn release(&self, message: &DeliveryMessage, lease: Lease) -> Result<(), StoreError> {
         let expression = Expression::new().remove(LEASE_UNTIL).when(Condition::equals(LEASE_UNTIL, time(lease.until)));
-        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)?;
+        applied(self.record_update(&RecordKey::of(message)).expression(expression).send().await)?;
         Ok(())
     }
 
     /// What the delivery plan needs of a record: its generation, status, round, due time and
     /// claim.
-    async fn state(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<RecordState>, StoreError> {
+    async fn state(&self, key: &RecordKey) -> Result<Option<RecordState>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("userId", s(user_id))
-            .key("deliveryId", s(delivery_id))
+            .set_key(Some(key.item()))
             .projection_expression("generation, #status, roundAttempts, nextAttemptAt, leaseUntil")
             .expression_attribute_names("#status", "status")
             .consistent_read(true)
@@ -340,9 +444,7 @@ impl DeliveryTable {
             Some(lease) => same_generation(message.generation).and(Condition::equals(LEASE_UNTIL, time(lease.until))),
             None => same_generation(message.generation),
         };
-        applied(
-            self.record_update(&message.user_id, &message.delivery_id).expression(expression.when(held)).send().await,
-        )
+        applied(self.record_update(&RecordKey::of(message)).expression(expression.when(held)).send().await)
     }
 
     /// Records that the delivery's turn came while its subscription could not take it (one
@@ -363,7 +465,7 @@ impl DeliveryTable {
             .remove(DUE_SHARD)
             .remove(LEASE_UNTIL)
             .when(same_generation(message.generation));
-        applied(self.record_update(&message.user_id, &message.delivery_id).expression(expression).send().await)
+        applied(self.record_update(&RecordKey::of(message)).expression(expression).send().await)
     }
 
     /// Starts the delivery's schedule again (a manual retry or a recovery): `pending`, due
@@ -380,13 +482,13 @@ impl DeliveryTable {
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let record = &seen.record;
         let pending = DeliveryStatus::Pending;
-        let mut condition = Condition::exists("deliveryId");
+        let mut condition = Condition::exists(DELIVERY_ID);
         if let Some(status) = if_status {
             condition = condition.and(Condition::equals(STATUS, s(status.as_str())));
         }
         let expression = Expression::new()
             .set(STATUS, s(pending.as_str()))
-            .set(STATUS_KEY, s(status_key(&record.subscription_id, pending, &record.id)))
+            .remove(STATUS_KEY)
             .set(NEXT_ATTEMPT_AT, time(at))
             .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
             .add(GENERATION, 1)
@@ -394,7 +496,7 @@ impl DeliveryTable {
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
             .when(condition);
-        self.update_returning(&seen.user_id, &record.id, expression).await?.map(stored_of).transpose()
+        self.update_returning(&RecordKey::of_record(record), expression).await?.map(stored_of).transpose()
     }
 
     /// Hands an overdue record to the sweep, in one conditional write that holds only while
@@ -416,28 +518,18 @@ impl DeliveryTable {
             .add(GENERATION, 1)
             .remove(LEASE_UNTIL)
             .when(still_overdue);
-        self.update_returning(&overdue.user_id, &overdue.delivery_id, expression).await?.map(stored_of).transpose()
+        self.update_returning(&overdue.key, expression).await?.map(stored_of).transpose()
     }
 
     /// An update of one record; callers add the expression and its condition.
-    fn record_update(&self, user_id: &UserId, delivery_id: &DeliveryId) -> UpdateItemFluentBuilder {
-        self.client.update_item().table_name(&self.table).key("userId", s(user_id)).key("deliveryId", s(delivery_id))
+    fn record_update(&self, key: &RecordKey) -> UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).set_key(Some(key.item()))
     }
 
     /// Applies `expression` to one record: the item it leaves, or `None` when its condition
     /// did not hold.
-    async fn update_returning(
-        &self,
-        user_id: &UserId,
-        delivery_id: &DeliveryId,
-        expression: Expression,
-    ) -> Result<Option<Item>, StoreError> {
-        let result = self
-            .record_update(user_id, delivery_id)
-            .expression(expression)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+    async fn update_returning(&self, key: &RecordKey, expression: Expression) -> Result<Option<Item>, StoreError> {
+        let result = self.record_update(key).expression(expression).return_values(ReturnValue::AllNew).send().await;
         Ok(held(result)?.map(|output| output.attributes.unwrap_or_default()))
     }
 
@@ -446,9 +538,7 @@ impl DeliveryTable {
     pub async fn overdue(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
-        struct Key {
-            user_id: UserId,
-            delivery_id: DeliveryId,
+        struct Due {
             next_attempt_at: Timestamp,
         }
         let mut found = Vec::new();
@@ -464,12 +554,10 @@ impl DeliveryTable {
                 .limit(i32::try_from(limit).unwrap_or(i32::MAX))
                 .send()
                 .await?;
-            let keys: Vec<Key> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-            found.extend(keys.into_iter().map(|key| Overdue {
-                user_id: key.user_id,
-                delivery_id: key.delivery_id,
-                next_attempt_at: key.next_attempt_at,
-            }));
+            for item in output.items.unwrap_or_default() {
+                let due: Due = serde_dynamo::from_item(item.clone())?;
+                found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
+            }
         }
         Ok(found)
     }
@@ -479,7 +567,6 @@ impl DeliveryTable {
     /// a record's `createdAt` is the time inside its id, so the window is a range of keys.
     pub async fn recoverable(
         &self,
-        user_id: &UserId,
         subscription_id: &SubscriptionId,
         since: Timestamp,
         until: Timestamp,
@@ -488,7 +575,7 @@ impl DeliveryTable {
         let (first, end) = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
         let mut found = Vec::new();
         for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
-            let prefix = format!("{subscription_id}#{}#", status.as_str());
+            let Some(key) = status_key(subscription_id, status) else { continue };
             let (mut start, mut of_status) = (None, 0);
             loop {
                 let output = self
@@ -496,21 +583,23 @@ impl DeliveryTable {
                     .query()
                     .table_name(&self.table)
                     .index_name(BY_STATUS)
-                    .key_condition_expression("userId = :u AND statusKey BETWEEN :first AND :last")
-                    .expression_attribute_values(":u", s(user_id))
-                    .expression_attribute_values(":first", s(format!("{prefix}{first}")))
                     // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                    .expression_attribute_values(":last", s(format!("{prefix}{end}")))
-                    .consistent_read(true)
+                    .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":key", s(&key))
+                    .expression_attribute_values(":first", s(&first))
+                    .expression_attribute_values(":end", s(&end))
                     .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
                     .set_exclusive_start_key(start)
                     .send()
                     .await?;
-                let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-                let in_window: Vec<StoredDelivery> = items
+                let keys: Result<Vec<RecordKey>, _> =
+                    output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
+                // The index is read eventually consistently: the record says what it is now.
+                let in_window: Vec<StoredDelivery> = self
+                    .records(&keys?)
+                    .await?
                     .into_iter()
-                    .map(DeliveryItem::into_stored)
-                    .filter(|d| (since..until).contains(&d.record.created_at))
+                    .filter(|d| d.record.status == status && (since..until).contains(&d.record.created_at))
                     .collect();
                 of_status += in_window.len();
                 found.extend(in_window);
@@ -525,76 +614,264 @@ impl DeliveryTable {
         Ok(found)
     }
 
-    pub async fn get(&self, user_id: &UserId, delivery_id: &DeliveryId) -> Result<Option<StoredDelivery>, StoreError> {
+    /// The record of a delivery of the subscription.
+    pub async fn get(
+        &self,
+        subscription_id: &SubscriptionId,
+        delivery_id: &DeliveryId,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let key = RecordKey { subscription_id: subscription_id.clone(), delivery_id: delivery_id.clone() };
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("userId", s(user_id))
-            .key("deliveryId", s(delivery_id))
+            .set_key(Some(key.item()))
             .consistent_read(true)
             .send()
             .await?;
         output.item.map(stored_of).transpose()
     }
 
-    /// Newest first, `limit` records of the subscription (of one `status`, if given) after
-    /// `after` (a delivery id from the previous page).
-    pub async fn list(
+    /// The record of `user_id`'s delivery, looked for in the logs of the user's
+    /// `subscriptions` (an id alone does not say which log holds it): one read.
+    pub async fn find(
         &self,
         user_id: &UserId,
+        subscriptions: &[SubscriptionId],
+        delivery_id: &DeliveryId,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let keys: Vec<RecordKey> = subscriptions
+            .iter()
+            .map(|subscription_id| RecordKey {
+                subscription_id: subscription_id.clone(),
+                delivery_id: delivery_id.clone(),
+            })
+            .collect();
+        Ok(self.records(&keys).await?.into_iter().find(|stored| stored.user_id == *user_id))
+    }
+
+    /// Newest first, `limit` records of the subscription (of one `status`, if given) after
+    /// `after` (a delivery id from the previous page), strongly consistent. The `failed` and
+    /// `skipped` lists read the status index, so they cost what they return; the others
+    /// read the subscription's log shards together, at most [`LIST_SCAN_BUDGET`] records a
+    /// call when filtered.
+    pub async fn list(
+        &self,
         subscription_id: &SubscriptionId,
         status: Option<DeliveryStatus>,
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
-        let (index, sort_key, prefix) = match status {
-            Some(status) => (BY_STATUS, "statusKey", format!("{subscription_id}#{}#", status.as_str())),
-            None => (BY_SUBSCRIPTION, "subscriptionKey", format!("{subscription_id}#")),
-        };
-        let start_key = after.map(|id| {
-            Item::from([
-                ("userId".into(), s(user_id)),
-                ("deliveryId".into(), s(id)),
-                (sort_key.into(), s(format!("{prefix}{id}"))),
-            ])
-        });
-        // One extra record tells whether another page follows, so the last page says so.
-        let output = self
+        match status.and_then(|status| status_key(subscription_id, status)) {
+            Some(key) => self.list_of_status(&key, status, limit, after).await,
+            None => self.list_of_log(subscription_id, status, limit, after).await,
+        }
+    }
+
+    /// A page of the status index's partition `key`, then its records.
+    async fn list_of_status(
+        &self,
+        key: &str,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+        after: Option<&DeliveryId>,
+    ) -> Result<DeliveryPage, StoreError> {
+        let mut query = self
             .client
             .query()
             .table_name(&self.table)
-            .index_name(index)
-            .key_condition_expression("userId = :u AND begins_with(#sortKey, :prefix)")
-            .expression_attribute_names("#sortKey", sort_key)
-            .expression_attribute_values(":u", s(user_id))
-            .expression_attribute_values(":prefix", s(prefix))
+            .index_name(BY_STATUS)
+            .key_condition_expression(if after.is_some() {
+                "statusKey = :key AND deliveryId < :after"
+            } else {
+                "statusKey = :key"
+            })
+            .expression_attribute_values(":key", s(key))
             .scan_index_forward(false)
-            .consistent_read(true)
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(start_key)
-            .send()
-            .await?;
-        let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-        let records = items.into_iter().map(|item| item.into_stored().record).collect();
+            // One extra record tells whether another page follows, so the last page says so.
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
+        if let Some(after) = after {
+            query = query.expression_attribute_values(":after", s(after));
+        }
+        let output = query.send().await?;
+        let keys: Result<Vec<RecordKey>, _> =
+            output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
+        // The index follows the table within a moment: the record says what it is now.
+        let records = self.records(&keys?).await?.into_iter().map(|d| d.record);
+        let records: Vec<DeliveryRecord> = records.filter(|d| Some(d.status) == status).collect();
         let (deliveries, last_id_if_more) = super::one_page(records, limit, |d: &DeliveryRecord| &d.id);
         Ok(DeliveryPage { deliveries, last_id_if_more })
+    }
+
+    /// A page of the subscription's log, its shards read newest first and merged: a record
+    /// is on the page only once every shard has been read down to it.
+    async fn list_of_log(
+        &self,
+        subscription_id: &SubscriptionId,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+        after: Option<&DeliveryId>,
+    ) -> Result<DeliveryPage, StoreError> {
+        // Unfiltered, a page takes about a share of each shard: a little more than that share
+        // a read, so most pages take one read of each.
+        let share = (limit + 1).div_ceil(u32::from(LOG_SHARDS)) + 2;
+        let chunk = if status.is_some() { FILTERED_CHUNK.max(limit + 1) } else { share.min(limit + 1) };
+        let mut shards: Vec<ShardReader> =
+            (0..LOG_SHARDS).map(|shard| ShardReader::new(log_partition(subscription_id, shard))).collect();
+        let (mut found, mut scanned) = (Vec::new(), 0);
+        loop {
+            // The shard that bounds what is known of every shard: one not read yet, or the one
+            // read least far down.
+            let next = shards
+                .iter_mut()
+                .filter(|shard| !shard.done)
+                .max_by(|a, b| a.read_down_to.cmp_unread_first(&b.read_down_to));
+            let Some(next) = next else {
+                found.sort_by(|a: &DeliveryRecord, b| b.id.cmp(&a.id));
+                let (deliveries, last_id_if_more) = super::one_page(found, limit, |d: &DeliveryRecord| &d.id);
+                return Ok(DeliveryPage { deliveries, last_id_if_more });
+            };
+            scanned += self.read_shard(next, status, after, chunk, &mut found).await?;
+            let boundary = shards
+                .iter()
+                .filter(|shard| !shard.done)
+                .map(|shard| shard.read_down_to.clone())
+                .max_by(|a, b| a.cmp_unread_first(b));
+            // Every shard read to its end (the next round ends the list), or one not read yet.
+            let Some(ReadDownTo::Id(boundary)) = boundary else { continue };
+            let mut known: Vec<DeliveryRecord> = found.iter().filter(|d| d.id >= boundary).cloned().collect();
+            known.sort_by(|a, b| b.id.cmp(&a.id));
+            if known.len() > limit as usize {
+                let (deliveries, last_id_if_more) = super::one_page(known, limit, |d: &DeliveryRecord| &d.id);
+                return Ok(DeliveryPage { deliveries, last_id_if_more });
+            }
+            if scanned >= LIST_SCAN_BUDGET {
+                // A short page: the next one goes on below the boundary.
+                return Ok(DeliveryPage { deliveries: known, last_id_if_more: Some(boundary) });
+            }
+        }
+    }
+
+    /// Reads the next chunk of one shard of a log (of `status`, if given, below `after`)
+    /// into `found`; how many records it read.
+    async fn read_shard(
+        &self,
+        shard: &mut ShardReader,
+        status: Option<DeliveryStatus>,
+        after: Option<&DeliveryId>,
+        chunk: u32,
+        found: &mut Vec<DeliveryRecord>,
+    ) -> Result<usize, StoreError> {
+        let condition = if after.is_some() { "logPartition = :p AND deliveryId < :after" } else { "logPartition = :p" };
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression(condition)
+            .expression_attribute_values(":p", s(&shard.partition))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(chunk).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(shard.start.take());
+        if let Some(after) = after {
+            query = query.expression_attribute_values(":after", s(after));
+        }
+        if let Some(status) = status {
+            query = query
+                .filter_expression("#status = :status")
+                .expression_attribute_names("#status", STATUS)
+                .expression_attribute_values(":status", s(status.as_str()));
+        }
+        let output = query.send().await?;
+        let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
+        found.extend(items.into_iter().map(|item| item.into_stored().record));
+        match output.last_evaluated_key {
+            Some(last) => {
+                shard.read_down_to = ReadDownTo::Id(RecordKey::from_item(&last)?.delivery_id);
+                shard.start = Some(last);
+            }
+            None => shard.done = true,
+        }
+        Ok(usize::try_from(output.scanned_count).unwrap_or_default())
+    }
+
+    /// The records of `keys` that exist, in the order of `keys`, read strongly consistently,
+    /// at most [`BATCH_GET_MAX`] a call (keys DynamoDB leaves unprocessed are asked again).
+    async fn records(&self, keys: &[RecordKey]) -> Result<Vec<StoredDelivery>, StoreError> {
+        let mut by_id = std::collections::HashMap::new();
+        for chunk in keys.chunks(BATCH_GET_MAX) {
+            let items: Vec<Item> = chunk.iter().map(RecordKey::item).collect();
+            let items = KeysAndAttributes::builder().set_keys(Some(items)).consistent_read(true).build();
+            let mut request = Some(items.expect("keys are set"));
+            let mut backoff = super::Backoff::new(UNPROCESSED_RETRIES);
+            while let Some(keys) = request.take() {
+                let output = self.client.batch_get_item().request_items(&self.table, keys).send().await?;
+                let items = output.responses.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default();
+                for item in items {
+                    let stored = stored_of(item)?;
+                    by_id.insert(stored.record.id.clone(), stored);
+                }
+                request = output.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table));
+                if request.is_some() && !backoff.pause().await {
+                    return Err(StoreError::Contention);
+                }
+            }
+        }
+        Ok(keys.iter().filter_map(|key| by_id.remove(&key.delivery_id)).collect())
+    }
+}
+
+/// One shard of a subscription's log as a list reads it, newest first, chunk after chunk.
+struct ShardReader {
+    partition: String,
+    /// Where the next chunk starts; none before the first.
+    start: Option<Item>,
+    read_down_to: ReadDownTo,
+    done: bool,
+}
+
+impl ShardReader {
+    fn new(partition: String) -> Self {
+        ShardReader { partition, start: None, read_down_to: ReadDownTo::Unread, done: false }
+    }
+}
+
+/// How far down a shard has been read: every record of it at or above the id is known.
+#[derive(Clone, PartialEq, Eq)]
+enum ReadDownTo {
+    Unread,
+    Id(DeliveryId),
+}
+
+impl ReadDownTo {
+    /// The order in which shards bound what is known: an unread shard first, then the one
+    /// read least far down (the highest id).
+    fn cmp_unread_first(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (ReadDownTo::Unread, ReadDownTo::Unread) => std::cmp::Ordering::Equal,
+            (ReadDownTo::Unread, _) => std::cmp::Ordering::Greater,
+            (_, ReadDownTo::Unread) => std::cmp::Ordering::Less,
+            (ReadDownTo::Id(a), ReadDownTo::Id(b)) => a.cmp(b),
+        }
     }
 }
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the
 /// status, its index key, the expiry and (if the record is new) its identity and body.
 fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Expression {
-    Expression::new()
+    let expression = match status_key(&message.subscription_id, status) {
+        Some(key) => Expression::new().set(STATUS_KEY, s(key)),
+        None => Expression::new().remove(STATUS_KEY),
+    };
+    expression
         .set(STATUS, s(status.as_str()))
-        .set(STATUS_KEY, s(status_key(&message.subscription_id, status, &message.delivery_id)))
         .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
-        .set_if_absent("subscriptionId", s(&message.subscription_id))
+        .set_if_absent("userId", s(&message.user_id))
+        .set_if_absent(SUBSCRIPTION_ID, s(&message.subscription_id))
         .set_if_absent("eventId", s(&message.event.id))
         .set_if_absent("eventType", s(message.event.kind().as_str()))
         .set_if_absent("createdAt", time(at))
         .set_if_absent("body", s(String::from_utf8_lossy(body)))
-        .set_if_absent("subscriptionKey", s(subscription_key(&message.subscription_id, &message.delivery_id)))
 }
 
 /// The record is still the one of the message's generation (a record written before
