@@ -18,7 +18,7 @@ use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{event_from_record, Event};
 use career_core::ids::{SubscriptionId, UserId};
-use career_core::store::deliveries::{DeliveryTable, DUE_SHARDS};
+use career_core::store::deliveries::{DeliveryTable, RecordKey, DUE_SHARDS};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::{typed, unique_user};
@@ -396,8 +396,7 @@ async fn insert_overdue(table: &str, messages: &[DeliveryMessage]) -> Result<(),
         career_service::dynamodb()
             .delete_item()
             .table_name(table)
-            .key("userId", AttributeValue::S(message.user_id.to_string()))
-            .key("deliveryId", AttributeValue::S(message.delivery_id.to_string()))
+            .set_key(Some(RecordKey::of(message).item()))
             .send()
             .await
             .map_err(|e| format!("DeleteItem: {}", aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
@@ -646,11 +645,13 @@ fn sweep_text(sweep: &SweepCost) -> String {
          succeeded, so its {DUE_SHARDS} queries read only the overdue keys: half a unit (eventually consistent, up \
          to 4 KB of keys) for each shard that holds some, nothing here for one that holds none (DynamoDB Local's \
          figure; even if AWS charged an empty query its minimum half unit, a run would read at most {} units \
-         at this size, whatever the log). Its writes are the claims, 5 units per overdue record (the table, \
-         both local indexes, and the due index, whose sort key moves: its entry is replaced). The Scan reads \
-         every item of the log whatever its filter keeps, so its units and time grow with the log, and on AWS \
-         it would also compete with the service's own traffic for the table's throughput.\n",
+         at this size, whatever the log). Its writes are the claims, {} units per overdue record ({} in a run; \
+         the due index's entry is replaced, as its sort key moves). The Scan reads every item of the log \
+         whatever its filter keeps, so its units and time grow with the log, and on AWS it would also compete \
+         with the service's own traffic for the table's throughput.\n",
         f64::from(DUE_SHARDS) / 2.0,
+        figure(sweep.full.writes.total / OVERDUE as f64),
+        sweep.full.writes.parts().replace(prefix, ""),
     );
     body
 }
