@@ -3,7 +3,7 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
 //! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare), and
@@ -13,6 +13,7 @@ mod capacity;
 mod cgroup;
 mod cold_request;
 mod cold_start;
+mod cost;
 mod counting;
 mod cpu_time;
 mod delivery;
@@ -21,6 +22,7 @@ mod footprint;
 mod healing;
 mod history;
 mod isolation;
+mod meter;
 mod overhead;
 mod payloads;
 mod rate_limit;
@@ -157,6 +159,9 @@ fn main() {
         }
         if wanted("healing") {
             sections.push(section(12, healing::TITLE, healing::run(bench.clone())).await);
+        }
+        if wanted("cost") {
+            sections.push(section(13, cost::TITLE, cost::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();
