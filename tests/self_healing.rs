@@ -590,3 +590,53 @@ async fn recover_answers_its_codes() {
         assert_eq!(recover(id.clone(), json!({"since": text})).await, (202, String::new()), "{text}");
     }
 }
+
+/// A message alone in its batch is left for the event source mapping, which deletes it as
+/// the invocation returns (an early delete would be a second billed request); in a batch
+/// with others, each is deleted as soon as its own attempt is recorded, so none waits.
+#[tokio::test]
+async fn only_a_message_that_shares_its_batch_is_deleted_early() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let calls = Calls::default();
+    let settings = career_service::function_settings(function::DELIVER, pipeline.settings());
+    let logged = career_service::clients_logging_sqs(&calls);
+    let deliver_clients = career_service::acting_as(function::DELIVER, pipeline.settings(), &logged);
+    let deliver = career_deliver::Deps::new(&deliver_clients, &settings).unwrap();
+    let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
+    let table = deliveries(&pipeline);
+    let lane = &pipeline.queues.delivery;
+    for batch in [1, 2] {
+        let messages: Vec<DeliveryMessage> = (0..batch)
+            .map(|_| DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription)))
+            .collect();
+        let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
+        table.insert_new(&records, Timestamp::now()).await.unwrap();
+        queues.send(Lane::Main, &messages).await.unwrap();
+        let mut received = Vec::new();
+        while received.len() < batch {
+            let output = career_service::sqs()
+                .receive_message()
+                .queue_url(lane)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+                .send()
+                .await
+                .unwrap();
+            received.extend(output.messages.unwrap_or_default());
+        }
+        let mark = calls.len();
+        let response = career_deliver::handle(&deliver, careerctl::pumps::sqs_event(received.clone())).await;
+        assert!(response.batch_item_failures.is_empty());
+        let deletes = calls.since(mark).iter().filter(|call| *call == "DeleteMessage").count();
+        assert_eq!(deletes, if batch == 1 { 0 } else { batch }, "a batch of {batch}");
+        // What the event source mapping then does: deletes the batch (already gone or not).
+        for message in &received {
+            let receipt = message.receipt_handle().unwrap_or_default();
+            career_service::sqs().delete_message().queue_url(lane).receipt_handle(receipt).send().await.unwrap();
+        }
+    }
+}

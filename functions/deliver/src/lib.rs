@@ -58,7 +58,10 @@ impl Deps {
 /// Every message is settled by its own turn; those that stay on their lane (a retry later,
 /// or storage that failed) are reported, so the event source mapping leaves them there.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let stays = futures_util::future::join_all(event.records.iter().map(|message| process(deps, message))).await;
+    // A message alone in its batch waits for no other: the event source mapping deletes it as
+    // this invocation returns, so an early delete would only be a second, billed request.
+    let early = event.records.len() > 1;
+    let stays = futures_util::future::join_all(event.records.iter().map(|message| process(deps, message, early))).await;
     let mut response = SqsBatchResponse::default();
     for (message, _) in event.records.iter().zip(stays).filter(|(_, stays)| *stays) {
         let mut failure = BatchItemFailure::default();
@@ -71,14 +74,22 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
 /// One received message: its lane, its receipt and the delivery it carries.
 struct Received<'a> {
     lane: Lane,
-    receipt: &'a str,
+    receipt: Receipt<'a>,
     delivery: DeliveryMessage,
 }
 
+/// Where a message is on its lane, and whether its turn deletes it as soon as it is settled
+/// (when its batch holds others) or leaves that to the event source mapping.
+#[derive(Clone, Copy)]
+struct Receipt<'a> {
+    handle: &'a str,
+    early: bool,
+}
+
 /// Takes one message's turn; `true` when the message stays on its lane.
-async fn process(deps: &Deps, message: &SqsMessage) -> bool {
+async fn process(deps: &Deps, message: &SqsMessage, early: bool) -> bool {
     let lane = Lane::of(message);
-    let receipt = message.receipt_handle.as_deref().unwrap_or_default();
+    let receipt = Receipt { handle: message.receipt_handle.as_deref().unwrap_or_default(), early };
     let parsed = message.body.as_deref().map(serde_json::from_str::<DeliveryMessage>);
     let Some(Ok(delivery)) = parsed else {
         tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
@@ -350,8 +361,11 @@ async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> boo
 /// Deletes the message from its lane now, not with its batch; always `false` (it does not
 /// stay). Should the early delete fail, the message is still not reported, so the event
 /// source mapping (or the local pump) deletes it with its batch.
-async fn acknowledge(deps: &Deps, lane: Lane, receipt: &str) -> bool {
-    if let Err(err) = deps.queues.delete(lane, receipt).await {
+async fn acknowledge(deps: &Deps, lane: Lane, receipt: Receipt<'_>) -> bool {
+    if !receipt.early {
+        return false;
+    }
+    if let Err(err) = deps.queues.delete(lane, receipt.handle).await {
         tracing::warn!(error = %err, "deleting the message early failed; it goes with its batch");
     }
     false
@@ -359,7 +373,7 @@ async fn acknowledge(deps: &Deps, lane: Lane, receipt: &str) -> bool {
 
 /// Leaves the message on its lane, visible again after `wait`; always `true` (it stays).
 async fn stay(deps: &Deps, received: &Received<'_>, wait: Duration) -> bool {
-    if let Err(err) = deps.queues.retry_after(received.lane, received.receipt, wait).await {
+    if let Err(err) = deps.queues.retry_after(received.lane, received.receipt.handle, wait).await {
         tracing::error!(error = %err, "scheduling the retry failed");
     }
     true
