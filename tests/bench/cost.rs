@@ -20,6 +20,7 @@ use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
 use career_core::clock::Timestamp;
 use career_core::config::{Settings, TableNames};
 use career_core::delivery::DeliveryMessage;
+use career_core::store::deliveries::{DUE_SHARDS, LOG_SHARDS};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::unique_user;
@@ -112,6 +113,11 @@ const TEN_KB: usize = 10 * 1024;
 const TARGET_WRITE_UNITS: f64 = 4.0;
 const TARGET_READ_UNITS: f64 = 2.0;
 const TARGET_USD: f64 = 2.0;
+/// Issue 27: no per-user ceiling below this many deliveries a second from the key design.
+const TARGET_PER_USER: f64 = 1000.0;
+/// What one DynamoDB partition takes at most, a second, in write units (AWS documents 1,000
+/// per partition of a table or a global index, adaptive capacity included).
+const PARTITION_WRITE_UNITS: f64 = 1000.0;
 
 /// One handler call: which function (the template's logical id) and how long it took.
 #[derive(Clone, Copy)]
@@ -923,6 +929,8 @@ fn render(lines: &[Line], stream: &Throughput, memory: &HashMap<&'static str, f6
     );
 
     let (profile, one_kb, ten_kb) = (&lines[0], &lines[1], &lines[2]);
+    let ceiling = Ceiling::of(profile, rate);
+    body.push_str(&ceiling.text());
     let one = one_kb.dollars();
     let mut rows = vec![
         Row::new(
@@ -975,6 +983,7 @@ fn render(lines: &[Line], stream: &Throughput, memory: &HashMap<&'static str, f6
         ),
         None,
     ));
+    rows.push(ceiling.row());
     rows.push(Row::new(
         "One user's throughput, one subscription, receiver answers at once",
         "reported",
@@ -1015,4 +1024,103 @@ fn render(lines: &[Line], stream: &Throughput, memory: &HashMap<&'static str, f6
         one_kb.cost.sqs,
     ));
     Section { number: 13, title: TITLE, rows, body, unmet_notes }
+}
+
+/// What binds one user's deliveries a second on AWS, from the key design's constants, the
+/// template's batch sizes and this run's write units per first try.
+struct Ceiling {
+    /// Write units a first try spends on the deliveries table itself, and on the due index.
+    table_units: f64,
+    due_units: f64,
+    main_lane_batch: u32,
+    stream_batch: u32,
+    /// The local stack's measured rate for one subscription.
+    measured: f64,
+}
+
+impl Ceiling {
+    fn of(profile: &Line, measured: f64) -> Self {
+        let part = |name: &str| profile.cost.writes.by_part.get(name).copied().unwrap_or_default();
+        Ceiling {
+            table_units: part(&format!("{}deliveries", profile.prefix)),
+            due_units: part("byDue"),
+            main_lane_batch: event_batch_size(function::DELIVER, "DeliveryQueue").unwrap_or_default(),
+            stream_batch: event_batch_size(function::FANOUT, "ProfilesStream").unwrap_or_default(),
+            measured,
+        }
+    }
+
+    /// A subscription's log spreads over its shards: what they take before one throttles.
+    fn per_subscription(&self) -> f64 {
+        f64::from(LOG_SHARDS) * PARTITION_WRITE_UNITS / self.table_units.max(1e-9)
+    }
+
+    /// The due index is shared by every user.
+    fn service_wide(&self) -> f64 {
+        f64::from(DUE_SHARDS) * PARTITION_WRITE_UNITS / self.due_units.max(1e-9)
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "\n### The per-user ceiling, on paper\n\n\
+             What binds first as one user's deliveries grow, on AWS (AWS documents 1,000 write units a second per \
+             partition of a table or of a global index; the rest is this template's):\n\n\
+             - **The key design: none below {target:.0} a second.** A first try writes the deliveries table {table} \
+             units (its create and its settle, under 1 KB each; this run's count) and the due index {due}. A \
+             subscription's log spreads over {shards} partitions (`logPartition`), so one subscription takes \
+             {shards} × 1,000 / {table} = **{per_subscription:.0} deliveries a second** before a partition throttles, \
+             and a user with n subscriptions n times that. No user has a partition, an item collection or a 10 GB \
+             ceiling of its own (no local index). The due index's {due_shards} partitions are shared by every user: \
+             {due_shards} × 1,000 / {due} = {service_wide:.0} first tries a second for the whole service, lifted by \
+             raising `DUE_SHARDS`; `byStatus` is written only by deliveries that fail or are skipped.\n\
+             - **First to bind: the main lane's message group.** The main lane is a FIFO queue with one message \
+             group per subscription, and Lambda hands a message group one batch at a time (at most {batch} \
+             messages, `BatchSize`): one subscription takes at most {batch} deliveries per batch turn, a turn lasting \
+             as long as the slowest receiver's answer in it plus about two DynamoDB writes. With a receiver that \
+             answers in 100 ms that is under {at_100ms:.0} a second; this run's local stack measured {measured:.1} \
+             for one subscription. SQS's own limit per message group in high-throughput mode (300 requests a \
+             second, 3,000 messages with batches) is above it. A user's subscriptions are separate groups, so \
+             their lanes run in parallel, up to the deliver function's `DeliveryMaxConcurrency`.\n\
+             - **Then: the stream shard.** A user's profile or assessment changes are one partition key, so one \
+             stream shard; the fan-out takes a shard's records a batch at a time (`BatchSize` {stream_batch}, \
+             parallelization factor 1), each event in order, so one user's events a second are bounded by the \
+             fan-out's time per event (its Lambda row above); each event makes one delivery per subscription.\n\
+             - **Lambda concurrency** (1,000 a region by default) binds across users, not per user: the deliver \
+             function's `DeliveryMaxConcurrency` and `DeliveryRetryMaxConcurrency` cap its share.\n",
+            target = TARGET_PER_USER,
+            table = figure(self.table_units),
+            due = figure(self.due_units),
+            shards = LOG_SHARDS,
+            per_subscription = self.per_subscription(),
+            due_shards = DUE_SHARDS,
+            service_wide = self.service_wide(),
+            batch = self.main_lane_batch,
+            at_100ms = f64::from(self.main_lane_batch) / 0.1,
+            measured = self.measured,
+            stream_batch = self.stream_batch,
+        )
+    }
+
+    fn row(&self) -> Row {
+        Row::new(
+            "Per-user ceiling from the key design (AWS: 1,000 write units a second per partition)",
+            format!("≥ {TARGET_PER_USER:.0} deliveries/s"),
+            format!(
+                "{:.0}/s per subscription ({LOG_SHARDS} log shards ÷ {} table units a first try); first to bind: \
+                 the main lane's message group, {} a batch turn",
+                self.per_subscription(),
+                figure(self.table_units),
+                self.main_lane_batch
+            ),
+            Some(self.per_subscription() >= TARGET_PER_USER),
+        )
+    }
+}
+
+/// The `BatchSize` of one of `function`'s event sources in template.yaml.
+fn event_batch_size(function: &str, event: &str) -> Option<u32> {
+    let template = Template::shipped();
+    let events = template.resource(function).ok()?.property("Events")?.clone();
+    let properties = events.get(event)?.get("Properties")?;
+    scalar(properties.get("BatchSize")?)?.parse().ok()
 }
