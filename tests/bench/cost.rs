@@ -987,7 +987,11 @@ fn render(lines: &[Line], stream: &Throughput, memory: &HashMap<&'static str, f6
     rows.push(Row::new(
         "One user's throughput, one subscription, receiver answers at once",
         "reported",
-        format!("{rate:.1} deliveries/s ({STREAM} in {})", ms(stream.arriving)),
+        format!(
+            "{rate:.1} deliveries/s ({STREAM} in {}; the updates were written at {writes_per_second:.0}/s{})",
+            ms(stream.arriving),
+            if writes_per_second < rate * 1.5 { ", so the writer bounds it" } else { "" }
+        ),
         None,
     ));
     let mut unmet_notes = vec![format!(
