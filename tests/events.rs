@@ -456,25 +456,11 @@ fn delivery(message: &aws_sdk_sqs::types::Message) -> DeliveryMessage {
 /// Receives `count` messages from the main lane (with their attributes) and deletes them, so
 /// that their message groups are free again.
 async fn take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
-    let mut messages = Vec::new();
-    let deadline = std::time::Instant::now() + SOON;
-    while messages.len() < count && std::time::Instant::now() < deadline {
-        let output = sqs()
-            .receive_message()
-            .queue_url(&pipeline.queues.delivery)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-            .send()
-            .await
-            .unwrap();
-        for message in output.messages.unwrap_or_default() {
-            let receipt = message.receipt_handle().unwrap_or_default();
-            sqs().delete_message().queue_url(&pipeline.queues.delivery).receipt_handle(receipt).send().await.unwrap();
-            messages.push(message);
-        }
+    let messages = career_service::receive_messages(&pipeline.queues.delivery, count).await;
+    for message in &messages {
+        let receipt = message.receipt_handle().unwrap_or_default();
+        sqs().delete_message().queue_url(&pipeline.queues.delivery).receipt_handle(receipt).send().await.unwrap();
     }
-    assert_eq!(messages.len(), count);
     messages
 }
 

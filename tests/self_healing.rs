@@ -615,19 +615,7 @@ async fn only_a_message_that_shares_its_batch_is_deleted_early() {
         let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
         table.insert_new(&records, Timestamp::now()).await.unwrap();
         queues.send(Lane::Main, &messages).await.unwrap();
-        let mut received = Vec::new();
-        while received.len() < batch {
-            let output = career_service::sqs()
-                .receive_message()
-                .queue_url(lane)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-                .send()
-                .await
-                .unwrap();
-            received.extend(output.messages.unwrap_or_default());
-        }
+        let received = career_service::receive_messages(lane, batch).await;
         let mark = calls.len();
         let response = career_deliver::handle(&deliver, careerctl::pumps::sqs_event(received.clone())).await;
         assert!(response.batch_item_failures.is_empty());

@@ -237,6 +237,27 @@ pub fn sqs() -> aws_sdk_sqs::Client {
 }
 
 /// A user id no other test uses.
+/// `count` messages of a queue with every attribute, as an event source mapping receives them
+/// (left in flight: the caller deletes them).
+pub async fn receive_messages(queue_url: &str, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut messages = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while messages.len() < count && std::time::Instant::now() < deadline {
+        let output = sqs()
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        messages.extend(output.messages.unwrap_or_default());
+    }
+    assert_eq!(messages.len(), count, "messages received from {queue_url}");
+    messages
+}
+
 /// A delivery's record, found as a manual retry finds it: among the logs of the user's
 /// subscriptions (a delivery id alone does not say which log holds it).
 pub async fn delivery_record(
