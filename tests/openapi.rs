@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
-use career_core::event_catalog::event_types;
+use career_core::events::catalog::event_types;
 use career_core::events::event_from_record;
 use career_core::webhooks::rotation::ActiveSecrets;
 use career_core::webhooks::signing::SigningKey;

@@ -492,7 +492,7 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
             "webhooks-event-types.json" => {
                 assert_eq!(
                     json["eventTypes"],
-                    serde_json::to_value(career_core::event_catalog::event_types()).unwrap()
+                    serde_json::to_value(career_core::events::catalog::event_types()).unwrap()
                 );
             }
             "webhooks-update.json" => {

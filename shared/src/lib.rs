@@ -17,7 +17,6 @@ pub mod clock;
 pub mod config;
 pub mod credentials;
 pub mod delivery;
-pub mod event_catalog;
 pub mod events;
 pub mod excerpt;
 pub mod ids;

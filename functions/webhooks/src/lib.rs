@@ -17,7 +17,7 @@ use career_core::delivery::plan::{Lease, SkipReason};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
-use career_core::event_catalog::event_types;
+use career_core::events::catalog::event_types;
 use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};

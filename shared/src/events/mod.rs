@@ -1,5 +1,8 @@
 //! Event kinds and events (contract section 5, "Events"), and how a DynamoDB stream record
-//! of the profiles or assessments table becomes at most one event.
+//! of the profiles or assessments table becomes at most one event. `catalog` describes each
+//! kind to API clients.
+
+pub mod catalog;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! The event catalog (contract section 13): every kind a delivery can carry, with its
 //! description, the JSON Schema (2020-12) of its delivery body and an example body.
 //!
-//! `event_catalog.json` is the one definition. It is compiled in, and openapi.yaml's
+//! `catalog.json` is the one definition. It is compiled in, and openapi.yaml's
 //! `webhooks` section must say the same (tests/openapi.rs compares the two, and checks
 //! each example against its schema), so the API and the document cannot disagree.
 
@@ -10,9 +10,9 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::events::EventKind;
+use super::EventKind;
 
-const CATALOG: &str = include_str!("event_catalog.json");
+const CATALOG: &str = include_str!("catalog.json");
 
 /// One kind as `GET /api/v1/webhooks/event-types` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -41,7 +41,7 @@ pub fn event_types() -> &'static [EventType] {
     static TYPES: OnceLock<Vec<EventType>> = OnceLock::new();
     TYPES.get_or_init(|| {
         // A unit test reads the same file, so a malformed one never gets this far.
-        let entries: Vec<Entry> = serde_json::from_str(CATALOG).expect("event_catalog.json is a list of kinds");
+        let entries: Vec<Entry> = serde_json::from_str(CATALOG).expect("catalog.json is a list of kinds");
         entries
             .into_iter()
             .map(|entry| EventType {
