@@ -340,8 +340,8 @@ async fn a_record_created_for_the_main_lane_is_claimed_for_its_first_attempt() {
         pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
     let table = deliveries(&pipeline);
     let created = Timestamp::now() - Duration::from_secs(3600);
-    let mut message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
-    message.claimed_until = Some(Lease::from(Timestamp::now()).until);
+    let message = DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription));
+    let message = career_core::delivery::plan::created_claimed(message, Timestamp::now());
     table.insert_new(&[(&message, DeliveryStatus::Pending)], created).await.unwrap();
     let granted = Lease { until: message.claimed_until.unwrap() };
 

@@ -12,7 +12,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, TableNames};
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::Lease;
+use career_core::delivery::plan;
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{event_from_record, Event, MalformedRecord};
@@ -121,9 +121,11 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     // A first attempt for the main lane is created claimed, so its turn writes no claim
     // (delivery::plan::granted); the retry lane's copies claim for themselves.
     let message = |s: &Subscription| {
-        let mut message = DeliveryMessage::new(&event, user_id, &s.id);
-        message.claimed_until = s.health.failing_since().is_none().then(|| Lease::from(now).until);
-        message
+        let message = DeliveryMessage::new(&event, user_id, &s.id);
+        match s.health.failing_since() {
+            None => plan::created_claimed(message, now),
+            Some(_) => message,
+        }
     };
     let status = |s: &Subscription| match s.health.is_enabled() {
         true => DeliveryStatus::Pending,

@@ -13,7 +13,7 @@ use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::{Lease, SkipReason};
+use career_core::delivery::plan::{self, SkipReason};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
@@ -375,9 +375,8 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let subscription = own_subscription(deps, &call, id).await?;
     let id = &subscription.id;
     let now = Timestamp::now();
-    let mut message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id);
     // Created claimed for its first turn on the main lane, like the fan-out's deliveries.
-    message.claimed_until = Some(Lease::from(now).until);
+    let message = plan::created_claimed(DeliveryMessage::new(&Event::ping(id), call.user_id(), id), now);
     let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
     let record = deps.deliveries.create(&message, status, now).await?;
     if status == DeliveryStatus::Pending {

@@ -55,6 +55,12 @@ impl Lease {
     }
 }
 
+/// A first attempt's message for the main lane, made at `now` to carry the claim its record
+/// is created with ([`granted`] reads it back at its turn).
+pub fn created_claimed(message: DeliveryMessage, now: Timestamp) -> DeliveryMessage {
+    DeliveryMessage { claimed_until: Some(Lease::from(now).until), ..message }
+}
+
 /// The claim a first attempt's message carries from the record's creation, held by its turn
 /// at `now` without a write: only on the main lane (a FIFO queue gives a message to one
 /// consumer at a time, where the retry lane may hand out a copy twice), and only while it
@@ -485,7 +491,7 @@ mod tests {
             DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
         message.generation = 2;
         assert_eq!(granted(&message, Lane::Main, at(0)), None, "a message without one claims for itself");
-        message.claimed_until = Some(Lease::from(at(0)).until);
+        let message = created_claimed(message, at(0));
         let lease = Lease::from(at(0));
         let record = RecordState { next_attempt_at: None, lease_until: Some(lease.until), ..pending(2, 0) };
         assert_eq!(granted(&message, Lane::Main, at(3)), Some(Claim::Held { record, lease }));
