@@ -5,6 +5,8 @@
 #       Java 17 (apt, only if `java` is missing), DynamoDB Local
 #       (.local/dynamodb/DynamoDBLocal.jar + DynamoDBLocal_lib/) and a venv with
 #       moto's server as the SQS emulator (.local/venv/bin/moto_server)
+#   scripts/install-local-deps.sh --test    # everything `make test` needs: the core and the
+#       --lint, --receivers, --api-tools and --browser parts below
 #   scripts/install-local-deps.sh --lint    # what the template checks in `make test` need:
 #       .local/lint-venv/bin/{sam,cfn-lint}
 #   scripts/install-local-deps.sh --tools   # what `make build` / `make deploy` need:
@@ -179,11 +181,12 @@ install_api_tools() {
 
 case "${1:-}" in
   "") install_core ;;
+  --test) install_core; install_lint; install_receivers; install_api_tools; install_browser ;;
   --lint) install_lint ;;
   --tools) install_tools ;;
   --receivers) install_receivers ;;
   --bench) install_core; install_bench ;;
   --api-tools) install_api_tools ;;
   --browser) install_browser ;;
-  *) echo "usage: $0 [--lint|--tools|--receivers|--bench|--api-tools|--browser]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--test|--lint|--tools|--receivers|--bench|--api-tools|--browser]" >&2; exit 2 ;;
 esac

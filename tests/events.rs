@@ -1,7 +1,6 @@
 //! The event pipeline end to end: DynamoDB streams → fan-out → SQS → signed delivery to real
 //! receivers on loopback, with retries and the dead-letter queue.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
@@ -338,44 +337,46 @@ async fn attempts_of(pipeline: &Pipeline, delivery: &DeliveryMessage) -> u32 {
 
 #[test]
 fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
-    let logs = LogBuffer::default();
-    let _capture = tracing::subscriber::set_default(career_core::telemetry::json_subscriber(logs.clone()));
-    // One thread runs the handler, so every line it logs goes to this thread's subscriber.
+    // One thread runs the handler, so every line it logs is on this thread's capture.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    runtime.block_on(async {
-        let pipeline = Pipeline::start(false).await;
-        let user = unique_user();
-        // Stored directly: the API refuses user-info in a URL.
-        let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
-        let subscription_id = ids::new_id(ids::SUBSCRIPTION);
-        let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
-        let sealed = sealer
-            .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate(), false))
-            .await
+    // Bound but not listening: connections are refused, and no other test can take the port.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    let ((), logged) = capture_logs(|| {
+        runtime.block_on(async {
+            let pipeline = Pipeline::start(false).await;
+            let user = unique_user();
+            // Stored directly: the API refuses user-info in a URL.
+            let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
+            let subscription_id = ids::new_id(ids::SUBSCRIPTION);
+            let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
+            let sealed = sealer
+                .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate(), false))
+                .await
+                .unwrap();
+            let subscription = Subscription {
+                user_id: typed(&user),
+                id: typed(&subscription_id),
+                url,
+                events: vec![EventKind::ProfileUpdated],
+                secrets: SecretsAtRest::Sealed(sealed),
+                public_keys: None,
+                created_at: career_core::clock::Timestamp::now(),
+                health: Health::Active,
+            };
+            let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+            table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
+            let fanout = career_fanout::Deps::new(
+                &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+                pipeline.settings(),
+            )
             .unwrap();
-        let subscription = Subscription {
-            user_id: typed(&user),
-            id: typed(&subscription_id),
-            url,
-            events: vec![EventKind::ProfileUpdated],
-            secrets: SecretsAtRest::Sealed(sealed),
-            public_keys: None,
-            created_at: career_core::clock::Timestamp::now(),
-            health: Health::Active,
-        };
-        let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-        table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
-        let fanout = career_fanout::Deps::new(
-            &acting_as(function::FANOUT, pipeline.settings(), &clients()),
-            pipeline.settings(),
-        )
-        .unwrap();
-        fan_out_profile_change(&fanout, &user, "8").await;
-        let deliver = career_service::deliver_instance(pipeline.settings());
-        career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
+            fan_out_profile_change(&fanout, &user, "8").await;
+            let deliver = career_service::deliver_instance(pipeline.settings());
+            career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
+        })
     });
-    let logged = logs.text();
     assert!(logged.contains("delivery failed") && logged.contains("connection refused"), "{logged}");
     assert!(logged.contains(&format!("http://127.0.0.1:{closed_port}/hook")), "{logged}");
     for secret in ["s3cret", "token", "hook-user"] {
@@ -383,32 +384,37 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
     }
 }
 
-/// Log lines written by a test's subscriber.
-#[derive(Clone, Default)]
-struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl LogBuffer {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
+thread_local! {
+    /// The log lines written on this thread while `capture_logs` runs.
+    static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
 }
 
-impl std::io::Write for LogBuffer {
+/// Runs `run` and returns what the service's log subscriber wrote on this thread meanwhile.
+/// The subscriber is the process's global one, installed once and writing nowhere outside
+/// a capture. A scoped one (`tracing::subscriber::set_default`) loses lines when another
+/// test's thread reaches a log call first: with one dispatcher registered, tracing-core
+/// caches that call's interest from the other thread's (absent) subscriber as "never"
+/// (tokio-rs/tracing#3611).
+fn capture_logs<T>(run: impl FnOnce() -> T) -> (T, String) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| career_core::telemetry::init_writing_to(|| ThreadLog));
+    CAPTURED.with(|captured| *captured.borrow_mut() = Some(Vec::new()));
+    let result = run();
+    let lines = CAPTURED.with(|captured| captured.borrow_mut().take()).unwrap_or_default();
+    (result, String::from_utf8_lossy(&lines).into_owned())
+}
+
+/// Writes to this thread's capture, if one is open.
+struct ThreadLog;
+
+impl std::io::Write for ThreadLog {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
+        CAPTURED.with(|captured| captured.borrow_mut().as_mut().map(|lines| lines.extend_from_slice(bytes)));
         Ok(bytes.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
-    type Writer = LogBuffer;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
     }
 }
 
