@@ -11,7 +11,7 @@ export SAM_CLI_TELEMETRY := 0
 export REDOCLY_TELEMETRY := off
 export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
 
-.PHONY: help run test test-deps test-build test-suite test-processes lint fmt-check template-lint api-check api-lint reset build deploy bench fmt clippy
+.PHONY: help run test test-checks test-build test-suite test-processes lint fmt-check template-lint api-check api-lint reset build deploy bench fmt clippy
 
 ## help: this list of targets (from their ## lines)
 help:
@@ -25,32 +25,35 @@ run:
 
 ## test: formatting and clippy, the template and OpenAPI linters, then unit and integration tests (DynamoDB Local, moto for SQS and KMS, receivers in Python and Node.js, Schemathesis and a generated client, the portal in headless Chromium)
 test:
-	@$(MAKE) --no-print-directory -j2 --output-sync=line test-deps test-build
-	@$(MAKE) --no-print-directory template-lint api-lint
+	@$(MAKE) --no-print-directory -j2 test-checks test-build
 	rm -rf target/iam-grants
-	@$(MAKE) --no-print-directory -j2 --output-sync=line test-suite test-processes
-	$(CARGO) test --test iam_grants -- --ignored --nocapture   # least privilege: grants no test used
+	@$(MAKE) --no-print-directory -j2 test-suite test-processes
+	$(CARGO) test --workspace --test iam_grants -- --ignored --nocapture   # least privilege: grants no test used
 
-# The steps of `make test`. The installers (mostly downloads) run beside the compiler, and
-# the tests that own a process (Cargo.toml's [[test]] entries other than `it` and
-# `iam_grants`, which reads what every other test used) beside the one integration binary.
-PROCESS_TESTS := $(filter-out it iam_grants,$(shell sed -n '/^\[\[test\]\]/{n;s/^name = "\(.*\)"/\1/p}' Cargo.toml))
+# The steps of `make test`, two at a time: the installers (mostly downloads) and the
+# linters they install beside the compiler; then the tests that own a process beside the
+# unit tests and the one integration binary. Every step selects the whole workspace, so
+# each builds with the same features and none compiles anything again.
+# The tests that own a process: Cargo.toml's [[test]] entries but `it` and `iam_grants`
+# (which reads what every other test used), and careerctl's.
+PROCESS_TESTS := $(filter-out it iam_grants,$(shell sed -n '/^\[\[test\]\]/{n;s/^name = "\(.*\)"/\1/p}' Cargo.toml)) \
+	$(basename $(notdir $(wildcard careerctl/tests/*.rs)))
 # The integration tests mostly wait (on receivers, timeouts and the emulators), so more of
 # them run at once than the machine has cores.
 IT_THREADS ?= 8
 
-test-deps:
+test-checks:
 	@scripts/install-local-deps.sh --test
+	@$(MAKE) --no-print-directory template-lint api-lint
 
 test-build: fmt-check clippy
 	$(CARGO) test --workspace --all-targets --no-run
 
 test-suite:
-	$(CARGO) test --workspace --all-targets --exclude career-service
-	$(CARGO) test -p career-service --lib --test it -- --test-threads=$(IT_THREADS)
+	$(CARGO) test --workspace --lib --bins --test it -- --test-threads=$(IT_THREADS)
 
 test-processes:
-	$(CARGO) test -p career-service $(foreach t,$(PROCESS_TESTS),--test $(t))
+	$(CARGO) test --workspace $(foreach t,$(PROCESS_TESTS),--test $(t))
 
 ## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
 lint: fmt-check clippy template-lint api-lint

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use aws_config::BehaviorVersion;
+use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use career_core::alerts::{Category, Severity};
 use career_core::aws::AwsClients;
 use career_core::config::{Settings, TableNames};
@@ -273,7 +274,10 @@ async fn main() -> ExitCode {
 }
 
 async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
-    let sdk = aws_config::defaults(BehaviorVersion::latest()).timeout_config(aws_timeouts()).load().await;
+    // The platform's roots, as aws-config's default client trusts, over rustls on ring.
+    let https = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
+    let sdk =
+        aws_config::defaults(BehaviorVersion::latest()).http_client(https).timeout_config(aws_timeouts()).load().await;
     let clients = AwsClients::new(sdk);
     let admin = Admin::new(clients.dynamodb().clone(), TableNames::from_env());
     match command {

@@ -33,6 +33,9 @@ const TARGET_RATIO: f64 = 1.5;
 struct Run {
     /// Fan-out call → arrival at the healthy receiver, one per healthy delivery.
     latencies: Vec<Duration>,
+    /// The two parts of each: the fan-out call itself (the delivery's record and message
+    /// written), then its return → arrival (the lane, the delivery function, the send).
+    stages: Stages,
     /// Connections the hanging receiver took, and how many of them the sender gave up on.
     hanging: (usize, usize),
 }
@@ -41,15 +44,19 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("unknown").to_owned();
     let (mut undisturbed, mut disturbed) = (Vec::new(), Vec::new());
+    let (mut stages_alone, mut stages_beside) = (Stages::default(), Stages::default());
     let (mut taken, mut closed) = (0, 0);
     for round in 1..=ROUNDS {
         progress(format!("   round {round} of {ROUNDS}: {HEALTHY} healthy deliveries alone"));
-        undisturbed.extend(measure(round, false).await?.latencies);
+        let run = measure(round, false).await?;
+        undisturbed.extend(run.latencies);
+        stages_alone.extend(run.stages);
         progress(format!(
             "   round {round} of {ROUNDS}: {HEALTHY} healthy deliveries beside {HANGING} to a receiver that hangs"
         ));
         let run = measure(round, true).await?;
         disturbed.extend(run.latencies);
+        stages_beside.extend(run.stages);
         taken += run.hanging.0;
         closed += run.hanging.1;
     }
@@ -76,6 +83,24 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
     let beside_label = format!("Beside a receiver that hangs ({HANGING} deliveries)");
     for (name, s) in [("Alone", alone), (beside_label.as_str(), beside)] {
         let _ = writeln!(body, "| {name} | {} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.p99), ms(s.max));
+    }
+    body.push_str(
+        "\nThe same deliveries in two parts: the fan-out call (the delivery's record and message written), then from \
+         its return to the arrival (the lane, the delivery function, the send).\n\n\
+         | Healthy receiver | fan-out call p50 | p99 | max | return → arrival p50 | p99 | max |\n|---|---|---|---|---|---|---|\n",
+    );
+    for (name, stages) in [("Alone", &stages_alone), (beside_label.as_str(), &stages_beside)] {
+        let (call, rest) = (summarize(&stages.fan_out), summarize(&stages.after_fan_out));
+        let _ = writeln!(
+            body,
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            ms(call.median),
+            ms(call.p99),
+            ms(call.max),
+            ms(rest.median),
+            ms(rest.p99),
+            ms(rest.max)
+        );
     }
     let _ = writeln!(
         body,
@@ -113,6 +138,20 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
     Ok(Section { number: 9, title: TITLE, rows, body, unmet_notes })
 }
 
+/// A healthy delivery's latency in two parts, one sample per delivery each.
+#[derive(Default)]
+struct Stages {
+    fan_out: Vec<Duration>,
+    after_fan_out: Vec<Duration>,
+}
+
+impl Stages {
+    fn extend(&mut self, other: Stages) {
+        self.fan_out.extend(other.fan_out);
+        self.after_fan_out.extend(other.after_fan_out);
+    }
+}
+
 /// One run on fresh tables and queues, with both lanes' pumps.
 async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
     let pipeline = Pipeline::start(false).await;
@@ -126,6 +165,7 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
     let fanout = career_fanout::Deps::new(&career_service::clients(), &settings).map_err(|e| e.to_string())?;
 
     let mut sent: HashMap<String, Instant> = HashMap::new();
+    let (mut fanned, mut stages) = (HashMap::new(), Stages::default());
     let mut ticks = tokio::time::interval(TICK);
     for tick in 0..HEALTHY + HANGING {
         ticks.tick().await;
@@ -138,13 +178,19 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
         if to_healthy {
             sent.insert(profile.clone(), Instant::now());
         }
+        let started = Instant::now();
         fan_out(&fanout, user, &profile, tick as u64 + 1).await?;
+        if to_healthy {
+            stages.fan_out.push(started.elapsed());
+            fanned.insert(profile, Instant::now());
+        }
     }
     let latencies = latencies(&healthy, &sent, HEALTHY).await?;
+    stages.after_fan_out = self::latencies(&healthy, &fanned, HEALTHY).await?;
     for pump in pumps {
         pump.abort();
     }
-    Ok(Run { latencies, hanging: (hanging.taken(), hanging.closed()) })
+    Ok(Run { latencies, stages, hanging: (hanging.taken(), hanging.closed()) })
 }
 
 /// Both lanes' pumps on the pipeline's queues, as `careerctl local` runs them.
