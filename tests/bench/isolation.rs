@@ -13,20 +13,21 @@ use careerctl::pumps::run_queue_pump;
 use careerctl::template::function;
 use tokio::task::JoinHandle;
 
+use crate::counting::{self, Calls};
 use crate::payloads::{batch, profile_record};
 use crate::report::{Row, Section};
 use crate::stats::{ms, ratio, summarize};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Isolation from a hanging receiver";
-const HEALTHY: usize = 20;
-const HANGING: usize = 100;
+const HEALTHY: usize = 40;
+const HANGING: usize = 200;
 /// One event every tick: every sixth goes to the healthy receiver, the others to the
 /// hanging one (or, undisturbed, nowhere).
 const TICK: Duration = Duration::from_millis(100);
 const EVERY: usize = (HEALTHY + HANGING) / HEALTHY;
 /// Undisturbed and disturbed runs alternate, so a change in the machine's load hits both.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 const TARGET_RATIO: f64 = 1.5;
 
 /// What one run measured.
@@ -40,7 +41,7 @@ struct Run {
     hanging: (usize, usize),
 }
 
-pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
+pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("unknown").to_owned();
     let (mut undisturbed, mut disturbed) = (Vec::new(), Vec::new());
@@ -48,13 +49,13 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
     let (mut taken, mut closed) = (0, 0);
     for round in 1..=ROUNDS {
         progress(format!("   round {round} of {ROUNDS}: {HEALTHY} healthy deliveries alone"));
-        let run = measure(round, false).await?;
+        let run = measure(&bench, round, false).await?;
         undisturbed.extend(run.latencies);
         stages_alone.extend(run.stages);
         progress(format!(
             "   round {round} of {ROUNDS}: {HEALTHY} healthy deliveries beside {HANGING} to a receiver that hangs"
         ));
-        let run = measure(round, true).await?;
+        let run = measure(&bench, round, true).await?;
         disturbed.extend(run.latencies);
         stages_beside.extend(run.stages);
         taken += run.hanging.0;
@@ -85,23 +86,30 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
         let _ = writeln!(body, "| {name} | {} | {} | {} | {} |", ms(s.median), ms(s.p90), ms(s.p99), ms(s.max));
     }
     body.push_str(
-        "\nThe same deliveries in two parts: the fan-out call (the delivery's record and message written), then from \
-         its return to the arrival (the lane, the delivery function, the send).\n\n\
-         | Healthy receiver | fan-out call p50 | p99 | max | return → arrival p50 | p99 | max |\n|---|---|---|---|---|---|---|\n",
+        "\nThe same deliveries in two parts. First the fan-out call: the delivery's record and message written, \
+         which is time spent waiting for DynamoDB Local and the SQS emulator (the two columns after it: what its \
+         requests waited for each). Then from its return to the arrival: the lane, the delivery function and the \
+         send, where the service keeps subscriptions apart (FIFO groups, each message deleted as soon as its own \
+         attempt is recorded, the retry lane for a failing subscription).\n\n\
+         | Healthy receiver | fan-out call p50 | p99 | its DynamoDB wait p99 | its SQS wait p99 | return → arrival p50 | p99 |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     for (name, stages) in [("Alone", &stages_alone), (beside_label.as_str(), &stages_beside)] {
         let (call, rest) = (summarize(&stages.fan_out), summarize(&stages.after_fan_out));
+        let (dynamodb, sqs) = (summarize(&stages.dynamodb), summarize(&stages.sqs));
         let _ = writeln!(
             body,
             "| {name} | {} | {} | {} | {} | {} | {} |",
             ms(call.median),
             ms(call.p99),
-            ms(call.max),
+            ms(dynamodb.p99),
+            ms(sqs.p99),
             ms(rest.median),
-            ms(rest.p99),
-            ms(rest.max)
+            ms(rest.p99)
         );
     }
+    let (rest_alone, rest_beside) = (summarize(&stages_alone.after_fan_out), summarize(&stages_beside.after_fan_out));
+    let rest_ratio = ratio(rest_beside.p99, rest_alone.p99);
     let _ = writeln!(
         body,
         "\nThe hanging receiver took {taken} connections over the {ROUNDS} disturbed runs, and the sender had given \
@@ -109,31 +117,50 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
          behind one batch in flight (the lane is a FIFO queue grouped by subscription); once that batch has timed \
          out the subscription's failure clock runs, its queued deliveries are handed to the retry lane, and new \
          ones go there directly. The healthy subscription's deliveries never wait for a consumer the hanging one \
-         holds. What the hanging subscription still costs them is shared work: its hand-overs, retries and failure \
-         clock are requests to the same SQS emulator and DynamoDB Local, on the same two cores, which puts the \
-         median {:.2}× and the p90 {:.2}× of the undisturbed run's (on AWS, SQS and DynamoDB are not shared this \
-         way). With {} samples a run, the p99 is its slowest delivery or nearly, so one pause of this machine moves \
-         it.\n",
+         holds: from the fan-out's return to the arrival, the p99 beside the hanging receiver is {rest_ratio:.2}× \
+         the undisturbed one. What the hanging subscription still costs them is shared work: its hand-overs, \
+         retries and failure clock are requests to the same SQS emulator (one Python process) and DynamoDB Local, \
+         on the same two cores as this process, so a healthy fan-out call that comes while they run waits for the \
+         emulators (the DynamoDB and SQS columns). On AWS the other user's deliveries run in other instances of \
+         the delivery function, and its requests go to SQS and DynamoDB, whose latency does not depend on one \
+         user's traffic, so only the second part's figure depends on the service. The whole latency's median is \
+         {:.2}× and its p90 {:.2}× the undisturbed run's; its p99 (of {} samples, {} of them above it) moves \
+         with the emulators' pauses.\n",
         ratio(beside.median, alone.median),
         ratio(beside.p90, alone.p90),
         undisturbed.len(),
+        undisturbed.len() - (0.99 * undisturbed.len() as f64).ceil() as usize,
     );
-    let rows = vec![Row::new(
-        "Healthy p99 beside a hanging receiver vs alone",
-        format!("≤ {TARGET_RATIO}×"),
-        format!(
-            "{} vs {} → {p99_ratio:.2}× (p50 {} vs {})",
-            ms(beside.p99),
-            ms(alone.p99),
-            ms(beside.median),
-            ms(alone.median)
+    let rows = vec![
+        Row::new(
+            "Healthy p99 beside a hanging receiver vs alone",
+            format!("≤ {TARGET_RATIO}×"),
+            format!(
+                "{} vs {} → {p99_ratio:.2}× (p50 {} vs {})",
+                ms(beside.p99),
+                ms(alone.p99),
+                ms(beside.median),
+                ms(alone.median)
+            ),
+            Some(p99_ratio <= TARGET_RATIO),
         ),
-        Some(p99_ratio <= TARGET_RATIO),
-    )];
+        Row::new(
+            "The same after the fan-out call (lanes, delivery function, send)",
+            format!("≤ {TARGET_RATIO}×"),
+            format!(
+                "{} vs {} → {rest_ratio:.2}× (p50 {} vs {})",
+                ms(rest_beside.p99),
+                ms(rest_alone.p99),
+                ms(rest_beside.median),
+                ms(rest_alone.median)
+            ),
+            Some(rest_ratio <= TARGET_RATIO),
+        ),
+    ];
     let unmet_notes = vec![format!(
-        "The p99 of {} samples is close to the slowest delivery of the run, so one pause of this shared machine \
-         (load average {load} at the start) moves it; the p50 and p90 above show the cost of the shared work.",
-        undisturbed.len()
+        "The whole latency's p99 includes the fan-out call's waits for the emulators, which the hanging user's \
+         requests share with it on this machine (load average {load} at the start); the table of parts above \
+         shows where the time went."
     )];
     Ok(Section { number: 9, title: TITLE, rows, body, unmet_notes })
 }
@@ -142,18 +169,24 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
 #[derive(Default)]
 struct Stages {
     fan_out: Vec<Duration>,
+    /// Of the fan-out call: the time its requests waited for DynamoDB Local, and for the
+    /// SQS emulator.
+    dynamodb: Vec<Duration>,
+    sqs: Vec<Duration>,
     after_fan_out: Vec<Duration>,
 }
 
 impl Stages {
     fn extend(&mut self, other: Stages) {
         self.fan_out.extend(other.fan_out);
+        self.dynamodb.extend(other.dynamodb);
+        self.sqs.extend(other.sqs);
         self.after_fan_out.extend(other.after_fan_out);
     }
 }
 
 /// One run on fresh tables and queues, with both lanes' pumps.
-async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
+async fn measure(bench: &Bench, round: usize, with_hanging: bool) -> Result<Run, String> {
     let pipeline = Pipeline::start(false).await;
     let settings = pipeline.settings().clone();
     let pumps = lane_pumps(&pipeline);
@@ -162,7 +195,13 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
     let (healthy_user, hanging_user) = (career_service::unique_user(), career_service::unique_user());
     pipeline.subscribe(&healthy_user, &healthy.url, &["profile.updated"]).await;
     pipeline.subscribe(&hanging_user, &hanging.url, &["profile.updated"]).await;
-    let fanout = career_fanout::Deps::new(&career_service::clients(), &settings).map_err(|e| e.to_string())?;
+    // The fan-out's calls are logged, to tell how long each call waited for DynamoDB Local
+    // and for the SQS emulator (one request at a time each: it reads, writes, then sends).
+    let (dynamodb_calls, sqs_calls) = (Calls::default(), Calls::default());
+    let clients = career_service::clients()
+        .with_dynamodb(counting::dynamodb(&bench.dynamodb_endpoint, &dynamodb_calls))
+        .with_sqs(counting::sqs(&bench.sqs_endpoint, &sqs_calls));
+    let fanout = career_fanout::Deps::new(&clients, &settings).map_err(|e| e.to_string())?;
 
     let mut sent: HashMap<String, Instant> = HashMap::new();
     let (mut fanned, mut stages) = (HashMap::new(), Stages::default());
@@ -178,10 +217,12 @@ async fn measure(round: usize, with_hanging: bool) -> Result<Run, String> {
         if to_healthy {
             sent.insert(profile.clone(), Instant::now());
         }
-        let started = Instant::now();
+        let (started, marks) = (Instant::now(), (dynamodb_calls.len(), sqs_calls.len()));
         fan_out(&fanout, user, &profile, tick as u64 + 1).await?;
         if to_healthy {
             stages.fan_out.push(started.elapsed());
+            stages.dynamodb.push(dynamodb_calls.waited_since(marks.0));
+            stages.sqs.push(sqs_calls.waited_since(marks.1));
             fanned.insert(profile, Instant::now());
         }
     }

@@ -4,7 +4,7 @@
 //! tests check which calls overlap.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
@@ -54,6 +54,21 @@ impl Calls {
     pub fn first_after(&self, operation: &str, after: Instant) -> Option<Instant> {
         let log = self.0.lock().unwrap();
         log.iter().find(|(at, call)| *at >= after && *call == Call::Sent(operation.to_owned())).map(|(at, _)| *at)
+    }
+
+    /// How long the requests since `mark` waited for their answers, for a client that sends
+    /// one at a time: each transmission to the answer after it.
+    pub fn waited_since(&self, mark: usize) -> Duration {
+        let log = self.0.lock().unwrap();
+        let mut sent = None;
+        let mut waited = Duration::ZERO;
+        for (at, call) in &log[mark..] {
+            match call {
+                Call::Sent(_) => sent = Some(*at),
+                Call::Answered => waited += sent.take().map_or(Duration::ZERO, |from| at.duration_since(from)),
+            }
+        }
+        waited
     }
 
     fn push(&self, call: Call) {
