@@ -343,45 +343,45 @@ fn the_delivery_log_shows_receiver_urls_without_query_string_or_user_info() {
     let closed = tokio::net::TcpSocket::new_v4().unwrap();
     closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let closed_port = closed.local_addr().unwrap().port();
-    let ((), logged) = capture_logs(|| {
-        runtime.block_on(async {
-            let pipeline = Pipeline::start(false).await;
-            let user = unique_user();
-            // Stored directly: the API refuses user-info in a URL.
-            let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
-            let subscription_id = ids::new_id(ids::SUBSCRIPTION);
-            let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
-            let sealed = sealer
-                .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate(), false))
-                .await
-                .unwrap();
-            let subscription = Subscription {
-                user_id: typed(&user),
-                id: typed(&subscription_id),
-                url,
-                events: vec![EventKind::ProfileUpdated],
-                secrets: SecretsAtRest::Sealed(sealed),
-                public_keys: None,
-                created_at: career_core::clock::Timestamp::now(),
-                health: Health::Active,
-            };
-            let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-            table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
-            let fanout = career_fanout::Deps::new(
-                &acting_as(function::FANOUT, pipeline.settings(), &clients()),
-                pipeline.settings(),
-            )
-            .unwrap();
-            fan_out_profile_change(&fanout, &user, "8").await;
-            let deliver = career_service::deliver_instance(pipeline.settings());
-            career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
-        })
-    });
+    let logged = capture_logs(|| runtime.block_on(deliver_to_a_refused_port_with_secrets_in_the_url(closed_port)));
     assert!(logged.contains("delivery failed") && logged.contains("connection refused"), "{logged}");
     assert!(logged.contains(&format!("http://127.0.0.1:{closed_port}/hook")), "{logged}");
     for secret in ["s3cret", "token", "hook-user"] {
         assert!(!logged.contains(secret), "{secret} is in the log: {logged}");
     }
+}
+
+/// Fans out one change to a subscription of a new user whose stored URL carries user-info
+/// and a query string, and hands its message to the delivery handler: the send is refused.
+async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    // Stored directly: the API refuses user-info in a URL.
+    let url = format!("http://hook-user:pw-s3cret@127.0.0.1:{closed_port}/hook?token=qs-s3cret");
+    let subscription_id = ids::new_id(ids::SUBSCRIPTION);
+    let sealer = Sealer::new(&clients(), pipeline.settings()).unwrap();
+    let sealed = sealer
+        .seal(&typed(&user), &typed(&subscription_id), &SigningSecrets::new(WebhookSecret::generate(), false))
+        .await
+        .unwrap();
+    let subscription = Subscription {
+        user_id: typed(&user),
+        id: typed(&subscription_id),
+        url,
+        events: vec![EventKind::ProfileUpdated],
+        secrets: SecretsAtRest::Sealed(sealed),
+        public_keys: None,
+        created_at: career_core::clock::Timestamp::now(),
+        health: Health::Active,
+    };
+    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();
+    let fanout =
+        career_fanout::Deps::new(&acting_as(function::FANOUT, pipeline.settings(), &clients()), pipeline.settings())
+            .unwrap();
+    fan_out_profile_change(&fanout, &user, "8").await;
+    let deliver = career_service::deliver_instance(pipeline.settings());
+    career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
 }
 
 thread_local! {
@@ -395,13 +395,13 @@ thread_local! {
 /// test's thread reaches a log call first: with one dispatcher registered, tracing-core
 /// caches that call's interest from the other thread's (absent) subscriber as "never"
 /// (tokio-rs/tracing#3611).
-fn capture_logs<T>(run: impl FnOnce() -> T) -> (T, String) {
+fn capture_logs(run: impl FnOnce()) -> String {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| career_core::telemetry::init_writing_to(|| ThreadLog));
     CAPTURED.with(|captured| *captured.borrow_mut() = Some(Vec::new()));
-    let result = run();
+    run();
     let lines = CAPTURED.with(|captured| captured.borrow_mut().take()).unwrap_or_default();
-    (result, String::from_utf8_lossy(&lines).into_owned())
+    String::from_utf8_lossy(&lines).into_owned()
 }
 
 /// Writes to this thread's capture, if one is open.

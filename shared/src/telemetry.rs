@@ -22,7 +22,8 @@ pub fn init() {
     init_writing_to(std::io::stdout);
 }
 
-/// The same subscriber writing elsewhere (the benchmarks send it to /dev/null).
+/// The same subscriber writing elsewhere (the benchmarks send it to /dev/null; a test of
+/// the delivery log to the capture of the thread that logs).
 pub fn init_writing_to<W>(writer: W)
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
@@ -30,11 +31,11 @@ where
     let _ = tracing::subscriber::set_global_default(json_subscriber(writer));
 }
 
-/// The service's log format, writing to `writer` (tests capture it in a buffer). The level
+/// The service's log format, writing to `writer`. The level
 /// is Lambda's `AWS_LAMBDA_LOG_LEVEL` (set by the function's logging configuration) or
 /// `RUST_LOG`, `info` by default; a plain level, rather than env-filter's directives,
 /// keeps the filter out of the cold start.
-pub fn json_subscriber<W>(writer: W) -> impl Subscriber + Send + Sync
+fn json_subscriber<W>(writer: W) -> impl Subscriber + Send + Sync
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
