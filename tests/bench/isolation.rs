@@ -117,8 +117,9 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          behind one batch in flight (the lane is a FIFO queue grouped by subscription); once that batch has timed \
          out the subscription's failure clock runs, its queued deliveries are handed to the retry lane, and new \
          ones go there directly. The healthy subscription's deliveries never wait for a consumer the hanging one \
-         holds: from the fan-out's return to the arrival, the p99 beside the hanging receiver is {rest_ratio:.2}× \
-         the undisturbed one. What the hanging subscription still costs them is shared work: its hand-overs, \
+         holds. From the fan-out's return to the arrival, where the delivery function too receives from the SQS \
+         emulator and reads from DynamoDB Local, the p99 beside the hanging receiver is {rest_ratio:.2}× the \
+         undisturbed one. What the hanging subscription still costs them is shared work: its hand-overs, \
          retries and failure clock are requests to the same SQS emulator (one Python process) and DynamoDB Local, \
          on the same two cores as this process, so a healthy fan-out call that comes while they run waits for the \
          emulators (the DynamoDB and SQS columns). On AWS the other user's deliveries run in other instances of \
