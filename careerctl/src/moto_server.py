@@ -1,4 +1,4 @@
-"""moto's server as the local stack runs it, standing in for SQS and KMS, with four changes
+"""moto's server as the local stack runs it, standing in for SQS and KMS, with five changes
 made on moto's internals (pinned by scripts/install-local-deps.sh).
 
 - With --kms-state DIR, its KMS keys are made of a key id and key material kept in DIR, so
@@ -15,6 +15,13 @@ made on moto's internals (pinned by scripts/install-local-deps.sh).
   changes (a message added, deleted or made visible) and sleeps otherwise.
 - SQS's 12-hour limit on a message's visibility as SQS counts it: from the message's latest
   receive (moto counts from its send, and so refuses a retry lane's late waits that SQS takes).
+- Requests whose cost does not grow with the queue's depth, as on SQS. moto reads one
+  attribute (the retention period, the content-based de-duplication flag) by computing all
+  of them, which counts the queue's messages three times over with a clock read per message:
+  for every message it receives, and for every message sent. With a few hundred messages
+  waiting (a hanging receiver's retries) each receive held the queue's lock and the GIL for
+  tens of milliseconds, and every other request, another user's included, waited behind it.
+  Here the retention period is read directly, and each count reads the clock once.
 
 Unlike moto_server it leaves SIGINT as it finds it (ignored, under careerctl's watchdog): a
 Ctrl-C in the terminal must not end it before careerctl has saved the queues.
@@ -130,7 +137,36 @@ def change_message_visibility(self, queue_name, receipt_handle, visibility_timeo
         queue._messages_lock.notify_all()
 
 
+def valid_for_retention_period(self, queue_name, message):
+    retention_seconds = int(self.get_queue(queue_name).message_retention_period)
+    return message.sent_timestamp / 1000 + retention_seconds > time.time()
+
+
+def counted(test):
+    """A count of the queue's messages for which `test(message, now in ms)` holds."""
+
+    def count(queue):
+        now = time.time() * 1000
+        return sum(1 for message in queue._messages if test(message, now))
+
+    return property(count)
+
+
+def receivable(message, now):
+    return now > message.visible_at and not now < message.delayed_until
+
+
+def visible_messages(queue):
+    now = time.time() * 1000
+    return [message for message in queue._messages if receivable(message, now)]
+
+
 SQSBackend.receive_message = receive_message
+SQSBackend.is_message_valid_based_on_retention_period = valid_for_retention_period
+Queue.messages = property(visible_messages)
+Queue.approximate_number_of_messages = counted(receivable)
+Queue.approximate_number_of_messages_delayed = counted(lambda message, now: now < message.delayed_until)
+Queue.approximate_number_of_messages_not_visible = counted(lambda message, now: not now > message.visible_at)
 Queue.delete_message = delete_message
 SQSBackend.change_message_visibility = change_message_visibility
 Message.mark_received = mark_received
