@@ -19,6 +19,7 @@ use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::signing::verify_hex;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::acting_as;
+use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
@@ -327,6 +328,65 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     assert!(receiver.received().is_empty(), "no attempt on the main lane");
     let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
     assert_eq!(attempts_of(&pipeline, &delivery(&handed_over[0])).await, 0, "no attempt counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_together() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], NO_DELAY).await;
+    let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let failed = career_service::failed_attempt(typed("2026-11-27T08:00:00.000Z"));
+    table.start_failure_clock(&typed(&user), &typed(&subscription_id), &failed).await.unwrap();
+    // Four deliveries with their records, as the fan-out writes them, queued on the main lane
+    // (as they would be had the clock started after they were queued).
+    let fanout = career_fanout::Deps::new(
+        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::FANOUT, pipeline.settings()),
+    )
+    .unwrap();
+    for sequence in ["1", "2", "3", "4"] {
+        fan_out_profile_change(&fanout, &user, sequence).await;
+    }
+    let deliveries: Vec<DeliveryMessage> =
+        pipeline.peek(&pipeline.queues.retry, 4, SOON).await.iter().map(delivery).collect();
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &deliveries).await.unwrap();
+    let batch = career_service::receive_messages(&pipeline.queues.delivery, 4).await;
+
+    let (dynamodb_calls, sqs_calls) = (Calls::default(), Calls::default());
+    let logging = career_service::clients_logging_dynamodb(&dynamodb_calls)
+        .with_sqs(career_service::clients_logging_sqs(&sqs_calls).sqs().clone());
+    let settings = career_service::function_settings(function::DELIVER, pipeline.settings());
+    let deliver =
+        career_deliver::Deps::new(&acting_as(function::DELIVER, pipeline.settings(), &logging), &settings).unwrap();
+    let response = career_deliver::handle(&deliver, sqs_event(batch)).await;
+
+    assert!(response.batch_item_failures.is_empty());
+    assert!(receiver.received().is_empty(), "no attempt on the main lane");
+    let read = dynamodb_calls.since(0);
+    assert_eq!(read.iter().filter(|call| *call == "GetItem").count(), 1, "the subscription read once: {read:?}");
+    assert_eq!(sqs_calls.since(0), ["SendMessageBatch", "DeleteMessageBatch"], "one move, one deletion");
+    let handed_over = pipeline.peek(&pipeline.queues.retry, 4, SOON).await;
+    assert_eq!(handed_over.len(), 4);
+    for message in &handed_over {
+        assert_eq!(attempts_of(&pipeline, &delivery(message)).await, 0, "no attempt counted");
+    }
+    let in_flight = sqs()
+        .get_queue_attributes()
+        .queue_url(&pipeline.queues.delivery)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .unwrap();
+    let in_flight = in_flight.attributes.unwrap_or_default();
+    assert_eq!(
+        in_flight
+            .get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .map(String::as_str),
+        Some("0"),
+        "the four left the main lane as they were handed over"
+    );
 }
 
 /// The attempts the delivery's record counts.

@@ -19,7 +19,6 @@ pub mod pumps;
 pub mod queue_snapshot;
 pub mod resources;
 pub mod services;
-pub mod sqs_batch;
 pub mod stack;
 pub mod template;
 

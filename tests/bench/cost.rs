@@ -204,7 +204,7 @@ impl Stage {
         let response = open.invoke(function::DELIVER, career_deliver::handle(&self.deliver, event)).await;
         let stays = !response.batch_item_failures.is_empty();
         if !stays {
-            let entries = careerctl::sqs_batch::delete_entries([receipt.as_deref()]);
+            let entries = career_core::delivery::queue::delete_entries([receipt.as_deref()]);
             let deleted =
                 self.meter.sqs.delete_message_batch().queue_url(queue).set_entries(Some(entries)).send().await;
             deleted.map_err(|e| format!("DeleteMessageBatch: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;

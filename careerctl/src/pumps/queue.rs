@@ -11,7 +11,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ERROR_PAUSE;
 use crate::event_sources::QueueSource;
-use crate::sqs_batch::delete_entries;
+use career_core::delivery::queue::delete_entries;
 
 /// Receives from one delivery lane, with the delivery function's role (its event source
 /// mapping does on AWS), and hands each batch to the delivery handler, up to the source's

@@ -1,9 +1,12 @@
-//! The delivery function: for each queue message, claim and load → plan → sign and send →
-//! plan → execute. The decisions are career_core::delivery::plan's; this file only does the
-//! I/O they name. It consumes both lanes (career_core::delivery::queue), each through its own event source
-//! mapping; the messages of a batch are sent concurrently, and each leaves its lane as soon
-//! as its own attempt is recorded (contract section 12), so none waits for another's send.
+//! The delivery function: for each batch, claim and load every message (each subscription
+//! read once) → plan → for each message, sign and send → plan → execute. The decisions are
+//! career_core::delivery::plan's; this file only does the I/O they name. It consumes both
+//! lanes (career_core::delivery::queue), each through its own event source mapping; the
+//! messages of a batch are sent concurrently, and each leaves its lane as soon as its own
+//! attempt is recorded (contract section 12), so none waits for another's send. A failing
+//! subscription's deliveries leave the main lane together, unsent, in one move.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
@@ -19,6 +22,7 @@ use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
+use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
@@ -57,11 +61,34 @@ impl Deps {
 
 /// Every message is settled by its own turn; those that stay on their lane (a retry later,
 /// or storage that failed) are reported, so the event source mapping leaves them there.
+///
+/// The batch's claims and subscriptions are read together (each subscription once, however
+/// many of its deliveries the batch holds: a main-lane batch is mostly one subscription's),
+/// and the deliveries of a failing subscription leave the main lane together (one
+/// `SendMessageBatch` to the retry lane, one `DeleteMessageBatch`). Every other turn goes
+/// on by itself from there, so none waits for another's send.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     // A message alone in its batch waits for no other: the event source mapping deletes it as
     // this invocation returns, so an early delete would only be a second, billed request.
     let early = event.records.len() > 1;
-    let stays = futures_util::future::join_all(event.records.iter().map(|message| process(deps, message, early))).await;
+    let received: Vec<Received> = event.records.iter().map(|message| Received::of(message, early)).collect();
+    let turns = load(deps, &received, Timestamp::now()).await;
+    let received = &received;
+    let mut handed_over = Vec::new();
+    let mut own_turns = Vec::new();
+    for (index, turn) in turns.into_iter().enumerate() {
+        match turn {
+            Turn::Decided { before: Before::HandOver, lease, .. } => handed_over.push((index, lease)),
+            turn => own_turns.push(async move { (index, take_turn(deps, &received[index], turn).await) }),
+        }
+    }
+    let (indices, handed_over): (Vec<usize>, Vec<_>) =
+        handed_over.into_iter().map(|(index, lease)| (index, (&received[index], lease))).unzip();
+    let (own, handed) = tokio::join!(futures_util::future::join_all(own_turns), hand_over_together(deps, handed_over));
+    let mut stays = vec![false; received.len()];
+    for (index, stays_on_lane) in own.into_iter().chain(indices.into_iter().zip(handed)) {
+        stays[index] = stays_on_lane;
+    }
     let mut response = SqsBatchResponse::default();
     for (message, _) in event.records.iter().zip(stays).filter(|(_, stays)| *stays) {
         let mut failure = BatchItemFailure::default();
@@ -71,11 +98,40 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     response
 }
 
-/// One received message: its lane, its receipt and the delivery it carries.
+/// One received message: its lane, its receipt and the delivery it carries (`None` when its
+/// body cannot be read), with the span every line of its turn carries.
 struct Received<'a> {
     lane: Lane,
     receipt: Receipt<'a>,
-    delivery: DeliveryMessage,
+    delivery: Option<DeliveryMessage>,
+    span: tracing::Span,
+}
+
+impl<'a> Received<'a> {
+    fn of(message: &'a SqsMessage, early: bool) -> Self {
+        let lane = Lane::of(message);
+        let receipt = Receipt { handle: message.receipt_handle.as_deref().unwrap_or_default(), early };
+        let delivery = message.body.as_deref().and_then(|body| serde_json::from_str::<DeliveryMessage>(body).ok());
+        let span = match &delivery {
+            // Every line of this delivery's turn carries these fields once, from its span.
+            Some(delivery) => tracing::info_span!(
+                "delivery",
+                delivery_id = %delivery.delivery_id,
+                subscription_id = %delivery.subscription_id,
+                lane = lane.as_str(),
+                generation = delivery.generation,
+            ),
+            None => {
+                tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
+                tracing::Span::none()
+            }
+        };
+        Received { lane, receipt, delivery, span }
+    }
+
+    fn delivery(&self) -> &DeliveryMessage {
+        self.delivery.as_ref().expect("a turn that acts has a readable delivery")
+    }
 }
 
 /// Where a message is on its lane, and whether its turn deletes it as soon as it is settled
@@ -86,94 +142,157 @@ struct Receipt<'a> {
     early: bool,
 }
 
-/// Takes one message's turn; `true` when the message stays on its lane.
-async fn process(deps: &Deps, message: &SqsMessage, early: bool) -> bool {
-    let lane = Lane::of(message);
-    let receipt = Receipt { handle: message.receipt_handle.as_deref().unwrap_or_default(), early };
-    let parsed = message.body.as_deref().map(serde_json::from_str::<DeliveryMessage>);
-    let Some(Ok(delivery)) = parsed else {
-        tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
-        return acknowledge(deps, lane, receipt).await;
-    };
-    // Every line of this delivery's turn carries these fields once, from its span.
-    let span = tracing::info_span!(
-        "delivery",
-        delivery_id = %delivery.delivery_id,
-        subscription_id = %delivery.subscription_id,
-        lane = lane.as_str(),
-        generation = delivery.generation,
-    );
-    take_turn(deps, Received { lane, receipt, delivery }).instrument(span).await
+/// What a message's turn found before acting.
+enum Turn {
+    /// Its body cannot be read: it is dropped.
+    Unreadable,
+    /// Its claim or its subscription could not be read: it is tried again later.
+    NotLoaded,
+    /// The plan's decision, with the subscription and the turn's claim on the record.
+    Decided { before: Before, subscription: Option<Box<Subscription>>, lease: Option<Lease> },
 }
 
-async fn take_turn(deps: &Deps, received: Received<'_>) -> bool {
-    let now = Timestamp::now();
-    let (subscription, found) = match load(deps, &received, now).await {
-        Ok(loaded) => loaded,
-        Err(err) => {
+/// Every message's claim on its record and its subscription, read together; each
+/// subscription once. A first attempt that comes early holds the claim its record was
+/// created with, and writes nothing to hold it.
+async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Turn> {
+    let mut keys: Vec<(&UserId, &SubscriptionId)> =
+        received.iter().filter_map(|r| r.delivery.as_ref()).map(|d| (&d.user_id, &d.subscription_id)).collect();
+    keys.sort();
+    keys.dedup();
+    let reads = keys.iter().map(|(user_id, id)| deps.webhooks.get(user_id, id));
+    let claims = received.iter().map(|r| async move {
+        let delivery = r.delivery.as_ref()?;
+        Some(match plan::granted(delivery, r.lane, now) {
+            Some(granted) => Ok(granted),
+            None => deps.deliveries.claim(delivery, Lease::from(now), now).instrument(r.span.clone()).await,
+        })
+    });
+    let (subscriptions, claims) =
+        tokio::join!(futures_util::future::join_all(reads), futures_util::future::join_all(claims));
+    let subscriptions: HashMap<_, _> = keys.into_iter().zip(subscriptions).collect();
+    received
+        .iter()
+        .zip(claims)
+        .map(|(r, claim)| {
+            let (Some(delivery), Some(claim)) = (&r.delivery, claim) else { return Turn::Unreadable };
+            let _entered = r.span.enter();
+            let subscription = match &subscriptions[&(&delivery.user_id, &delivery.subscription_id)] {
+                Ok(subscription) => subscription.clone().map(Box::new),
+                Err(err) => {
+                    tracing::error!(error = %err, "loading the delivery's subscription failed");
+                    return Turn::NotLoaded;
+                }
+            };
+            let claim = match claim {
+                Ok(claim) => claim,
+                Err(err) => {
+                    tracing::error!(error = %err, "claiming the delivery failed");
+                    return Turn::NotLoaded;
+                }
+            };
+            let kind = delivery.event.kind();
+            let found = Found {
+                lane: r.lane,
+                generation: delivery.generation,
+                kind,
+                claim,
+                subscription: subscription.as_ref().map(|s| SubscriptionState::of(s, kind)),
+            };
+            Turn::Decided {
+                before: plan::before_send(&found, now, &deps.policy),
+                subscription,
+                lease: found.claim.lease(),
+            }
+        })
+        .collect()
+}
+
+/// Takes one message's turn from what it found; `true` when the message stays on its lane.
+/// Hand-overs are not taken here: `handle` moves a batch's together.
+async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
+    let span = received.span.clone();
+    async move {
+        let (before, subscription, lease) = match turn {
+            Turn::Unreadable => return acknowledge(deps, received.lane, received.receipt).await,
             // Tried again after the retry base (rather than the queue's visibility timeout,
             // for which a main-lane group would wait).
-            tracing::error!(error = %err, "loading the delivery failed");
-            return stay(deps, &received, deps.policy.schedule.base).await;
+            Turn::NotLoaded => return stay(deps, received, deps.policy.schedule.base).await,
+            Turn::Decided { before, subscription, lease } => (before, subscription, lease),
+        };
+        match before {
+            Before::Send { attempt } => {
+                let subscription = subscription.expect("a send has a subscription");
+                attempt_delivery(deps, received, &subscription, attempt, lease).await
+            }
+            Before::Stale => {
+                tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
+                acknowledge(deps, received.lane, received.receipt).await
+            }
+            Before::Skip(reason) => skip(deps, received, reason, Timestamp::now()).await,
+            Before::HandOver => unreachable!("handle moves a batch's hand-overs together"),
+            Before::NotYet(wait) => stay(deps, received, wait).await,
         }
-    };
-    let lease = found.claim.lease();
-    match plan::before_send(&found, now, &deps.policy) {
-        Before::Send { attempt } => {
-            let subscription = subscription.expect("a send has a subscription");
-            attempt_delivery(deps, received, &subscription, attempt, lease).await
-        }
-        Before::Stale => {
-            tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
-            acknowledge(deps, received.lane, received.receipt).await
-        }
-        Before::Skip(reason) => skip(deps, &received, reason, now).await,
-        Before::HandOver => {
+    }
+    .instrument(span)
+    .await
+}
+
+/// The batch's deliveries to failing subscriptions, each with its turn's claim, moved to
+/// the retry lane together: their claims given up, then one `SendMessageBatch` and one
+/// `DeleteMessageBatch`. In the same order: `true` for each one that stays on the main lane.
+async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option<Lease>)>) -> Vec<bool> {
+    let Some((first, _)) = handed_over.first() else { return Vec::new() };
+    let early = first.receipt.early;
+    let releases = handed_over.iter().map(|(received, lease)| {
+        async move {
             tracing::info!("subscription failing; delivery handed to the retry lane");
+            // Kept, the claim would only make the handed-over copy wait for it to end.
             if let Some(lease) = lease {
-                // Kept, the claim would only make the handed-over copy wait for it to end.
-                if let Err(err) = deps.deliveries.release(&received.delivery, lease).await {
+                if let Err(err) = deps.deliveries.release(received.delivery(), *lease).await {
                     tracing::warn!(error = %err, "giving up the claim failed; the handed-over copy waits for it");
                 }
             }
-            hand_over(deps, &received, Duration::ZERO).await
         }
-        Before::NotYet(wait) => stay(deps, &received, wait).await,
+        .instrument(received.span.clone())
+    });
+    futures_util::future::join_all(releases).await;
+    let messages: Vec<(&DeliveryMessage, Duration)> =
+        handed_over.iter().map(|(received, _)| (received.delivery(), Duration::ZERO)).collect();
+    let refused = match deps.queues.hand_over(&messages).await {
+        Ok(refused) => refused,
+        Err(err) => (0..messages.len()).map(|position| (position, err.to_string())).collect(),
+    };
+    let mut stays = Vec::new();
+    let mut moved = Vec::new();
+    for (position, (received, _)) in handed_over.iter().enumerate() {
+        match refused.iter().find(|(refused, _)| *refused == position) {
+            Some((_, reason)) => {
+                let span = received.span.clone();
+                span.in_scope(|| tracing::error!(error = %reason, "handing the delivery to the retry lane failed"));
+                stays.push(stay(deps, received, deps.policy.schedule.base).instrument(span).await);
+            }
+            None => {
+                moved.push(received.receipt.handle);
+                stays.push(false);
+            }
+        }
     }
-}
-
-/// The claim on the record and the subscription, together. A first attempt that comes
-/// early holds the claim its record was created with, and writes nothing to hold it.
-async fn load(
-    deps: &Deps,
-    received: &Received<'_>,
-    now: Timestamp,
-) -> Result<(Option<Subscription>, Found), StoreError> {
-    let delivery = &received.delivery;
-    let claim = async {
-        match plan::granted(delivery, received.lane, now) {
-            Some(granted) => Ok(granted),
-            None => deps.deliveries.claim(delivery, Lease::from(now), now).await,
+    // Should the early delete fail, the messages are still not reported, so the event source
+    // mapping (or the local pump) deletes them with their batch.
+    if early && !moved.is_empty() {
+        if let Err(err) = deps.queues.delete_all(Lane::Main, &moved).await {
+            tracing::warn!(error = %err, "deleting the handed-over messages early failed; they go with their batch");
         }
-    };
-    let (claim, subscription) = tokio::join!(claim, deps.webhooks.get(&delivery.user_id, &delivery.subscription_id));
-    let subscription = subscription?;
-    let kind = delivery.event.kind();
-    let found = Found {
-        lane: received.lane,
-        generation: delivery.generation,
-        kind,
-        claim: claim?,
-        subscription: subscription.as_ref().map(|s| SubscriptionState::of(s, kind)),
-    };
-    Ok((subscription, found))
+    }
+    stays
 }
 
 /// Opens the secrets, signs and sends, then records and executes the plan for the answer.
 /// `lease` is the turn's claim on the record (none for a record not written yet).
 async fn attempt_delivery(
     deps: &Deps,
-    received: Received<'_>,
+    received: &Received<'_>,
     subscription: &Subscription,
     attempt: u32,
     lease: Option<Lease>,
@@ -182,27 +301,27 @@ async fn attempt_delivery(
         Ok(secrets) => secrets,
         Err(err) => {
             tracing::error!(error = %err, "opening the subscription's secrets failed");
-            return stay(deps, &received, deps.policy.schedule.base).await;
+            return stay(deps, received, deps.policy.schedule.base).await;
         }
     };
     if let Some(lease) = lease.filter(|lease| !lease.allows_send_at(Timestamp::now())) {
         // Too late to send under the claim; its next turn comes when the claim has ended.
         tracing::warn!("the claim ran short before the send; nothing sent");
-        return stay(deps, &received, lease.until.since(Timestamp::now())).await;
+        return stay(deps, received, lease.until.since(Timestamp::now())).await;
     }
     let started = Instant::now();
-    let (outcome, body) = send(deps, &received.delivery, &subscription.url, &secrets).await;
+    let (outcome, body) = send(deps, received.delivery(), &subscription.url, &secrets).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let now = Timestamp::now();
     let answer = outcome.answer();
     let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
     let failing_since = subscription.health.failing_since();
     let after = plan::after_send(attempt, answered, failing_since, now, &deps.policy, jitter());
-    let recorded = record(deps, &received.delivery, subscription, (&outcome, &body), &after, lease, now).await;
-    report(deps, &received.delivery, subscription, &outcome, &after, attempt, latency_ms);
+    let recorded = record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now).await;
+    report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
     match recorded {
         // The attempt stands as recorded; the message follows the plan.
-        Ok(true) => settle(deps, &received, after.message).await,
+        Ok(true) => settle(deps, received, after.message).await,
         Ok(false) => {
             tracing::info!(
                 "the record moved on during the send (another generation, or the claim lapsed); this copy is dropped"
@@ -212,7 +331,7 @@ async fn attempt_delivery(
         // Sent, but not recorded: tried again after the schedule's base, as the same attempt.
         Err(err) => {
             tracing::error!(error = %err, "recording the attempt failed");
-            stay(deps, &received, deps.policy.schedule.base).await
+            stay(deps, received, deps.policy.schedule.base).await
         }
     }
 }
@@ -312,7 +431,7 @@ fn report(
 /// A disabled or deleted subscription, or one that no longer lists the kind, is sent
 /// nothing: the record says `skipped`, and why.
 async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, now: Timestamp) -> bool {
-    let delivery = &received.delivery;
+    let delivery = received.delivery();
     match deps.deliveries.record_skipped(delivery, &delivery.body(), now, reason).await {
         Ok(_) => {
             let kind = delivery.event.kind().as_str();
@@ -334,7 +453,7 @@ async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> bool
         (MessageFate::Acknowledge, lane) => acknowledge(deps, lane, received.receipt).await,
         (MessageFate::RetryIn(wait), Lane::Retry) => stay(deps, received, wait).await,
         (MessageFate::RetryIn(wait), Lane::Main) => hand_over(deps, received, wait).await,
-        (MessageFate::DeadLetter, lane) => match deps.queues.dead_letter(&received.delivery).await {
+        (MessageFate::DeadLetter, lane) => match deps.queues.dead_letter(received.delivery()).await {
             Ok(()) => acknowledge(deps, lane, received.receipt).await,
             Err(err) => {
                 // Visible again at once; its next turn finds the record failed and drops it,
@@ -349,8 +468,13 @@ async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> bool
 /// Moves the message to the retry lane (received after `delay`) and deletes it from the
 /// main lane; `true` when it stays where it is.
 async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> bool {
-    match deps.queues.hand_over(&received.delivery, delay).await {
-        Ok(()) => acknowledge(deps, received.lane, received.receipt).await,
+    let handed = deps.queues.hand_over(&[(received.delivery(), delay)]).await;
+    match handed.map(|refused| refused.into_iter().next()) {
+        Ok(None) => acknowledge(deps, received.lane, received.receipt).await,
+        Ok(Some((_, reason))) => {
+            tracing::error!(error = %reason, "handing the delivery to the retry lane failed");
+            stay(deps, received, deps.policy.schedule.base).await
+        }
         Err(err) => {
             tracing::error!(error = %err, "handing the delivery to the retry lane failed");
             stay(deps, received, deps.policy.schedule.base).await

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry};
 
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
@@ -114,15 +114,19 @@ impl DeliveryQueues {
         }
     }
 
-    /// Hands a message to the retry lane, to be received after `delay` (at most [`MAX_DELAY`]).
-    pub async fn hand_over(&self, message: &DeliveryMessage, delay: Duration) -> Result<(), QueueError> {
+    /// Hands messages to the retry lane, each to be received after its delay (at most
+    /// [`MAX_DELAY`]), ten per `SendMessageBatch` call. Returns the position and SQS's reason
+    /// of every message it did not take.
+    pub async fn hand_over(
+        &self,
+        messages: &[(&DeliveryMessage, Duration)],
+    ) -> Result<Vec<(usize, String)>, QueueError> {
         // The retry lane may hand out a copy twice: a copy there carries no claim of its own.
-        let message = DeliveryMessage { claimed_until: None, ..message.clone() };
-        let refused = self.send_batches(Lane::Retry, &[(&message, delay)]).await?;
-        match refused.into_iter().next() {
-            Some((_, reason)) => Err(QueueError::Refused { count: 1, reason }),
-            None => Ok(()),
-        }
+        let unclaimed: Vec<DeliveryMessage> =
+            messages.iter().map(|(message, _)| DeliveryMessage { claimed_until: None, ..(*message).clone() }).collect();
+        let delayed: Vec<(&DeliveryMessage, Duration)> =
+            unclaimed.iter().zip(messages).map(|(message, (_, delay))| (message, *delay)).collect();
+        self.send_batches(Lane::Retry, &delayed).await
     }
 
     /// Moves a message to the dead-letter queue (the caller then deletes it from its lane).
@@ -150,6 +154,27 @@ impl DeliveryQueues {
             .await
             .map_err(sqs_error)?;
         Ok(())
+    }
+
+    /// Deletes received messages (at most [`BATCH_SIZE`]: one batch's) from their lane in one
+    /// `DeleteMessageBatch` call.
+    pub async fn delete_all(&self, lane: Lane, receipt_handles: &[&str]) -> Result<(), QueueError> {
+        let output = self
+            .clients
+            .sqs()
+            .delete_message_batch()
+            .queue_url(self.url(lane))
+            .set_entries(Some(delete_entries(receipt_handles.iter().map(|handle| Some(*handle)))))
+            .send()
+            .await
+            .map_err(sqs_error)?;
+        match output.failed.first() {
+            Some(failed) => Err(QueueError::Refused {
+                count: output.failed.len(),
+                reason: failed.message.clone().unwrap_or_default(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// How many messages the lanes hold that may still be a delivery's only copy on its way
@@ -245,6 +270,23 @@ fn entry(lane: Lane, id: String, message: &DeliveryMessage, delay: Duration) -> 
         Lane::Retry => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
     };
     entry.build().expect("entry has id and body")
+}
+
+/// One `DeleteMessageBatch` entry per receipt handle, numbered from 0.
+pub fn delete_entries<'a>(
+    receipt_handles: impl IntoIterator<Item = Option<&'a str>>,
+) -> Vec<DeleteMessageBatchRequestEntry> {
+    receipt_handles
+        .into_iter()
+        .enumerate()
+        .map(|(i, receipt_handle)| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .receipt_handle(receipt_handle.unwrap_or_default())
+                .build()
+                .expect("entry has id and receipt handle")
+        })
+        .collect()
 }
 
 /// SQS takes delays and visibility timeouts in whole seconds.
