@@ -177,11 +177,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     let receiver = Receiver::start(&[200], NO_DELAY).await;
     let (subscription_id, _) =
         pipeline.subscribe(&user, &receiver.url, &["profile.updated", "assessment.completed"]).await;
-    let fanout = career_fanout::Deps::new(
-        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
-        &career_service::function_settings(function::FANOUT, pipeline.settings()),
-    )
-    .unwrap();
+    let fanout = fanout_of(&pipeline);
 
     let profile = record("1", json!({"userId": {"S": user}, "profileId": {"S": "prf_1"}}), "INSERT", json!(null));
     let malformed = record("2", json!({"somethingElse": {"S": "x"}}), "INSERT", json!(null));
@@ -232,11 +228,7 @@ async fn one_event_for_25_subscriptions_is_one_message_for_each() {
     for _ in 0..25 {
         pipeline.subscribe(&user, &format!("{}/never", career_service::sink_url()), &["profile.updated"]).await;
     }
-    let fanout = career_fanout::Deps::new(
-        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
-        &career_service::function_settings(function::FANOUT, pipeline.settings()),
-    )
-    .unwrap();
+    let fanout = fanout_of(&pipeline);
     fan_out_profile_change(&fanout, &user, "9").await;
     let messages = take(&pipeline, 25).await;
     let mut subscriptions: Vec<_> = messages.iter().map(|m| delivery(m).subscription_id).collect();
@@ -294,26 +286,10 @@ async fn the_failure_clock_starts_at_the_first_failure_and_stops_at_the_next_suc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
-    let pipeline = Pipeline::start(false).await;
-    let user = unique_user();
-    let receiver = Receiver::start(&[200], NO_DELAY).await;
-    let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
-    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    table
-        .start_failure_clock(
-            &typed(&user),
-            &typed(&subscription_id),
-            &career_service::failed_attempt(typed("2026-11-27T08:00:00.000Z")),
-        )
-        .await
-        .unwrap();
+    let (pipeline, user, subscription_id, receiver) = failing_subscription().await;
 
     // The fan-out puts a new delivery on the retry lane...
-    let fanout = career_fanout::Deps::new(
-        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
-        &career_service::function_settings(function::FANOUT, pipeline.settings()),
-    )
-    .unwrap();
+    let fanout = fanout_of(&pipeline);
     fan_out_profile_change(&fanout, &user, "7").await;
     let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
     assert_eq!(delivery(&on_retry_lane[0]).subscription_id.as_str(), subscription_id);
@@ -332,20 +308,10 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_together() {
-    let pipeline = Pipeline::start(false).await;
-    let user = unique_user();
-    let receiver = Receiver::start(&[200], NO_DELAY).await;
-    let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
-    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let failed = career_service::failed_attempt(typed("2026-11-27T08:00:00.000Z"));
-    table.start_failure_clock(&typed(&user), &typed(&subscription_id), &failed).await.unwrap();
+    let (pipeline, user, _, receiver) = failing_subscription().await;
     // Four deliveries with their records, as the fan-out writes them, queued on the main lane
     // (as they would be had the clock started after they were queued).
-    let fanout = career_fanout::Deps::new(
-        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
-        &career_service::function_settings(function::FANOUT, pipeline.settings()),
-    )
-    .unwrap();
+    let fanout = fanout_of(&pipeline);
     for sequence in ["1", "2", "3", "4"] {
         fan_out_profile_change(&fanout, &user, sequence).await;
     }
@@ -387,6 +353,28 @@ async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_tog
         Some("0"),
         "the four left the main lane as they were handed over"
     );
+}
+
+/// A pipeline, and a user's subscription to `profile.updated` (with its receiver) whose
+/// failure clock runs.
+async fn failing_subscription() -> (Pipeline, String, String, Receiver) {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], NO_DELAY).await;
+    let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let failed = career_service::failed_attempt(typed("2026-11-27T08:00:00.000Z"));
+    table.start_failure_clock(&typed(&user), &typed(&subscription_id), &failed).await.unwrap();
+    (pipeline, user, subscription_id, receiver)
+}
+
+/// The fan-out as the pipeline's stack deploys it.
+fn fanout_of(pipeline: &Pipeline) -> career_fanout::Deps {
+    career_fanout::Deps::new(
+        &acting_as(function::FANOUT, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::FANOUT, pipeline.settings()),
+    )
+    .unwrap()
 }
 
 /// The attempts the delivery's record counts.
