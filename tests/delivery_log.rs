@@ -51,17 +51,8 @@ fn delivery_id(received: &Received) -> String {
 }
 
 async fn dead_letters(pipeline: &Pipeline) -> usize {
-    let attributes = sqs()
-        .get_queue_attributes()
-        .queue_url(&pipeline.queues.dead_letter)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap_or_default();
-    let count = attributes.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages);
-    count.and_then(|n| n.parse().ok()).unwrap_or_default()
+    let messages = aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages;
+    pipeline.count(&pipeline.queues.dead_letter, messages).await
 }
 
 async fn until_dead_lettered(pipeline: &Pipeline, count: usize) {

@@ -338,21 +338,9 @@ async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_tog
     for message in &handed_over {
         assert_eq!(attempts_of(&pipeline, &delivery(message)).await, 0, "no attempt counted");
     }
-    let in_flight = sqs()
-        .get_queue_attributes()
-        .queue_url(&pipeline.queues.delivery)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .unwrap();
-    let in_flight = in_flight.attributes.unwrap_or_default();
-    assert_eq!(
-        in_flight
-            .get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-            .map(String::as_str),
-        Some("0"),
-        "the four left the main lane as they were handed over"
-    );
+    let in_flight = aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible;
+    let in_flight = pipeline.count(&pipeline.queues.delivery, in_flight).await;
+    assert_eq!(in_flight, 0, "the four left the main lane as they were handed over");
 }
 
 /// A pipeline, and a user's subscription to `profile.updated` (with its receiver) whose

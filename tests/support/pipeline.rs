@@ -87,6 +87,13 @@ impl Pipeline {
         (json["id"].as_str().unwrap().to_owned(), json["secret"].as_str().unwrap().to_owned())
     }
 
+    /// One of SQS's approximate counts of a queue (the emulator's are exact).
+    pub async fn count(&self, queue_url: &str, attribute: aws_sdk_sqs::types::QueueAttributeName) -> usize {
+        let output = sqs().get_queue_attributes().queue_url(queue_url).attribute_names(attribute.clone()).send().await;
+        let attributes = output.expect("the queue's attributes").attributes.unwrap_or_default();
+        attributes.get(&attribute).and_then(|n| n.parse().ok()).expect("the count asked for")
+    }
+
     /// What was published to the stack's operator topic, waiting up to `within` for at
     /// least `count` notifications (each is returned once: they are taken from its inbox).
     pub async fn notifications(&self, count: usize, within: Duration) -> Vec<careerctl::notifications::Notification> {
