@@ -78,12 +78,13 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     let mut own_turns = Vec::new();
     for (index, turn) in turns.into_iter().enumerate() {
         match turn {
-            Turn::Decided { before: Before::HandOver, lease, .. } => handed_over.push((index, lease)),
+            Turn::Decided { before: Before::HandOver, lease, .. } => {
+                handed_over.push((index, (&received[index], lease)))
+            }
             turn => own_turns.push(async move { (index, take_turn(deps, &received[index], turn).await) }),
         }
     }
-    let (indices, handed_over): (Vec<usize>, Vec<_>) =
-        handed_over.into_iter().map(|(index, lease)| (index, (&received[index], lease))).unzip();
+    let (indices, handed_over): (Vec<usize>, Vec<_>) = handed_over.into_iter().unzip();
     let (own, handed) = tokio::join!(futures_util::future::join_all(own_turns), hand_over_together(deps, handed_over));
     let mut stays = vec![false; received.len()];
     for (index, stays_on_lane) in own.into_iter().chain(indices.into_iter().zip(handed)) {
