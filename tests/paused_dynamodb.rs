@@ -1,12 +1,16 @@
 //! A hung DynamoDB: with DynamoDB Local paused (SIGSTOP), a request gets a 500
 //! `internal_error` before the API functions' Lambda timeout; resumed (SIGCONT), requests
 //! succeed again. The test pauses a DynamoDB Local of its own, so no other test waits on it.
+//! And the benchmarks' clean slate: a local stack's DynamoDB Local replaced by an empty one on
+//! the same endpoint, with the template's tables made again.
 
 use std::process::Command;
 use std::time::Duration;
 
-use career_service::{clients_at, installed, settings_without_kms_or_queues, unique_user, Answer, Api};
+use aws_sdk_dynamodb::types::AttributeValue;
+use career_service::{base_settings, clients_at, installed, settings_without_kms_or_queues, unique_user, Answer, Api};
 use careerctl::resources::create_tables;
+use careerctl::stack::LocalStack;
 use careerctl::template::Template;
 
 /// `Timeout` of the API functions in template.yaml: Lambda ends an invocation after it.
@@ -60,4 +64,35 @@ async fn a_paused_dynamodb_gives_internal_error_before_the_lambda_timeout_then_r
 
     within_lambda_timeout(api.get("/api/v1/alerts", &cached)).await.assert_status(200);
     within_lambda_timeout(api.get("/api/v1/data-sharing", &uncached)).await.assert_status(200);
+}
+
+#[tokio::test]
+async fn a_restarted_dynamodb_is_empty_on_the_same_endpoint_with_the_templates_tables() {
+    let mut stack = LocalStack::start(&installed(), None, base_settings()).await.expect("a local stack of this test");
+    let endpoint = stack.dynamodb.endpoint.clone();
+    let dynamodb = stack.clients().dynamodb().clone();
+    let table = stack.settings.tables.deliveries.clone();
+    let key = [
+        ("logPartition".to_owned(), AttributeValue::S("whk_restart#0".into())),
+        ("deliveryId".to_owned(), AttributeValue::S("dlv_restart".into())),
+    ];
+    dynamodb.put_item().table_name(&table).set_item(Some(key.clone().into())).send().await.expect("a record");
+    let stray = format!("{}-stray", unique_user());
+    create_tables(&Template::shipped(), &dynamodb, &career_core::config::TableNames::with_prefix(&stray))
+        .await
+        .expect("another stack's tables");
+    let tables_before = dynamodb.list_tables().send().await.expect("tables").table_names().len();
+    let process_before = stack.dynamodb.process_id();
+
+    stack.restart_dynamodb(&installed()).await.expect("a fresh DynamoDB Local");
+
+    assert_eq!(stack.dynamodb.endpoint, endpoint);
+    assert_ne!(stack.dynamodb.process_id(), process_before, "a new process");
+    let tables: Vec<String> =
+        dynamodb.list_tables().send().await.expect("the same client reaches it").table_names().to_vec();
+    assert!(tables.contains(&table), "the template's tables are made again: {tables:?}");
+    assert!(tables.iter().all(|t| !t.starts_with(&stray)), "another stack's tables are gone: {tables:?}");
+    assert!(tables.len() < tables_before);
+    let record = dynamodb.get_item().table_name(&table).set_key(Some(key.into())).send().await.expect("a read");
+    assert!(record.item().is_none(), "the old record is gone");
 }

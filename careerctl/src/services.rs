@@ -25,6 +25,17 @@ impl LocalService {
         LocalService { endpoint: format!("http://127.0.0.1:{port}"), watchdog, _lifeline: lifeline }
     }
 
+    /// Stops the service and waits until its process has ended, so its port is free again.
+    pub async fn stop(&mut self) {
+        drop(self._lifeline.take());
+        let _ = self.watchdog.wait().await;
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.endpoint.rsplit(':').next().and_then(|port| port.parse().ok()).expect("an endpoint ends in its port")
+    }
+
     /// Waits until the service process ends (it is not meant to), and says how it ended.
     pub async fn ended(&mut self) -> String {
         match self.watchdog.wait().await {
@@ -92,7 +103,11 @@ impl Installed {
 
     /// DynamoDB Local, in memory or persisted under `data_dir`.
     pub async fn start_dynamodb(&self, data_dir: Option<&Path>) -> anyhow::Result<LocalService> {
-        let port = free_port()?;
+        self.start_dynamodb_on(free_port()?, data_dir).await
+    }
+
+    /// [`Installed::start_dynamodb`] on `port`.
+    pub async fn start_dynamodb_on(&self, port: u16, data_dir: Option<&Path>) -> anyhow::Result<LocalService> {
         let lib = self.dir.join("dynamodb/DynamoDBLocal_lib");
         let mut args = vec![
             format!("-Djava.library.path={}", lib.display()),

@@ -63,6 +63,20 @@ impl LocalStack {
         Ok(LocalStack { dynamodb, sqs, queues, settings, deployment, sdk })
     }
 
+    /// Replaces DynamoDB Local with a new one in memory on the same port, and makes the
+    /// template's tables again: a clean slate for a benchmark's next part. DynamoDB Local
+    /// finds a stream's oldest record by walking every stream's records in sequence order (its
+    /// records table has no index by stream), so each write to a table made after many
+    /// others' writes costs more, and deleting the tables does not remove their records.
+    pub async fn restart_dynamodb(&mut self, installed: &Installed) -> anyhow::Result<()> {
+        let port = self.dynamodb.port();
+        self.dynamodb.stop().await;
+        self.dynamodb = installed.start_dynamodb_on(port, None).await?;
+        let setup = AwsClients::new(self.sdk.to_builder().timeout_config(startup_timeouts()).build());
+        self.deployment = Deployment::create(&Template::shipped(), &setup, STACK_NAME, &mut self.settings).await?;
+        Ok(())
+    }
+
     /// Waits until DynamoDB Local or the SQS emulator ends, and says which and how: the stack
     /// cannot work without either, so whoever runs it stops rather than answer 500s.
     pub async fn service_ended(&mut self) -> String {

@@ -89,6 +89,7 @@ async fn burst() -> Result<Burst, String> {
         "   a burst: {BURST_UPDATES} profile updates × {BURST_SUBSCRIPTIONS} subscriptions, sweep window {} s",
         BURST_SWEEP_AFTER.as_secs()
     ));
+    career_service::fresh_dynamodb().await?;
     let mut pipeline = Pipeline::with_settings(true, |s| s.sweep_after = BURST_SWEEP_AFTER).await;
     pipeline.sweep_every(BURST_SWEEP_EVERY);
     let receiver = Receiver::start(&[200], Duration::ZERO).await;
@@ -236,10 +237,11 @@ async fn same_user_runs() -> Result<Vec<SiblingRuns>, String> {
     Ok(runs)
 }
 
-/// One run on fresh tables and queues with both lanes' pumps: one user with two
+/// One run on a fresh DynamoDB Local and fresh queues with both lanes' pumps: one user with two
 /// subscriptions to `profile.updated`, the sibling's first (as the issue reproduced it).
 /// Ends as soon as the healthy receiver has every delivery.
 async fn same_user_run(round: usize, sibling: Sibling) -> Result<(Vec<Duration>, usize), String> {
+    career_service::fresh_dynamodb().await?;
     let pipeline = Pipeline::start(false).await;
     let pumps = lane_pumps(&pipeline);
     let healthy = Receiver::start(&[200], Duration::ZERO).await;
@@ -302,6 +304,7 @@ struct SweepCost {
 }
 
 async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
+    career_service::fresh_dynamodb().await?;
     let pipeline = Pipeline::start(false).await;
     let mut settings = pipeline.settings().clone();
     settings.sweep_after = Duration::from_secs(300);

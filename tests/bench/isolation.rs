@@ -101,9 +101,12 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
          template's MaximumConcurrency): every {EVERY}th to the healthy user ({HEALTHY} in all), the others \
          ({HANGING}) to the other user, starting while its subscription still counts as healthy. A third run \
          sends the same healthy events at the same ticks and nothing else. Latency is from the fan-out call to \
-         the request's arrival at the healthy receiver. {ROUNDS} rounds alternate the three runs, each on fresh \
-         queues and tables, after one warm-up run that is not counted; the figures pool them ({samples} \
-         deliveries each). The load average when the section started was {load} on {} cores (other builds share \
+         the request's arrival at the healthy receiver. {ROUNDS} rounds alternate the three runs, each on a \
+         fresh DynamoDB Local and fresh queues, after one warm-up run that is not counted; the figures pool them \
+         ({samples} deliveries each). A fresh DynamoDB Local, because each of its writes to a table with a stream \
+         walks the stream records of every table made before it (its records table has no index by stream, and \
+         deleting a table keeps them): without it, each run's writes would cost more than the run's before, \
+         whatever its kind. The load average when the section started was {load} on {} cores (other builds share \
          this machine).\n",
         TICK.as_millis(),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
@@ -239,8 +242,9 @@ impl Stages {
     }
 }
 
-/// One run on fresh tables and queues, with both lanes' pumps.
+/// One run on a fresh DynamoDB Local and fresh queues, with both lanes' pumps.
 async fn measure(bench: &Bench, round: usize, neighbour: Neighbour) -> Result<Run, String> {
+    career_service::fresh_dynamodb().await?;
     let pipeline = Pipeline::start(false).await;
     let settings = pipeline.settings().clone();
     let pumps = lane_pumps(&pipeline);

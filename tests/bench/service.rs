@@ -183,13 +183,17 @@ fn main() {
     std::process::exit(0);
 }
 
-/// Runs one section in its own task, so a panic becomes a failed section, not a lost report.
+/// Runs one section in its own task, so a panic becomes a failed section, not a lost report,
+/// on a fresh DynamoDB Local, so its figures do not depend on which sections ran before it.
 async fn section<F>(number: u8, title: &'static str, run: F) -> Section
 where
     F: Future<Output = Result<Section, String>> + Send + 'static,
 {
     progress(format!("{number}. {title}"));
     let started = Instant::now();
+    if let Err(error) = career_service::fresh_dynamodb().await {
+        return Section::failed(number, title, &format!("starting a fresh DynamoDB Local: {error}"));
+    }
     let outcome = match tokio::spawn(run).await {
         // The number given here is the one the report uses, whatever the section set.
         Ok(Ok(section)) => Section { number, ..section },

@@ -34,6 +34,8 @@ pub struct Services {
     pub settings: Settings,
     /// See [`sink_url`].
     pub sink_url: String,
+    /// Asks the services' runtime for a fresh DynamoDB Local ([`fresh_dynamodb`]).
+    fresh_dynamodb: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<Result<(), String>>>,
 }
 
 /// Every stack of this test binary: its tables and its deployment of the template.
@@ -96,11 +98,12 @@ pub fn services() -> &'static Services {
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Runtime::new().expect("a runtime for the services");
             runtime.block_on(async move {
-                let stack = LocalStack::start(&installed(), None, base_settings())
+                let mut stack = LocalStack::start(&installed(), None, base_settings())
                     .await
                     .unwrap_or_else(|e| panic!("starting the local services: {e:#}"));
                 let sink = receiver::Receiver::start(&[200], std::time::Duration::ZERO).await;
                 register(&stack.settings, stack.deployment.clone());
+                let (fresh_dynamodb, mut requests) = tokio::sync::mpsc::unbounded_channel();
                 ready
                     .send(Services {
                         dynamodb_endpoint: stack.dynamodb.endpoint.clone(),
@@ -108,13 +111,69 @@ pub fn services() -> &'static Services {
                         queues: stack.queues.clone(),
                         settings: stack.settings.clone(),
                         sink_url: sink.url.clone(),
+                        fresh_dynamodb,
                     })
                     .expect("the test waits for the services");
+                while let Some(done) = requests.recv().await {
+                    let restarted = stack.restart_dynamodb(&installed()).await.map_err(|e| format!("{e:#}"));
+                    let _ = done.send(restarted);
+                }
                 std::future::pending::<()>().await;
             });
         });
         started.recv().expect("the local services started")
     })
+}
+
+/// Replaces the services' DynamoDB Local with a new, empty one on the same endpoint, with
+/// the base stack's tables made again (every other stack's tables are gone): for a
+/// benchmark whose parts must not pay for the stream records of the parts before
+/// ([`careerctl::stack::LocalStack::restart_dynamodb`] says why they would).
+///
+/// A new JVM answers its first few thousand requests slowly (its JIT compiler has not seen
+/// them yet), so it is first warmed with the calls a delivery makes on the base stack's
+/// delivery log: a conditional put, a query, an update and a delete of a scratch record.
+pub async fn fresh_dynamodb() -> Result<(), String> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    const WARM_UP_RECORDS: usize = 250;
+    let (done, restarted) = tokio::sync::oneshot::channel();
+    services().fresh_dynamodb.send(done).map_err(|_| "the services' runtime has ended".to_owned())?;
+    restarted.await.map_err(|_| "the services' runtime has ended".to_owned())??;
+    let (dynamodb, table) = (dynamodb(), &services().settings.tables.deliveries);
+    let partition = AttributeValue::S("whk_warmup#0".into());
+    for n in 0..WARM_UP_RECORDS {
+        let id = AttributeValue::S(format!("dlv_warmup{n}"));
+        let key = [("logPartition".to_owned(), partition.clone()), ("deliveryId".to_owned(), id)];
+        let warm_up = async {
+            dynamodb
+                .put_item()
+                .table_name(table)
+                .set_item(Some(key.clone().into()))
+                .condition_expression("attribute_not_exists(deliveryId)")
+                .send()
+                .await?;
+            dynamodb
+                .query()
+                .table_name(table)
+                .key_condition_expression("logPartition = :p")
+                .expression_attribute_values(":p", partition.clone())
+                .limit(5)
+                .send()
+                .await?;
+            dynamodb
+                .update_item()
+                .table_name(table)
+                .set_key(Some(key.clone().into()))
+                .update_expression("SET attempts = :n")
+                .expression_attribute_values(":n", AttributeValue::N(n.to_string()))
+                .send()
+                .await?;
+            dynamodb.delete_item().table_name(table).set_key(Some(key.into())).send().await?;
+            Ok::<_, aws_sdk_dynamodb::Error>(())
+        };
+        warm_up.await.map_err(|e| format!("warming the fresh DynamoDB Local up: {e}"))?;
+    }
+    Ok(())
 }
 
 /// A receiver on loopback that answers 200 to every request (paths under it reach it too),
