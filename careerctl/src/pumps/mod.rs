@@ -9,6 +9,7 @@ mod stream;
 use std::time::Duration;
 
 pub use queue::{run_queue_pump, sqs_event};
+pub(crate) use stream::stream_event;
 pub use stream::run_stream_pump;
 
 /// Runs the sweep function every `every`, as the schedule does on AWS, until `stop` resolves.
