@@ -212,12 +212,16 @@ mod tests {
 
     #[test]
     fn a_pattern_matches_on_every_field_it_names() {
-        let pattern = json!({"dynamodb": {"Keys": {"userId": {"S": ["u"]}}, "NewImage": {"status": {"S": ["completed"]}}}});
+        let pattern =
+            json!({"dynamodb": {"Keys": {"userId": {"S": ["u"]}}, "NewImage": {"status": {"S": ["completed"]}}}});
         let record = |user: &str, status: &str| json!({"eventName": "MODIFY", "dynamodb": {"Keys": {"userId": {"S": user}}, "NewImage": {"status": {"S": status}, "userId": {"S": user}}}});
         assert!(matches_pattern(&pattern, &record("u", "completed")));
         assert!(!matches_pattern(&pattern, &record("v", "completed")));
         assert!(!matches_pattern(&pattern, &record("u", "started")));
-        assert!(!matches_pattern(&pattern, &json!({"eventName": "REMOVE", "dynamodb": {"Keys": {"userId": {"S": "u"}}}})));
+        assert!(!matches_pattern(
+            &pattern,
+            &json!({"eventName": "REMOVE", "dynamodb": {"Keys": {"userId": {"S": "u"}}}})
+        ));
     }
 
     #[test]
@@ -243,7 +247,8 @@ mod tests {
     #[test]
     fn a_stream_filter_names_the_dynamodb_key_only() {
         let source = |pattern: &str| {
-            let properties = serde_yaml::to_value(json!({"FilterCriteria": {"Filters": [{"Pattern": pattern}]}})).unwrap();
+            let properties =
+                serde_yaml::to_value(json!({"FilterCriteria": {"Filters": [{"Pattern": pattern}]}})).unwrap();
             stream_filters(&properties).map_err(|e| e.to_string())
         };
         assert!(source(r#"{"dynamodb": {"NewImage": {"userId": {"S": [{"exists": true}]}}}}"#).is_ok());

@@ -342,7 +342,18 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             let streams = aws_sdk_dynamodbstreams::Client::new(clients.sdk());
             let mut progress = |line: String| eprintln!("careerctl: {line}");
             let filters = filters.into_iter().collect();
-            json(careerctl::streams::replay(clients.sqs(), &streams, &fanout, &filters, &from, discard_lost, &mut progress).await)
+            json(
+                careerctl::streams::replay(
+                    clients.sqs(),
+                    &streams,
+                    &fanout,
+                    &filters,
+                    &from,
+                    discard_lost,
+                    &mut progress,
+                )
+                .await,
+            )
         }
         Command::Notifications { inbox_url } => {
             let notifications = careerctl::notifications::take(clients.sqs(), &inbox_url).await?;

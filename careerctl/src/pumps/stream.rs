@@ -174,12 +174,18 @@ async fn give_up(sqs: &aws_sdk_sqs::Client, source: &StreamSource, shard_id: &st
 /// The invocation record of a batch given up on, as AWS documents it for a DynamoDB stream:
 /// where the batch is (from the failed record `from` to its last), not its records. The
 /// function answered with batch item failures, so there is no `functionError`.
-fn on_failure_record(source: &StreamSource, shard_id: &str, batch: &StreamEvent, from: &str) -> Option<OnFailureRecord> {
+fn on_failure_record(
+    source: &StreamSource,
+    shard_id: &str,
+    batch: &StreamEvent,
+    from: &str,
+) -> Option<OnFailureRecord> {
     let from_index = batch.records.iter().position(|r| r.change.sequence_number.as_deref() == Some(from))?;
     let records = &batch.records[from_index..];
     let (first, last) = (records.first()?, records.last()?);
     let sequence = |record: &EventRecord| SequenceNumber::try_from(record.change.sequence_number.clone()?).ok();
-    let arrival = |record: &EventRecord| record.change.approximate_creation_date_time.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let arrival =
+        |record: &EventRecord| record.change.approximate_creation_date_time.format("%Y-%m-%dT%H:%M:%SZ").to_string();
     Some(OnFailureRecord {
         request_context: RequestContext {
             request_id: request_id(),
