@@ -181,7 +181,7 @@ pub type StreamFilters = HashMap<String, Vec<Json>>;
 
 /// How long the replay keeps a received message out of sight: a message it could not
 /// recover is made visible again at the end of the run, so one run sees each message once.
-const IN_SIGHT_AFTER_SECONDS: i32 = 900;
+const OUT_OF_SIGHT_SECONDS: i32 = 900;
 
 /// Empty pages of a shard read in a row before the replay stops looking for the batch's
 /// last record (DynamoDB Streams may answer empty pages before the records).
@@ -210,7 +210,9 @@ pub async fn replay(
             .receive_message()
             .queue_url(queue)
             .max_number_of_messages(10)
-            .visibility_timeout(IN_SIGHT_AFTER_SECONDS)
+            .visibility_timeout(OUT_OF_SIGHT_SECONDS)
+            // A long poll asks every SQS server, so an empty answer means an empty queue.
+            .wait_time_seconds(1)
             .send()
             .await
             .context("receiving from the stream failures queue")?;
@@ -245,7 +247,9 @@ pub async fn replay(
                 Err(failed) => {
                     let batch = failed.batch.as_ref().map_or_else(|| "a message".to_owned(), describe);
                     let what = if delete { "deleted" } else { "kept" };
-                    progress(format!("{seen}: {batch} not recovered ({:?}: {}; {what})", failed.reason, failed.detail));
+                    let reason = serde_json::to_value(failed.reason).expect("a reason serializes");
+                    let reason = reason.as_str().unwrap_or_default();
+                    progress(format!("{seen}: {batch} not recovered ({reason}: {}; {what})", failed.detail));
                     replayed.not_recovered.push(NotRecovered {
                         message_id: message.message_id().unwrap_or_default().to_owned(),
                         batch: failed.batch,
