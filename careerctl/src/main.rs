@@ -211,9 +211,10 @@ enum StreamsCommand {
     /// delivery that has its record already is not queued again. Prints {"recovered": n,
     /// "records": m, "notRecovered": [{"messageId", "batch", "reason", "detail", "deleted"}]}
     /// (reason: trimmed or shardGone, lost for good; fanOutFailed, streamError,
-    /// unknownStream or unreadable, kept for another run) and a progress line per message on
-    /// stderr. Needs the fan-out's variables (WEBHOOKS_TABLE, DELIVERIES_TABLE,
-    /// DELIVERY_QUEUE_URL, DELIVERY_RETRY_QUEUE_URL, OPERATOR_TOPIC_ARN).
+    /// unknownStream or unreadable, kept for another run), and on stderr a progress line per
+    /// message and the fan-out's own log lines. Needs the fan-out's variables (WEBHOOKS_TABLE,
+    /// DELIVERIES_TABLE, DELIVERY_QUEUE_URL, DELIVERY_RETRY_QUEUE_URL, OPERATOR_TOPIC_ARN) and
+    /// the tables of its streams (PROFILES_TABLE, ASSESSMENTS_TABLE).
     Replay {
         /// The stream failures queue's URL (the stack's StreamFailuresQueueUrl output).
         #[arg(long, env = "STREAM_FAILURES_QUEUE_URL")]
@@ -333,6 +334,9 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
         }
         Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
         Command::Streams(StreamsCommand::Replay { from, discard_lost }) => {
+            // The fan-out's own log lines (what it fanned out, why a record failed) beside the
+            // progress lines, off stdout, which holds the summary.
+            career_core::telemetry::init_writing_to(std::io::stderr);
             let settings = Settings::from_env()?;
             let fanout = career_fanout::Deps::new(&clients, &settings)?;
             let template = careerctl::template::Template::shipped();

@@ -318,7 +318,10 @@ async fn replay_message(
         let response = career_fanout::handle(fanout, passed).await;
         if let Some(failure) = response.batch_item_failures.first() {
             let at = failure.item_identifier.clone().unwrap_or_default();
-            return Err(failed(Unrecovered::FanOutFailed, format!("at sequence number {at} (see its log line)")));
+            return Err(failed(
+                Unrecovered::FanOutFailed,
+                format!("at sequence number {at} (the fan-out's log line says why)"),
+            ));
         }
     }
     Ok((batch, count))
