@@ -154,3 +154,57 @@ fn every_event_source_has_its_tables_stream_on_the_fan_out_and_its_filters_pass_
         assert_eq!(event.map(|e| e.kind()), Some(source.kind));
     }
 }
+
+/// The filters name only the `dynamodb` key (the local stack refuses any other, as AWS
+/// honours no other), and they say what clauses on `eventName` said: a removal reaches the
+/// fan-out from no stream, an insert from neither of the operational streams (a
+/// subscription or a delivery is created healthy, `pending` or `skipped`: no transition),
+/// and a new profile or a completed assessment passes as an insert too.
+#[test]
+fn the_stream_filters_drop_removals_everywhere_and_inserts_where_only_a_change_is_an_event() {
+    let tables = career_core::config::TableNames::with_prefix("paper-");
+    let sources =
+        crate::event_sources::stream_sources(&Template::shipped(), &resolved_on_paper(&tables), function::FANOUT)
+            .unwrap();
+    let passes = |source: &crate::event_sources::StreamSource, record: serde_json::Value| {
+        source.filters.is_empty()
+            || source.filters.iter().any(|pattern| crate::event_sources::matches_pattern(pattern, &record))
+    };
+    // An item with every attribute the filters look at, as each transition leaves it.
+    let item = serde_json::json!({
+        "userId": {"S": "user-1"}, "profileId": {"S": "x_1"}, "status": {"S": "completed"},
+        "failingSince": {"S": "2026-11-27T08:00:00.000Z"}, "disabledReason": {"S": "failing"},
+        "recoveredAt": {"S": "2026-11-27T08:00:00.000Z"},
+    });
+    let failed = serde_json::json!({"userId": {"S": "user-1"}, "status": {"S": "failed"}});
+    let record = |name: &str, old: Option<&serde_json::Value>, new: Option<&serde_json::Value>| {
+        let mut change = serde_json::json!({"Keys": {"userId": {"S": "user-1"}}, "SequenceNumber": "1"});
+        if let Some(old) = old {
+            change["OldImage"] = old.clone();
+        }
+        if let Some(new) = new {
+            change["NewImage"] = new.clone();
+        }
+        serde_json::json!({"eventName": name, "dynamodb": change})
+    };
+    let table = |source: &crate::event_sources::StreamSource| {
+        [&tables.profiles, &tables.assessments, &tables.webhooks, &tables.deliveries]
+            .into_iter()
+            .find(|t| source.stream_arn.contains(&format!("table/{t}/stream")))
+            .cloned()
+            .unwrap_or_else(|| panic!("a stream of another table: {}", source.stream_arn))
+    };
+    assert_eq!(sources.len(), 4);
+    for source in &sources {
+        let table = table(source);
+        for image in [&item, &failed] {
+            assert!(!passes(source, record("REMOVE", Some(image), None)), "{table}: a removal passes");
+        }
+        let insert = |image| passes(source, record("INSERT", None, Some(image)));
+        if table == tables.webhooks || table == tables.deliveries {
+            assert!(!insert(&item) && !insert(&failed), "{table}: an insert passes");
+        } else {
+            assert!(insert(&item), "{table}: an insert of an event is dropped");
+        }
+    }
+}

@@ -3,10 +3,12 @@
 //! concurrency, the filters and what happens to a batch that keeps failing.
 
 use anyhow::{bail, Context};
+use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
+use career_core::config::TableNames;
 use serde_json::Value as Json;
 use serde_yaml::Value;
 
-use crate::template::{scalar, Resolver, Template};
+use crate::template::{scalar, Physical, Resolver, Template, ACCOUNT};
 
 /// A DynamoDB stream event source.
 #[derive(Clone, Debug)]
@@ -20,6 +22,8 @@ pub struct StreamSource {
     pub maximum_retry_attempts: u32,
     /// Where the metadata of a batch that ran out of retries goes: a queue URL.
     pub on_failure: Option<String>,
+    /// The function's ARN, which that metadata names.
+    pub function_arn: String,
 }
 
 /// An SQS event source.
@@ -55,17 +59,13 @@ fn queue_url(resolver: &Resolver, arn: &str) -> anyhow::Result<String> {
 
 /// The DynamoDB stream sources of `function`.
 pub fn stream_sources(template: &Template, resolver: &Resolver, function: &str) -> anyhow::Result<Vec<StreamSource>> {
+    let name = template.resource(function)?.property("FunctionName").map(|name| resolver.text(name)).transpose()?;
+    let name = name.with_context(|| format!("{function} has no FunctionName"))?;
+    let function_arn = format!("arn:aws:lambda:{}:{ACCOUNT}:function:{name}", resolver.region);
     let mut sources = Vec::new();
     for properties in events(template, function, "DynamoDB")? {
         let properties = resolver.resolve(properties)?;
-        let mut filters = Vec::new();
-        let listed = properties.get("FilterCriteria").and_then(|f| f.get("Filters")).and_then(Value::as_sequence);
-        for filter in listed.into_iter().flatten() {
-            let pattern = filter.get("Pattern").and_then(Value::as_str).context("a filter without a pattern")?;
-            let pattern = serde_json::from_str(pattern).with_context(|| format!("a filter pattern: {pattern}"))?;
-            check_pattern(&pattern)?;
-            filters.push(pattern);
-        }
+        let filters = stream_filters(&properties)?;
         let on_failure = properties.get("DestinationConfig").and_then(|d| d.get("OnFailure"));
         let on_failure = on_failure.and_then(|d| d.get("Destination")).and_then(Value::as_str);
         sources.push(StreamSource {
@@ -78,9 +78,63 @@ pub fn stream_sources(template: &Template, resolver: &Resolver, function: &str) 
             filters,
             maximum_retry_attempts: number(&properties, "MaximumRetryAttempts", 10_000)? as u32,
             on_failure: on_failure.map(|arn| queue_url(resolver, arn)).transpose()?,
+            function_arn: function_arn.clone(),
         });
     }
     Ok(sources)
+}
+
+/// The filter patterns of a stream source's `properties`. A DynamoDB event source filters
+/// on the record's `dynamodb` key only (AWS's "Using event filtering with a DynamoDB event
+/// source"), so a pattern naming another key is refused here as AWS would not honour it.
+fn stream_filters(properties: &Value) -> anyhow::Result<Vec<Json>> {
+    let mut filters = Vec::new();
+    let listed = properties.get("FilterCriteria").and_then(|f| f.get("Filters")).and_then(Value::as_sequence);
+    for filter in listed.into_iter().flatten() {
+        let pattern = filter.get("Pattern").and_then(Value::as_str).context("a filter without a pattern")?;
+        let pattern: Json = serde_json::from_str(pattern).with_context(|| format!("a filter pattern: {pattern}"))?;
+        if let Some(key) = pattern.as_object().into_iter().flat_map(|p| p.keys()).find(|key| *key != "dynamodb") {
+            bail!("a DynamoDB stream filter may name only the dynamodb key, not {key:?}: {pattern}");
+        }
+        check_pattern(&pattern)?;
+        filters.push(pattern);
+    }
+    Ok(filters)
+}
+
+/// The filters of `function`'s stream sources by the name of the table whose stream each
+/// reads, in a stack whose tables `tables` names (a deployed one: nothing else of it needs
+/// resolving).
+pub fn stream_filters_by_table(
+    template: &Template,
+    tables: &TableNames,
+    function: &str,
+) -> anyhow::Result<Vec<(String, Vec<Json>)>> {
+    // Each table's stream resolves to the table's name, which a stream's ARN carries.
+    let mut resolver = Resolver::default();
+    for table in template.resources_of("AWS::DynamoDB::Table") {
+        let name = crate::resources::table_name(table.logical_id, tables)?.to_owned();
+        let physical = Physical { reference: name.clone(), attributes: [("StreamArn".to_owned(), name)].into() };
+        resolver.resources.insert(table.logical_id.to_owned(), physical);
+    }
+    let mut filters = Vec::new();
+    for properties in events(template, function, "DynamoDB")? {
+        let stream = properties.get("Stream").context("a stream source without a stream")?;
+        filters.push((resolver.text(stream)?, stream_filters(properties)?));
+    }
+    Ok(filters)
+}
+
+/// The records of `batch` that pass `filters` (any of them; all records when there are
+/// none), as the event source hands them to the function.
+pub fn passing(filters: &[Json], batch: &StreamEvent) -> StreamEvent {
+    let passes = |record: &EventRecord| {
+        let record = serde_json::to_value(record).expect("a stream record serializes");
+        filters.is_empty() || filters.iter().any(|pattern| matches_pattern(pattern, &record))
+    };
+    let mut passed = batch.clone();
+    passed.records.retain(passes);
+    passed
 }
 
 /// The SQS sources of `function`.
@@ -159,30 +213,47 @@ mod tests {
     #[test]
     fn a_pattern_matches_on_every_field_it_names() {
         let pattern =
-            json!({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {"status": {"S": ["completed"]}}}});
-        let record = |name: &str, status: &str| json!({"eventName": name, "dynamodb": {"NewImage": {"status": {"S": status}, "userId": {"S": "u"}}}});
-        assert!(matches_pattern(&pattern, &record("MODIFY", "completed")));
-        assert!(!matches_pattern(&pattern, &record("REMOVE", "completed")));
-        assert!(!matches_pattern(&pattern, &record("INSERT", "started")));
-        assert!(!matches_pattern(&pattern, &json!({"eventName": "INSERT"})));
+            json!({"dynamodb": {"Keys": {"userId": {"S": ["u"]}}, "NewImage": {"status": {"S": ["completed"]}}}});
+        let record = |user: &str, status: &str| json!({"eventName": "MODIFY", "dynamodb": {"Keys": {"userId": {"S": user}}, "NewImage": {"status": {"S": status}, "userId": {"S": user}}}});
+        assert!(matches_pattern(&pattern, &record("u", "completed")));
+        assert!(!matches_pattern(&pattern, &record("v", "completed")));
+        assert!(!matches_pattern(&pattern, &record("u", "started")));
+        assert!(!matches_pattern(
+            &pattern,
+            &json!({"eventName": "REMOVE", "dynamodb": {"Keys": {"userId": {"S": "u"}}}})
+        ));
     }
 
     #[test]
     fn exists_and_anything_but_match_as_lambda_matches_them() {
-        let failing = json!({"eventName": ["MODIFY"], "dynamodb": {
+        let failing = json!({"dynamodb": {
             "NewImage": {"failingSince": {"S": [{"exists": true}]}},
-            "OldImage": {"failingSince": {"S": [{"exists": false}]}}}});
+            "OldImage": {"userId": {"S": [{"exists": true}]}, "failingSince": {"S": [{"exists": false}]}}}});
         let record = |old: serde_json::Value, new: serde_json::Value| json!({"eventName": "MODIFY", "dynamodb": {"OldImage": old, "NewImage": new}});
         let since = json!({"failingSince": {"S": "2026-11-27T08:00:00.000Z"}});
         assert!(matches_pattern(&failing, &record(json!({"userId": {"S": "u"}}), since.clone())));
         assert!(!matches_pattern(&failing, &record(since.clone(), since.clone())));
         assert!(!matches_pattern(&failing, &record(json!({}), json!({}))));
+        let insert = json!({"eventName": "INSERT", "dynamodb": {"NewImage": since.clone()}});
+        assert!(!matches_pattern(&failing, &insert), "a field of a missing old image is absent, its key too");
         let exhausted = json!({"dynamodb": {"NewImage": {"status": {"S": ["failed"]}},
                                             "OldImage": {"status": {"S": [{"anything-but": ["failed"]}]}}}});
         let status = |s: &str| json!({"status": {"S": s}});
         assert!(matches_pattern(&exhausted, &record(status("pending"), status("failed"))));
         assert!(!matches_pattern(&exhausted, &record(status("failed"), status("failed"))));
         assert!(!matches_pattern(&exhausted, &record(json!({}), status("failed"))), "anything-but wants the field");
+    }
+
+    #[test]
+    fn a_stream_filter_names_the_dynamodb_key_only() {
+        let source = |pattern: &str| {
+            let properties =
+                serde_yaml::to_value(json!({"FilterCriteria": {"Filters": [{"Pattern": pattern}]}})).unwrap();
+            stream_filters(&properties).map_err(|e| e.to_string())
+        };
+        assert!(source(r#"{"dynamodb": {"NewImage": {"userId": {"S": [{"exists": true}]}}}}"#).is_ok());
+        let refused = source(r#"{"eventName": ["MODIFY"], "dynamodb": {"NewImage": {}}}"#).unwrap_err();
+        assert!(refused.contains("eventName"), "{refused}");
     }
 
     #[test]

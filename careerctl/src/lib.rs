@@ -20,6 +20,7 @@ pub mod queue_snapshot;
 pub mod resources;
 pub mod services;
 pub mod stack;
+pub mod streams;
 pub mod template;
 
 use std::io::Write;

@@ -51,6 +51,9 @@ enum Command {
     /// Create the service's DynamoDB tables (those that do not exist yet).
     #[command(subcommand)]
     Tables(TablesCommand),
+    /// Re-run the stream records that the fan-out gave up on.
+    #[command(subcommand)]
+    Streams(StreamsCommand),
     /// Maintain webhook subscriptions.
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
@@ -201,6 +204,29 @@ enum DeliveriesCommand {
 }
 
 #[derive(Subcommand)]
+enum StreamsCommand {
+    /// Re-run, through the fan-out's code with your credentials, the stream records of every
+    /// batch that the stream failures queue names, while the stream still holds them (24
+    /// hours), and delete each message recovered. A record run again sends nothing twice: a
+    /// delivery that has its record already is not queued again. Prints {"recovered": n,
+    /// "records": m, "notRecovered": [{"messageId", "batch", "reason", "detail", "deleted"}]}
+    /// (reason: trimmed or shardGone, lost for good; fanOutFailed, streamError,
+    /// unknownStream or unreadable, kept for another run), and on stderr a progress line per
+    /// message and the fan-out's own log lines. Needs the fan-out's variables (WEBHOOKS_TABLE,
+    /// DELIVERIES_TABLE, DELIVERY_QUEUE_URL, DELIVERY_RETRY_QUEUE_URL, OPERATOR_TOPIC_ARN) and
+    /// the tables of its streams (PROFILES_TABLE, ASSESSMENTS_TABLE).
+    Replay {
+        /// The stream failures queue's URL (the stack's StreamFailuresQueueUrl output).
+        #[arg(long, env = "STREAM_FAILURES_QUEUE_URL")]
+        from: String,
+        /// Also delete the messages whose records the stream no longer holds (trimmed or
+        /// shardGone), once you have what the output says about them.
+        #[arg(long)]
+        discard_lost: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum TablesCommand {
     /// Create every table that is missing; prints {"created": [...]}.
     Create,
@@ -307,6 +333,32 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             json(admin.redrive(clients.sqs(), &from, &to).await)
         }
         Command::Tables(TablesCommand::Create) => json(admin.create_tables().await),
+        Command::Streams(StreamsCommand::Replay { from, discard_lost }) => {
+            // The fan-out's own log lines (what it fanned out, why a record failed) beside the
+            // progress lines, off stdout, which holds the summary.
+            career_core::telemetry::init_writing_to(std::io::stderr);
+            let settings = Settings::from_env()?;
+            let fanout = career_fanout::Deps::new(&clients, &settings)?;
+            let template = careerctl::template::Template::shipped();
+            let fanout_function = careerctl::template::function::FANOUT;
+            let filters =
+                careerctl::event_sources::stream_filters_by_table(&template, &settings.tables, fanout_function)?;
+            let streams = aws_sdk_dynamodbstreams::Client::new(clients.sdk());
+            let mut progress = |line: String| eprintln!("careerctl: {line}");
+            let filters = filters.into_iter().collect();
+            json(
+                careerctl::streams::replay(
+                    clients.sqs(),
+                    &streams,
+                    &fanout,
+                    &filters,
+                    &from,
+                    discard_lost,
+                    &mut progress,
+                )
+                .await,
+            )
+        }
         Command::Notifications { inbox_url } => {
             let notifications = careerctl::notifications::take(clients.sqs(), &inbox_url).await?;
             Ok(serde_json::json!({ "notifications": notifications }))

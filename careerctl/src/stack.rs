@@ -105,6 +105,8 @@ impl LocalStack {
         // So a function run under `cargo lambda watch` behaves as it does in the local stack
         // (the settings hold the stack's lanes and KMS key).
         vars.extend(self.settings.to_env());
+        // What `careerctl streams replay` reads.
+        vars.push(("STREAM_FAILURES_QUEUE_URL", self.queues.stream_failures.clone()));
         // Where `careerctl notifications` reads what the operator topic was sent.
         vars.extend(self.deployment.operator_inbox().ok().map(|url| ("OPERATOR_INBOX_URL", url)));
         let mut lines: String = vars.iter().map(|(name, value)| format!("export {name}='{value}'\n")).collect();

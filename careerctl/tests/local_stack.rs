@@ -152,7 +152,8 @@ fn its_env_file_gives_a_function_the_stacks_settings() {
     ] {
         assert_eq!(vars.get(name), Some(&value), "{name} in {text}");
     }
-    for lane in ["DELIVERY_QUEUE_URL", "DELIVERY_RETRY_QUEUE_URL", "DEAD_LETTER_QUEUE_URL"] {
+    for lane in ["DELIVERY_QUEUE_URL", "DELIVERY_RETRY_QUEUE_URL", "DEAD_LETTER_QUEUE_URL", "STREAM_FAILURES_QUEUE_URL"]
+    {
         assert!(vars.get(lane).is_some_and(|url| url.starts_with("http://127.0.0.1:")), "{lane} in {text}");
     }
     for set in ["CURSOR_SIGNING_KEY", "SECRETS_KMS_KEY_ID", "AWS_ENDPOINT_URL_DYNAMODB", "CAREER_DEMO_KEY"] {

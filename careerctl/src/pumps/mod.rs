@@ -10,6 +10,7 @@ use std::time::Duration;
 
 pub use queue::{run_queue_pump, sqs_event};
 pub use stream::run_stream_pump;
+pub(crate) use stream::stream_event;
 
 /// Runs the sweep function every `every`, as the schedule does on AWS, until `stop` resolves.
 pub async fn run_sweeps(sweep: &career_sweep::Deps, every: Duration, stop: impl std::future::Future<Output = ()>) {

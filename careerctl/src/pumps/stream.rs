@@ -13,7 +13,8 @@ use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::ERROR_PAUSE;
-use crate::event_sources::{matches_pattern, StreamSource};
+use crate::event_sources::{passing, StreamSource};
+use crate::streams::{BatchInfo, OnFailureRecord, RequestContext, ResponseContext, SequenceNumber};
 
 /// How long the pump waits before reading again when the streams had nothing new.
 const IDLE_POLL: Duration = Duration::from_millis(200);
@@ -136,12 +137,7 @@ async fn fan_out(
     filters: &[serde_json::Value],
     checkpoints: &mut Checkpoints,
 ) -> Option<String> {
-    let passes = |record: &EventRecord| {
-        let record = serde_json::to_value(record).expect("a stream record serializes");
-        filters.is_empty() || filters.iter().any(|pattern| matches_pattern(pattern, &record))
-    };
-    let mut filtered = batch.clone();
-    filtered.records.retain(passes);
+    let filtered = passing(filters, batch);
     let failed_at = if filtered.records.is_empty() {
         None
     } else {
@@ -163,20 +159,63 @@ async fn fan_out(
 /// Sends what Lambda's on-failure destination gets for a batch that ran out of retries (with
 /// the function's role, as Lambda does), and logs it.
 async fn give_up(sqs: &aws_sdk_sqs::Client, source: &StreamSource, shard_id: &str, batch: &StreamEvent, from: &str) {
-    let last = batch.records.last().and_then(|r| r.change.sequence_number.clone()).unwrap_or_default();
-    let record = serde_json::json!({
-        "requestContext": {"condition": "RetryAttemptsExhausted", "approximateInvokeCount": source.maximum_retry_attempts + 1},
-        "timestamp": Timestamp::now(),
-        "DDBStreamBatchInfo": {
-            "shardId": shard_id, "startSequenceNumber": from, "endSequenceNumber": last,
-            "batchSize": batch.records.len(), "streamArn": source.stream_arn,
-        },
-    });
     tracing::error!(stream = %source.stream_arn, shard = shard_id, from, "stream pump: a batch ran out of retries");
     let Some(queue) = &source.on_failure else { return };
-    if let Err(err) = sqs.send_message().queue_url(queue).message_body(record.to_string()).send().await {
+    let Some(record) = on_failure_record(source, shard_id, batch, from) else {
+        tracing::warn!(shard = shard_id, from, "stream pump: a batch without sequence numbers is not recorded");
+        return;
+    };
+    let body = serde_json::to_string(&record).expect("an on-failure record serializes");
+    if let Err(err) = sqs.send_message().queue_url(queue).message_body(body).send().await {
         tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(err), "stream pump: the on-failure destination refused the batch's record");
     }
+}
+
+/// The invocation record of a batch given up on, as AWS documents it for a DynamoDB stream:
+/// where the batch is (from the failed record `from` to its last), not its records. The
+/// function answered with batch item failures, so there is no `functionError`.
+fn on_failure_record(
+    source: &StreamSource,
+    shard_id: &str,
+    batch: &StreamEvent,
+    from: &str,
+) -> Option<OnFailureRecord> {
+    let from_index = batch.records.iter().position(|r| r.change.sequence_number.as_deref() == Some(from))?;
+    let records = &batch.records[from_index..];
+    let (first, last) = (records.first()?, records.last()?);
+    let sequence = |record: &EventRecord| SequenceNumber::try_from(record.change.sequence_number.clone()?).ok();
+    let arrival =
+        |record: &EventRecord| record.change.approximate_creation_date_time.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    Some(OnFailureRecord {
+        request_context: RequestContext {
+            request_id: request_id(),
+            function_arn: source.function_arn.clone(),
+            condition: "RetryAttemptsExhausted".to_owned(),
+            approximate_invoke_count: source.maximum_retry_attempts + 1,
+        },
+        response_context: ResponseContext {
+            status_code: 200,
+            executed_version: "$LATEST".to_owned(),
+            function_error: None,
+        },
+        version: "1.0".to_owned(),
+        timestamp: Timestamp::now().to_string(),
+        batch: BatchInfo {
+            shard_id: shard_id.to_owned(),
+            start_sequence_number: sequence(first)?,
+            end_sequence_number: sequence(last)?,
+            approximate_arrival_of_first_record: arrival(first),
+            approximate_arrival_of_last_record: arrival(last),
+            batch_size: records.len(),
+            stream_arn: source.stream_arn.clone(),
+        },
+    })
+}
+
+/// A request id as Lambda writes one: a random UUID.
+fn request_id() -> String {
+    let hex: String = career_core::random::random_bytes::<16>().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 /// Opens an iterator for every shard that has none: after its checkpoint, or from the start.
@@ -214,7 +253,7 @@ async fn discover_shards(
 }
 
 /// The event Lambda would build from these records.
-fn stream_event(stream_arn: &str, records: Vec<Record>) -> StreamEvent {
+pub(crate) fn stream_event(stream_arn: &str, records: Vec<Record>) -> StreamEvent {
     let mut event = StreamEvent::default();
     event.records = records.into_iter().map(|record| event_record(stream_arn, record)).collect();
     event
