@@ -415,24 +415,12 @@ impl DeliveryTable {
         attempt: &AttemptRecord,
         lease: Option<Lease>,
     ) -> Result<bool, StoreError> {
-        let mut expression = upsert(message, body, attempt.status, attempt.at)
-            .add("attempts", 1)
+        let mut expression = counted(upsert(message, body, attempt.status, attempt.at), attempt)
             .add("roundAttempts", 1)
-            .set("lastAttemptAt", time(attempt.at))
             .remove(LEASE_UNTIL);
         if attempt.advance_generation {
             expression = expression.set(GENERATION, n(message.generation + 1));
         }
-        expression = match &attempt.response {
-            Some((status, answer)) => {
-                expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer))
-            }
-            None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
-        };
-        expression = match &attempt.error {
-            Some(error) => expression.set(LAST_ERROR, s(error)),
-            None => expression.remove(LAST_ERROR),
-        };
         // Only pending records, which have a next attempt, are in the due index.
         expression = match attempt.next_attempt_at {
             Some(next) => {
@@ -467,20 +455,8 @@ impl DeliveryTable {
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let mut expression = Expression::new().remove(LEASE_UNTIL).add(GENERATION, 1);
         if let Some(attempt) = attempt {
-            expression = expression
-                .add("attempts", 1)
-                .set("lastAttemptAt", time(attempt.at))
-                .set(EXPIRES_AT, n(expires_at(attempt.at).unix_seconds()));
-            expression = match &attempt.response {
-                Some((status, answer)) => {
-                    expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer))
-                }
-                None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
-            };
-            expression = match &attempt.error {
-                Some(error) => expression.set(LAST_ERROR, s(error)),
-                None => expression.remove(LAST_ERROR),
-            };
+            let expiry = n(expires_at(attempt.at).unix_seconds());
+            expression = counted(expression.set(EXPIRES_AT, expiry), attempt);
         }
         let superseded =
             Condition::equals(LEASE_UNTIL, time(lease.until)).and(Condition::above(GENERATION, n(message.generation)));
@@ -913,6 +889,20 @@ fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Ti
         .set_if_absent("eventType", s(message.event.kind().as_str()))
         .set_if_absent("createdAt", time(at))
         .set_if_absent("body", s(String::from_utf8_lossy(body)))
+}
+
+/// Counts `attempt` in an attempt's update: one more attempt, when, and what it got (the
+/// receiver's status and answer, if it answered, and its error).
+fn counted(expression: Expression, attempt: &AttemptRecord) -> Expression {
+    let expression = expression.add("attempts", 1).set("lastAttemptAt", time(attempt.at));
+    let expression = match &attempt.response {
+        Some((status, answer)) => expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer)),
+        None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
+    };
+    match &attempt.error {
+        Some(error) => expression.set(LAST_ERROR, s(error)),
+        None => expression.remove(LAST_ERROR),
+    }
 }
 
 /// The record is still the one of the message's generation (a record written before
