@@ -1,6 +1,7 @@
 //! Deliveries that heal themselves and listen to the receiver (contract section 12), end to
 //! end against DynamoDB Local and the SQS emulator with receivers on loopback: the record
 //! first and the sweep, generations, claims that keep the sweep off a delivery in flight,
+//! manual retries that take a delivery over from a queued copy or an attempt in flight,
 //! per-message acknowledgement, `Retry-After`, `410 Gone` and recovery after an outage.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
