@@ -1,6 +1,7 @@
 //! Deliveries that heal themselves and listen to the receiver (contract section 12), end to
 //! end against DynamoDB Local and the SQS emulator with receivers on loopback: the record
 //! first and the sweep, generations, claims that keep the sweep off a delivery in flight,
+//! manual retries that take a delivery over from a queued copy or an attempt in flight,
 //! per-message acknowledgement, `Retry-After`, `410 Gone` and recovery after an outage.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -361,9 +362,155 @@ async fn a_record_created_for_the_main_lane_is_claimed_for_its_first_attempt() {
     assert_eq!((record.status, record.attempts), (DeliveryStatus::Succeeded, 1));
 }
 
+/// A claim across a manual retry, against DynamoDB Local: the retry leaves it to its holder,
+/// whose attempt is still recorded under it (counted, its answer kept, the record pending for
+/// the new round) and whose hand-on moves the generation past the retry's, so the retry's own
+/// copy is stale; once handed on, the claim is gone. A queued copy gives its unused creation
+/// claim the same way, without an attempt.
+#[tokio::test]
+async fn a_claim_that_a_manual_retry_meets_is_handed_on_by_its_holder() {
+    let pipeline = Pipeline::start(false).await;
+    let user = unique_user();
+    let (subscription, _) =
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let table = deliveries(&pipeline);
+    let now = Timestamp::now();
+    for in_flight in [true, false] {
+        let event = Event::ping(&typed(&subscription));
+        let message = DeliveryMessage::new(&event, &typed(&user), &typed(&subscription));
+        let message = career_core::delivery::plan::created_claimed(message, now);
+        table.insert_new(&[(&message, DeliveryStatus::Pending)], now).await.unwrap();
+        let lease = Lease { until: message.claimed_until.unwrap() };
+        let seen = table.get(&message.subscription_id, &message.delivery_id).await.unwrap().unwrap();
+        let retried = table.restart(&seen, None, now).await.unwrap().unwrap();
+        assert_eq!(retried.generation, message.generation + 1);
+
+        let attempt = in_flight.then(|| delivered(now));
+        if let Some(attempt) = &attempt {
+            assert!(
+                !table.record_attempt(&message, &message.body(), attempt, Some(lease)).await.unwrap(),
+                "superseded"
+            );
+        }
+        let stale = DeliveryMessage { generation: retried.generation, claimed_until: None, ..message.clone() };
+        assert_eq!(table.hand_on(&stale, lease, None).await.unwrap(), None, "only from an older generation");
+        let round = table.hand_on(&message, lease, attempt.as_ref()).await.unwrap().expect("handed on");
+        assert_eq!(round.generation, retried.generation + 1, "past the retry's own copy");
+        let record = &round.record;
+        let expected = if in_flight { (1, Some(204)) } else { (0, None) };
+        assert_eq!(
+            (record.status, record.attempts, record.last_response_status),
+            (DeliveryStatus::Pending, expected.0, expected.1)
+        );
+        assert_eq!(table.hand_on(&message, lease, attempt.as_ref()).await.unwrap(), None, "the claim is gone");
+        let round_message = round.message().unwrap();
+        assert!(matches!(table.claim(&round_message, Lease::from(now), now).await.unwrap(), Claim::Held { .. }));
+        let retry_copy = DeliveryMessage { generation: retried.generation, ..round_message };
+        assert!(matches!(table.claim(&retry_copy, Lease::from(now), now).await.unwrap(), Claim::Refused(_)), "stale");
+    }
+}
+
 fn delivered(at: Timestamp) -> career_core::delivery::log::AttemptRecord {
     let answer = career_core::delivery::attempt::Answer { status: 204, body: String::new(), retry_after: None };
     RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), at)
+}
+
+/// How long a receiver that holds a lane takes to answer 200: long enough that a second
+/// delivery queued behind its first, and a manual retry, come while it is in flight.
+const HOLDS_THE_LANE: Duration = Duration::from_secs(8);
+/// How soon after a manual retry its send must come while another attempt was in flight (an
+/// attempt of 8 s, then a few seconds): well before the claim that attempt held runs out
+/// (the send timeout plus its margin, 30 s from the claim), when a retry that waited for it
+/// would go.
+const RETRY_WITHIN: Duration = Duration::from_secs(20);
+
+/// Retries a delivery by hand, as its owner would: 202, `pending`.
+async fn retry(pipeline: &Pipeline, user: &str, delivery: &str) {
+    let key = pipeline.api.key(user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks/deliveries/retry?id={delivery}");
+    let answer = pipeline.api.request(Method::POST, &path).key(&key).send().await;
+    assert_eq!(answer.assert_status(202)["status"], "pending");
+}
+
+/// Waits until neither lane holds a message (waiting, in flight or delayed), so nothing more
+/// can be sent.
+async fn drained(pipeline: &Pipeline) {
+    use aws_sdk_sqs::types::QueueAttributeName::*;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut held = 0;
+        for queue in [&pipeline.queues.delivery, &pipeline.queues.retry] {
+            for count in
+                [ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible, ApproximateNumberOfMessagesDelayed]
+            {
+                held += pipeline.count(queue, count).await;
+            }
+        }
+        if held == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the lanes still hold {held} messages");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// For each record of the subscription, how often the receiver got it and how many attempts
+/// the record counts.
+async fn sends_and_attempts(pipeline: &Pipeline, subscription: &str, receiver: &Receiver) -> Vec<(usize, u32)> {
+    let received = receiver.received();
+    let sent = |id: &str| received.iter().filter(|r| r.header("webhook-id") == id).count();
+    records(pipeline, subscription).await.iter().map(|r| (sent(r.id.as_str()), r.attempts)).collect()
+}
+
+/// A manual retry of a delivery whose first message still waits in its lane behind another
+/// (a receiver that takes 8 s holds the subscription's message group): the waiting copy is
+/// dropped unsent, and the retry is the delivery's one send, counted. Before, the old copy
+/// was sent (uncounted: the retry had moved the generation on) and the retry's copy again
+/// when the old copy's claim ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_of_a_delivery_waiting_in_its_lane_drops_the_waiting_copy_unsent() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], HOLDS_THE_LANE).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+    let first = receiver.wait_for(1, SOON).await[0].header("webhook-id").to_owned();
+    events(&pipeline, &user, 1).await;
+    let both = records_when(&pipeline, &subscription, 2, |_| true).await;
+    let waiting = both.iter().find(|r| r.id.as_str() != first).unwrap();
+    retry(&pipeline, &user, waiting.id.as_str()).await;
+    assert_eq!(receiver.received().len(), 1, "retried while the first delivery still held the lane");
+
+    let succeeded = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
+    records_within(&pipeline, &subscription, 2, Duration::from_secs(60), succeeded).await;
+    drained(&pipeline).await;
+    assert_eq!(sends_and_attempts(&pipeline, &subscription, &receiver).await, [(1, 1), (1, 1)], "sent once each");
+}
+
+/// A manual retry while the delivery's first attempt is in flight (its receiver answers 200
+/// after 8 s): that attempt's answer is recorded (it counts; the record stays `pending` for the
+/// retry), and the retry is sent as soon as it ended, long before the attempt's claim would
+/// have run out. Before, the attempt was never recorded and the retry waited for the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_during_an_attempt_records_that_attempt_and_is_sent_right_after_it() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], HOLDS_THE_LANE).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+    let delivery = receiver.wait_for(1, SOON).await[0].header("webhook-id").to_owned();
+    let retried = Instant::now();
+    retry(&pipeline, &user, &delivery).await;
+
+    let counted =
+        |r: &DeliveryRecord| (r.status, r.attempts, r.last_response_status) == (DeliveryStatus::Pending, 1, Some(200));
+    records_when(&pipeline, &subscription, 1, counted).await;
+    let sends = receiver.wait_for(2, RETRY_WITHIN.saturating_sub(retried.elapsed())).await;
+    assert!(sends[1].at - retried < RETRY_WITHIN, "the retry went {:?} after it was asked", sends[1].at - retried);
+    let settled = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
+    records_within(&pipeline, &subscription, 1, Duration::from_secs(60), settled).await;
+    drained(&pipeline).await;
+    assert_eq!(sends_and_attempts(&pipeline, &subscription, &receiver).await, [(2, 2)], "each send one attempt");
 }
 
 /// A retry already pending when PATCH drops its kind from the subscription is not sent: it

@@ -23,7 +23,7 @@ use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
@@ -149,7 +149,8 @@ enum Turn {
     Unreadable,
     /// Its claim or its subscription could not be read: it is tried again later.
     NotLoaded,
-    /// The plan's decision, with the subscription and the turn's claim on the record.
+    /// The plan's decision, with the subscription and the turn's claim on the record (for a
+    /// stale copy, the creation claim it holds unused, `plan::unused_claim`).
     Decided { before: Before, subscription: Option<Box<Subscription>>, lease: Option<Lease> },
 }
 
@@ -164,10 +165,17 @@ async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Tur
     let reads = keys.iter().map(|(user_id, id)| deps.webhooks.get(user_id, id));
     let claims = received.iter().map(|r| async move {
         let delivery = r.delivery.as_ref()?;
-        Some(match plan::granted(delivery, r.lane, now) {
-            Some(granted) => Ok(granted),
-            None => deps.deliveries.claim(delivery, Lease::from(now), now).instrument(r.span.clone()).await,
-        })
+        let claim = async {
+            match plan::granted(delivery, r.lane, now) {
+                // A read, not a write: whether a manual retry restarted the record since.
+                Some(lease) => {
+                    let record = deps.deliveries.state(&RecordKey::of(delivery)).await?;
+                    Ok(plan::created_claim(lease, delivery.generation, record))
+                }
+                None => deps.deliveries.claim(delivery, Lease::from(now), now).await,
+            }
+        };
+        Some(claim.instrument(r.span.clone()).await)
     });
     let (subscriptions, claims) =
         tokio::join!(futures_util::future::join_all(reads), futures_util::future::join_all(claims));
@@ -200,11 +208,9 @@ async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Tur
                 claim,
                 subscription: subscription.as_ref().map(|s| SubscriptionState::of(s, kind)),
             };
-            Turn::Decided {
-                before: plan::before_send(&found, now, &deps.policy),
-                subscription,
-                lease: found.claim.lease(),
-            }
+            // A stale copy may hold its record's creation claim unused: it gives it up.
+            let lease = found.claim.lease().or_else(|| plan::unused_claim(delivery, &found.claim));
+            Turn::Decided { before: plan::before_send(&found, now, &deps.policy), subscription, lease }
         })
         .collect()
 }
@@ -228,6 +234,11 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
             }
             Before::Stale => {
                 tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
+                if let Some(lease) = lease {
+                    if let Err(err) = hand_on(deps, received.delivery(), lease, None).await {
+                        tracing::warn!(error = %err, "giving up the unused claim failed; the new round waits for it");
+                    }
+                }
                 acknowledge(deps, received.lane, received.receipt).await
             }
             Before::Skip(reason) => skip(deps, received, reason, Timestamp::now()).await,
@@ -322,8 +333,10 @@ async fn attempt_delivery(
     report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
     match recorded {
         // The attempt stands as recorded; the message follows the plan.
-        Ok(true) => settle(deps, received, after.message).await,
-        Ok(false) => {
+        Ok(Recorded::AsPlanned) => settle(deps, received, after.message).await,
+        // The attempt counts; this copy's round is over, and the new one is on its way.
+        Ok(Recorded::HandedOn) => acknowledge(deps, received.lane, received.receipt).await,
+        Ok(Recorded::Not) => {
             tracing::info!(
                 "the record moved on during the send (another generation, or the claim lapsed); this copy is dropped"
             );
@@ -349,9 +362,20 @@ async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &Sign
     })
 }
 
+/// What became of an attempt's write.
+enum Recorded {
+    /// As the plan said.
+    AsPlanned,
+    /// Under the turn's claim, but a manual retry or a recovery started a new round during the
+    /// send: the attempt counts, and the new round was handed on (see [`hand_on`]).
+    HandedOn,
+    /// Not at all: the turn's claim was gone (or, for a message without one, another
+    /// generation owns the record).
+    Not,
+}
+
 /// The attempt's write (its outcome and the bytes sent), under the turn's claim, and the
-/// subscription's when the plan changes it (independent, so together). `Ok(false)` when
-/// another generation owns the record.
+/// subscription's when the plan changes it (independent, so together).
 async fn record(
     deps: &Deps,
     delivery: &DeliveryMessage,
@@ -360,7 +384,7 @@ async fn record(
     after: &After,
     lease: Option<Lease>,
     now: Timestamp,
-) -> Result<bool, StoreError> {
+) -> Result<Recorded, StoreError> {
     let attempt = after.record.attempt(outcome, now);
     let (recorded, changed) = tokio::join!(
         deps.deliveries.record_attempt(delivery, body, &attempt, lease),
@@ -369,7 +393,41 @@ async fn record(
     if let Err(err) = changed {
         tracing::error!(error = %err, "updating the subscription's failure clock failed");
     }
-    recorded
+    if recorded? {
+        return Ok(Recorded::AsPlanned);
+    }
+    match lease {
+        Some(lease) if hand_on(deps, delivery, lease, Some(&attempt)).await? => Ok(Recorded::HandedOn),
+        _ => Ok(Recorded::Not),
+    }
+}
+
+/// Gives the turn's claim to the round a manual retry or a recovery started while the turn
+/// held it, with the attempt the turn made under it (which then counts) if any, and puts that
+/// round's message on the retry lane at once rather than let the retry's own copy wait for the
+/// claim to end (contract section 12). `Ok(false)` when the turn no longer holds the claim.
+async fn hand_on(
+    deps: &Deps,
+    delivery: &DeliveryMessage,
+    lease: Lease,
+    attempt: Option<&AttemptRecord>,
+) -> Result<bool, StoreError> {
+    let Some(round) = deps.deliveries.hand_on(delivery, lease, attempt).await? else { return Ok(false) };
+    tracing::info!(
+        to_generation = round.generation,
+        "a new round started while this turn held the claim; handed on at once"
+    );
+    // Should this fail, the record is pending and overdue soon: the sweep puts it back.
+    let queued = match round.message() {
+        Ok(message) => deps.queues.hand_over(&[(&message, Duration::ZERO)]).await.map_err(|err| err.to_string()),
+        Err(err) => Err(err.to_string()),
+    };
+    match queued {
+        Ok(refused) if refused.is_empty() => {}
+        Ok(refused) => tracing::error!(error = ?refused, "queueing the new round failed; the sweep puts it back"),
+        Err(err) => tracing::error!(error = %err, "queueing the new round failed; the sweep puts it back"),
+    }
+    Ok(true)
 }
 
 /// Writes the subscription only when the plan changes it.

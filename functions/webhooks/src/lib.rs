@@ -338,7 +338,10 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 }
 
 /// Starts each delivery's schedule again in its next generation (a few at a time: each is a
-/// conditional write), then queues the messages of those restarted, ten a call. With
+/// conditional write), then queues the messages of those restarted, ten a call: on the main
+/// lane, or on the retry lane where a turn may still hold the record (contract section 12:
+/// its holder records its attempt and hands the new round on; the copy queued here is then
+/// stale, or goes once the claim has ended). With
 /// `if_status`, one whose status changed since it was read (a concurrent retry) is left out.
 /// The records first: should a send fail, the sweep finds them pending and overdue.
 async fn restart(
@@ -361,7 +364,14 @@ async fn restart(
     }
     // Those restarted are queued even when another write failed, so they need no sweep.
     let messages: Result<Vec<DeliveryMessage>, _> = restarted.iter().map(StoredDelivery::message).collect();
-    deps.queues.send(Lane::Main, &messages.map_err(|e| ApiError::Internal(Box::new(e)))?).await?;
+    let messages = messages.map_err(|e| ApiError::Internal(Box::new(e)))?;
+    for lane in [Lane::Main, Lane::Retry] {
+        let on_lane: Vec<DeliveryMessage> = (restarted.iter().zip(&messages))
+            .filter(|(stored, _)| plan::restarted_lane(stored.lease_until, now) == lane)
+            .map(|(_, message)| message.clone())
+            .collect();
+        deps.queues.send(lane, &on_lane).await?;
+    }
     match failure {
         Some(err) => Err(err.into()),
         None => Ok(restarted),

@@ -33,7 +33,8 @@ pub struct DeliveryMessage {
     pub generation: u32,
     /// The end of the claim its record was created with (`plan::Lease`), on a first attempt
     /// queued to the main lane: its turn holds the record without a write of its own while
-    /// the claim still leaves time for a send (`plan::granted`). A FIFO queue hands a message
+    /// the claim still leaves time for a send (`plan::granted`) and the record is as its
+    /// creation left it (`plan::created_claim`). A FIFO queue hands a message
     /// to one consumer at a time, so the claim is this message's alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_until: Option<Timestamp>,

@@ -10,7 +10,16 @@
 //! another copy of the message takes the record, and the turn records its outcome under it,
 //! so every attempt counts. The lease is an attribute of the record, not an index key. A
 //! first attempt from the main lane needs no such write when it comes early enough: the
-//! fan-out (or a ping) created the record with a claim its message carries ([`granted`]).
+//! fan-out (or a ping) created the record with a claim its message carries ([`granted`]),
+//! which holds while the record, read at the turn, is still as its creation left it
+//! ([`created_claim`]).
+//!
+//! A manual retry or a recovery starts a new round whatever the record's claim: it moves the
+//! generation on and leaves the claim to its holder. A turn in flight then still records its
+//! attempt under its claim, and a copy of the old round that holds its record's creation
+//! claim unused is dropped unsent ([`unused_claim`]); either gives the new round its claim at
+//! once, in a generation of its own, so the copy the retry queued (which would wait for the
+//! claim to end) is stale and the new round goes out within seconds.
 
 use std::time::Duration;
 
@@ -61,23 +70,52 @@ pub fn created_claimed(message: DeliveryMessage, now: Timestamp) -> DeliveryMess
     DeliveryMessage { claimed_until: Some(Lease::from(now).until), ..message }
 }
 
-/// The claim a first attempt's message carries from the record's creation, held by its turn
-/// at `now` without a write: only on the main lane (a FIFO queue gives a message to one
+/// The claim a first attempt's message carries from the record's creation, which its turn at
+/// `now` may hold without a write: only on the main lane (a FIFO queue gives a message to one
 /// consumer at a time, where the retry lane may hand out a copy twice), and only while it
-/// still leaves time for a send ([`Lease::allows_send_at`]); else the turn claims anew. The
-/// record is as its creation left it: the message's generation, pending, due, no attempt.
-pub fn granted(message: &DeliveryMessage, lane: Lane, now: Timestamp) -> Option<Claim> {
+/// still leaves time for a send ([`Lease::allows_send_at`]); else the turn claims anew.
+/// Whether it holds is the record's to say ([`created_claim`]).
+pub fn granted(message: &DeliveryMessage, lane: Lane, now: Timestamp) -> Option<Lease> {
     let lease = Lease { until: message.claimed_until? };
-    (lane == Lane::Main && lease.allows_send_at(now)).then_some(Claim::Held {
-        record: RecordState {
-            generation: message.generation,
-            status: DeliveryStatus::Pending,
-            round_attempts: 0,
-            next_attempt_at: None,
-            lease_until: Some(lease.until),
-        },
-        lease,
-    })
+    (lane == Lane::Main && lease.allows_send_at(now)).then_some(lease)
+}
+
+/// What the record, read at the turn, says of the creation claim `lease` of a message of
+/// `generation`: held while the record is as its creation left it (that generation, pending,
+/// under that claim). A manual retry or a recovery may have started a new round since the
+/// message was queued; the copy is then stale, and nothing it could send would count.
+pub fn created_claim(lease: Lease, generation: u32, record: Option<RecordState>) -> Claim {
+    match record {
+        None => Claim::Unwritten,
+        Some(record) if !record.is_stale_for(generation) && record.lease_until == Some(lease.until) => {
+            Claim::Held { record, lease }
+        }
+        Some(record) => Claim::Refused(record),
+    }
+}
+
+/// The claim a stale copy still holds on its record, unused: the creation claim of a first
+/// attempt whose record a manual retry or a recovery restarted while it was queued. The copy
+/// is dropped unsent and gives the claim to the new round at once (the turn's `hand_on`),
+/// which would otherwise wait for it to end.
+pub fn unused_claim(message: &DeliveryMessage, claim: &Claim) -> Option<Lease> {
+    let Claim::Refused(record) = claim else { return None };
+    let until = message.claimed_until?;
+    let superseded = record.generation > message.generation && record.status == DeliveryStatus::Pending;
+    (superseded && record.lease_until == Some(until)).then_some(Lease { until })
+}
+
+/// The lane for the message of a round that a manual retry or a recovery started at `now`,
+/// whose record's last claim ends at `lease_until`: the main lane, unless a turn may still
+/// hold the record (an attempt in flight, or a first attempt queued with its creation claim).
+/// Then the retry lane, where the copy waits for the claim without holding up the
+/// subscription's other first attempts; mostly the holder hands the round on before, and
+/// the copy finds itself stale.
+pub fn restarted_lane(lease_until: Option<Timestamp>, now: Timestamp) -> Lane {
+    match lease_until {
+        Some(until) if until > now => Lane::Retry,
+        _ => Lane::Main,
+    }
 }
 
 /// The latest next attempt a claim made at `now` accepts: a message received this little
@@ -484,21 +522,76 @@ mod tests {
         }
     }
 
+    fn first_attempt(generation: u32) -> DeliveryMessage {
+        let subscription = "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap();
+        let event = crate::events::Event::ping(&subscription);
+        DeliveryMessage { generation, ..DeliveryMessage::new(&event, &"u1".parse().unwrap(), &subscription) }
+    }
+
     #[test]
-    fn a_first_attempt_from_the_main_lane_holds_the_claim_its_record_was_created_with() {
-        let event = crate::events::Event::ping(&"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
-        let mut message =
-            DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
-        message.generation = 2;
+    fn a_first_attempt_from_the_main_lane_may_hold_the_claim_its_record_was_created_with() {
+        let message = first_attempt(2);
         assert_eq!(granted(&message, Lane::Main, at(0)), None, "a message without one claims for itself");
         let message = created_claimed(message, at(0));
         let lease = Lease::from(at(0));
-        let record = RecordState { next_attempt_at: None, lease_until: Some(lease.until), ..pending(2, 0) };
-        assert_eq!(granted(&message, Lane::Main, at(3)), Some(Claim::Held { record, lease }));
+        assert_eq!(granted(&message, Lane::Main, at(3)), Some(lease));
         assert_eq!(granted(&message, Lane::Retry, at(3)), None, "the retry lane may hand out a copy twice");
         assert_eq!(granted(&message, Lane::Main, at(11)), None, "too late to send under it: claimed anew");
-        let found = found(Lane::Main, 2, granted(&message, Lane::Main, at(3)).unwrap(), HEALTHY);
-        assert_eq!(before_send(&found, at(3), &policy()), Before::Send { attempt: 1 });
+    }
+
+    /// The record read at the turn says whether the creation claim holds, and which copies
+    /// of an old round give their unused claim to the new one.
+    #[test]
+    fn the_record_says_whether_the_creation_claim_holds_and_a_stale_copy_gives_it_up() {
+        let lease = Lease::from(at(0));
+        let message = created_claimed(first_attempt(2), at(0));
+        let created = RecordState { next_attempt_at: Some(at(0)), lease_until: Some(lease.until), ..pending(2, 0) };
+        let restarted = RecordState { generation: 3, ..created.clone() };
+        let settled = RecordState { status: DeliveryStatus::Skipped, lease_until: None, ..created.clone() };
+        let reclaimed = RecordState { lease_until: Some(at(5)), ..created.clone() };
+        let restarted_reclaimed = RecordState { generation: 3, ..reclaimed.clone() };
+        let held = Claim::Held { record: created.clone(), lease };
+        let table = [
+            (Some(created.clone()), held.clone(), None, Before::Send { attempt: 1 }, "as created: sent"),
+            (Some(restarted.clone()), Claim::Refused(restarted.clone()), Some(lease), Before::Stale, "retried"),
+            (Some(settled.clone()), Claim::Refused(settled.clone()), None, Before::Stale, "settled"),
+            (
+                Some(restarted_reclaimed.clone()),
+                Claim::Refused(restarted_reclaimed.clone()),
+                None,
+                Before::Stale,
+                "retried, its claim taken by another since: that turn hands over",
+            ),
+            (
+                Some(reclaimed.clone()),
+                Claim::Refused(reclaimed.clone()),
+                None,
+                Before::NotYet(Duration::from_secs(5)),
+                "another turn holds it",
+            ),
+            (None, Claim::Unwritten, None, Before::Stale, "no record, though its generation had one"),
+        ];
+        for (record, claim, unused, before, case) in table {
+            let found_claim = created_claim(lease, message.generation, record);
+            assert_eq!(found_claim, claim, "{case}");
+            assert_eq!(unused_claim(&message, &found_claim), unused, "{case}: unused claim");
+            assert_eq!(before_send(&found(Lane::Main, 2, found_claim, HEALTHY), at(0), &policy()), before, "{case}");
+        }
+        let unclaimed = DeliveryMessage { claimed_until: None, ..message };
+        assert_eq!(unused_claim(&unclaimed, &Claim::Refused(restarted)), None, "a copy without a creation claim");
+    }
+
+    #[test]
+    fn a_restarted_round_waits_for_a_claim_on_the_retry_lane() {
+        let table = [
+            (None, Lane::Main, "never claimed"),
+            (Some(at(-1)), Lane::Main, "its claim ended"),
+            (Some(at(0)), Lane::Main, "its claim ends now"),
+            (Some(at(25)), Lane::Retry, "an attempt in flight, or a first attempt queued claimed"),
+        ];
+        for (lease_until, lane, case) in table {
+            assert_eq!(restarted_lane(lease_until, at(0)), lane, "{case}");
+        }
     }
 
     #[test]

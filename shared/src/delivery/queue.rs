@@ -9,7 +9,8 @@
 //!   relied on, nor is FIFO de-duplication (every message gets a fresh de-duplication id).
 //! - The retry lane, a standard queue with its own consumers, takes the retries (the wait
 //!   is the message's delay, then its visibility), every delivery to a subscription whose
-//!   failure clock runs, and what the sweep puts back (contract section 12).
+//!   failure clock runs, what the sweep puts back, and a manual retry or a recovery whose
+//!   record a turn still holds (contract section 12).
 //! - The dead-letter queue takes a delivery with no attempt left, or one a `410` ended. The
 //!   delivery function moves it there itself; the lanes' redrive policies only catch a
 //!   message that keeps coming back without an attempt being recorded.

@@ -153,7 +153,7 @@ impl DeliveryItem {
 
 impl DeliveryItem {
     fn into_stored(self) -> StoredDelivery {
-        let (user_id, generation) = (self.user_id.clone(), self.generation);
+        let (user_id, generation, lease_until) = (self.user_id.clone(), self.generation, self.lease_until);
         let record = DeliveryRecord {
             id: self.delivery_id,
             subscription_id: self.subscription_id,
@@ -170,16 +170,18 @@ impl DeliveryItem {
             succeeded_at: self.succeeded_at,
             body: self.body,
         };
-        StoredDelivery { record, user_id, generation }
+        StoredDelivery { record, user_id, generation, lease_until }
     }
 }
 
-/// A record (with the body it keeps), its owner and its generation.
+/// A record (with the body it keeps), its owner, its generation and its claim.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredDelivery {
     pub record: DeliveryRecord,
     pub user_id: UserId,
     pub generation: u32,
+    /// The end of the last claim on the record (`plan::Lease`).
+    pub lease_until: Option<Timestamp>,
 }
 
 impl StoredDelivery {
@@ -384,8 +386,9 @@ impl DeliveryTable {
     }
 
     /// What the delivery plan needs of a record: its generation, status, round, due time and
-    /// claim.
-    async fn state(&self, key: &RecordKey) -> Result<Option<RecordState>, StoreError> {
+    /// claim, read strongly consistently (a first attempt reads it to hold the claim its
+    /// record was created with, `plan::created_claim`).
+    pub async fn state(&self, key: &RecordKey) -> Result<Option<RecordState>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -403,7 +406,8 @@ impl DeliveryTable {
     /// generation and under the turn's claim (creating it if a message queued before records
     /// came first finds none, which has no claim): its outcome, the attempt counts, and
     /// (first time only) the event and the body sent; the claim ends with it. `false` when
-    /// another generation owns the record: the attempt is not recorded.
+    /// another generation owns the record or the claim is gone: nothing is written (a turn
+    /// still under its claim then records with [`Self::hand_on`]).
     pub async fn record_attempt(
         &self,
         message: &DeliveryMessage,
@@ -411,24 +415,12 @@ impl DeliveryTable {
         attempt: &AttemptRecord,
         lease: Option<Lease>,
     ) -> Result<bool, StoreError> {
-        let mut expression = upsert(message, body, attempt.status, attempt.at)
-            .add("attempts", 1)
+        let mut expression = counted(upsert(message, body, attempt.status, attempt.at), attempt)
             .add("roundAttempts", 1)
-            .set("lastAttemptAt", time(attempt.at))
             .remove(LEASE_UNTIL);
         if attempt.advance_generation {
             expression = expression.set(GENERATION, n(message.generation + 1));
         }
-        expression = match &attempt.response {
-            Some((status, answer)) => {
-                expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer))
-            }
-            None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
-        };
-        expression = match &attempt.error {
-            Some(error) => expression.set(LAST_ERROR, s(error)),
-            None => expression.remove(LAST_ERROR),
-        };
         // Only pending records, which have a next attempt, are in the due index.
         expression = match attempt.next_attempt_at {
             Some(next) => {
@@ -445,6 +437,30 @@ impl DeliveryTable {
             None => same_generation(message.generation),
         };
         applied(self.record_update(&RecordKey::of(message)).expression(expression.when(held)).send().await)
+    }
+
+    /// Gives a turn's claim to the round a manual retry or a recovery started while the turn
+    /// held it (contract section 12), in one conditional write that holds only while the
+    /// record is still under `lease` and of a newer generation than the message's: the claim
+    /// ends and the generation moves on once more, so that the record as it now is, returned,
+    /// makes the one message of the new round (the copy the retry queued, which would wait for
+    /// the claim to end, is stale). With `attempt` (the send the turn made under the claim, of
+    /// the old round), the attempt counts and its answer shows, while the status, the due time
+    /// and the round stay the new round's. `None` when the turn no longer holds the claim.
+    pub async fn hand_on(
+        &self,
+        message: &DeliveryMessage,
+        lease: Lease,
+        attempt: Option<&AttemptRecord>,
+    ) -> Result<Option<StoredDelivery>, StoreError> {
+        let mut expression = Expression::new().remove(LEASE_UNTIL).add(GENERATION, 1);
+        if let Some(attempt) = attempt {
+            let expiry = n(expires_at(attempt.at).unix_seconds());
+            expression = counted(expression.set(EXPIRES_AT, expiry), attempt);
+        }
+        let superseded =
+            Condition::equals(LEASE_UNTIL, time(lease.until)).and(Condition::above(GENERATION, n(message.generation)));
+        self.update_returning(&RecordKey::of(message), expression.when(superseded)).await?.map(stored_of).transpose()
     }
 
     /// Records that the delivery's turn came while its subscription could not take it (one
@@ -472,8 +488,9 @@ impl DeliveryTable {
     /// now, a new round, the next generation (added in the write, so concurrent restarts all
     /// apply and the last one's message is the one that sends). Only while the record exists
     /// and, when `if_status` is given, still has that status; else `None`. The record as it
-    /// now is, with its new generation. A claim in progress is left to end: the new round's
-    /// first attempt waits for it, so no two sends of one delivery overlap.
+    /// now is, with its new generation. A claim in progress is left to its holder, so no two
+    /// sends of one delivery overlap: a turn in flight records its attempt under it, and it
+    /// or a queued copy holding it unused gives it to the new round at once ([`Self::hand_on`]).
     pub async fn restart(
         &self,
         seen: &StoredDelivery,
@@ -872,6 +889,20 @@ fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Ti
         .set_if_absent("eventType", s(message.event.kind().as_str()))
         .set_if_absent("createdAt", time(at))
         .set_if_absent("body", s(String::from_utf8_lossy(body)))
+}
+
+/// Counts `attempt` in an attempt's update: one more attempt, when, and what it got (the
+/// receiver's status and answer, if it answered, and its error).
+fn counted(expression: Expression, attempt: &AttemptRecord) -> Expression {
+    let expression = expression.add("attempts", 1).set("lastAttemptAt", time(attempt.at));
+    let expression = match &attempt.response {
+        Some((status, answer)) => expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer)),
+        None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
+    };
+    match &attempt.error {
+        Some(error) => expression.set(LAST_ERROR, s(error)),
+        None => expression.remove(LAST_ERROR),
+    }
 }
 
 /// The record is still the one of the message's generation (a record written before

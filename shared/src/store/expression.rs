@@ -17,6 +17,7 @@ pub(crate) enum Condition {
     Absent(String),
     Equals(String, AttributeValue),
     Below(String, AttributeValue),
+    Above(String, AttributeValue),
     All(Vec<Condition>),
     Any(Vec<Condition>),
 }
@@ -39,6 +40,11 @@ impl Condition {
     /// The attribute `name` is less than `value`.
     pub fn below(name: impl Into<String>, value: AttributeValue) -> Self {
         Condition::Below(name.into(), value)
+    }
+
+    /// The attribute `name` is greater than `value`.
+    pub fn above(name: impl Into<String>, value: AttributeValue) -> Self {
+        Condition::Above(name.into(), value)
     }
 
     pub fn and(self, other: Condition) -> Self {
@@ -165,6 +171,7 @@ impl Placeholders {
             Condition::Absent(name) => format!("attribute_not_exists({})", self.name(name)),
             Condition::Equals(name, value) => format!("{} = {}", self.name(name), self.value(value)),
             Condition::Below(name, value) => format!("{} < {}", self.name(name), self.value(value)),
+            Condition::Above(name, value) => format!("{} > {}", self.name(name), self.value(value)),
             Condition::All(all) => self.joined(all, " AND "),
             Condition::Any(any) => self.joined(any, " OR "),
         }
