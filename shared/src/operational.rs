@@ -120,11 +120,9 @@ pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, M
 /// event: its owner made that happen, or was told once that the subscription was disabled.
 pub fn from_delivery_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
     let Some((old, new)) = images::<DeliveryImage>(record)? else { return Ok(None) };
-    let attempted = new.attempts != old.attempts;
-    if new.status != DeliveryStatus::Failed || old.status == DeliveryStatus::Failed || !attempted {
-        return Ok(None);
-    }
-    if !reported(new.event_type) {
+    let ended_by_an_attempt =
+        new.status == DeliveryStatus::Failed && old.status != DeliveryStatus::Failed && new.attempts != old.attempts;
+    if !ended_by_an_attempt || !reported(new.event_type) {
         return Ok(None);
     }
     let at = new.last_attempt_at.unwrap_or_else(|| record.change.approximate_creation_date_time.into());
