@@ -400,7 +400,9 @@ async fn a_manual_retry_queues_the_same_delivery_again() {
 
 /// Thirty manual retries of one delivery at the same moment: each applies (202, `pending`),
 /// none answers 500, and each starts a generation of its own, so only the last one's message
-/// sends. The same while the subscription is paused: each answers 202 with `skipped`.
+/// sends. The same while the subscription is paused: nothing is sent, and each answers 202
+/// with `failed` ("not sent again"), since the delivery was sent before (contract section 9);
+/// a delivery never sent answers `skipped`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thirty_concurrent_retries_of_one_delivery_all_apply() {
     let api = std::sync::Arc::new(with_own_queue().await);
@@ -428,9 +430,19 @@ async fn thirty_concurrent_retries_of_one_delivery_all_apply() {
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     let at = clock::Timestamp::now();
     webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
-    retries("skipped").await;
-    let skipped = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap().record;
-    assert_eq!(skipped.last_error.as_deref(), Some("not sent: the subscription is disabled"));
+    retries("failed").await;
+    let stopped = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap().record;
+    assert_eq!(stopped.last_error.as_deref(), Some("not sent again: the subscription is disabled"));
+    assert_eq!((stopped.attempts, stopped.last_response_status), (1, Some(500)));
+
+    let never = DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&subscription));
+    let now = clock::Timestamp::now();
+    deliveries(&api).create(&never, DeliveryStatus::Pending, now).await.unwrap();
+    let path = format!("/api/v1/webhooks/deliveries/retry?id={}", never.delivery_id);
+    let skipped = api.request(Method::POST, &path).key(&key).send().await;
+    let skipped = skipped.assert_status(202);
+    assert_eq!((&skipped["status"], &skipped["attempts"]), (&json!("skipped"), &json!(0)));
+    assert_eq!(skipped["lastError"], "not sent: the subscription is disabled");
 }
 
 #[tokio::test]

@@ -237,3 +237,49 @@ async fn redrive_drops_a_dead_letter_whose_delivery_succeeded_since() {
     let record = record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Succeeded).await;
     assert_eq!(record.attempts, 4);
 }
+
+/// Contract section 9: `skipped` means never sent. A retry pending when its subscription is
+/// paused is not sent again and ends `failed`, saying why, with the answer its attempt got
+/// (and no dead letter: no attempt ran out); a delivery created while paused is `skipped`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_pending_when_its_subscription_is_paused_ends_failed_and_a_new_delivery_skipped() {
+    // A retry about 5 s after the first attempt: time to pause before it.
+    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(5)).await;
+    let user = unique_user();
+    let receiver = Receiver::answering(&[500, 200], "try later", NO_DELAY).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let key = pipeline.api.full_key(&user).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let sent = delivery_id(&receiver.wait_for(1, SOON).await[0]);
+    record_when(&pipeline, &user, &sent, |r| r.status == DeliveryStatus::Pending && r.attempts == 1).await;
+
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    let paused = pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;
+    assert_eq!(paused.assert_status(200)["enabled"], false);
+    let stopped = record_when(&pipeline, &user, &sent, |r| r.status != DeliveryStatus::Pending).await;
+    assert_eq!(
+        (stopped.status, stopped.last_error.as_deref()),
+        (DeliveryStatus::Failed, Some("not sent again: the subscription is disabled"))
+    );
+    assert_eq!((stopped.attempts, stopped.last_response_status), (1, Some(500)), "its one attempt's answer");
+    assert_eq!(stopped.last_response_body.as_deref(), Some("try later"));
+    assert_eq!((stopped.next_attempt_at, stopped.succeeded_at), (None, None));
+    assert_eq!(receiver.received().len(), 1, "the retry was not sent");
+    assert_eq!(dead_letters(&pipeline).await, 0);
+    let failed = listed(&pipeline, &key, &subscription, "failed").await;
+    assert_eq!(failed, [serde_json::to_value(&stopped).unwrap()]);
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let deadline = Instant::now() + SOON;
+    let skipped = loop {
+        let skipped = listed(&pipeline, &key, &subscription, "skipped").await;
+        if !skipped.is_empty() {
+            break skipped;
+        }
+        assert!(Instant::now() < deadline, "no skipped delivery");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!((&skipped[0]["attempts"], &skipped[0]["lastResponseStatus"]), (&json!(0), &Value::Null));
+    assert_eq!(skipped[0]["lastError"], "not sent: the subscription is disabled");
+}

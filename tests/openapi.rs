@@ -1787,17 +1787,18 @@ fn operational_events() -> Vec<career_core::events::Event> {
     let disabled = subscription(json!({"failingSince": {"S": "2026-11-27T08:00:00.000Z"},
                                        "disabledAt": {"S": "2026-11-27T09:00:00.000Z"}, "disabledReason": {"S": "gone"}}));
     let recovered = subscription(json!({"recoveredAt": {"S": "2026-11-27T09:00:00.000Z"}}));
-    let delivery = |status: &str| {
+    // Its first attempt, answered 410, ends it: the attempt's write makes it failed.
+    let delivery = |status: &str, attempts: &str| {
         json!({"userId": {"S": "u1"}, "deliveryId": {"S": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M"},
                "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}, "eventId": {"S": "evt_01JDQ41B2C3D4E5F6G7H8J9K0M"},
-               "eventType": {"S": "webhook.ping"}, "status": {"S": status}, "attempts": {"N": "1"},
+               "eventType": {"S": "webhook.ping"}, "status": {"S": status}, "attempts": {"N": attempts},
                "lastError": {"S": "answered 410; subscription disabled"}})
     };
     [
         from_subscription_record(&modify(subscription(json!({})), failing.clone())),
         from_subscription_record(&modify(failing.clone(), disabled)),
         from_subscription_record(&modify(failing, recovered)),
-        from_delivery_record(&modify(delivery("pending"), delivery("failed"))),
+        from_delivery_record(&modify(delivery("pending", "0"), delivery("failed", "1"))),
     ]
     .into_iter()
     .map(|event| event.unwrap().expect("an operational event"))

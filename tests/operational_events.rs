@@ -4,13 +4,15 @@
 //! receivers on loopback and the stack's streams, pumps and SNS topic in moto.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::dynamodb::Event as StreamEvent;
+use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::store::deliveries::DeliveryTable;
 use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
-use career_service::{acting_as, clients, unique_user};
+use career_service::{acting_as, clients, dynamodb, typed, unique_user};
 use careerctl::template::function;
 use serde_json::{json, Value};
 
@@ -229,4 +231,175 @@ async fn a_replayed_transition_record_is_one_event() {
     let published = pipeline.notifications(2, SOON).await;
     let ids: BTreeSet<&str> = published.iter().map(|n| n.message["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 1, "published at least once, always as the same event: {published:?}");
+}
+
+/// What the operator's topic got, each event once (the topic delivers at least once).
+#[derive(Default)]
+struct Published(Vec<Value>);
+
+impl Published {
+    /// Takes what the topic's inbox holds now.
+    async fn take(&mut self, pipeline: &Pipeline) {
+        for notification in pipeline.notifications(0, Duration::ZERO).await {
+            if !self.0.iter().any(|seen| seen["id"] == notification.message["id"]) {
+                self.0.push(notification.message);
+            }
+        }
+    }
+
+    /// The kinds of `user`'s events, sorted.
+    fn kinds_of(&self, user: &str) -> Vec<&str> {
+        let mut kinds: Vec<&str> =
+            self.0.iter().filter(|e| e["data"]["userId"] == user).map(|e| e["type"].as_str().unwrap()).collect();
+        kinds.sort();
+        kinds
+    }
+}
+
+/// Every record of `subscriptions` once the pipeline has settled for them: there are
+/// `expected` records (never more: that fails at once), none `pending`, and the deliveries
+/// and webhooks tables' streams have been fanned out past what made them so, with no record
+/// added. A marker tells the streams are through: another user's delivery, ended at once by
+/// a 410, whose `exhausted` and `disabled` reach the operator's topic only after every
+/// earlier record of their streams was fanned out (the fan-out takes a stream's records in
+/// order, and publishes last).
+async fn settled_records(
+    pipeline: &Pipeline,
+    subscriptions: &[String],
+    expected: usize,
+    published: &mut Published,
+) -> Vec<DeliveryRecord> {
+    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let deadline = Instant::now() + SOON * 2;
+    let records = || async {
+        let mut all = Vec::new();
+        for subscription in subscriptions {
+            all.extend(table.list(&typed(subscription), None, 100, None).await.unwrap().deliveries);
+        }
+        assert!(all.len() <= expected, "{} records where {expected} were expected: {all:#?}", all.len());
+        all
+    };
+    loop {
+        let before = records().await;
+        if before.len() < expected || before.iter().any(|r| r.status == DeliveryStatus::Pending) {
+            assert!(Instant::now() < deadline, "not settled: {before:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let marker_user = unique_user();
+        let gone = Receiver::start(&[410], NO_DELAY).await;
+        let (marker, _) = pipeline.subscribe(&marker_user, &gone.url, &["profile.updated"]).await;
+        pipeline.api.admin.update_profile(&marker_user).await.unwrap();
+        let marked = |published: &Published, kind: &str| {
+            published.0.iter().any(|e| e["type"] == kind && e["data"]["subscriptionId"] == marker.as_str())
+        };
+        while !(marked(published, EXHAUSTED) && marked(published, DISABLED)) {
+            assert!(Instant::now() < deadline, "the marker's event did not come");
+            published.take(pipeline).await;
+        }
+        if records().await == before {
+            return before;
+        }
+    }
+}
+
+/// Contract section 15: operational events never come of the deliveries of operational
+/// events. Three failing subscriptions that list `webhook.delivery.exhausted` each hear once
+/// of the two others' failed `profile.updated`; the failed deliveries of those reports raise
+/// nothing (before, each raised the next round of reports, without end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_failing_subscriptions_that_list_exhausted_hear_of_each_others_events_once_and_no_more() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let mut receivers = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let receiver = Receiver::answering(&[500], "down", NO_DELAY).await;
+        ids.push(pipeline.subscribe(&user, &receiver.url, &["profile.updated", EXHAUSTED]).await.0);
+        receivers.push(receiver);
+    }
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let mut published = Published::default();
+    // Each: its own profile.updated, and the others' two reports of theirs.
+    let records = settled_records(&pipeline, &ids, 9, &mut published).await;
+    assert!(records.iter().all(|r| r.status == DeliveryStatus::Failed && r.attempts == 3), "{records:#?}");
+    for (id, receiver) in ids.iter().zip(&receivers) {
+        let mut about: Vec<Value> = operational(&receiver.received())
+            .iter()
+            .map(|e| {
+                assert_eq!((&e["type"], &e["data"]["eventType"]), (&json!(EXHAUSTED), &json!("profile.updated")));
+                e["data"]["subscriptionId"].clone()
+            })
+            .collect();
+        about.sort_by_key(|id| id.as_str().unwrap().to_owned());
+        let mut others: Vec<Value> = ids.iter().filter(|other| *other != id).map(|other| json!(other)).collect();
+        others.sort_by_key(|id| id.as_str().unwrap().to_owned());
+        assert_eq!(about, others, "{id}: one report of each other subscription's delivery");
+    }
+    published.take(&pipeline).await;
+    assert_eq!(published.kinds_of(&user), [EXHAUSTED, EXHAUSTED, EXHAUSTED, FAILING, FAILING, FAILING]);
+}
+
+/// A subscription whose only failures are deliveries of operational events is not failing:
+/// those deliveries start no failure clock, and their end raises no `exhausted` (contract
+/// sections 9 and 15). Its records still show that they failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failed_deliveries_of_operational_events_make_their_subscription_neither_failing_nor_reported() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let failing = Receiver::answering(&[500], "down", NO_DELAY).await;
+    let watcher = Receiver::answering(&[500], "down too", NO_DELAY).await;
+    let (failing_id, _) = pipeline.subscribe(&user, &failing.url, &["profile.updated"]).await;
+    let (watcher_id, _) = pipeline.subscribe(&user, &watcher.url, &[FAILING, EXHAUSTED]).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let mut published = Published::default();
+    let ids = [failing_id.clone(), watcher_id.clone()];
+    let records = settled_records(&pipeline, &ids, 3, &mut published).await;
+    assert!(records.iter().all(|r| r.status == DeliveryStatus::Failed), "{records:#?}");
+    let to_watcher: Vec<&DeliveryRecord> =
+        records.iter().filter(|r| r.subscription_id.as_str() == watcher_id).collect();
+    let mut kinds: Vec<&str> = to_watcher.iter().map(|r| r.event_type.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, [EXHAUSTED, FAILING]);
+    published.take(&pipeline).await;
+    assert_eq!(published.kinds_of(&user), [EXHAUSTED, FAILING], "only the failing subscription's");
+    assert!(published
+        .0
+        .iter()
+        .filter(|e| e["data"]["userId"] == user)
+        .all(|e| e["data"]["subscriptionId"] == failing_id));
+    let key = pipeline.api.key(&user, "read:webhooks").await;
+    let listed = pipeline.api.get("/api/v1/webhooks", &key).await;
+    let shown = listed.assert_status(200)["webhooks"].as_array().unwrap().clone();
+    let watcher_shown = shown.iter().find(|s| s["id"] == watcher_id.as_str()).unwrap();
+    assert_eq!((watcher_shown.get("failingSince"), &watcher_shown["enabled"]), (None, &json!(true)), "{watcher_shown}");
+}
+
+/// A retry pending when its subscription is paused ends `failed`, not sent again (contract
+/// section 9), and raises no `webhook.delivery.exhausted`: its owner paused it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_stopped_by_a_pause_is_no_exhausted_event() {
+    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(5)).await;
+    let user = unique_user();
+    let paused = Receiver::answering(&[500], "down", NO_DELAY).await;
+    let watcher = Receiver::start(&[200], NO_DELAY).await;
+    let (paused_id, _) = pipeline.subscribe(&user, &paused.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &watcher.url, &[EXHAUSTED]).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    paused.wait_for(1, SOON).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks?id={paused_id}");
+    let answer = pipeline.api.send_json(lambda_http::http::Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;
+    answer.assert_status(200);
+
+    let mut published = Published::default();
+    let records = settled_records(&pipeline, std::slice::from_ref(&paused_id), 1, &mut published).await;
+    assert_eq!(
+        (records[0].status, records[0].attempts, records[0].last_error.as_deref()),
+        (DeliveryStatus::Failed, 1, Some("not sent again: the subscription is disabled"))
+    );
+    published.take(&pipeline).await;
+    assert_eq!(published.kinds_of(&user), [FAILING], "its first failure only");
+    assert!(watcher.received().is_empty());
 }

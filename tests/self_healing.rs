@@ -513,11 +513,12 @@ async fn a_retry_during_an_attempt_records_that_attempt_and_is_sent_right_after_
     assert_eq!(sends_and_attempts(&pipeline, &subscription, &receiver).await, [(2, 2)], "each send one attempt");
 }
 
-/// A retry already pending when PATCH drops its kind from the subscription is not sent: it
-/// ends `skipped`, and `lastError` says why (contract section 13: every delivery sent after
-/// the response uses the new kinds).
+/// A retry already pending when PATCH drops its kind from the subscription is not sent
+/// (contract section 13: every delivery sent after the response uses the new kinds); since
+/// its first attempt was sent, it ends `failed`, not `skipped`, and `lastError` says why
+/// (section 9).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_pending_retry_of_a_kind_no_longer_listed_ends_skipped() {
+async fn a_pending_retry_of_a_kind_no_longer_listed_ends_failed_not_sent_again() {
     let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(3)).await;
     let user = unique_user();
     let receiver = Receiver::start(&[500, 200], NO_DELAY).await;
@@ -530,9 +531,13 @@ async fn a_pending_retry_of_a_kind_no_longer_listed_ends_skipped() {
     let path = format!("/api/v1/webhooks?id={subscription}");
     let body = json!({"events": ["assessment.completed"]}).to_string();
     pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
-    let skipped = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Skipped).await;
-    assert_eq!(skipped[0].last_error.as_deref(), Some("not sent: the subscription no longer lists profile.updated"));
-    assert_eq!((skipped[0].attempts, receiver.received().len()), (1, 1), "the retry was not sent");
+    let stopped = records_when(&pipeline, &subscription, 1, |r| r.status != DeliveryStatus::Pending).await;
+    assert_eq!(
+        (stopped[0].status, stopped[0].last_error.as_deref()),
+        (DeliveryStatus::Failed, Some("not sent again: the subscription no longer lists profile.updated"))
+    );
+    assert_eq!((stopped[0].attempts, stopped[0].last_response_status), (1, Some(500)));
+    assert_eq!(receiver.received().len(), 1, "the retry was not sent");
 }
 
 /// A delivery whose message never reached a lane is in the log from its fan-out, `pending`,

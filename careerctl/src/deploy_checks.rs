@@ -208,3 +208,41 @@ fn the_stream_filters_drop_removals_everywhere_and_inserts_where_only_a_change_i
         }
     }
 }
+
+/// The deliveries stream's filters and the fan-out mean the same for each kind: a record that
+/// an attempt makes `failed` passes the template's filters exactly when the fan-out makes a
+/// `webhook.delivery.exhausted` of it, which it never does for a delivery of an operational
+/// event (contract section 15).
+#[test]
+fn the_deliveries_streams_filters_pass_exactly_the_kinds_whose_end_is_an_event() {
+    let tables = career_core::config::TableNames::with_prefix("paper-");
+    let sources =
+        crate::event_sources::stream_sources(&Template::shipped(), &resolved_on_paper(&tables), function::FANOUT)
+            .unwrap();
+    let stream = format!("table/{}/stream", tables.deliveries);
+    let stream = sources.iter().find(|s| s.stream_arn.contains(&stream)).expect("the deliveries stream on the fan-out");
+    for kind in career_core::events::EventKind::ALL {
+        let image = |status: &str, attempts: u32| {
+            serde_json::json!({"userId": {"S": "user-1"}, "logPartition": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K#0"},
+                "deliveryId": {"S": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M"}, "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"},
+                "eventId": {"S": "evt_01JDQ41B2C3D4E5F6G7H8J9K0M"}, "eventType": {"S": kind.as_str()},
+                "status": {"S": status}, "attempts": {"N": attempts.to_string()},
+                "lastAttemptAt": {"S": "2026-11-27T08:00:00.000Z"}, "lastError": {"S": "answered 500"}})
+        };
+        let record = serde_json::json!({
+            "eventID": "1", "eventName": "MODIFY", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "r",
+            "eventSourceARN": stream.stream_arn,
+            "dynamodb": {"ApproximateCreationDateTime": 1795766400.0,
+                         "Keys": {"logPartition": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K#0"}, "deliveryId": {"S": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M"}},
+                         "OldImage": image("pending", 2), "NewImage": image("failed", 3),
+                         "SequenceNumber": "1", "SizeBytes": 1, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        });
+        let record: aws_lambda_events::dynamodb::EventRecord = serde_json::from_value(record).unwrap();
+        // As the pump (and Lambda) match it: the record as it is passed on.
+        let json = serde_json::to_value(&record).unwrap();
+        let passes = stream.filters.iter().any(|pattern| crate::event_sources::matches_pattern(pattern, &json));
+        let event = career_core::operational::from_delivery_record(&record).unwrap();
+        assert_eq!(passes, event.is_some(), "{}: the template's filters and the fan-out disagree", kind.as_str());
+        assert_eq!(passes, career_core::operational::reported(kind), "{}", kind.as_str());
+    }
+}

@@ -48,6 +48,26 @@ struct DeliveryImage {
 /// Said when a failure's error was not recorded with it (a write from before these events).
 const NOT_RECORDED: &str = "not recorded";
 
+/// The operational kinds. The template's filter on the deliveries table's stream names the
+/// same ones (`careerctl`'s deploy checks hold it to [`reported`]).
+pub const KINDS: [EventKind; 4] = [
+    EventKind::EndpointFailing,
+    EventKind::EndpointDisabled,
+    EventKind::EndpointRecovered,
+    EventKind::DeliveryExhausted,
+];
+
+/// Whether what becomes of a delivery of `kind` can be an operational event: not when it
+/// carries one. Its end raises no `webhook.delivery.exhausted`, and its attempts move no
+/// failure clock (`delivery::plan::after_send`), so an operational event never comes of
+/// another's delivery: each comes of a delivery of the platform's events (or a ping), and
+/// subscriptions that report on each other cannot chain, however many fail or flap
+/// (contract section 15). What is lost is only news about news: the operator's topic has
+/// every event such a delivery carried, and its record shows how it ended.
+pub fn reported(kind: EventKind) -> bool {
+    !KINDS.contains(&kind)
+}
+
 /// The event a change of a subscription item stands for: `failing` when its failure clock
 /// starts, `disabled` when it is disabled for `failing` or `gone` (a pause is no event),
 /// `recovered` when a success stops the clock (enabling stops it too, and is no event).
@@ -93,10 +113,16 @@ pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, M
     Ok(Some(transition(at, new.subscription_id.as_str(), data)))
 }
 
-/// The event a change of a delivery record stands for: `exhausted` when it becomes `failed`.
+/// The event a change of a delivery record stands for: `exhausted` when an attempt makes it
+/// `failed` (its last, or a 410), unless it carries an operational event ([`reported`]). A
+/// delivery stopped unsent after earlier attempts (its subscription disabled, deleted or no
+/// longer listing the kind, contract section 9) ends `failed` with no attempt, and is no
+/// event: its owner made that happen, or was told once that the subscription was disabled.
 pub fn from_delivery_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
     let Some((old, new)) = images::<DeliveryImage>(record)? else { return Ok(None) };
-    if new.status != DeliveryStatus::Failed || old.status == DeliveryStatus::Failed {
+    let ended_by_an_attempt =
+        new.status == DeliveryStatus::Failed && old.status != DeliveryStatus::Failed && new.attempts != old.attempts;
+    if !ended_by_an_attempt || !reported(new.event_type) {
         return Ok(None);
     }
     let at = new.last_attempt_at.unwrap_or_else(|| record.change.approximate_creation_date_time.into());
@@ -233,11 +259,16 @@ mod tests {
         assert_eq!(event(disabled, subscription(json!({}))), None, "enabling a disabled one");
     }
 
-    fn delivery(status: &str) -> Value {
+    fn delivery_of(kind: &str, status: &str, attempts: u32) -> Value {
         json!({"userId": {"S": "u1"}, "deliveryId": {"S": "dlv_01JDQ41B2C3D4E5F6G7H8J9K0M"},
                "subscriptionId": {"S": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K"}, "eventId": {"S": "evt_01JDQ41B2C3D4E5F6G7H8J9K0M"},
-               "eventType": {"S": "profile.updated"}, "status": {"S": status}, "attempts": {"N": "9"},
+               "eventType": {"S": kind}, "status": {"S": status}, "attempts": {"N": attempts.to_string()},
                "lastAttemptAt": {"S": LATER}, "lastError": {"S": "answered 500"}, "body": {"S": "{}"}})
+    }
+
+    /// A delivery of `profile.updated`, before (8 attempts) or after (9) its last attempt.
+    fn delivery(status: &str) -> Value {
+        delivery_of("profile.updated", status, if status == "pending" { 8 } else { 9 })
     }
 
     #[test]
@@ -255,6 +286,24 @@ mod tests {
         assert_eq!(exhausted(delivery("pending"), delivery("failed")).unwrap().id, event.id);
         assert_eq!(exhausted(delivery("failed"), delivery("failed")), None);
         assert_eq!(exhausted(delivery("pending"), delivery("succeeded")), None);
+    }
+
+    #[test]
+    fn a_delivery_of_an_operational_event_or_one_stopped_unsent_is_no_event() {
+        let exhausted = |old, new| from_delivery_record(&record(old, new)).unwrap();
+        for kind in KINDS {
+            let (old, new) = (delivery_of(kind.as_str(), "pending", 2), delivery_of(kind.as_str(), "failed", 3));
+            assert_eq!(exhausted(old, new), None, "{}", kind.as_str());
+            assert!(!reported(kind));
+        }
+        for kind in [EventKind::ProfileUpdated, EventKind::AssessmentCompleted, EventKind::WebhookPing] {
+            let (old, new) = (delivery_of(kind.as_str(), "pending", 2), delivery_of(kind.as_str(), "failed", 3));
+            assert!(exhausted(old, new).is_some(), "{}", kind.as_str());
+            assert!(reported(kind));
+        }
+        // Its subscription disabled before its second attempt: it ends failed, with no attempt.
+        let stopped = delivery_of("profile.updated", "failed", 1);
+        assert_eq!(exhausted(delivery_of("profile.updated", "pending", 1), stopped), None);
     }
 
     #[test]

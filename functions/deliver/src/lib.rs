@@ -241,7 +241,7 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
                 }
                 acknowledge(deps, received.lane, received.receipt).await
             }
-            Before::Skip(reason) => skip(deps, received, reason, Timestamp::now()).await,
+            Before::NotSent(not_sent) => record_not_sent(deps, received, not_sent, Timestamp::now()).await,
             Before::HandOver => unreachable!("handle moves a batch's hand-overs together"),
             Before::NotYet(wait) => stay(deps, received, wait).await,
         }
@@ -328,7 +328,8 @@ async fn attempt_delivery(
     let answer = outcome.answer();
     let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
     let failing_since = subscription.health.failing_since();
-    let after = plan::after_send(attempt, answered, failing_since, now, &deps.policy, jitter());
+    let kind = received.delivery().event.kind();
+    let after = plan::after_send(attempt, kind, answered, failing_since, now, &deps.policy, jitter());
     let recorded = record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now).await;
     report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
     match recorded {
@@ -488,19 +489,22 @@ fn report(
 }
 
 /// A disabled or deleted subscription, or one that no longer lists the kind, is sent
-/// nothing: the record says `skipped`, and why.
-async fn skip(deps: &Deps, received: &Received<'_>, reason: plan::SkipReason, now: Timestamp) -> bool {
+/// nothing: the record says `skipped`, or `failed` if earlier attempts were sent, and why.
+/// Either way the message leaves its lane (a delivery stopped so is not dead-lettered: no
+/// attempt ran out).
+async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::NotSent, now: Timestamp) -> bool {
     let delivery = received.delivery();
-    match deps.deliveries.record_skipped(delivery, &delivery.body(), now, reason).await {
+    match deps.deliveries.record_not_sent(delivery, &delivery.body(), now, not_sent).await {
         Ok(_) => {
             let kind = delivery.event.kind().as_str();
             let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Skipped, 0.0);
-            tracing::info!(emf = %metrics, reason = ?reason, "delivery skipped");
+            let status = not_sent.status().as_str();
+            tracing::info!(emf = %metrics, reason = %not_sent, status, "delivery not sent");
             acknowledge(deps, received.lane, received.receipt).await
         }
         Err(err) => {
             // Nothing was sent; the message comes back to be recorded.
-            tracing::error!(error = %err, "recording a skipped delivery failed");
+            tracing::error!(error = %err, "recording a delivery not sent failed");
             stay(deps, received, deps.policy.schedule.base).await
         }
     }

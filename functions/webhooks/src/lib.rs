@@ -13,7 +13,7 @@ use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::{self, SkipReason};
+use career_core::delivery::plan::{self, NotSent, SkipReason};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
@@ -326,7 +326,9 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         }
         let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
         let body = stored.record.body.as_bytes();
-        if deps.deliveries.record_skipped(&message, body, Timestamp::now(), SkipReason::Disabled).await? {
+        // As the retry's turn would find it: `skipped` if never sent, else `failed` (contract 9).
+        let not_sent = NotSent { reason: SkipReason::Disabled, attempts: stored.record.attempts };
+        if deps.deliveries.record_not_sent(&message, body, Timestamp::now(), not_sent).await? {
             let record = deps.deliveries.get(&subscription.id, &delivery_id).await?.ok_or_else(not_found)?.record;
             return Reply::accepted(record);
         }

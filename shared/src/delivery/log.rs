@@ -18,9 +18,10 @@ crate::text::wire_names! {
         Pending = "pending",
         /// A 2xx came back.
         Succeeded = "succeeded",
-        /// Every attempt used; the delivery sits in the dead-letter queue.
+        /// Not sent again: every attempt used (the delivery sits in the dead-letter queue), or
+        /// sent before and stopped because its subscription could not take it any more.
         Failed = "failed",
-        /// The subscription was disabled when its turn came; never sent.
+        /// The subscription could not take it when its turn came; never sent.
         Skipped = "skipped",
     }
 }

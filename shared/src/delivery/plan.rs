@@ -30,6 +30,7 @@ use crate::clock::Timestamp;
 use crate::delivery::queue::Lane;
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
+use crate::operational;
 use crate::webhooks::{DisabledReason, Subscription};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
@@ -130,6 +131,8 @@ pub struct RecordState {
     /// The generation whose message may send; other copies are stale.
     pub generation: u32,
     pub status: DeliveryStatus,
+    /// Every attempt recorded, in all rounds: whether the delivery was ever sent.
+    pub attempts: u32,
     /// Attempts since the schedule last started (the fan-out, a manual retry or a recovery).
     pub round_attempts: u32,
     pub next_attempt_at: Option<Timestamp>,
@@ -144,6 +147,7 @@ impl RecordState {
         RecordState {
             generation: 0,
             status: DeliveryStatus::Pending,
+            attempts: 0,
             round_attempts: 0,
             next_attempt_at: None,
             lease_until: None,
@@ -221,9 +225,9 @@ pub enum Before {
     Send { attempt: u32 },
     /// Another generation owns the record, or it is settled: dropped unsent.
     Stale,
-    /// The subscription is disabled or deleted, or no longer lists the kind: the record
-    /// becomes `skipped` (the reason its `lastError`), nothing is sent.
-    Skip(SkipReason),
+    /// The subscription is disabled or deleted, or no longer lists the kind: nothing is
+    /// sent, and the record ends as [`NotSent`] says.
+    NotSent(NotSent),
     /// First attempts to a failing subscription wait on the retry lane, not the main one
     /// (the claim is given up first, so the handed-over copy can take it at once).
     HandOver,
@@ -232,15 +236,43 @@ pub enum Before {
     NotYet(Duration),
 }
 
-/// Why a delivery was not sent; its text is the record's `lastError`.
+/// Why a delivery's turn sends nothing to its subscription.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SkipReason {
-    #[error("not sent: the subscription is disabled")]
+    #[error("the subscription is disabled")]
     Disabled,
-    #[error("not sent: the subscription was deleted")]
+    #[error("the subscription was deleted")]
     Deleted,
-    #[error("not sent: the subscription no longer lists {}", .0.as_str())]
+    #[error("the subscription no longer lists {}", .0.as_str())]
     NotListed(EventKind),
+}
+
+/// How a delivery whose turn may not send ends (contract section 9): `skipped` only when it
+/// was never sent, as `skipped` promises; one attempted before ends `failed` (not dead-lettered:
+/// no attempt ran out). Its text is the record's `lastError`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotSent {
+    pub reason: SkipReason,
+    /// The attempts the record holds, in all rounds; its write holds only while they are so.
+    pub attempts: u32,
+}
+
+impl NotSent {
+    pub fn status(&self) -> DeliveryStatus {
+        match self.attempts {
+            0 => DeliveryStatus::Skipped,
+            _ => DeliveryStatus::Failed,
+        }
+    }
+}
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.attempts {
+            0 => write!(f, "not sent: {}", self.reason),
+            _ => write!(f, "not sent again: {}", self.reason),
+        }
+    }
 }
 
 /// The settings the decisions follow.
@@ -263,12 +295,13 @@ pub fn before_send(found: &Found, now: Timestamp, policy: &Policy) -> Before {
     if record.is_stale_for(found.generation) {
         return Before::Stale;
     }
-    let Some(subscription) = &found.subscription else { return Before::Skip(SkipReason::Deleted) };
+    let not_sent = |reason| Before::NotSent(NotSent { reason, attempts: record.attempts });
+    let Some(subscription) = &found.subscription else { return not_sent(SkipReason::Deleted) };
     if !subscription.enabled {
-        return Before::Skip(SkipReason::Disabled);
+        return not_sent(SkipReason::Disabled);
     }
     if !subscription.receives {
-        return Before::Skip(SkipReason::NotListed(found.kind));
+        return not_sent(SkipReason::NotListed(found.kind));
     }
     if found.lane == Lane::Main && subscription.failing_since.is_some() {
         return Before::HandOver;
@@ -400,17 +433,24 @@ pub struct After {
 /// The lastError of an attempt a 410 answered.
 pub const GONE_ERROR: &str = "answered 410; subscription disabled";
 
-/// The plan after attempt number `attempt` got `answered` at `now`. `jitter` is a random
-/// number in `[0, 1)` for the schedule's wait.
+/// The plan after attempt number `attempt` of a delivery of `kind` got `answered` at `now`.
+/// `jitter` is a random number in `[0, 1)` for the schedule's wait.
+///
+/// A delivery of an operational event changes nothing but its own record (contract section
+/// 15): its subscription's failure clock, recovery and disabling (a 410's too) follow the
+/// other deliveries only, as its end raises no `webhook.delivery.exhausted`
+/// ([`operational::reported`]). So no operational event comes of the delivery of another,
+/// and subscriptions that report on each other cannot chain, failing or flapping.
 pub fn after_send(
     attempt: u32,
+    kind: EventKind,
     answered: Answered,
     failing_since: Option<Timestamp>,
     now: Timestamp,
     policy: &Policy,
     jitter: f64,
 ) -> After {
-    match answered {
+    let after = match answered {
         Answered::Delivered => After {
             record: RecordUpdate::succeeded(),
             subscription: match failing_since {
@@ -446,7 +486,12 @@ pub fn after_send(
             let message = wait.map_or(MessageFate::DeadLetter, MessageFate::RetryIn);
             After { record: RecordUpdate::retry_at(next), subscription, message }
         }
+    };
+    if operational::reported(kind) {
+        return after;
     }
+    // A 410 disables nothing here, so its lastError is the answer's own.
+    After { record: RecordUpdate { error: None, ..after.record }, subscription: SubscriptionChange::Unchanged, ..after }
 }
 
 #[cfg(test)]
@@ -476,6 +521,7 @@ mod tests {
         RecordState {
             generation,
             status: DeliveryStatus::Pending,
+            attempts: round_attempts,
             round_attempts,
             next_attempt_at: Some(at(0)),
             lease_until: None,
@@ -495,6 +541,7 @@ mod tests {
         let leased = Claim::Refused(RecordState { lease_until: Some(at(25)), ..pending(2, 1) });
         let lapsed = Claim::Refused(RecordState { lease_until: Some(at(-1)), ..pending(2, 1) });
         let secs = Duration::from_secs;
+        let not_sent = |reason, attempts| Before::NotSent(NotSent { reason, attempts });
         let table = [
             (found(Lane::Main, 0, Claim::Unwritten, HEALTHY), Before::Send { attempt: 1 }, "no record yet"),
             (found(Lane::Main, 2, held(pending(2, 0)), HEALTHY), Before::Send { attempt: 1 }, "claimed"),
@@ -508,12 +555,22 @@ mod tests {
             (found(Lane::Retry, 2, later, HEALTHY), Before::NotYet(secs(60)), "early"),
             (found(Lane::Retry, 2, leased, HEALTHY), Before::NotYet(secs(25)), "another turn holds it"),
             (found(Lane::Retry, 2, lapsed, HEALTHY), Before::NotYet(EARLY_TOLERANCE), "changed since the claim"),
-            (found(Lane::Main, 2, held(pending(2, 0)), None), Before::Skip(SkipReason::Deleted), "deleted"),
-            (found(Lane::Main, 2, held(pending(2, 0)), disabled), Before::Skip(SkipReason::Disabled), "disabled"),
+            (found(Lane::Main, 2, held(pending(2, 0)), None), not_sent(SkipReason::Deleted, 0), "deleted"),
             (
-                found(Lane::Retry, 2, held(pending(2, 1)), unlisted),
-                Before::Skip(SkipReason::NotListed(EventKind::ProfileUpdated)),
+                found(Lane::Main, 2, held(pending(2, 0)), disabled.clone()),
+                not_sent(SkipReason::Disabled, 0),
+                "disabled",
+            ),
+            (found(Lane::Retry, 2, held(pending(2, 1)), disabled), not_sent(SkipReason::Disabled, 1), "disabled, sent"),
+            (
+                found(Lane::Retry, 2, held(pending(2, 1)), unlisted.clone()),
+                not_sent(SkipReason::NotListed(EventKind::ProfileUpdated), 1),
                 "kind no longer listed",
+            ),
+            (
+                found(Lane::Main, 2, held(RecordState { attempts: 3, ..pending(2, 0) }), unlisted),
+                not_sent(SkipReason::NotListed(EventKind::ProfileUpdated), 3),
+                "retried by hand, kind no longer listed",
             ),
             (found(Lane::Main, 2, held(pending(2, 0)), failing), Before::HandOver, "failing, main lane"),
         ];
@@ -601,9 +658,20 @@ mod tests {
         assert!(lease.allows_send_at(at(0)));
         assert!(lease.allows_send_at(at(10)), "secrets slow to open still leave time to record");
         assert!(!lease.allows_send_at(at(11)), "a send this late could end after the claim");
+    }
+
+    #[test]
+    fn a_delivery_never_sent_is_skipped_and_one_sent_before_ends_failed_saying_why() {
+        let unlisted = SkipReason::NotListed(EventKind::AssessmentCompleted);
+        let never = NotSent { reason: unlisted, attempts: 0 };
         assert_eq!(
-            SkipReason::NotListed(EventKind::AssessmentCompleted).to_string(),
-            "not sent: the subscription no longer lists assessment.completed"
+            (never.status(), never.to_string().as_str()),
+            (DeliveryStatus::Skipped, "not sent: the subscription no longer lists assessment.completed")
+        );
+        let sent = NotSent { reason: SkipReason::Disabled, attempts: 1 };
+        assert_eq!(
+            (sent.status(), sent.to_string().as_str()),
+            (DeliveryStatus::Failed, "not sent again: the subscription is disabled")
         );
     }
 
@@ -638,7 +706,7 @@ mod tests {
         let policy = policy();
         // Jitter 0.5 gives the schedule's exact wait: 30 s after attempt 1, 120 s after 2.
         let plan = |attempt, answered, failing_since: Option<i64>, now| {
-            after_send(attempt, answered, failing_since.map(at), at(now), &policy, 0.5)
+            after_send(attempt, EventKind::ProfileUpdated, answered, failing_since.map(at), at(now), &policy, 0.5)
         };
         let pending_until = |seconds: i64| RecordUpdate {
             status: DeliveryStatus::Pending,
@@ -715,6 +783,27 @@ mod tests {
         ];
         for (case, after, record, subscription, message) in table {
             assert_eq!(after, After { record, subscription, message }, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_delivery_of_an_operational_event_changes_nothing_but_its_record() {
+        let policy = policy();
+        for kind in operational::KINDS {
+            let plan = |attempt, answered, failing_since: Option<i64>| {
+                after_send(attempt, kind, answered, failing_since.map(at), at(0), &policy, 0.5)
+            };
+            let rejected = Answered::Rejected { retry_after: None };
+            let cases = [
+                (plan(1, rejected, None), DeliveryStatus::Pending, MessageFate::RetryIn(Duration::from_secs(30))),
+                (plan(3, rejected, Some(-101)), DeliveryStatus::Failed, MessageFate::DeadLetter),
+                (plan(2, Answered::Delivered, Some(-10)), DeliveryStatus::Succeeded, MessageFate::Acknowledge),
+                (plan(1, Answered::Gone, None), DeliveryStatus::Failed, MessageFate::DeadLetter),
+            ];
+            for (after, status, message) in cases {
+                assert_eq!(after.subscription, SubscriptionChange::Unchanged, "{}: {after:?}", kind.as_str());
+                assert_eq!((after.record.status, after.message, after.record.error), (status, message, None));
+            }
         }
     }
 

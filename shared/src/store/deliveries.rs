@@ -31,7 +31,7 @@ use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
-use crate::delivery::plan::{self, Claim, Lease, RecordState, SkipReason};
+use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SkipReason};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
@@ -49,6 +49,7 @@ const DELIVERY_ID: &str = "deliveryId";
 const SUBSCRIPTION_ID: &str = "subscriptionId";
 const STATUS: &str = "status";
 const STATUS_KEY: &str = "statusKey";
+const ATTEMPTS: &str = "attempts";
 const GENERATION: &str = "generation";
 const NEXT_ATTEMPT_AT: &str = "nextAttemptAt";
 const DUE_SHARD: &str = "dueShard";
@@ -137,7 +138,7 @@ impl DeliveryItem {
             last_attempt_at: None,
             last_response_status: None,
             last_response_body: None,
-            last_error: skipped.then(|| SkipReason::Disabled.to_string()),
+            last_error: skipped.then(|| NotSent { reason: SkipReason::Disabled, attempts: 0 }.to_string()),
             next_attempt_at: pending.then_some(at),
             succeeded_at: None,
             body: String::from_utf8_lossy(body).into_owned(),
@@ -385,7 +386,7 @@ impl DeliveryTable {
         Ok(())
     }
 
-    /// What the delivery plan needs of a record: its generation, status, round, due time and
+    /// What the delivery plan needs of a record: its generation, status, attempts, round, due time and
     /// claim, read strongly consistently (a first attempt reads it to hold the claim its
     /// record was created with, `plan::created_claim`).
     pub async fn state(&self, key: &RecordKey) -> Result<Option<RecordState>, StoreError> {
@@ -394,7 +395,7 @@ impl DeliveryTable {
             .get_item()
             .table_name(&self.table)
             .set_key(Some(key.item()))
-            .projection_expression("generation, #status, roundAttempts, nextAttemptAt, leaseUntil")
+            .projection_expression("generation, #status, attempts, roundAttempts, nextAttemptAt, leaseUntil")
             .expression_attribute_names("#status", "status")
             .consistent_read(true)
             .send()
@@ -463,24 +464,30 @@ impl DeliveryTable {
         self.update_returning(&RecordKey::of(message), expression.when(superseded)).await?.map(stored_of).transpose()
     }
 
-    /// Records that the delivery's turn came while its subscription could not take it (one
-    /// write, while the record is of the message's generation), `reason` its `lastError`;
-    /// any claim ends with it. `false` when another generation owns it.
-    pub async fn record_skipped(
+    /// Records that the delivery's turn came while its subscription could not take it, as
+    /// `not_sent` says (`skipped` if never sent, else `failed`; its text the `lastError`, the
+    /// last attempt's answer kept): one write, while the record is of the message's generation
+    /// and holds the attempts `not_sent` counted. Any claim ends with it. `false` when another
+    /// generation owns the record or an attempt was recorded since it was read.
+    pub async fn record_not_sent(
         &self,
         message: &DeliveryMessage,
         body: &[u8],
         at: Timestamp,
-        reason: SkipReason,
+        not_sent: NotSent,
     ) -> Result<bool, StoreError> {
-        let expression = upsert(message, body, DeliveryStatus::Skipped, at)
-            .set_if_absent("attempts", n(0))
-            .set(LAST_ERROR, s(reason.to_string()))
+        let as_counted = match not_sent.attempts {
+            0 => Condition::absent(ATTEMPTS).or(Condition::equals(ATTEMPTS, n(0))),
+            attempts => Condition::equals(ATTEMPTS, n(attempts)),
+        };
+        let expression = upsert(message, body, not_sent.status(), at)
+            .set_if_absent(ATTEMPTS, n(0))
+            .set(LAST_ERROR, s(not_sent.to_string()))
             .remove(NEXT_ATTEMPT_AT)
             .remove(SUCCEEDED_AT)
             .remove(DUE_SHARD)
             .remove(LEASE_UNTIL)
-            .when(same_generation(message.generation));
+            .when(same_generation(message.generation).and(as_counted));
         applied(self.record_update(&RecordKey::of(message)).expression(expression).send().await)
     }
 
@@ -894,7 +901,7 @@ fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Ti
 /// Counts `attempt` in an attempt's update: one more attempt, when, and what it got (the
 /// receiver's status and answer, if it answered, and its error).
 fn counted(expression: Expression, attempt: &AttemptRecord) -> Expression {
-    let expression = expression.add("attempts", 1).set("lastAttemptAt", time(attempt.at));
+    let expression = expression.add(ATTEMPTS, 1).set("lastAttemptAt", time(attempt.at));
     let expression = match &attempt.response {
         Some((status, answer)) => expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer)),
         None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
@@ -925,6 +932,8 @@ fn state_of(item: Item) -> Result<RecordState, StoreError> {
         generation: u32,
         status: DeliveryStatus,
         #[serde(default)]
+        attempts: u32,
+        #[serde(default)]
         round_attempts: u32,
         next_attempt_at: Option<Timestamp>,
         lease_until: Option<Timestamp>,
@@ -933,6 +942,7 @@ fn state_of(item: Item) -> Result<RecordState, StoreError> {
     Ok(RecordState {
         generation: item.generation,
         status: item.status,
+        attempts: item.attempts,
         round_attempts: item.round_attempts,
         next_attempt_at: item.next_attempt_at,
         lease_until: item.lease_until,
