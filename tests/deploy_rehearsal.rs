@@ -29,14 +29,19 @@ fn edited(changes: &[(&str, &str)]) -> Template {
 
 /// Waits until the local stack refused `function` the `action` on the table `table`.
 async fn refused(function: &str, action: &str, table: &str) {
-    let refused = |denials: &[careerctl::iam::Denial]| {
-        denials
-            .iter()
-            .any(|(f, a, resource)| f == function && a == action && resource.ends_with(&format!("table/{table}")))
+    refused_times(function, action, table, 1).await;
+}
+
+/// Waits until the local stack refused `function` the `action` on the table `table` `times`
+/// times.
+async fn refused_times(function: &str, action: &str, table: &str, times: usize) {
+    let refusals = |denials: &[careerctl::iam::Denial]| {
+        let on_table = |resource: &String| resource.ends_with(&format!("table/{table}"));
+        denials.iter().filter(|(f, a, resource)| f == function && a == action && on_table(resource)).count()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !refused(&careerctl::iam::denials()) {
-        assert!(std::time::Instant::now() < deadline, "{function}'s {action} on {table} was never refused");
+    while refusals(&careerctl::iam::denials()) < times {
+        assert!(std::time::Instant::now() < deadline, "{function}'s {action} on {table} was not refused {times} times");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -245,6 +250,32 @@ async fn without_report_batch_item_failures_a_batch_that_returns_is_deleted_whol
     let dead_letters = &pipeline.queues.delivery_dead_letter;
     let dead = pipeline.count(dead_letters, aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages).await;
     assert_eq!(dead, 0, "deleted after its first invocation, not dead-lettered");
+}
+
+/// The same for a stream: without `ReportBatchItemFailures`, a batch whose invocation returns
+/// is done, whatever it reports. Here the fan-out's role lacks the write of its records, so it
+/// reports each record of a subscribed user failed: the stream moves on past it, and nothing
+/// goes to the on-failure queue (with the shipped setting and no retries, each would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_report_batch_item_failures_a_stream_batch_that_returns_is_done() {
+    let profiles = "            Stream: !GetAtt ProfilesTable.StreamArn\n            StartingPosition: TRIM_HORIZON\n            BatchSize: 100\n            BisectBatchOnFunctionError: true\n            MaximumRetryAttempts: 10\n            MaximumRecordAgeInSeconds: 86400\n            FunctionResponseTypes: [ReportBatchItemFailures]\n";
+    let unreported = profiles
+        .replace("MaximumRetryAttempts: 10", "MaximumRetryAttempts: 0")
+        .replace("            FunctionResponseTypes: [ReportBatchItemFailures]\n", "");
+    let records = "# yet, before its message is queued (contract 12).\n                Action: dynamodb:PutItem";
+    let template =
+        edited(&[(profiles, &unreported), (records, &records.replace("dynamodb:PutItem", "dynamodb:BatchWriteItem"))]);
+    let pipeline = Pipeline::from_template(template, true, |_| {}).await;
+    let deliveries = pipeline.settings().tables.deliveries.clone();
+    for times in 1..=2 {
+        let user = unique_user();
+        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+        pipeline.api.admin.update_profile(&user).await.unwrap();
+        refused_times(function::FANOUT, "dynamodb:PutItem", &deliveries, times).await;
+    }
+    let failures = &pipeline.queues.stream_failures;
+    let given_up = pipeline.count(failures, aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages).await;
+    assert_eq!(given_up, 0, "each batch was done when its invocation returned");
 }
 
 /// An SQS source's filter is applied to the message body, as Lambda applies it, and a
