@@ -445,7 +445,9 @@ mod tests {
     #[test]
     fn the_items_taken_as_failed_follow_the_answer_and_the_response_types() {
         let batch = ["a", "b", "c"];
-        let table: [(bool, Option<&[Option<&str>]>, &[usize], &str); 8] = [
+        /// `(ReportBatchItemFailures, the answer, the positions taken as failed, why)`.
+        type Row<'a> = (bool, Option<&'a [Option<&'a str>]>, &'a [usize], &'a str);
+        let table: [Row; 8] = [
             (true, Some(&[]), &[], "an empty list: all succeeded"),
             (true, Some(&[Some("c"), Some("b")]), &[1, 2], "those reported"),
             (true, Some(&[Some("")]), &[0, 1, 2], "an empty identifier fails the batch"),

@@ -81,7 +81,7 @@ impl Patterns {
 /// One condition of a statement: `operator: {key: values}`.
 #[derive(Clone, Debug)]
 struct Condition {
-    operator: Operator,
+    operator: StringOperator,
     key: String,
     values: Vec<String>,
 }
@@ -90,20 +90,20 @@ struct Condition {
 /// `…IfExists` form, a `ForAnyValue:`/`ForAllValues:` set operator) is refused when the
 /// template is read, rather than evaluated wrongly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operator {
-    StringEquals,
-    StringNotEquals,
-    StringLike,
-    StringNotLike,
+enum StringOperator {
+    Equals,
+    NotEquals,
+    Like,
+    NotLike,
 }
 
-impl Operator {
+impl StringOperator {
     fn parse(name: &str) -> anyhow::Result<Self> {
         Ok(match name {
-            "StringEquals" => Operator::StringEquals,
-            "StringNotEquals" => Operator::StringNotEquals,
-            "StringLike" => Operator::StringLike,
-            "StringNotLike" => Operator::StringNotLike,
+            "StringEquals" => StringOperator::Equals,
+            "StringNotEquals" => StringOperator::NotEquals,
+            "StringLike" => StringOperator::Like,
+            "StringNotLike" => StringOperator::NotLike,
             other => bail!("the condition operator {other}, which the local stack's IAM cannot evaluate"),
         })
     }
@@ -119,10 +119,10 @@ impl Condition {
         let equal = |v: &String| self.values.contains(v);
         let like = |v: &String| self.values.iter().any(|p| matches(p, v));
         match self.operator {
-            Operator::StringEquals => present.is_some_and(equal),
-            Operator::StringNotEquals => !present.is_some_and(equal),
-            Operator::StringLike => present.is_some_and(like),
-            Operator::StringNotLike => !present.is_some_and(like),
+            StringOperator::Equals => present.is_some_and(equal),
+            StringOperator::NotEquals => !present.is_some_and(equal),
+            StringOperator::Like => present.is_some_and(like),
+            StringOperator::NotLike => !present.is_some_and(like),
         }
     }
 }
@@ -302,7 +302,7 @@ fn statement_of(statement: &Value) -> anyhow::Result<Statement> {
     let mut conditions = Vec::new();
     if let Some(block) = statement.get("Condition") {
         for (operator, keys) in block.as_mapping().context("Condition is not a mapping")? {
-            let operator = Operator::parse(operator.as_str().unwrap_or_default())?;
+            let operator = StringOperator::parse(operator.as_str().unwrap_or_default())?;
             for (key, values) in keys.as_mapping().context("a condition operator's keys are not a mapping")? {
                 let key = scalar(key).context("a condition key is not a string")?;
                 conditions.push(Condition { operator, key, values: list(values)? });
