@@ -938,7 +938,7 @@ fn oversized_body() -> Vec<u8> {
 
 /// The answers every operation shares: 401, 403, 413, 429 and 500. `valid` sends a request
 /// that succeeds for the given key and Api (whose webhook URLs may be loopback ones); `breaks_storage` names the operation's table
-/// so that pointing it at a missing table makes the operation fail unexpectedly.
+/// (by renaming it, [`missing_table`]) so that deleting it makes the operation fail unexpectedly.
 async fn common_errors(
     checker: &mut Checker,
     valid: &RequestSpec,
@@ -991,11 +991,19 @@ async fn common_errors(
     // The window counts the last 60 to 65 seconds.
     assert!((1..=65).contains(&retry_after), "Retry-After {retry_after}");
 
-    // 500: the operation's table is missing.
-    let broken = Api::with_settings(|s| {
-        s.allow_insecure_webhook_urls = true;
-        breaks_storage(s);
-    });
+    // 500: the operation's table is missing. The functions name their tables as the template
+    // gives them, so it is deleted from a stack of the test's own.
+    let stack = career_service::pipeline::Pipeline::start(false).await;
+    let mut settings = stack.settings().clone();
+    settings.allow_insecure_webhook_urls = true;
+    let mut named = settings.clone();
+    breaks_storage(&mut named);
+    for ((_, table), (_, marked)) in settings.tables.all().into_iter().zip(named.tables.all()) {
+        if table != marked {
+            career_service::dynamodb().delete_table().table_name(table).send().await.expect("the table deleted");
+        }
+    }
+    let broken = Api::on(career_service::clients(), settings);
     let key = broken.key(&user, op.scope()).await;
     let answer = valid.send(&broken, &key).await;
     checker.check(&answer, 500, Some("internal_error"));
@@ -1034,6 +1042,7 @@ async fn disable_for_failing(api: &Api, user: &str, id: &str) {
     webhooks.disable(&user, &id, DisabledReason::Failing, Some(since), disabled_at).await.unwrap();
 }
 
+/// Marks the table `name` as the one [`common_errors`] deletes.
 fn missing_table(name: &mut String) {
     *name = format!("career-missing-{}", &unique_user()[5..]);
 }

@@ -607,12 +607,11 @@ async fn the_fan_out_writes_the_records_before_it_queues() {
     let user = unique_user();
     let (subscription, _) =
         pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
-    let mut lost_lanes = pipeline.settings().clone();
+    // The fan-out's own settings with its main lane gone (the template would give it the lane).
+    let mut lost_lanes = career_service::function_settings(function::FANOUT, pipeline.settings());
     lost_lanes.delivery_queue_url = Some(format!("{}-gone.fifo", pipeline.queues.delivery.trim_end_matches(".fifo")));
-    let fanout_clients = career_service::acting_as(function::FANOUT, &lost_lanes, &clients());
-    let fanout =
-        career_fanout::Deps::new(&fanout_clients, &career_service::function_settings(function::FANOUT, &lost_lanes))
-            .unwrap();
+    let fanout_clients = career_service::acting_as(function::FANOUT, pipeline.settings(), &clients());
+    let fanout = career_fanout::Deps::new(&fanout_clients, &lost_lanes).unwrap();
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
     let pumping = tokio::spawn(async move {

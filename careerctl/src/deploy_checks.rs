@@ -89,8 +89,8 @@ fn no_queue_has_a_fixed_name_that_a_quick_redeploy_would_find_deleted_recently()
 }
 
 /// The shipped template resolved to a stack of made-up names: each table's ARN and stream, each
-/// queue's ARN and URL, as a deploy would give them.
-fn resolved_on_paper(tables: &career_core::config::TableNames) -> Resolver {
+/// queue's ARN and URL, as a deploy would give them, and every other resource's name and ARN.
+pub(crate) fn resolved_on_paper(tables: &career_core::config::TableNames) -> Resolver {
     let template = Template::shipped();
     let mut resolver = resolver("paper");
     resolver.parameters = template.parameter_defaults();
@@ -108,6 +108,14 @@ fn resolved_on_paper(tables: &career_core::config::TableNames) -> Resolver {
             attributes: attributes.into(),
         };
         resolver.resources.insert(queue.logical_id.to_owned(), physical);
+    }
+    for other in template.resources() {
+        let arn = format!("arn:aws:paper:r:1:{}", other.logical_id);
+        let physical = crate::template::Physical {
+            reference: format!("paper-{}", other.logical_id),
+            attributes: [("Arn".to_owned(), arn)].into(),
+        };
+        resolver.resources.entry(other.logical_id.to_owned()).or_insert(physical);
     }
     resolver
 }

@@ -36,6 +36,13 @@ impl Deployment {
         let resolver = create_stack(template, clients, stack_name, &local.tables, parameters).await?;
         let roles = Roles::of(template, &resolver)?;
         let deployment = Deployment { template: template.clone(), resolver, roles };
+        // Every function's event sources and environment are read now, so that a setting the
+        // pumps cannot evaluate, or a variable that resolves to nothing, stops the stack
+        // before it serves.
+        for function in template.resources_of("AWS::Serverless::Function") {
+            deployment.stream_sources(function.logical_id)?;
+            deployment.queue_sources(function.logical_id)?;
+        }
         let queues = deployment.queues()?;
         local.delivery_queue_url = Some(queues.delivery);
         local.retry_queue_url = Some(queues.retry);
@@ -43,6 +50,9 @@ impl Deployment {
         let key = deployment.resolver.resources.get("WebhookSecretsKey");
         local.secrets_kms_key_id = Some(key.context("the template has no WebhookSecretsKey")?.reference.clone());
         local.operator_topic_arn = Some(deployment.operator_topic()?.reference.clone());
+        for function in template.resources_of("AWS::Serverless::Function") {
+            deployment.settings_of(function.logical_id, local)?;
+        }
         Ok(deployment)
     }
 
@@ -65,27 +75,11 @@ impl Deployment {
         self.roles.acting_as(function, clients)
     }
 
-    /// The settings `function` reads from the environment the template gives it: the global
-    /// variables and its own, resolved in this stack. Where `local` sets a variable the
-    /// template gives the function, `local`'s value is taken (the stack's parameters, such as
-    /// a shorter retry base, and what a deploy resolves elsewhere, such as the cursor key from
-    /// Secrets Manager); a variable the template does not give the function is unset, as on AWS.
+    /// The settings `function` reads from the environment the template gives it in this
+    /// stack ([`environment_of`]), on a local stack whose settings are `local`.
     pub fn settings_of(&self, function: &str, local: &Settings) -> anyhow::Result<Settings> {
         let local_values: HashMap<&str, String> = local.to_env().into_iter().collect();
-        let globals = self.template.function_globals().and_then(|g| g.get("Environment"));
-        let own = self.template.resource(function)?.property("Environment").cloned();
-        let mut environment = HashMap::new();
-        for declared in [globals.cloned(), own].into_iter().flatten() {
-            let variables = declared.get("Variables").and_then(Value::as_mapping).cloned().unwrap_or_default();
-            for (name, value) in variables {
-                let name = name.as_str().context("a variable's name")?.to_owned();
-                let value = match local_values.get(name.as_str()) {
-                    Some(local) => local.clone(),
-                    None => self.resolver.text(&value).with_context(|| format!("{function}'s {name}"))?,
-                };
-                environment.insert(name, value);
-            }
-        }
+        let environment = environment_of(&self.template, &self.resolver, function, &local_values)?;
         let mut settings = Settings::from_vars(&environment).with_context(|| format!("{function}'s environment"))?;
         // Not an environment variable: tests shorten it.
         settings.rate_limit_window = local.rate_limit_window;
@@ -100,5 +94,122 @@ impl Deployment {
     /// The template's queue event sources of `function`, in this stack.
     pub fn queue_sources(&self, function: &str) -> anyhow::Result<Vec<QueueSource>> {
         queue_sources(&self.template, &self.resolver, function)
+    }
+}
+
+/// The variables the local stack sets whatever the template says: the template hard-codes the
+/// insecure webhook mode off for the cloud, and that mode exists for the local stack and its
+/// tests only.
+const LOCAL_ONLY: &[&str] = &["ALLOW_INSECURE_WEBHOOK_URLS"];
+
+/// The environment the template gives `function` in the stack `resolver` describes: the
+/// global variables and its own, each the template's value resolved in this stack, as Lambda
+/// would have it. Three kinds take the local stack's value (`local`) instead, as the local
+/// stack stands in for what a deploy puts there:
+/// - a stack parameter (`!Ref <Parameter>`): the local settings are the stack's parameter
+///   values, as a deploy's parameter overrides are (a shorter retry base, say);
+/// - a dynamic reference (`{{resolve:…}}`), which CloudFormation reads from Secrets Manager;
+/// - the [`LOCAL_ONLY`] variables.
+///
+/// Every other value names the stack's resources as the template names them, so a variable
+/// that names the wrong table or queue names it locally too. A variable the template does not
+/// give the function is unset, as on AWS.
+pub fn environment_of(
+    template: &Template,
+    resolver: &Resolver,
+    function: &str,
+    local: &HashMap<&str, String>,
+) -> anyhow::Result<HashMap<String, String>> {
+    let globals = template.function_globals().and_then(|g| g.get("Environment")).cloned();
+    let own = template.resource(function)?.property("Environment").cloned();
+    let mut environment = HashMap::new();
+    for declared in [globals, own].into_iter().flatten() {
+        let variables = declared.get("Variables").and_then(Value::as_mapping).cloned().unwrap_or_default();
+        for (name, value) in variables {
+            let name = name.as_str().context("a variable's name")?.to_owned();
+            let local_value = || {
+                let value = local.get(name.as_str()).cloned();
+                value.with_context(|| format!("{function}'s {name}: the local stack has no value to give it"))
+            };
+            let value = if LOCAL_ONLY.contains(&name.as_str()) || parameter_of(template, &value).is_some() {
+                local_value()?
+            } else {
+                let resolved = resolver.text(&value).with_context(|| format!("{function}'s {name}"))?;
+                match resolved.contains("{{resolve:") {
+                    true => local_value()?,
+                    false => resolved,
+                }
+            };
+            environment.insert(name, value);
+        }
+    }
+    Ok(environment)
+}
+
+/// The parameter `value` is, when it is `!Ref <Parameter>` (short or long form).
+fn parameter_of<'a>(template: &Template, value: &'a Value) -> Option<&'a str> {
+    let name = match value {
+        Value::Tagged(tagged) if tagged.tag == "Ref" => tagged.value.as_str(),
+        Value::Mapping(map) if map.len() == 1 => map.get("Ref").and_then(Value::as_str),
+        _ => None,
+    }?;
+    template.is_parameter(name).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::{function, TEMPLATE};
+    use career_core::config::TableNames;
+
+    const CURSOR_KEY: &str = "cursor_key_of_the_local_stack_0123456789";
+
+    fn local() -> HashMap<&'static str, String> {
+        let mut settings = crate::local::settings_from_env().unwrap();
+        settings.tables = TableNames::with_prefix("elsewhere-");
+        settings.max_delivery_attempts = 4;
+        settings.delivery_queue_url = Some("https://q/elsewhere".into());
+        settings.cursor_signing_key = Some(career_core::config::SecretSetting::new(CURSOR_KEY.to_owned()));
+        settings.to_env().into_iter().collect()
+    }
+
+    fn environment(template: &Template, function: &str) -> anyhow::Result<HashMap<String, String>> {
+        let paper = crate::deploy_checks::resolved_on_paper(&TableNames::with_prefix("paper-"));
+        environment_of(template, &paper, function, &local())
+    }
+
+    #[test]
+    fn each_variable_is_the_templates_value_in_this_stack_and_parameters_are_the_local_settings() {
+        let deliver = environment(&Template::shipped(), function::DELIVER).unwrap();
+        let table = [
+            ("DELIVERIES_TABLE", "paper-deliveries"),
+            ("WEBHOOKS_TABLE", "paper-webhooks"),
+            ("DELIVERY_QUEUE_URL", "https://q/DeliveryQueue"),
+            ("DEAD_LETTER_QUEUE_URL", "https://q/DeliveryDeadLetterQueue"),
+            ("METRICS_NAMESPACE", "paper/webhooks"),
+            ("DELIVERY_MAX_ATTEMPTS", "4"),
+            ("ALLOW_INSECURE_WEBHOOK_URLS", "true"),
+            ("RUST_LOG", "info"),
+        ];
+        for (name, value) in table {
+            assert_eq!(deliver.get(name).map(String::as_str), Some(value), "{name}");
+        }
+        assert!(!deliver.contains_key("ALERTS_TABLE"), "a variable the template does not give is unset");
+        let alerts = environment(&Template::shipped(), function::ALERTS).unwrap();
+        assert_eq!(alerts["CURSOR_SIGNING_KEY"], CURSOR_KEY, "Secrets Manager's part");
+    }
+
+    #[test]
+    fn a_variable_that_names_the_wrong_resource_names_it_locally_too() {
+        let start = TEMPLATE.find("  DeliverFunction:\n").unwrap();
+        let at = TEMPLATE[start..].find("DELIVERIES_TABLE: !Ref DeliveriesTable").unwrap() + start;
+        let right = "DELIVERIES_TABLE: !Ref DeliveriesTable";
+        let wrong = format!("{}DELIVERIES_TABLE: !Ref WebhooksTable{}", &TEMPLATE[..at], &TEMPLATE[at + right.len()..]);
+        let deliver = environment(&Template::parse(&wrong).unwrap(), function::DELIVER).unwrap();
+        assert_eq!(deliver["DELIVERIES_TABLE"], "paper-webhooks");
+        let unresolvable =
+            wrong.replacen("DELIVERIES_TABLE: !Ref WebhooksTable", "DELIVERIES_TABLE: !Ref NoSuchTable", 1);
+        let error = environment(&Template::parse(&unresolvable).unwrap(), function::DELIVER).unwrap_err();
+        assert!(format!("{error:#}").contains("NoSuchTable"), "{error:#}");
     }
 }

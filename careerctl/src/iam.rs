@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use aws_smithy_runtime_api::client::http::{
     http_client_fn, HttpClient, HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector,
@@ -33,10 +33,98 @@ use crate::template::{scalar, Resolver, Resource, Template, ACCOUNT};
 pub struct Statement {
     pub sid: String,
     allow: bool,
-    actions: Vec<String>,
-    resources: Vec<String>,
-    /// `(operator, condition key, values)`.
-    conditions: Vec<(String, String, Vec<String>)>,
+    actions: Patterns,
+    resources: Patterns,
+    conditions: Vec<Condition>,
+}
+
+/// A statement's `Action` or `Resource` (the patterns it names) or its `NotAction` or
+/// `NotResource` (everything but them). AWS: "NotAction is an advanced policy element that
+/// explicitly matches everything except the specified list of actions [...] such unlisted
+/// actions or services are denied if you use the Deny effect"
+/// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_notaction.html);
+/// NotResource likewise for resources.
+#[derive(Clone, Debug)]
+enum Patterns {
+    Listed(Vec<String>),
+    AllBut(Vec<String>),
+}
+
+impl Patterns {
+    /// From the statement's positive element `name` or its `Not` form: exactly one of them,
+    /// as IAM refuses a policy with both or neither.
+    fn of(statement: &Value, name: &str) -> anyhow::Result<Self> {
+        let not = format!("Not{name}");
+        match (statement.get(name), statement.get(not.as_str())) {
+            (Some(listed), None) => Ok(Patterns::Listed(list(listed)?)),
+            (None, Some(excluded)) => Ok(Patterns::AllBut(list(excluded)?)),
+            (Some(_), Some(_)) => bail!("a statement has both {name} and {not}"),
+            (None, None) => bail!("a statement has neither {name} nor {not}"),
+        }
+    }
+
+    fn matches(&self, text: &str, fold_case: bool) -> bool {
+        let named = |patterns: &[String]| {
+            patterns.iter().any(|p| match fold_case {
+                // Action names are case-insensitive in IAM; resource ARNs are not.
+                true => matches(&p.to_ascii_lowercase(), &text.to_ascii_lowercase()),
+                false => matches(p, text),
+            })
+        };
+        match self {
+            Patterns::Listed(patterns) => named(patterns),
+            Patterns::AllBut(patterns) => !named(patterns),
+        }
+    }
+}
+
+/// One condition of a statement: `operator: {key: values}`.
+#[derive(Clone, Debug)]
+struct Condition {
+    operator: StringOperator,
+    key: String,
+    values: Vec<String>,
+}
+
+/// The condition operators this evaluator knows. Any other (a numeric or date operator, an
+/// `…IfExists` form, a `ForAnyValue:`/`ForAllValues:` set operator) is refused when the
+/// template is read, rather than evaluated wrongly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StringOperator {
+    Equals,
+    NotEquals,
+    Like,
+    NotLike,
+}
+
+impl StringOperator {
+    fn parse(name: &str) -> anyhow::Result<Self> {
+        Ok(match name {
+            "StringEquals" => StringOperator::Equals,
+            "StringNotEquals" => StringOperator::NotEquals,
+            "StringLike" => StringOperator::Like,
+            "StringNotLike" => StringOperator::NotLike,
+            other => bail!("the condition operator {other}, which the local stack's IAM cannot evaluate"),
+        })
+    }
+}
+
+impl Condition {
+    /// AWS: with several values for a key, the condition holds if any matches; a negated
+    /// operator holds if none does. A key missing from the request matches no value, so a
+    /// positive operator is false and a negated one true
+    /// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html).
+    fn holds(&self, call: &Call) -> bool {
+        let present = call.context.iter().find(|(k, _)| k.eq_ignore_ascii_case(&self.key)).map(|(_, v)| v);
+        let equal = |v: &String| self.values.contains(v);
+        let like = |v: &String| self.values.iter().any(|p| matches(p, v));
+        match self.operator {
+            StringOperator::Equals => present.is_some_and(equal),
+            StringOperator::NotEquals => !present.is_some_and(equal),
+            StringOperator::Like => present.is_some_and(like),
+            StringOperator::NotLike => !present.is_some_and(like),
+        }
+    }
 }
 
 /// A function's role: its policy statements and the function it runs.
@@ -146,14 +234,20 @@ pub fn declared_grants(template_text: &str) -> anyhow::Result<Vec<(Grant, String
         let role = template.resource(role_id)?;
         let policies = role.property("Policies").and_then(Value::as_sequence).into_iter().flatten();
         for statement in policies.filter_map(|p| p.get("PolicyDocument")?.get("Statement")?.as_sequence()).flatten() {
-            let statement = statement_of(statement)?;
-            let sid_line = (role_line..lines.len()).find(|&i| lines[i].trim() == format!("- Sid: {}", statement.sid));
+            // Unresolved: only its id and its actions, which name no resource, are read here.
+            let sid = statement.get("Sid").and_then(scalar).unwrap_or_default();
+            let actions = match Patterns::of(statement, "Action")? {
+                Patterns::Listed(actions) => actions,
+                // Everything but some actions is no list of grants.
+                Patterns::AllBut(_) => Vec::new(),
+            };
+            let sid_line = (role_line..lines.len()).find(|&i| lines[i].trim() == format!("- Sid: {sid}"));
             let comment: Vec<&str> = sid_line
                 .map(|at| lines[..at].iter().rev().take_while(|l| l.trim_start().starts_with('#')).copied().collect())
                 .unwrap_or_default();
             let comment = comment.iter().rev().map(|l| l.trim().trim_start_matches('#').trim()).collect::<Vec<_>>();
-            for action in &statement.actions {
-                let grant = (function.logical_id.to_owned(), statement.sid.clone(), action.clone());
+            for action in actions {
+                let grant = (function.logical_id.to_owned(), sid.clone(), action);
                 declared.push((grant, comment.join(" ")));
             }
         }
@@ -183,27 +277,48 @@ fn role_statements(template: &Template, resolver: &Resolver, role_id: &str) -> a
     Ok(statements)
 }
 
-fn list(value: Option<&Value>) -> Vec<String> {
-    match value {
-        Some(Value::Sequence(items)) => items.iter().filter_map(scalar).collect(),
-        Some(other) => scalar(other).into_iter().collect(),
-        None => Vec::new(),
-    }
+/// A policy element's value: one string or a list of them.
+fn list(value: &Value) -> anyhow::Result<Vec<String>> {
+    let items = match value {
+        Value::Sequence(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    items.into_iter().map(|item| scalar(item).with_context(|| format!("not a string: {item:?}"))).collect()
 }
 
+/// The elements of an identity policy's statement that this evaluator reads. Any other
+/// (`Principal`, `NotPrincipal`, a misspelling) is refused: evaluated as absent, it could
+/// allow what AWS would not.
+const STATEMENT_ELEMENTS: [&str; 7] = ["Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"];
+
 fn statement_of(statement: &Value) -> anyhow::Result<Statement> {
-    let mut conditions = Vec::new();
-    for (operator, keys) in statement.get("Condition").and_then(Value::as_mapping).into_iter().flatten() {
-        for (key, values) in keys.as_mapping().into_iter().flatten() {
-            let (operator, key) = (scalar(operator).unwrap_or_default(), scalar(key).unwrap_or_default());
-            conditions.push((operator, key, list(Some(values))));
+    let elements = statement.as_mapping().context("a statement is not a mapping")?;
+    for (element, _) in elements {
+        let element = element.as_str().unwrap_or_default();
+        if !STATEMENT_ELEMENTS.contains(&element) {
+            bail!("the policy element {element:?}, which the local stack's IAM cannot evaluate");
         }
     }
+    let mut conditions = Vec::new();
+    if let Some(block) = statement.get("Condition") {
+        for (operator, keys) in block.as_mapping().context("Condition is not a mapping")? {
+            let operator = StringOperator::parse(operator.as_str().unwrap_or_default())?;
+            for (key, values) in keys.as_mapping().context("a condition operator's keys are not a mapping")? {
+                let key = scalar(key).context("a condition key is not a string")?;
+                conditions.push(Condition { operator, key, values: list(values)? });
+            }
+        }
+    }
+    let allow = match statement.get("Effect").and_then(Value::as_str) {
+        Some("Allow") => true,
+        Some("Deny") => false,
+        other => bail!("Effect is {other:?}, neither Allow nor Deny"),
+    };
     Ok(Statement {
         sid: statement.get("Sid").and_then(scalar).unwrap_or_default(),
-        allow: statement.get("Effect").and_then(Value::as_str) == Some("Allow"),
-        actions: list(statement.get("Action")),
-        resources: list(statement.get("Resource")),
+        allow,
+        actions: Patterns::of(statement, "Action")?,
+        resources: Patterns::of(statement, "Resource")?,
         conditions,
     })
 }
@@ -224,18 +339,9 @@ fn matches(pattern: &str, text: &str) -> bool {
 
 impl Statement {
     fn applies(&self, call: &Call) -> bool {
-        let action = call.action.to_ascii_lowercase();
-        self.actions.iter().any(|a| matches(&a.to_ascii_lowercase(), &action))
-            && self.resources.iter().any(|r| matches(r, &call.resource))
-            && self.conditions.iter().all(|(operator, key, values)| {
-                let present = call.context.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v);
-                match operator.as_str() {
-                    "StringEquals" => present.is_some_and(|v| values.contains(v)),
-                    "StringLike" => present.is_some_and(|v| values.iter().any(|p| matches(p, v))),
-                    // An operator this evaluator does not know never matches: refused, not allowed.
-                    _ => false,
-                }
-            })
+        self.actions.matches(&call.action, true)
+            && self.resources.matches(&call.resource, false)
+            && self.conditions.iter().all(|condition| condition.holds(call))
     }
 }
 
@@ -441,10 +547,14 @@ pub fn denials() -> Vec<Denial> {
 mod tests {
     use super::*;
 
-    fn role(statements: &str) -> Role {
+    fn role_result(statements: &str) -> anyhow::Result<Role> {
         let statements: Value = serde_yaml::from_str(statements).unwrap();
-        let statements = statements.as_sequence().unwrap().iter().map(|s| statement_of(s).unwrap()).collect();
-        Role { function: "F".into(), role: "R".into(), statements }
+        let statements = statements.as_sequence().unwrap().iter().map(statement_of).collect::<Result<_, _>>()?;
+        Ok(Role { function: "F".into(), role: "R".into(), statements })
+    }
+
+    fn role(statements: &str) -> Role {
+        role_result(statements).unwrap()
     }
 
     fn call(action: &str, resource: &str) -> Call {
@@ -474,6 +584,80 @@ mod tests {
         assert!(role.allows(&generate).is_none(), "an explicit deny wins");
         assert!(matches("arn:l:log-group:/aws/lambda/x:*", "arn:l:log-group:/aws/lambda/x:log-stream:1"));
         assert!(!matches("a?c", "ac"));
+    }
+
+    #[test]
+    fn not_action_and_not_resource_match_everything_but_what_they_name() {
+        let role = role(
+            "[{Sid: Tables, Effect: Allow, Action: 'dynamodb:*', Resource: 'arn:t/*'},
+              {Sid: OnlyReads, Effect: Deny, NotAction: ['dynamodb:GetItem', 'dynamodb:Query'], Resource: 'arn:t/webhooks'},
+              {Sid: OnlyDeliveries, Effect: Deny, Action: dynamodb:PutItem, NotResource: ['arn:t/deliveries']}]",
+        );
+        let allowed = |action: &str, resource: &str| role.allows(&call(action, resource)).map(|s| s.sid.clone());
+        let table = [
+            ("dynamodb:GetItem", "arn:t/webhooks", Some("Tables")),
+            ("dynamodb:query", "arn:t/webhooks", Some("Tables")),
+            ("dynamodb:UpdateItem", "arn:t/webhooks", None),
+            ("dynamodb:DeleteItem", "arn:t/webhooks", None),
+            ("dynamodb:UpdateItem", "arn:t/alerts", Some("Tables")),
+            ("dynamodb:PutItem", "arn:t/deliveries", Some("Tables")),
+            ("dynamodb:PutItem", "arn:t/alerts", None),
+        ];
+        for (action, resource, expected) in table {
+            assert_eq!(allowed(action, resource).as_deref(), expected, "{action} on {resource}");
+        }
+        let everything_but_kms = role_result("[{Effect: Allow, NotAction: 'kms:*', NotResource: 'arn:k/*'}]").unwrap();
+        assert!(everything_but_kms.allows(&call("sqs:SendMessage", "arn:q/1")).is_some());
+        assert!(everything_but_kms.allows(&call("kms:Decrypt", "arn:q/1")).is_none());
+        assert!(everything_but_kms.allows(&call("sqs:SendMessage", "arn:k/1")).is_none());
+    }
+
+    #[test]
+    fn negated_conditions_hold_when_the_key_is_absent_as_aws_evaluates_them() {
+        let role = role(
+            "[{Effect: Allow, Action: 'kms:*', Resource: '*'},
+              {Effect: Deny, Action: 'kms:*', Resource: '*', Condition: {StringNotLike: {'kms:EncryptionContext:purpose': 'webhook-*'}}}]",
+        );
+        let mut decrypt = call("kms:Decrypt", "arn:k/1");
+        assert!(role.allows(&decrypt).is_none(), "no context: the negated condition holds, the deny applies");
+        decrypt.context.push(("kms:EncryptionContext:purpose".into(), "webhook-secrets".into()));
+        assert!(role.allows(&decrypt).is_some());
+        decrypt.context[0].1 = "other".into();
+        assert!(role.allows(&decrypt).is_none());
+        let not_equals = role_result(
+            "[{Effect: Allow, Action: 'kms:*', Resource: '*', Condition: {StringNotEquals: {'kms:EncryptionContext:purpose': [a, b]}}}]",
+        )
+        .unwrap();
+        let with = |value: &str| Call {
+            context: vec![("kms:EncryptionContext:purpose".into(), value.into())],
+            ..call("kms:Decrypt", "k")
+        };
+        assert!(not_equals.allows(&with("c")).is_some());
+        assert!(not_equals.allows(&with("b")).is_none());
+        assert!(not_equals.allows(&call("kms:Decrypt", "k")).is_some());
+    }
+
+    #[test]
+    fn what_the_evaluator_cannot_evaluate_is_refused_when_the_template_is_read() {
+        let refused = [
+            ("[{Effect: Allow, Action: 'sqs:*', Resource: '*', Condition: {NumericLessThan: {'aws:x': '1'}}}]", "NumericLessThan"),
+            ("[{Effect: Allow, Action: 'sqs:*', Resource: '*', Condition: {StringEqualsIfExists: {'aws:x': a}}}]", "StringEqualsIfExists"),
+            ("[{Effect: Allow, Action: 'sqs:*', Resource: '*', Condition: {'ForAnyValue:StringLike': {'aws:x': a}}}]", "ForAnyValue"),
+            ("[{Effect: Allow, Principal: '*', Action: 'sqs:*', Resource: '*'}]", "Principal"),
+            ("[{Effect: Allow, Action: 'sqs:*', NotAction: 'sqs:Send*', Resource: '*'}]", "both Action and NotAction"),
+            ("[{Effect: Allow, Action: 'sqs:*'}]", "neither Resource nor NotResource"),
+            ("[{Effect: allow, Action: 'sqs:*', Resource: '*'}]", "neither Allow nor Deny"),
+        ];
+        for (statements, why) in refused {
+            let error = format!("{:#}", role_result(statements).unwrap_err());
+            assert!(error.contains(why), "{statements}: {error}");
+        }
+        let paper = crate::deploy_checks::resolved_on_paper(&career_core::config::TableNames::with_prefix("p-"));
+        let shipped = Template::shipped();
+        for function in shipped.resources_of("AWS::Serverless::Function") {
+            let statements = role_statements(&shipped, &paper, role_of(&function).unwrap());
+            assert!(statements.is_ok(), "{}: every statement is one it evaluates: {statements:?}", function.logical_id);
+        }
     }
 
     #[test]

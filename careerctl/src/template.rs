@@ -91,16 +91,23 @@ impl Template {
             .collect()
     }
 
+    /// Whether the template declares the parameter `name`.
+    pub fn is_parameter(&self, name: &str) -> bool {
+        self.document.get("Parameters").and_then(|parameters| parameters.get(name)).is_some()
+    }
+
     /// The global function properties (`Globals.Function`).
     pub fn function_globals(&self) -> Option<&Mapping> {
         self.document.get("Globals")?.get("Function")?.as_mapping()
     }
 
     /// The timeout of the function `function` (its own, or the global one).
-    pub fn function_timeout(&self, function: &str) -> Option<std::time::Duration> {
-        let own = self.resource(function).ok()?.property("Timeout").cloned();
-        let timeout = own.or_else(|| self.function_globals()?.get("Timeout").cloned())?;
-        Some(std::time::Duration::from_secs(scalar(&timeout)?.parse().ok()?))
+    pub fn function_timeout(&self, function: &str) -> anyhow::Result<std::time::Duration> {
+        let own = self.resource(function)?.property("Timeout").cloned();
+        let timeout = own.or_else(|| self.function_globals()?.get("Timeout").cloned());
+        let timeout = timeout.with_context(|| format!("{function} has no Timeout, nor a global one"))?;
+        let seconds = scalar(&timeout).and_then(|text| text.parse().ok());
+        Ok(std::time::Duration::from_secs(seconds.with_context(|| format!("{function}'s Timeout: {timeout:?}"))?))
     }
 }
 

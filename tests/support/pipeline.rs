@@ -75,7 +75,8 @@ impl Pipeline {
         let sweep_clients = acting_as(function::SWEEP, self.settings(), &clients());
         let sweep_settings = crate::function_settings(function::SWEEP, self.settings());
         let sweep = career_sweep::Deps::new(&sweep_clients, &sweep_settings).expect("sweep settings");
-        self.pumps.push(tokio::spawn(async move { run_sweeps(&sweep, every, std::future::pending()).await }));
+        let timeout = crate::deployment(self.settings()).template.function_timeout(function::SWEEP).expect("a timeout");
+        self.pumps.push(tokio::spawn(async move { run_sweeps(&sweep, every, timeout, std::future::pending()).await }));
     }
 
     /// Creates a subscription through the API and returns its id and secret.

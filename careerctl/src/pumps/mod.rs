@@ -13,7 +13,15 @@ pub use stream::run_stream_pump;
 pub(crate) use stream::stream_event;
 
 /// Runs the sweep function every `every`, as the schedule does on AWS, until `stop` resolves.
-pub async fn run_sweeps(sweep: &career_sweep::Deps, every: Duration, stop: impl std::future::Future<Output = ()>) {
+/// A run that takes longer than the function's `timeout` is ended, as Lambda ends it, and
+/// failed: neither the schedule nor Lambda retries it (the template says so), the next run
+/// does its work.
+pub async fn run_sweeps(
+    sweep: &career_sweep::Deps,
+    every: Duration,
+    timeout: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
     let mut stop = std::pin::pin!(stop);
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -21,7 +29,9 @@ pub async fn run_sweeps(sweep: &career_sweep::Deps, every: Duration, stop: impl 
         tokio::select! {
             _ = ticks.tick() => {
                 // Its own log lines say what it found; a failed run is tried at the next tick.
-                let _ = career_sweep::handle(sweep, serde_json::Value::Null).await;
+                if tokio::time::timeout(timeout, career_sweep::handle(sweep, serde_json::Value::Null)).await.is_err() {
+                    tracing::warn!(?timeout, "the sweep timed out");
+                }
             }
             () = &mut stop => return,
         }

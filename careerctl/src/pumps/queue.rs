@@ -10,22 +10,23 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ERROR_PAUSE;
-use crate::event_sources::QueueSource;
+use crate::event_sources::{failed_items, queue_message_passes, QueueSource};
 use career_core::delivery::queue::delete_entries;
 
 /// Receives from one delivery lane, with the delivery function's role (its event source
 /// mapping does on AWS), and hands each batch to the delivery handler, up to the source's
 /// `MaximumConcurrency` batches at a time, as Lambda's event source mapping does. Messages
-/// the handler does not report as failed are deleted; the others keep the visibility it set.
-/// Once `stop` resolves it receives nothing more and returns when the batches in hand are
-/// done.
+/// its filters drop are deleted unseen; of the others, those the mapping does not take as
+/// failed ([`failed_items`]) are deleted, and the failed ones keep the visibility the
+/// handler set, or their queue's if it ran out of time. Once `stop` resolves it receives
+/// nothing more and returns when the batches in hand are done.
 pub async fn run_queue_pump(
     sqs: aws_sdk_sqs::Client,
     source: QueueSource,
     deliver: &career_deliver::Deps,
     stop: impl Future<Output = ()>,
 ) {
-    let QueueSource { queue_url, batch_size, maximum_concurrency: concurrency } = source;
+    let (queue_url, batch_size, concurrency) = (&source.queue_url, source.batch_size, source.maximum_concurrency);
     let mut stop = pin!(stop);
     let mut stopped = false;
     let mut in_hand = FuturesUnordered::new();
@@ -41,7 +42,7 @@ pub async fn run_queue_pump(
         }
         // Batches in hand go on while the next one is received; a receive is never dropped
         // half-way, as the messages it took would stay invisible.
-        let mut receiving = pin!(receive_batch(&sqs, &queue_url, batch_size));
+        let mut receiving = pin!(receive_batch(&sqs, queue_url, batch_size));
         let received = loop {
             tokio::select! {
                 received = &mut receiving => break received,
@@ -50,7 +51,7 @@ pub async fn run_queue_pump(
             }
         };
         if let Some(event) = received {
-            in_hand.push(handle_batch(&sqs, &queue_url, deliver, event));
+            in_hand.push(handle_batch(&sqs, &source, deliver, event));
         }
     }
     while in_hand.next().await.is_some() {}
@@ -76,19 +77,40 @@ async fn receive_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str, batch_size: i
     }
 }
 
-/// Calls the delivery handler and deletes what it did not report as failed.
-async fn handle_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str, deliver: &career_deliver::Deps, event: SqsEvent) {
-    let response = career_deliver::handle(deliver, event.clone()).await;
-    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
-    let done = delete_entries(
-        event
-            .records
-            .iter()
-            .filter(|m| !failed.contains(&m.message_id.as_deref().unwrap_or_default()))
-            .map(|m| m.receipt_handle.as_deref()),
-    );
-    if !done.is_empty() {
-        if let Err(err) = sqs.delete_message_batch().queue_url(queue_url).set_entries(Some(done)).send().await {
+/// Deletes the messages the source's filters drop, calls the delivery handler with the others
+/// (within the function's timeout) and deletes those the mapping does not take as failed.
+async fn handle_batch(
+    sqs: &aws_sdk_sqs::Client,
+    source: &QueueSource,
+    deliver: &career_deliver::Deps,
+    event: SqsEvent,
+) {
+    let (passing, dropped): (Vec<SqsMessage>, Vec<SqsMessage>) = event
+        .records
+        .into_iter()
+        .partition(|m| queue_message_passes(&source.filters, m.body.as_deref().unwrap_or_default()));
+    let handed: Vec<(String, Option<String>)> =
+        passing.iter().map(|m| (m.message_id.clone().unwrap_or_default(), m.receipt_handle.clone())).collect();
+    let mut done = Vec::new();
+    if !passing.is_empty() {
+        let mut batch = SqsEvent::default();
+        batch.records = passing;
+        let invocation = tokio::time::timeout(source.timeout, career_deliver::handle(deliver, batch)).await;
+        if invocation.is_err() {
+            tracing::warn!(timeout = ?source.timeout, "queue pump: the delivery function timed out; its batch returns to the queue");
+        }
+        let reported: Option<Vec<Option<&str>>> = invocation
+            .as_ref()
+            .ok()
+            .map(|response| response.batch_item_failures.iter().map(|f| Some(f.item_identifier.as_str())).collect());
+        let ids: Vec<&str> = handed.iter().map(|(id, _)| id.as_str()).collect();
+        let failed = failed_items(source.report_batch_item_failures, reported.as_deref(), &ids);
+        done.extend(handed.iter().enumerate().filter(|(i, _)| !failed.contains(i)).map(|(_, (_, r))| r.as_deref()));
+    }
+    let entries = delete_entries(dropped.iter().map(|m| m.receipt_handle.as_deref()).chain(done));
+    if !entries.is_empty() {
+        let deleted = sqs.delete_message_batch().queue_url(&source.queue_url).set_entries(Some(entries)).send().await;
+        if let Err(err) = deleted {
             tracing::warn!(error = %DisplayErrorContext(err), "queue pump: deleting delivered messages failed");
         }
     }

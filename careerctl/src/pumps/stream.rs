@@ -13,7 +13,7 @@ use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::ERROR_PAUSE;
-use crate::event_sources::{passing, StreamSource};
+use crate::event_sources::{failed_items, passing, StreamSource};
 use crate::streams::{BatchInfo, OnFailureRecord, RequestContext, ResponseContext, SequenceNumber};
 
 /// How long the pump waits before reading again when the streams had nothing new.
@@ -80,8 +80,7 @@ pub async fn run_stream_pump(
             }
             busy = true;
             let batch = stream_event(&shard.source.stream_arn, records);
-            let Some(failed_at) = fan_out(fanout, &batch, shard_id, &shard.source.filters, &mut checkpoints).await
-            else {
+            let Some(failed_at) = fan_out(fanout, &batch, shard_id, &shard.source, &mut checkpoints).await else {
                 checkpoints.save(checkpoint_file.as_ref());
                 continue;
             };
@@ -128,21 +127,33 @@ async fn read(streams: &aws_sdk_dynamodbstreams::Client, shard: &mut Shard, iter
 }
 
 /// Hands the records of one shard's batch that the filters pass to the fan-out handler (a
-/// batch that none passes is not handed over), and checkpoints the records before the first
-/// it reports as failed; that record's sequence number when it reported one.
+/// batch that none passes is not handed over), within the function's timeout, and
+/// checkpoints the records before the first the mapping takes as failed ([`failed_items`]);
+/// that record's sequence number when there is one.
 async fn fan_out(
     fanout: &career_fanout::Deps,
     batch: &StreamEvent,
     shard_id: &str,
-    filters: &[serde_json::Value],
+    source: &StreamSource,
     checkpoints: &mut Checkpoints,
 ) -> Option<String> {
-    let filtered = passing(filters, batch);
+    let filtered = passing(&source.filters, batch);
     let failed_at = if filtered.records.is_empty() {
         None
     } else {
-        let response = career_fanout::handle(fanout, filtered).await;
-        response.batch_item_failures.first().and_then(|f| f.item_identifier.clone())
+        let sequences: Vec<String> =
+            filtered.records.iter().map(|r| r.change.sequence_number.clone().unwrap_or_default()).collect();
+        let invocation = tokio::time::timeout(source.timeout, career_fanout::handle(fanout, filtered)).await;
+        if invocation.is_err() {
+            tracing::warn!(timeout = ?source.timeout, "stream pump: the fan-out timed out; its batch is retried");
+        }
+        let reported: Option<Vec<Option<&str>>> = invocation
+            .as_ref()
+            .ok()
+            .map(|response| response.batch_item_failures.iter().map(|f| f.item_identifier.as_deref()).collect());
+        let sequences: Vec<&str> = sequences.iter().map(String::as_str).collect();
+        let failed = failed_items(source.report_batch_item_failures, reported.as_deref(), &sequences);
+        failed.first().map(|&first| sequences[first].to_owned())
     };
     let done = batch
         .records
