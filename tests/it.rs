@@ -41,5 +41,7 @@ mod receivers;
 mod sample_events;
 #[path = "self_healing.rs"]
 mod self_healing;
+#[path = "trace_context.rs"]
+mod trace_context;
 #[path = "webhook_secrets.rs"]
 mod webhook_secrets;

@@ -89,7 +89,9 @@ impl TraceParent {
         let fields = match hex_byte(text.get(..2)?)? {
             0xff => return None,
             0 => Some(text).filter(|text| text.len() == TRACEPARENT_LEN)?,
-            _ => text.get(..TRACEPARENT_LEN).filter(|_| matches!(text.as_bytes().get(TRACEPARENT_LEN), None | Some(b'-')))?,
+            _ => text
+                .get(..TRACEPARENT_LEN)
+                .filter(|_| matches!(text.as_bytes().get(TRACEPARENT_LEN), None | Some(b'-')))?,
         };
         let dashes = [2, 35, 52].iter().all(|at| fields.as_bytes()[*at] == b'-');
         (fields.is_ascii() && dashes).then_some(())?;
@@ -332,7 +334,9 @@ mod tests {
 
     #[test]
     fn an_amazon_trace_id_is_the_same_trace_in_w3c_form() {
-        let full = TraceParent::from_amzn_trace_id("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1");
+        let full = TraceParent::from_amzn_trace_id(
+            "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+        );
         assert_eq!(full.unwrap().to_string(), "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01");
         let unsampled = TraceParent::from_amzn_trace_id("Sampled=0;Root=1-5759e988-bd862e3fe1be46a994272793");
         assert!(!unsampled.unwrap().sampled);
@@ -422,10 +426,16 @@ mod tests {
             TraceContext::of_request(&map)
         };
         let amzn = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
-        let both = headers(&[("traceparent", EXAMPLE), ("tracestate", "a=1"), ("tracestate", "b=2"), ("x-amzn-trace-id", amzn)]);
+        let both = headers(&[
+            ("traceparent", EXAMPLE),
+            ("tracestate", "a=1"),
+            ("tracestate", "b=2"),
+            ("x-amzn-trace-id", amzn),
+        ]);
         assert_eq!(both.as_ref().map(|c| c.parent.to_string()).as_deref(), Some(EXAMPLE));
         assert_eq!(both.and_then(|c| c.state).map(|s| s.as_str().to_owned()).as_deref(), Some("a=1,b=2"));
-        let fallback = headers(&[("traceparent", "00-nope"), ("tracestate", "a=1"), ("x-amzn-trace-id", amzn)]).unwrap();
+        let fallback =
+            headers(&[("traceparent", "00-nope"), ("tracestate", "a=1"), ("x-amzn-trace-id", amzn)]).unwrap();
         assert_eq!(fallback.parent.to_string(), "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01");
         assert_eq!(fallback.state, None, "the tracestate went with the traceparent that was refused");
         assert_eq!(headers(&[("traceparent", EXAMPLE), ("traceparent", EXAMPLE)]), None, "sent twice");

@@ -35,6 +35,7 @@ use crate::delivery::plan::{self, Claim, Lease, RecordState, SkipReason};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
+use crate::trace::{TraceContext, TraceParent, TraceState};
 
 /// How many partitions a subscription's log spreads its writes over.
 pub const LOG_SHARDS: u8 = 4;
@@ -115,6 +116,12 @@ struct DeliveryItem {
     /// The due index's partition; present only while `pending`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     due_shard: Option<String>,
+    /// The trace the delivery belongs to (contract section 19), so that a manual retry, a
+    /// recovery and the sweep send it in the same trace; none on a record of before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    traceparent: Option<TraceParent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracestate: Option<TraceState>,
 }
 
 impl DeliveryItem {
@@ -147,6 +154,8 @@ impl DeliveryItem {
             round_attempts: 0,
             lease_until: message.claimed_until.filter(|_| pending),
             due_shard: pending.then(|| due_shard(&message.delivery_id)),
+            traceparent: message.trace.as_ref().map(|trace| trace.parent),
+            tracestate: message.trace.as_ref().and_then(|trace| trace.state.clone()),
         }
     }
 }
@@ -154,6 +163,7 @@ impl DeliveryItem {
 impl DeliveryItem {
     fn into_stored(self) -> StoredDelivery {
         let (user_id, generation) = (self.user_id.clone(), self.generation);
+        let trace = self.traceparent.map(|parent| TraceContext { parent, state: self.tracestate });
         let record = DeliveryRecord {
             id: self.delivery_id,
             subscription_id: self.subscription_id,
@@ -170,16 +180,17 @@ impl DeliveryItem {
             succeeded_at: self.succeeded_at,
             body: self.body,
         };
-        StoredDelivery { record, user_id, generation }
+        StoredDelivery { record, user_id, generation, trace }
     }
 }
 
-/// A record (with the body it keeps), its owner and its generation.
+/// A record (with the body it keeps), its owner, its generation and its trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredDelivery {
     pub record: DeliveryRecord,
     pub user_id: UserId,
     pub generation: u32,
+    pub trace: Option<TraceContext>,
 }
 
 impl StoredDelivery {
@@ -192,6 +203,7 @@ impl StoredDelivery {
             event: serde_json::from_str(&self.record.body)?,
             generation: self.generation,
             claimed_until: None,
+            trace: self.trace.clone(),
         })
     }
 }
