@@ -121,7 +121,7 @@ impl TraceParent {
         Some(TraceParent { trace_id, parent_id, sampled: field("Sampled") != Some("0") })
     }
 
-    /// A new trace, sampled: every attempt of its deliveries is logged as a span.
+    /// A new trace, sampled: the service records a span of every attempt of its deliveries.
     pub fn start() -> Self {
         TraceParent { trace_id: TraceId::generate(), parent_id: SpanId::generate(), sampled: true }
     }
