@@ -110,11 +110,13 @@ async fn create_returns_the_subscription_and_its_secret_once() {
             "previousPublicKey",
             "publicKey",
             "secret",
+            "traceContext",
             "url"
         ],
         "{body}"
     );
     assert_eq!((&body["publicKey"], &body["previousPublicKey"]), (&Value::Null, &Value::Null), "off by default");
+    assert_eq!(body["traceContext"], false, "off by default");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),

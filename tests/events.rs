@@ -20,6 +20,7 @@ use career_core::webhooks::signing::verify_hex;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::acting_as;
 use career_service::calls::Calls;
+use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
@@ -407,6 +408,7 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
         events: vec![EventKind::ProfileUpdated],
         secrets: SecretsAtRest::Sealed(sealed),
         public_keys: None,
+        trace_context: false,
         created_at: career_core::clock::Timestamp::now(),
         health: Health::Active,
     };
@@ -418,40 +420,6 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
     fan_out_profile_change(&fanout, &user, "8").await;
     let deliver = career_service::deliver_instance(pipeline.settings());
     career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
-}
-
-thread_local! {
-    /// The log lines written on this thread while `capture_logs` runs.
-    static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `run` and returns what the service's log subscriber wrote on this thread meanwhile.
-/// The subscriber is the process's global one, installed once and writing nowhere outside
-/// a capture. A scoped one (`tracing::subscriber::set_default`) loses lines when another
-/// test's thread reaches a log call first: with one dispatcher registered, tracing-core
-/// caches that call's interest from the other thread's (absent) subscriber as "never"
-/// (tokio-rs/tracing#3611).
-fn capture_logs(run: impl FnOnce()) -> String {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| career_core::telemetry::init_writing_to(|| ThreadLog));
-    CAPTURED.with(|captured| *captured.borrow_mut() = Some(Vec::new()));
-    run();
-    let lines = CAPTURED.with(|captured| captured.borrow_mut().take()).unwrap_or_default();
-    String::from_utf8_lossy(&lines).into_owned()
-}
-
-/// Writes to this thread's capture, if one is open.
-struct ThreadLog;
-
-impl std::io::Write for ThreadLog {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        CAPTURED.with(|captured| captured.borrow_mut().as_mut().map(|lines| lines.extend_from_slice(bytes)));
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Hands the fan-out handler one stream batch: `user`'s profile `prf_<sequence>` created.

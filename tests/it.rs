@@ -43,5 +43,7 @@ mod sample_events;
 mod self_healing;
 #[path = "stream_replay.rs"]
 mod stream_replay;
+#[path = "trace_context.rs"]
+mod trace_context;
 #[path = "webhook_secrets.rs"]
 mod webhook_secrets;

@@ -18,6 +18,7 @@ use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::catalog::event_types;
 use career_core::events::event_from_record;
+use career_core::trace::{SpanId, TraceContext};
 use career_core::webhooks::rotation::ActiveSecrets;
 use career_core::webhooks::signing::SigningKey;
 use career_core::webhooks::{DisabledReason, WebhookSecret};
@@ -64,6 +65,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.invalid_enabled",
     "webhooks.invalid_asymmetric_signing",
     "webhooks.asymmetric_signing_off",
+    "webhooks.invalid_trace_context",
 ];
 
 /// One operation: where it is, its success status and, per error status, the codes the
@@ -129,6 +131,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.invalid_url",
             "webhooks.invalid_events",
             "webhooks.invalid_asymmetric_signing",
+            "webhooks.invalid_trace_context",
             "webhooks.limit_exceeded",
         ],
     )],
@@ -148,6 +151,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.unknown_field",
                 "webhooks.invalid_enabled",
                 "webhooks.invalid_asymmetric_signing",
+                "webhooks.invalid_trace_context",
                 "webhooks.invalid_url",
                 "webhooks.invalid_events",
             ],
@@ -692,7 +696,8 @@ fn the_schemas_reject_what_they_should() {
     let subscription = |secret: &str, events: Value| {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
-               "disabledReason": null, "publicKey": null, "previousPublicKey": null, "secret": secret})
+               "disabledReason": null, "publicKey": null, "previousPublicKey": null, "traceContext": false,
+               "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
     assert!(doc.validate_at(created, &subscription(&secret, json!(["profile.updated"]))).is_empty());
@@ -716,6 +721,9 @@ fn the_schemas_reject_what_they_should() {
     }
     keyed.as_object_mut().unwrap().remove("previousPublicKey");
     assert!(!doc.validate_at(created, &keyed).is_empty(), "previousPublicKey is always present");
+    let mut untraced = subscription(&secret, json!(["profile.updated"]));
+    untraced.as_object_mut().unwrap().remove("traceContext");
+    assert!(!doc.validate_at(created, &untraced).is_empty(), "traceContext is always present");
     let keys = "/components/schemas/SigningKeyList";
     let listed = |status: &str, expires: Value| json!({"keys": [{"publicKey": public_key, "status": status, "expiresAt": expires}]});
     assert!(doc.validate_at(keys, &listed("current", Value::Null)).is_empty());
@@ -733,6 +741,10 @@ fn the_schemas_reject_what_they_should() {
     assert!(doc.validate_at(create, &signed).is_empty());
     let unsigned = json!({"url": "https://a.example/x", "events": ["profile.updated"], "asymmetricSigning": "yes"});
     assert!(!doc.validate_at(create, &unsigned).is_empty());
+    let traced = json!({"url": "https://a.example/x", "events": ["profile.updated"], "traceContext": true});
+    assert!(doc.validate_at(create, &traced).is_empty());
+    let untraced = json!({"url": "https://a.example/x", "events": ["profile.updated"], "traceContext": null});
+    assert!(!doc.validate_at(create, &untraced).is_empty());
 
     let record = "/components/schemas/DeliveryRecord";
     let pending = json!({"id": "dlv_1", "subscriptionId": "whk_1", "eventId": "evt_1", "eventType": "webhook.ping",
@@ -1203,6 +1215,10 @@ async fn create_webhook_answers_as_documented() {
     let answer = api.send_json(Method::POST, path, &key, &keyed).await;
     checker.check(&answer, 201, None);
     assert!(answer.json["publicKey"].as_str().is_some_and(|key| key.starts_with("whpk_")), "{}", answer.json);
+    let traced = json!({"url": sink_url(), "events": ["profile.updated"], "traceContext": true}).to_string();
+    let answer = api.send_json(Method::POST, path, &key, &traced).await;
+    checker.check(&answer, 201, None);
+    assert_eq!(answer.json["traceContext"], true);
 
     let text = api.request(Method::POST, path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
     checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
@@ -1220,6 +1236,10 @@ async fn create_webhook_answers_as_documented() {
         (
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "asymmetricSigning": "yes"}"#,
             "webhooks.invalid_asymmetric_signing",
+        ),
+        (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "traceContext": "yes"}"#,
+            "webhooks.invalid_trace_context",
         ),
     ];
     // Refused under the production setting, so they create nothing.
@@ -1524,6 +1544,8 @@ async fn update_webhook_answers_as_documented() {
         r#"{"enabled": true}"#,
         r#"{"asymmetricSigning": true}"#,
         r#"{"asymmetricSigning": false}"#,
+        r#"{"traceContext": true}"#,
+        r#"{"traceContext": false}"#,
     ];
     for body in bodies {
         checker.check(&api.send_json(Method::PATCH, &path, &key, body).await, 200, None);
@@ -1548,6 +1570,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"enabled": true, "secret": "whsec_x"}"#, "webhooks.unknown_field"),
         (r#"{"enabled": "false"}"#, "webhooks.invalid_enabled"),
         (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
+        (r#"{"traceContext": 1}"#, "webhooks.invalid_trace_context"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),
         (r#"{"events": null}"#, "webhooks.invalid_events"),
@@ -1734,6 +1757,10 @@ fn webhook_deliveries_match_the_documented_callbacks() {
             &ActiveSecrets { secrets: vec![&current, &previous], keys: vec![&keys.0, &keys.1] },
             at,
         );
+        // With trace context on, the delivery function adds `traceparent` and `tracestate`.
+        let mut traced = SignedDelivery::new(&message, &ActiveSecrets { secrets: vec![&current], keys: vec![] }, at);
+        let trace = TraceContext::of(Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), Some("rojo=1"));
+        traced.headers.extend(trace.expect("a trace").headers(SpanId::generate()));
 
         let operation = doc.node(child(&child("/webhooks", kind), "post"));
         let body: Value = serde_json::from_slice(&signed.body).unwrap();
@@ -1745,7 +1772,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
             (0..count).map(|i| doc.deref(doc.node(format!("{}/parameters/{i}", operation.at)))).collect();
         let documented: BTreeSet<String> =
             parameters.iter().map(|p| p.value["name"].as_str().unwrap().to_ascii_lowercase()).collect();
-        for signed in [&signed, &with_key, &during_grace] {
+        for signed in [&signed, &with_key, &during_grace, &traced] {
             let header =
                 |name: &str| signed.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
             assert_eq!(header("content-type"), Some("application/json"));

@@ -94,10 +94,11 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
         "previousSecretExpiresAt",
         "publicKey",
         "secret",
+        "traceContext",
         "url",
     ];
     assert_eq!(fields, expected, "{body}");
-    for field in ["id", "url", "events", "createdAt", "enabled", "disabledAt", "disabledReason"] {
+    for field in ["id", "url", "events", "createdAt", "enabled", "disabledAt", "disabledReason", "traceContext"] {
         assert_eq!(body[field], created[field], "{field}");
     }
     let second = body["secret"].as_str().unwrap();

@@ -208,11 +208,22 @@ impl Admin {
 
     /// Changes the user's profile (creating one on first use), so a `profile.updated` follows.
     pub async fn update_profile(&self, user_id: impl AsRef<str>) -> anyhow::Result<ProfileUpdate> {
+        self.update_profile_in_trace(user_id, None).await
+    }
+
+    /// [`Admin::update_profile`] as a write made in the trace `traceparent` (set on the item as
+    /// given, for the event's deliveries to continue: contract section 19).
+    pub async fn update_profile_in_trace(
+        &self,
+        user_id: impl AsRef<str>,
+        traceparent: Option<&str>,
+    ) -> anyhow::Result<ProfileUpdate> {
         let user_id = user(user_id.as_ref())?;
         let platform = self.platform();
         let existing = platform.first_profile_id(&user_id).await.context("reading the profile")?;
         let profile_id = existing.unwrap_or_else(ProfileId::generate);
-        platform.touch_profile(&user_id, &profile_id, Timestamp::now()).await.context("updating the profile")?;
+        let touched = platform.touch_profile(&user_id, &profile_id, Timestamp::now(), traceparent).await;
+        touched.context("updating the profile")?;
         Ok(ProfileUpdate { user_id, profile_id })
     }
 

@@ -158,6 +158,7 @@ async fn seed_failed_delivery(
         event: Event::ping(subscription_id),
         generation: 0,
         claimed_until: None,
+        trace: None,
     };
     let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
     let attempt = RecordUpdate::retry_at(None).attempt(&refused, Timestamp::now());
@@ -209,6 +210,9 @@ pub struct Received {
     pub event_type: String,
     /// Whether a signature of `X-Webhook-Signature` is the body's with the secret.
     pub verified: bool,
+    /// `traceparent`, sent when the subscription has trace context on (contract section 19).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// The body: the event, or the text received if it is not JSON.
     pub body: serde_json::Value,
 }
@@ -220,7 +224,14 @@ impl Received {
         let verified = header("x-webhook-signature").split(' ').any(|hex| verify_hex(secret.expose(), body, hex));
         let body = serde_json::from_slice(body)
             .unwrap_or_else(|_| serde_json::Value::from(String::from_utf8_lossy(body).into_owned()));
-        Received { delivery_id: header("x-webhook-delivery"), event_type: header("x-webhook-event"), verified, body }
+        let traceparent = Some(header("traceparent")).filter(|value| !value.is_empty());
+        Received {
+            delivery_id: header("x-webhook-delivery"),
+            event_type: header("x-webhook-event"),
+            verified,
+            traceparent,
+            body,
+        }
     }
 }
 

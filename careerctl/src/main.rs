@@ -146,6 +146,10 @@ enum ProfilesCommand {
     Update {
         #[arg(long)]
         user: String,
+        /// The W3C traceparent of the change, set on the profile item: the deliveries of its
+        /// event continue that trace.
+        #[arg(long)]
+        traceparent: Option<String>,
     },
 }
 
@@ -321,7 +325,9 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
         Command::Alerts(AlertsCommand::Create { user, title, message, category, severity }) => {
             json(admin.create_alert(&user, NewAlert { title, message, category, severity }).await)
         }
-        Command::Profiles(ProfilesCommand::Update { user }) => json(admin.update_profile(&user).await),
+        Command::Profiles(ProfilesCommand::Update { user, traceparent }) => {
+            json(admin.update_profile_in_trace(&user, traceparent.as_deref()).await)
+        }
         Command::Assessments(AssessmentsCommand::Complete { user, assessment }) => {
             json(admin.complete_assessment(&user, assessment).await)
         }

@@ -30,4 +30,5 @@ pub mod runtime;
 pub mod store;
 pub mod telemetry;
 mod text;
+pub mod trace;
 pub mod webhooks;

@@ -1,8 +1,10 @@
 //! Structured JSON logs on stdout: one line per request and per delivery attempt, never a
 //! key, secret or body. Delivery lines also carry their figures as CloudWatch Embedded
-//! Metric Format, so CloudWatch Logs turns them into metrics without an API call.
+//! Metric Format, so CloudWatch Logs turns them into metrics without an API call, and each
+//! attempt has a line of its own that is an OpenTelemetry span (contract section 19).
 
 use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
@@ -13,9 +15,16 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::trace::{SpanId, TraceParent};
+
 /// A field of this name holding a JSON object is merged into the root of its line (EMF
 /// reads its `_aws` directive and the metric values there).
 pub const EMF_FIELD: &str = "emf";
+/// A field of this name holding a JSON object is kept as that object, not as its text: the
+/// OpenTelemetry span of an attempt line ([`attempt_span`]).
+pub const SPAN_FIELD: &str = "span";
+/// The name of a delivery attempt's span, and the message of its line.
+pub const ATTEMPT_SPAN: &str = "webhook.delivery.attempt";
 
 /// Installs the JSON log subscriber on stdout.
 pub fn init() {
@@ -112,15 +121,89 @@ impl Visit for Fields<'_> {
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         let text = format!("{value:?}");
-        if field.name() == EMF_FIELD {
-            if let Ok(Value::Object(members)) = serde_json::from_str(&text) {
-                self.0.extend(members);
-                return;
+        let object = || match serde_json::from_str(&text) {
+            Ok(Value::Object(members)) => Some(members),
+            _ => None,
+        };
+        match field.name() {
+            EMF_FIELD => {
+                if let Some(members) = object() {
+                    return self.0.extend(members);
+                }
             }
+            SPAN_FIELD => {
+                if let Some(members) = object() {
+                    self.0.insert(SPAN_FIELD.into(), Value::Object(members));
+                    return;
+                }
+            }
+            _ => {}
         }
         self.0.insert(field.name().into(), text.into());
     }
 }
+
+/// One delivery attempt, for its span: which delivery, and how it ended.
+pub struct Attempt<'a> {
+    pub subscription_id: &'a str,
+    pub delivery_id: &'a str,
+    pub event_type: &'a str,
+    /// The attempt's number (1 for the first).
+    pub number: u32,
+    /// The receiver's URL as logs show it ([`crate::webhooks::LoggedUrl`]).
+    pub url: String,
+    /// The receiver's HTTP status, when it answered.
+    pub status: Option<u16>,
+    /// Why it failed (the record's `lastError`); `None` for a success.
+    pub error: Option<String>,
+}
+
+/// An attempt as an OpenTelemetry span in OTLP/JSON's shape (its `Span` message, as
+/// `resourceSpans[].scopeSpans[].spans[]` hold it), so a log pipeline forwards it unchanged:
+/// span `span_id` of `parent`'s trace, child of `parent`'s span (the change), a client span
+/// from `start` to `end`. Its status is OK for a success, else ERROR with the error.
+pub fn attempt_span(
+    parent: &TraceParent,
+    span_id: SpanId,
+    start: SystemTime,
+    end: SystemTime,
+    attempt: &Attempt,
+) -> Value {
+    let nanos = |at: SystemTime| at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos().to_string();
+    let text = |key: &str, value: &str| json!({"key": key, "value": {"stringValue": value}});
+    // OTLP/JSON writes 64-bit integers as strings.
+    let int = |key: &str, value: u64| json!({"key": key, "value": {"intValue": value.to_string()}});
+    let mut attributes = vec![
+        text("webhook.subscription.id", attempt.subscription_id),
+        text("webhook.delivery.id", attempt.delivery_id),
+        int("webhook.delivery.attempt", u64::from(attempt.number)),
+        text("webhook.event.type", attempt.event_type),
+        text("http.request.method", "POST"),
+        text("url.full", &attempt.url),
+    ];
+    attributes.extend(attempt.status.map(|status| int("http.response.status_code", u64::from(status))));
+    attributes.extend(attempt.error.as_deref().map(|error| text("error.type", error)));
+    let status = match &attempt.error {
+        None => json!({"code": STATUS_OK}),
+        Some(error) => json!({"code": STATUS_ERROR, "message": error}),
+    };
+    json!({
+        "traceId": parent.trace_id.hex(),
+        "spanId": span_id.hex(),
+        "parentSpanId": parent.parent_id.hex(),
+        "name": ATTEMPT_SPAN,
+        "kind": SPAN_KIND_CLIENT,
+        "startTimeUnixNano": nanos(start),
+        "endTimeUnixNano": nanos(end),
+        "attributes": attributes,
+        "status": status,
+    })
+}
+
+/// OTLP's enum values: `SPAN_KIND_CLIENT`, `STATUS_CODE_OK`, `STATUS_CODE_ERROR`.
+const SPAN_KIND_CLIENT: u8 = 3;
+const STATUS_OK: u8 = 1;
+const STATUS_ERROR: u8 = 2;
 
 /// How a delivery's turn ended, for the metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,6 +305,52 @@ mod tests {
         assert_eq!(line["SendLatency"], 12.346);
         assert_eq!(line["EventType"], "profile.updated");
         assert!(line.get(EMF_FIELD).is_none());
+    }
+
+    #[test]
+    fn an_attempt_span_is_an_otlp_span_under_the_changes_span_and_its_line_keeps_it_whole() {
+        let parent = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        let span_id = SpanId::generate();
+        let start = UNIX_EPOCH + std::time::Duration::from_nanos(1_795_766_400_123_456_789);
+        let end = start + std::time::Duration::from_millis(250);
+        let attempt = Attempt {
+            subscription_id: "whk_1",
+            delivery_id: "dlv_1",
+            event_type: "profile.updated",
+            number: 2,
+            url: "https://hooks.example.com/h".into(),
+            status: Some(500),
+            error: Some("answered 500".into()),
+        };
+        let span = attempt_span(&parent, span_id, start, end, &attempt);
+        assert_eq!(
+            (&span["traceId"], &span["parentSpanId"], &span["spanId"]),
+            (&json!("4bf92f3577b34da6a3ce929d0e0e4736"), &json!("00f067aa0ba902b7"), &json!(span_id.hex()))
+        );
+        assert_eq!((&span["name"], &span["kind"]), (&json!("webhook.delivery.attempt"), &json!(3)));
+        assert_eq!(
+            (&span["startTimeUnixNano"], &span["endTimeUnixNano"]),
+            (&json!("1795766400123456789"), &json!("1795766400373456789"))
+        );
+        assert_eq!(span["status"], json!({"code": 2, "message": "answered 500"}));
+        let attribute = |key: &str| {
+            span["attributes"].as_array().unwrap().iter().find(|a| a["key"] == key).map(|a| a["value"].clone())
+        };
+        assert_eq!(attribute("http.response.status_code"), Some(json!({"intValue": "500"})));
+        assert_eq!(attribute("webhook.delivery.attempt"), Some(json!({"intValue": "2"})));
+        assert_eq!(attribute("webhook.subscription.id"), Some(json!({"stringValue": "whk_1"})));
+        let delivered = Attempt { status: Some(204), error: None, ..attempt };
+        let ok = attempt_span(&parent, span_id, start, end, &delivered);
+        assert_eq!(ok["status"], json!({"code": 1}));
+        assert!(ok["attributes"].as_array().unwrap().iter().all(|a| a["key"] != "error.type"));
+
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing::subscriber::with_default(json_subscriber(move || writer.clone()), || {
+            tracing::info!(span = %ok, duration_ms = 250.0, "{ATTEMPT_SPAN}");
+        });
+        let line: Value = serde_json::from_slice(&captured.0.lock().unwrap()).unwrap();
+        assert_eq!((&line["span"], &line["message"]), (&ok, &json!(ATTEMPT_SPAN)), "the span as an object: {line}");
     }
 
     #[test]

@@ -82,6 +82,14 @@ if refused.error.code != "webhooks.asymmetric_signing_off":
     sys.exit(f"signing keys when off: {refused}")
 expect("delete", delete_webhook_subscription.sync_detailed(client=client, id=signed.id), 200)
 
+traced = expect("create with trace context", create_webhook_subscription.sync_detailed(client=client, body=SubscriptionCreate(url=RECEIVER, events=[KnownEventType("profile.updated")], trace_context=True)), 201)
+if traced.trace_context is not True or created.trace_context is not False:
+    sys.exit(f"trace context: {traced} and {created}")
+untraced = expect("trace context off", update_webhook_subscription.sync_detailed(client=client, id=traced.id, body=SubscriptionUpdate(trace_context=False)), 200)
+if untraced.trace_context is not False:
+    sys.exit(f"trace context off: {untraced}")
+expect("delete the traced one", delete_webhook_subscription.sync_detailed(client=client, id=traced.id), 200)
+
 # A subscription to a kind this client does not know, made outside it: the client still reads it.
 raw = httpx.post(f"{API}/api/v1/webhooks", headers={"Authorization": f"Bearer {KEY}"},
                  json={"url": RECEIVER, "events": [UNKNOWN_KIND]})

@@ -135,6 +135,7 @@ async function steps() {
   await create.getByRole('button', { name: 'Create subscription' }).click();
   await problemWith('webhooks.invalid_url');
   await page.fill('#create-url', RECEIVER_URL);
+  await create.getByLabel('Send trace context').check();
   await create.getByRole('button', { name: 'Create subscription' }).click();
   await visible('#secret-dialog');
   summary.secret = await page.inputValue('#secret-value');
@@ -156,6 +157,7 @@ async function steps() {
   await page.keyboard.press('Enter');
   await visible('#detail-view');
   summary.subscriptionId = await fact('#summary', 'ID');
+  check((await fact('#summary', 'Trace context')) === 'On', 'created with trace context on');
   await page.locator('#log .empty').waitFor();
   await accessible('a subscription without deliveries');
 

@@ -4,6 +4,7 @@
 
 pub mod calls;
 pub mod local_run;
+pub mod logs;
 pub mod pipeline;
 pub mod receiver;
 pub mod script_receiver;

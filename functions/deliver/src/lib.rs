@@ -7,7 +7,7 @@
 //! subscription's deliveries leave the main lane together, unsent, in one move.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::aws::AwsClients;
@@ -26,7 +26,8 @@ use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::{DeliveryTable, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
-use career_core::telemetry::{delivery_metrics, DeliveryResult};
+use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
+use career_core::trace::{SpanId, TraceContext, TraceParent};
 use career_core::webhooks::rotation::SigningSecrets;
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::{DisabledReason, LoggedUrl, Subscription};
@@ -321,8 +322,13 @@ async fn attempt_delivery(
         tracing::warn!("the claim ran short before the send; nothing sent");
         return stay(deps, received, lease.until.since(Timestamp::now())).await;
     }
-    let started = Instant::now();
-    let (outcome, body) = send(deps, received.delivery(), &subscription.url, &secrets).await;
+    // Each attempt is a span of the delivery's trace (contract section 19); a message queued
+    // before trace context has none, so its attempt starts one.
+    let trace = received.delivery().trace.clone().unwrap_or_else(TraceContext::start);
+    let span_id = SpanId::generate();
+    let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
+    let (started, started_at) = (Instant::now(), SystemTime::now());
+    let (outcome, body) = send(deps, received.delivery(), &subscription.url, &secrets, trace_headers).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let now = Timestamp::now();
     let answer = outcome.answer();
@@ -332,6 +338,8 @@ async fn attempt_delivery(
     let after = plan::after_send(attempt, kind, answered, failing_since, now, &deps.policy, jitter());
     let recorded = record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now).await;
     report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
+    let span = (&trace.parent, span_id, started_at);
+    log_span(received.delivery(), subscription, &outcome, &after, attempt, span, latency_ms);
     match recorded {
         // The attempt stands as recorded; the message follows the plan.
         Ok(Recorded::AsPlanned) => settle(deps, received, after.message).await,
@@ -351,11 +359,18 @@ async fn attempt_delivery(
     }
 }
 
-/// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks).
-/// Returns the outcome and the exact bytes sent.
-async fn send(deps: &Deps, delivery: &DeliveryMessage, url: &str, secrets: &SigningSecrets) -> (Outcome, Vec<u8>) {
+/// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks), with
+/// `trace_headers` beside the signed ones. Returns the outcome and the exact bytes sent.
+async fn send(
+    deps: &Deps,
+    delivery: &DeliveryMessage,
+    url: &str,
+    secrets: &SigningSecrets,
+    trace_headers: Vec<(&'static str, String)>,
+) -> (Outcome, Vec<u8>) {
     let now = Timestamp::now();
-    let signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
+    let mut signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
+    signed.headers.extend(trace_headers);
     let (sender, url) = (deps.sender.clone(), url.to_owned());
     tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body)).await.unwrap_or_else(|err| {
         tracing::error!(error = %err, "the sending task failed");
@@ -481,11 +496,41 @@ fn report(
         %receiver,
         attempt,
         latency_ms,
-        error = after.record.error.map(str::to_owned).or_else(|| outcome.error()).unwrap_or_default(),
+        error = attempt_error(outcome, after).unwrap_or_default(),
         retry_in_seconds = retry_in,
         emf = %metrics,
         "delivery failed"
     );
+}
+
+/// Why the attempt failed, as its record says; `None` for a success.
+fn attempt_error(outcome: &Outcome, after: &After) -> Option<String> {
+    after.record.error.map(str::to_owned).or_else(|| outcome.error())
+}
+
+/// Logs the attempt as an OpenTelemetry span (contract section 19), `(parent, span id, start)`
+/// in the delivery's trace, whether or not the subscription is sent trace context.
+fn log_span(
+    delivery: &DeliveryMessage,
+    subscription: &Subscription,
+    outcome: &Outcome,
+    after: &After,
+    attempt: u32,
+    (parent, span_id, start): (&TraceParent, SpanId, SystemTime),
+    duration_ms: f64,
+) {
+    let attempt = telemetry::Attempt {
+        subscription_id: delivery.subscription_id.as_str(),
+        delivery_id: delivery.delivery_id.as_str(),
+        event_type: delivery.event.kind().as_str(),
+        number: attempt,
+        url: LoggedUrl(&subscription.url).to_string(),
+        status: outcome.answer().map(|answer| answer.status),
+        error: attempt_error(outcome, after),
+    };
+    let end = start + Duration::from_secs_f64(duration_ms / 1000.0);
+    let span = telemetry::attempt_span(parent, span_id, start, end, &attempt);
+    tracing::info!(span = %span, duration_ms, "{}", telemetry::ATTEMPT_SPAN);
 }
 
 /// A disabled or deleted subscription, or one that no longer lists the kind, is sent

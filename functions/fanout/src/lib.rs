@@ -5,6 +5,8 @@
 //! and is also published to the operator's topic. Each delivery's record is written first
 //! (section 12: `pending`, or `skipped` for a disabled subscription), then its message goes
 //! on the main lane, or on the retry lane for a subscription that is currently failing.
+//! Every delivery of an event carries the trace of the change (contract section 19), or of
+//! a trace the event starts.
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -15,12 +17,13 @@ use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan;
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
-use career_core::events::{event_from_record, Event, MalformedRecord};
+use career_core::events::{event_from_record, trace_of_record, Event, MalformedRecord};
 use career_core::operational;
 use career_core::operator::{OperatorTopic, PublishError};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
+use career_core::trace::TraceContext;
 use career_core::webhooks::Subscription;
 
 pub struct Deps {
@@ -118,10 +121,13 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     let mut subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
     subscriptions.retain(|s| Some(&s.id) != event.about());
     let now = Timestamp::now();
+    // A record processed again may start another trace, but it queues nothing that its first
+    // processing recorded, so no delivery has two.
+    let trace = trace_of_record(record).unwrap_or_else(TraceContext::start);
     // A first attempt for the main lane is created claimed, so its turn writes no claim
     // (delivery::plan::granted); the retry lane's copies claim for themselves.
     let message = |s: &Subscription| {
-        let message = DeliveryMessage::new(&event, user_id, &s.id);
+        let message = DeliveryMessage::new(&event, user_id, &s.id).traced(trace.clone());
         match s.health.failing_since() {
             None => plan::created_claimed(message, now),
             Some(_) => message,
@@ -153,6 +159,6 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     if event.about().is_some() {
         deps.operator.publish(&event).await?;
     }
-    tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, deliveries = subscriptions.len(), to_main_lane = main.len(), to_retry_lane = retry.len(), "event fanned out");
+    tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, trace_id = %trace.parent.trace_id.hex(), deliveries = subscriptions.len(), to_main_lane = main.len(), to_retry_lane = retry.len(), "event fanned out");
     Ok(())
 }

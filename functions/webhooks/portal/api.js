@@ -67,11 +67,11 @@ export class Api {
     return this.call('GET', '/api/v1/webhooks/event-types');
   }
 
-  createSubscription(url, events, asymmetricSigning) {
-    return this.call('POST', '/api/v1/webhooks', { body: { url, events, asymmetricSigning } });
+  createSubscription(url, events, asymmetricSigning, traceContext) {
+    return this.call('POST', '/api/v1/webhooks', { body: { url, events, asymmetricSigning, traceContext } });
   }
 
-  /** `changes`: any of `url`, `events`, `enabled` and `asymmetricSigning` (sections 13, 16). */
+  /** `changes`: any of `url`, `events`, `enabled`, `asymmetricSigning` and `traceContext` (sections 13, 16, 19). */
   updateSubscription(id, changes) {
     return this.call('PATCH', '/api/v1/webhooks', { query: { id }, body: changes });
   }

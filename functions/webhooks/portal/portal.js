@@ -220,6 +220,11 @@ function stateBadge(subscription) {
   return el('span', { class: `badge ${tone}` }, describeState(subscription));
 }
 
+/** Whether deliveries carry `traceparent` (contract section 19). */
+function traceContext(subscription) {
+  return subscription.traceContext ? 'On' : 'Off';
+}
+
 function renderSubscriptions(webhooks) {
   const container = $('subscriptions');
   if (webhooks.length === 0) {
@@ -234,9 +239,11 @@ function renderSubscriptions(webhooks) {
       el('td', { class: 'url' }, subscription.url),
       el('td', {}, subscription.events.join(', ')),
       el('td', {}, stateBadge(subscription)),
+      el('td', {}, traceContext(subscription)),
       el('td', {}, open));
   });
-  const head = el('tr', {}, ...['Receiver URL', 'Event kinds', 'State', 'Actions'].map((name) => el('th', { scope: 'col' }, name)));
+  const columns = ['Receiver URL', 'Event kinds', 'State', 'Trace context', 'Actions'];
+  const head = el('tr', {}, ...columns.map((name) => el('th', { scope: 'col' }, name)));
   keepingFocus(() => container.replaceChildren(el('table', {}, el('thead', {}, head), el('tbody', {}, ...rows))));
 }
 
@@ -282,6 +289,7 @@ function renderSummary(subscription) {
     ['Receiver URL', el('span', { class: 'url' }, subscription.url)],
     ['Event kinds', subscription.events.join(', ')],
     ['State', stateBadge(subscription)],
+    ['Trace context', traceContext(subscription)],
     ['Created', time(subscription.createdAt)],
   ];
   $('summary').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
@@ -545,7 +553,8 @@ function wire() {
     event.preventDefault();
     const form = event.currentTarget;
     const created = await act('Could not create the subscription',
-      () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form), $('create-asymmetric').checked),
+      () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form), $('create-asymmetric').checked,
+        $('create-trace').checked),
       form.querySelector('button[type="submit"]'));
     if (!created) return;
     form.reset();

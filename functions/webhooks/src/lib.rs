@@ -24,11 +24,12 @@ use career_core::pagination::{page_size, CursorKey};
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
 use career_core::store::webhooks::{Created, NewSecrets, Replaced, WebhookTable};
 use career_core::store::{Backoff, StoreError};
+use career_core::trace::TraceContext;
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::{
-    asymmetric_signing, CreatedSubscription, EventKinds, Subscription, SubscriptionChanges, WebhookSecret, WebhookUrl,
-    MAX_SUBSCRIPTIONS_PER_USER,
+    asymmetric_signing, trace_context, CreatedSubscription, EventKinds, Subscription, SubscriptionChanges,
+    WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
 };
 use futures_util::StreamExt;
 use lambda_http::http::Method;
@@ -169,11 +170,15 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let url = WebhookUrl::parse(url, deps.allow_insecure_urls).map_err(ApiError::WebhookInvalidUrl)?;
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
     let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
+    let trace_context = trace_context(body.get("traceContext"))?;
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secrets = SigningSecrets::new(WebhookSecret::generate(), asymmetric);
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &secrets).await?;
     let kinds = events.kinds().to_vec();
-    let stored = Subscription::new(user_id, subscription_id, &url, kinds, sealed, secrets.public_keys());
+    let stored = Subscription {
+        trace_context,
+        ..Subscription::new(user_id, subscription_id, &url, kinds, sealed, secrets.public_keys())
+    };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
         Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: secrets.current }),
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
@@ -381,14 +386,17 @@ async fn restart(
 }
 
 /// Sends a `webhook.ping` to one subscription through the queue, like any event: its
-/// record first, then its message.
+/// record first, then its message. The ping continues the request's trace, if it has one
+/// (contract section 19).
 async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
     let subscription = own_subscription(deps, &call, id).await?;
     let id = &subscription.id;
     let now = Timestamp::now();
     // Created claimed for its first turn on the main lane, like the fan-out's deliveries.
-    let message = plan::created_claimed(DeliveryMessage::new(&Event::ping(id), call.user_id(), id), now);
+    let trace = TraceContext::of_request(call.request.headers()).unwrap_or_else(TraceContext::start);
+    let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id).traced(trace);
+    let message = plan::created_claimed(message, now);
     let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
     let record = deps.deliveries.create(&message, status, now).await?;
     if status == DeliveryStatus::Pending {

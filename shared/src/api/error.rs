@@ -69,9 +69,9 @@ pub enum ApiError {
     WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
-    #[error("Nothing to change: send at least one of url, events, enabled and asymmetricSigning.")]
+    #[error("Nothing to change: send at least one of url, events, enabled, asymmetricSigning and traceContext.")]
     WebhookNoChanges,
-    #[error("'{}' cannot be changed; send only url, events, enabled and asymmetricSigning.", Excerpt(.0))]
+    #[error("'{}' cannot be changed; send only url, events, enabled, asymmetricSigning and traceContext.", Excerpt(.0))]
     WebhookUnknownField(String),
     #[error("'enabled' must be true or false.")]
     WebhookInvalidEnabled,
@@ -79,6 +79,8 @@ pub enum ApiError {
     WebhookInvalidAsymmetricSigning,
     #[error("The subscription has no signing keys: turn asymmetricSigning on first.")]
     WebhookAsymmetricSigningOff,
+    #[error("'traceContext' must be true or false.")]
+    WebhookInvalidTraceContext,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -134,7 +136,8 @@ impl ApiError {
             | WebhookUnknownField(_)
             | WebhookInvalidEnabled
             | WebhookInvalidAsymmetricSigning
-            | WebhookAsymmetricSigningOff => StatusCode::BAD_REQUEST,
+            | WebhookAsymmetricSigningOff
+            | WebhookInvalidTraceContext => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -173,6 +176,7 @@ impl ApiError {
             WebhookInvalidEnabled => "webhooks.invalid_enabled",
             WebhookInvalidAsymmetricSigning => "webhooks.invalid_asymmetric_signing",
             WebhookAsymmetricSigningOff => "webhooks.asymmetric_signing_off",
+            WebhookInvalidTraceContext => "webhooks.invalid_trace_context",
             Internal(_) => "internal_error",
         }
     }
@@ -200,6 +204,7 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             UnknownField(name) => ApiError::WebhookUnknownField(name),
             InvalidEnabled => ApiError::WebhookInvalidEnabled,
             AsymmetricSigning(_) => ApiError::WebhookInvalidAsymmetricSigning,
+            TraceContext(_) => ApiError::WebhookInvalidTraceContext,
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
             Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
@@ -209,6 +214,12 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
 impl From<crate::webhooks::InvalidAsymmetricSigning> for ApiError {
     fn from(_: crate::webhooks::InvalidAsymmetricSigning) -> Self {
         ApiError::WebhookInvalidAsymmetricSigning
+    }
+}
+
+impl From<crate::webhooks::InvalidTraceContext> for ApiError {
+    fn from(_: crate::webhooks::InvalidTraceContext) -> Self {
+        ApiError::WebhookInvalidTraceContext
     }
 }
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::events::Event;
 use crate::ids::{DeliveryId, SubscriptionId, UserId};
+use crate::trace::TraceContext;
 use crate::webhooks::rotation::ActiveSecrets;
 use crate::webhooks::signing;
 
@@ -38,6 +39,12 @@ pub struct DeliveryMessage {
     /// to one consumer at a time, so the claim is this message's alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_until: Option<Timestamp>,
+    /// The trace of the change that caused the event (contract section 19), which every
+    /// attempt continues. In the body rather than in message attributes, so every copy of the
+    /// message (a hand-over, the dead-letter queue, `make run`'s saved queues) keeps it; a
+    /// message queued before trace context has none, and each of its attempts starts one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 impl DeliveryMessage {
@@ -51,7 +58,13 @@ impl DeliveryMessage {
             event: event.clone(),
             generation: 0,
             claimed_until: None,
+            trace: None,
         }
+    }
+
+    /// The message as part of the trace `trace`.
+    pub fn traced(self, trace: TraceContext) -> Self {
+        DeliveryMessage { trace: Some(trace), ..self }
     }
 
     /// The body sent to the receiver: the event as JSON, the same bytes on every attempt.
@@ -122,6 +135,19 @@ mod tests {
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             data,
         }
+    }
+
+    /// A message queued before trace context reads as one without a trace, and one with a
+    /// trace keeps it through its JSON.
+    #[test]
+    fn the_trace_travels_in_the_body_and_old_messages_still_read() {
+        let message = DeliveryMessage::new(&event(), &user(), &subscription(1));
+        let old = serde_json::to_value(&message).unwrap();
+        assert!(old.get("trace").is_none(), "{old}");
+        assert_eq!(serde_json::from_value::<DeliveryMessage>(old).unwrap(), message);
+        let traced = message.traced(TraceContext::start());
+        let json = serde_json::to_string(&traced).unwrap();
+        assert_eq!(serde_json::from_str::<DeliveryMessage>(&json).unwrap(), traced);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde_dynamo::AttributeValue;
 use crate::clock::Timestamp;
 use crate::config::TableNames;
 use crate::ids::{AssessmentId, DeliveryId, EventId, ProfileId, SubscriptionId, UserId};
+use crate::trace::TraceContext;
 use crate::webhooks::disabled_reason::DisabledReason;
 
 crate::text::wire_names! {
@@ -264,6 +265,19 @@ pub fn event_from_record(record: &EventRecord) -> Result<Option<Event>, Malforme
     }))
 }
 
+/// The trace of the change a stream record carries (contract section 19): the `traceparent`
+/// (and `tracestate`) attributes that the write which made the change set on its item. One
+/// the old image had already is an earlier write's, not this one's: the item keeps its
+/// attributes, and a writer that sets none must not continue the trace of the write before.
+pub fn trace_of_record(record: &EventRecord) -> Option<TraceContext> {
+    let change = &record.change;
+    let traceparent = string_attribute(&change.new_image, "traceparent");
+    if traceparent.is_some() && traceparent == string_attribute(&change.old_image, "traceparent") {
+        return None;
+    }
+    TraceContext::of(traceparent, string_attribute(&change.new_image, "tracestate"))
+}
+
 /// When the change happened: the item's own timestamp (`updatedAt`, `completedAt`) when it
 /// has one, else the stream's approximate creation time. Both come from the record, so a
 /// repeated record yields the same event.
@@ -370,6 +384,27 @@ mod tests {
         assert_eq!(serde_json::from_value::<Event>(body).unwrap(), ping);
         assert_eq!(EventKind::subscribable("webhook.ping"), None);
         assert_eq!(EventKind::subscribable("profile.updated"), Some(EventKind::ProfileUpdated));
+    }
+
+    #[test]
+    fn the_trace_is_the_one_the_write_set_on_the_item() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let traced = |image: &serde_json::Value| {
+            let mut image = image.clone();
+            image["traceparent"] = json!({"S": traceparent});
+            image["tracestate"] = json!({"S": "rojo=1"});
+            image
+        };
+        let written = trace_of_record(&record("INSERT", PROFILE_KEYS(), json!(null), traced(&profile("1")))).unwrap();
+        assert_eq!((written.parent.to_string().as_str(), written.state.unwrap().as_str()), (traceparent, "rojo=1"));
+        let changed = record("MODIFY", PROFILE_KEYS(), profile("1"), traced(&profile("2")));
+        assert!(trace_of_record(&changed).is_some());
+        let kept = record("MODIFY", PROFILE_KEYS(), traced(&profile("1")), traced(&profile("2")));
+        assert_eq!(trace_of_record(&kept), None, "the earlier write's traceparent, still on the item");
+        assert_eq!(trace_of_record(&record("INSERT", PROFILE_KEYS(), json!(null), profile("1"))), None);
+        let mut invalid = profile("1");
+        invalid["traceparent"] = json!({"S": "00-zz"});
+        assert_eq!(trace_of_record(&record("INSERT", PROFILE_KEYS(), json!(null), invalid)), None, "ignored");
     }
 
     #[test]

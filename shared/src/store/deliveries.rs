@@ -35,6 +35,7 @@ use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SkipReason
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
+use crate::trace::{TraceContext, TraceParent, TraceState};
 
 /// How many partitions a subscription's log spreads its writes over.
 pub const LOG_SHARDS: u8 = 4;
@@ -116,6 +117,12 @@ struct DeliveryItem {
     /// The due index's partition; present only while `pending`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     due_shard: Option<String>,
+    /// The trace the delivery belongs to (contract section 19), so that a manual retry, a
+    /// recovery and the sweep send it in the same trace; none on a record of before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    traceparent: Option<TraceParent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracestate: Option<TraceState>,
 }
 
 impl DeliveryItem {
@@ -148,6 +155,8 @@ impl DeliveryItem {
             round_attempts: 0,
             lease_until: message.claimed_until.filter(|_| pending),
             due_shard: pending.then(|| due_shard(&message.delivery_id)),
+            traceparent: message.trace.as_ref().map(|trace| trace.parent),
+            tracestate: message.trace.as_ref().and_then(|trace| trace.state.clone()),
         }
     }
 }
@@ -155,6 +164,7 @@ impl DeliveryItem {
 impl DeliveryItem {
     fn into_stored(self) -> StoredDelivery {
         let (user_id, generation, lease_until) = (self.user_id.clone(), self.generation, self.lease_until);
+        let trace = self.traceparent.map(|parent| TraceContext { parent, state: self.tracestate });
         let record = DeliveryRecord {
             id: self.delivery_id,
             subscription_id: self.subscription_id,
@@ -171,11 +181,11 @@ impl DeliveryItem {
             succeeded_at: self.succeeded_at,
             body: self.body,
         };
-        StoredDelivery { record, user_id, generation, lease_until }
+        StoredDelivery { record, user_id, generation, lease_until, trace }
     }
 }
 
-/// A record (with the body it keeps), its owner, its generation and its claim.
+/// A record (with the body it keeps), its owner, its generation, its claim and its trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredDelivery {
     pub record: DeliveryRecord,
@@ -183,6 +193,7 @@ pub struct StoredDelivery {
     pub generation: u32,
     /// The end of the last claim on the record (`plan::Lease`).
     pub lease_until: Option<Timestamp>,
+    pub trace: Option<TraceContext>,
 }
 
 impl StoredDelivery {
@@ -195,6 +206,7 @@ impl StoredDelivery {
             event: serde_json::from_str(&self.record.body)?,
             generation: self.generation,
             claimed_until: None,
+            trace: self.trace.clone(),
         })
     }
 }

@@ -22,19 +22,28 @@ impl PlatformTables {
         Self { client, profiles: profiles.into(), assessments: assessments.into() }
     }
 
-    /// Changes the profile (a new revision and timestamp), creating it if needed.
+    /// Changes the profile (a new revision and timestamp), creating it if needed. The write
+    /// sets the `traceparent` attribute of the request that made it, as given (contract
+    /// section 19: the fan-out reads it, and ignores a value that does not parse), or removes
+    /// the one an earlier write left.
     pub async fn touch_profile(
         &self,
         user_id: &UserId,
         profile_id: &ProfileId,
         now: Timestamp,
+        traceparent: Option<&str>,
     ) -> Result<(), StoreError> {
+        let expression = Expression::new().set("updatedAt", time(now)).add("revision", 1);
+        let expression = match traceparent {
+            Some(traceparent) => expression.set("traceparent", s(traceparent)),
+            None => expression.remove("traceparent"),
+        };
         self.client
             .update_item()
             .table_name(&self.profiles)
             .key("userId", s(user_id))
             .key("profileId", s(profile_id))
-            .expression(Expression::new().set("updatedAt", time(now)).add("revision", 1))
+            .expression(expression)
             .return_values(ReturnValue::None)
             .send()
             .await?;

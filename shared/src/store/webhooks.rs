@@ -5,7 +5,7 @@
 //! secrets (`data_key`) and the operators' reads (`webhook_admin`).
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::{Delete, Put, ReturnValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,8 @@ const COUNT: &str = "subscriptionCount";
 const SEALED: &str = "sealedSecrets";
 const PLAIN: &str = "secret";
 const PUBLIC_KEYS: &str = "publicKeys";
+/// Present, and true, only while deliveries carry trace context (contract section 19).
+const TRACE_CONTEXT: &str = "traceContext";
 const FAILING_SINCE: &str = "failingSince";
 /// The error and status of the failure that started the clock, and when a success last
 /// stopped it: read only by the operational events (`operational`), from the stream.
@@ -53,6 +55,8 @@ struct SubscriptionItem {
     secrets: SecretsItem,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     public_keys: Option<PublicKeys>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    trace_context: bool,
     created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     failing_since: Option<Timestamp>,
@@ -95,6 +99,7 @@ impl From<SubscriptionItem> for Subscription {
                 SecretsItem::Plain { secret } => SecretsAtRest::Plain(secret),
             },
             public_keys: item.public_keys,
+            trace_context: item.trace_context,
             created_at: item.created_at,
             health,
         }
@@ -118,6 +123,7 @@ impl From<&Subscription> for SubscriptionItem {
                 SecretsAtRest::Plain(secret) => SecretsItem::Plain { secret: secret.clone() },
             },
             public_keys: subscription.public_keys.clone(),
+            trace_context: subscription.trace_context,
             created_at: subscription.created_at,
             failing_since,
             disabled_at,
@@ -332,7 +338,7 @@ impl WebhookTable {
         user_id: &UserId,
         subscription_id: &SubscriptionId,
     ) -> Result<Option<Subscription>, StoreError> {
-        let changes = SubscriptionChanges { url: None, events: None, enabled: Some(true), asymmetric_signing: None };
+        let changes = SubscriptionChanges { enabled: Some(true), ..SubscriptionChanges::default() };
         self.update(user_id, subscription_id, &changes, None, Timestamp::now()).await
     }
 
@@ -362,6 +368,11 @@ impl WebhookTable {
                 .set_if_absent(DISABLED_AT, time(at))
                 .set(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Manual)?),
             Some(true) => expression.remove(DISABLED_AT).remove(DISABLED_REASON).remove(FAILING_SINCE),
+            None => expression,
+        };
+        expression = match changes.trace_context {
+            Some(true) => expression.set(TRACE_CONTEXT, AttributeValue::Bool(true)),
+            Some(false) => expression.remove(TRACE_CONTEXT),
             None => expression,
         };
         let (expression, condition) = match secrets {
@@ -424,7 +435,6 @@ pub(super) fn subscriptions_of(items: Option<Vec<Item>>) -> Result<Vec<Subscript
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_dynamodb::types::AttributeValue;
 
     fn subscription(secrets: SecretsAtRest, health: Health) -> Subscription {
         Subscription {
@@ -434,6 +444,7 @@ mod tests {
             events: vec![EventKind::ProfileUpdated],
             secrets,
             public_keys: None,
+            trace_context: false,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health,
         }
@@ -477,6 +488,17 @@ mod tests {
         assert_eq!(subscription_of(item).unwrap(), with_keys);
         let without = item_of(&subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active));
         assert!(!without.contains_key("publicKeys"));
+    }
+
+    /// Trace context is one attribute, present only while on, so items of before read as off.
+    #[test]
+    fn trace_context_is_stored_only_while_on() {
+        let mut subscription = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        assert!(!item_of(&subscription).contains_key("traceContext"));
+        subscription.trace_context = true;
+        let item = item_of(&subscription);
+        assert_eq!(item.get("traceContext"), Some(&AttributeValue::Bool(true)));
+        assert_eq!(subscription_of(item).unwrap(), subscription);
     }
 
     /// Each health is the attributes items have always had: `failingSince` while failing,

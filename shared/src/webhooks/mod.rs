@@ -1,4 +1,4 @@
-//! Webhook subscriptions (contract sections 5, 9, 12, 13 and 16): URL and event validation,
+//! Webhook subscriptions (contract sections 5, 9, 12, 13, 16 and 19): URL and event validation,
 //! what an update may change, secrets, the subscription and its health, and the
 //! subscription object the API shows.
 
@@ -160,14 +160,25 @@ pub fn asymmetric_signing(value: Option<&Value>) -> Result<bool, InvalidAsymmetr
     value.map_or(Ok(false), |value| value.as_bool().ok_or(InvalidAsymmetricSigning))
 }
 
-/// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled and
-/// whether it is signed with a key pair as well.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `traceContext` on create and PATCH (contract section 19): a boolean, nothing else.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("traceContext must be true or false")]
+pub struct InvalidTraceContext;
+
+/// The `traceContext` of a create request: absent is off.
+pub fn trace_context(value: Option<&Value>) -> Result<bool, InvalidTraceContext> {
+    value.map_or(Ok(false), |value| value.as_bool().ok_or(InvalidTraceContext))
+}
+
+/// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled, whether
+/// it is signed with a key pair as well and whether its deliveries carry trace context.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
     pub events: Option<EventKinds>,
     pub enabled: Option<bool>,
     pub asymmetric_signing: Option<bool>,
+    pub trace_context: Option<bool>,
 }
 
 /// Why an update's body was refused; the API's error enum words each case.
@@ -177,16 +188,17 @@ pub enum InvalidChanges {
     UnknownField(String),
     InvalidEnabled,
     AsymmetricSigning(InvalidAsymmetricSigning),
+    TraceContext(InvalidTraceContext),
     Url(InvalidUrl),
     Events(InvalidEvents),
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 4] = ["url", "events", "enabled", "asymmetricSigning"];
+    pub const FIELDS: [&str; 5] = ["url", "events", "enabled", "asymmetricSigning", "traceContext"];
 
-    /// Reads an update's body in the contract's order (sections 13 and 16): none of the
-    /// fields, an unknown field, `enabled`, `asymmetricSigning`, then `url` and `events` as on
-    /// create (`null` is invalid).
+    /// Reads an update's body in the contract's order (sections 13, 16 and 19): none of the
+    /// fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`, then `url`
+    /// and `events` as on create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, allow_insecure: bool) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
@@ -202,6 +214,10 @@ impl SubscriptionChanges {
             Some(value) => Some(asymmetric_signing(Some(value)).map_err(InvalidChanges::AsymmetricSigning)?),
             None => None,
         };
+        let trace_context = match body.get("traceContext") {
+            Some(value) => Some(trace_context(Some(value)).map_err(InvalidChanges::TraceContext)?),
+            None => None,
+        };
         let url = body.get("url").map(|url| WebhookUrl::parse(url, allow_insecure)).transpose();
         let events = body.get("events").map(EventKinds::parse).transpose();
         Ok(SubscriptionChanges {
@@ -209,6 +225,7 @@ impl SubscriptionChanges {
             events: events.map_err(InvalidChanges::Events)?,
             enabled,
             asymmetric_signing,
+            trace_context,
         })
     }
 }
@@ -226,6 +243,8 @@ pub struct Subscription {
     /// The public halves of its Ed25519 keys, while asymmetric signing is on; in clear, as
     /// every read shows them (the private halves are in the sealed secrets).
     pub public_keys: Option<PublicKeys>,
+    /// Whether its deliveries carry `traceparent` and `tracestate` (contract section 19).
+    pub trace_context: bool,
     pub created_at: Timestamp,
     pub health: Health,
 }
@@ -272,7 +291,7 @@ pub enum SecretsAtRest {
 pub struct SealedSecrets(pub String);
 
 impl Subscription {
-    /// A new subscription, active, created now.
+    /// A new subscription, active, created now, without trace context.
     pub fn new(
         user_id: UserId,
         id: SubscriptionId,
@@ -288,6 +307,7 @@ impl Subscription {
             events,
             secrets: SecretsAtRest::Sealed(sealed),
             public_keys,
+            trace_context: false,
             created_at: Timestamp::now(),
             health: Health::Active,
         }
@@ -299,7 +319,7 @@ impl Subscription {
         !EventKind::SUBSCRIBABLE.contains(&kind) || self.events.contains(&kind)
     }
 
-    /// The subscription object the API shows (contract sections 5 and 16; never the secrets),
+    /// The subscription object the API shows (contract sections 5, 16 and 19; never the secrets),
     /// the previous public key only while it still signs.
     pub fn public(&self) -> SubscriptionObject {
         let (disabled_at, disabled_reason) = match &self.health {
@@ -320,6 +340,7 @@ impl Subscription {
                 .as_ref()
                 .and_then(|keys| keys.previous_at(Timestamp::now()))
                 .map(|previous| previous.key),
+            trace_context: self.trace_context,
             failing_since: self.health.failing_since(),
         }
     }
@@ -340,6 +361,8 @@ pub struct SubscriptionObject {
     pub public_key: Option<PublicKey>,
     /// The key the last rotation replaced, during its grace period; else `null`.
     pub previous_public_key: Option<PublicKey>,
+    /// Whether deliveries carry `traceparent` and `tracestate` (contract section 19).
+    pub trace_context: bool,
     /// While an enabled subscription is failing, since when (contract section 15: the
     /// portal shows it); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -505,16 +528,20 @@ mod tests {
                 url: Some(parse(url).unwrap()),
                 events: Some(EventKinds(vec![EventKind::AssessmentCompleted])),
                 enabled: Some(false),
-                asymmetric_signing: None,
+                ..SubscriptionChanges::default()
             })
         );
         assert_eq!(
             changes(json!({"enabled": true, "asymmetricSigning": false})),
-            Ok(SubscriptionChanges { url: None, events: None, enabled: Some(true), asymmetric_signing: Some(false) })
+            Ok(SubscriptionChanges { enabled: Some(true), asymmetric_signing: Some(false), ..Default::default() })
         );
         assert_eq!(
             changes(json!({"asymmetricSigning": true})),
-            Ok(SubscriptionChanges { url: None, events: None, enabled: None, asymmetric_signing: Some(true) })
+            Ok(SubscriptionChanges { asymmetric_signing: Some(true), ..Default::default() })
+        );
+        assert_eq!(
+            changes(json!({"traceContext": true, "enabled": false})),
+            Ok(SubscriptionChanges { enabled: Some(false), trace_context: Some(true), ..Default::default() })
         );
         for (body, refused) in [
             (json!({}), InvalidChanges::NoChanges),
@@ -530,6 +557,17 @@ mod tests {
             (
                 json!({"asymmetricSigning": 1, "url": 5, "events": []}),
                 InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
+            ),
+            (json!({"traceContext": "true"}), InvalidChanges::TraceContext(InvalidTraceContext)),
+            (json!({"traceContext": null}), InvalidChanges::TraceContext(InvalidTraceContext)),
+            (
+                json!({"traceContext": 1, "asymmetricSigning": 1}),
+                InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
+            ),
+            (json!({"traceContext": 1, "enabled": 1}), InvalidChanges::InvalidEnabled),
+            (
+                json!({"traceContext": [true], "url": 5, "events": []}),
+                InvalidChanges::TraceContext(InvalidTraceContext),
             ),
             (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
             (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),
@@ -550,6 +588,16 @@ mod tests {
         assert_eq!(asymmetric_signing(Some(&json!(false))), Ok(false));
         for bad in [json!(null), json!("true"), json!(1), json!(0), json!([true]), json!({})] {
             assert_eq!(asymmetric_signing(Some(&bad)), Err(InvalidAsymmetricSigning), "{bad}");
+        }
+    }
+
+    #[test]
+    fn trace_context_on_create_is_a_boolean_or_absent() {
+        assert_eq!(trace_context(None), Ok(false));
+        assert_eq!(trace_context(Some(&json!(true))), Ok(true));
+        assert_eq!(trace_context(Some(&json!(false))), Ok(false));
+        for bad in [json!(null), json!("true"), json!(1), json!([true]), json!({})] {
+            assert_eq!(trace_context(Some(&bad)), Err(InvalidTraceContext), "{bad}");
         }
     }
 

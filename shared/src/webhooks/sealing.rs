@@ -190,6 +190,7 @@ mod tests {
             events: vec![],
             secrets,
             public_keys: None,
+            trace_context: false,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health: Health::Active,
         }
