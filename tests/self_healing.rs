@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use career_core::clock::Timestamp;
 use career_core::config::Settings;
@@ -22,13 +22,13 @@ use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{clients, deliver_instance, dynamodb, typed, unique_user, Api};
+use career_service::{clients, deliver_instance, dynamodb, eventually_within, typed, unique_user, Api};
 use careerctl::pumps::run_queue_pump;
 use careerctl::template::function;
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const SOON: Duration = Duration::from_secs(30);
+const SOON: Duration = career_service::DEADLINE;
 const NO_DELAY: Duration = Duration::ZERO;
 /// The sweep window of the tests that run the sweep: shorter than their sends, so a sweep
 /// that took a delivery in flight, or one waiting in a backlog, would send it a second time.
@@ -63,15 +63,16 @@ async fn records_within(
     within: Duration,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> Vec<DeliveryRecord> {
-    let deadline = Instant::now() + within;
-    loop {
+    let what = format!("{subscription}: {count} records as wanted");
+    eventually_within(within, what, || async {
         let found = records(pipeline, subscription).await;
         if found.len() == count && found.iter().all(&done) {
-            return found;
+            Ok(found)
+        } else {
+            Err(found)
         }
-        assert!(Instant::now() < deadline, "{subscription}: expected {count} records as wanted, got {found:#?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// One profile change of `user` after another, `count` events.
@@ -422,7 +423,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     // The lost message turns up after all: its generation is not the record's any more.
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
     queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
     let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((again.overdue, again.requeued), (0, 0), "a settled record is not in the due index");
@@ -525,7 +526,7 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     // Nothing is left to recover in that window; a second call sends nothing more.
     let again = pipeline.api.send_json(Method::POST, &path, &key, &body).await;
     assert_eq!(again.assert_status(202), &json!({"recovering": 0, "more": false}));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 7);
 }
 
