@@ -23,9 +23,9 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     let first_run = tokio::spawn(run_local(local_dir.path.clone(), settings.clone()));
     let stack = Running::wait_for(&local_dir.path).await;
 
-    // The slow receiver answers once the stack is stopping: while its first delivery is in
-    // flight, the subscription's later ones wait on the main lane (one batch per subscription
-    // at a time).
+    // The slow receiver answers once the stack is stopping (within the 10 s a send may take):
+    // while its first delivery is in flight, the subscription's later ones wait on the main
+    // lane (a FIFO queue: nothing more of a message group is received while one is in flight).
     let slow = Receiver::holding(&[200]).await;
     let flaky = Receiver::start(&[500, 200], Duration::ZERO).await;
     let (slow_user, flaky_user) = (unique_user(), unique_user());
@@ -35,14 +35,19 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     // The flaky receiver fails its first attempt, which goes to the retry lane to wait.
     stack.admin.update_profile(&flaky_user).await.unwrap();
     flaky.wait_for(1, SOON).await;
-    // Three events for the slow receiver: the first in flight, two queued behind it.
-    for _ in 0..3 {
-        stack.admin.update_profile(&slow_user).await.unwrap();
-    }
+    // Three events for the slow receiver: the first in flight, then two queued behind it
+    // (had they come together, one batch would have taken all three).
+    stack.admin.update_profile(&slow_user).await.unwrap();
     slow.wait_for(1, SOON).await;
+    let (second, third) = tokio::join!(stack.admin.update_profile(&slow_user), stack.admin.update_profile(&slow_user));
+    (second.unwrap(), third.unwrap());
     stack.wait_until_queued(3, 1).await;
     ctrl_c();
     stack.wait_until_stopping().await;
+    // A receive under way when the stack stops is finished, not dropped (its messages would
+    // stay invisible), so the slow answer waits for it: a long poll, which would otherwise
+    // take the two queued deliveries as soon as the answer frees their message group.
+    tokio::time::sleep(careerctl::pumps::RECEIVE_WAIT * 2).await;
     slow.open();
     first_run.await.unwrap().expect("the first run stops cleanly");
 
