@@ -315,11 +315,11 @@ pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
     AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
-/// [`clients_at`] with AWS's own time limits, not the local stack's wider ones
-/// (`careerctl::stack::TIMEOUT_FACTOR`): for a test of those limits.
-pub fn clients_with_aws_limits_at(dynamodb: &str, moto: &str) -> AwsClients {
+/// [`clients_at`] with `factor` times AWS's own time limits (1: AWS's), not the local
+/// stack's (`careerctl::stack::TIMEOUT_FACTOR`): for a test of those limits.
+pub fn clients_with_limits_at(dynamodb: &str, moto: &str, factor: u32) -> AwsClients {
     let sdk = careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}"));
-    AwsClients::new(sdk.to_builder().timeout_config(career_core::runtime::aws_timeouts(1)).build())
+    AwsClients::new(sdk.to_builder().timeout_config(career_core::runtime::aws_timeouts(factor)).build())
 }
 
 /// [`clients`] whose KMS client logs its calls in `calls`.
