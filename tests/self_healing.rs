@@ -401,7 +401,8 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     // The record is written as the fan-out writes it; its message is lost on its way.
     let event = Event::ping(&typed(&subscription));
     let message = DeliveryMessage::new(&event, &typed(&user), &typed(&subscription));
-    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], Timestamp::now()).await.unwrap();
+    let queued_at = Timestamp::now();
+    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], queued_at).await.unwrap();
     let pending = records(&pipeline, &subscription).await;
     assert_eq!((pending[0].status, pending[0].attempts), (DeliveryStatus::Pending, 0), "in the log before any queue");
 
@@ -412,8 +413,8 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
         &career_service::function_settings(function::SWEEP, &settings),
     )
     .unwrap();
-    let not_yet = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
-    assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
+    let not_yet = career_sweep::sweep(&sweep, queued_at).await.unwrap();
+    assert_eq!(not_yet.requeued, 0, "not overdue when it is due: the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((swept.overdue, swept.requeued), (1, 1));
