@@ -40,7 +40,8 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     stack.admin.update_profile(&slow_user).await.unwrap();
     slow.wait_for(1, SOON).await;
     let (second, third) = tokio::join!(stack.admin.update_profile(&slow_user), stack.admin.update_profile(&slow_user));
-    (second.unwrap(), third.unwrap());
+    second.unwrap();
+    third.unwrap();
     stack.wait_until_queued(3, 1).await;
     ctrl_c();
     stack.wait_until_stopping().await;

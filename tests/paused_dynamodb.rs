@@ -51,7 +51,8 @@ async fn within_lambda_timeout(answer: impl std::future::Future<Output = Answer>
 /// reach AWS's time limits and get a 500 before one gets through.
 async fn until_ok(api: &Api, path: &str, key: &str) {
     eventually(format!("{path} answering 200"), || async {
-        let answer = within_lambda_timeout(api.get(path, key)).await;
+        // Boxed: the request's future nested in the wait is too deep for the compiler's layout.
+        let answer = within_lambda_timeout(Box::pin(api.get(path, key))).await;
         if answer.status == 200 {
             Ok(())
         } else {

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
 use career_core::aws::AwsClients;
 use career_core::config::TableNames;
 use career_core::credentials::Scopes;
@@ -68,10 +69,14 @@ impl Running {
             let api = env.get("CAREER_API_URL").cloned().ok_or("no API URL in the env file")?;
             // Any answer (a 401 here) means the gateway, and with it the Ctrl-C handler, runs.
             let alerts = format!("{api}/api/v1/alerts");
-            let answer = tokio::task::spawn_blocking(move || ureq::get(&alerts).call().map(|r| r.status()));
-            match answer.await.unwrap() {
-                Err(ureq::Error::Status(401, _)) => Ok(env),
-                other => Err(format!("{api} answered {other:?}")),
+            let status = tokio::task::spawn_blocking(move || match ureq::get(&alerts).call() {
+                Ok(response) => Some(response.status()),
+                Err(ureq::Error::Status(status, _)) => Some(status),
+                Err(ureq::Error::Transport(_)) => None,
+            });
+            match status.await.unwrap() {
+                Some(401) => Ok(env),
+                other => Err(format!("{api} answered with status {other:?}")),
             }
         })
         .await;
