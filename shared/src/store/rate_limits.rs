@@ -75,13 +75,16 @@ impl RateLimitTable {
         aws_sdk_dynamodb::config::Builder::default().timeout_config(one_attempt.build()).retry_classifier(AnsweredOnly)
     }
 
-    /// Takes back one request counted in `slot` (a refused request is not counted).
+    /// Takes back one request counted in `slot` (a refused request is not counted): an `ADD`
+    /// too, sent as [`RateLimitTable::count`] is.
     pub async fn uncount(&self, key: &KeyHash, slot: u64) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
             .key("bucket", s(key.as_str()))
             .expression(Expression::new().add(slot_attribute(slot), -1).when(Condition::exists(slot_attribute(slot))))
+            .customize()
+            .config_override(self.one_attempt_per_answer())
             .send()
             .await?;
         Ok(())
