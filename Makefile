@@ -38,9 +38,9 @@ test:
 # (which reads what every other test used), and careerctl's.
 PROCESS_TESTS := $(filter-out it iam_grants,$(shell sed -n '/^\[\[test\]\]/{n;s/^name = "\(.*\)"/\1/p}' Cargo.toml)) \
 	$(basename $(notdir $(wildcard careerctl/tests/*.rs)))
-# The integration tests mostly wait (on receivers, timeouts and the emulators), so more of
-# them run at once than the machine has cores.
-IT_THREADS ?= 8
+# The integration tests mostly wait (on receivers and the emulators), so twice as many of them
+# run at once as the machine has cores: 4 on two cores, where more starve the emulators.
+IT_THREADS ?= $(shell echo $$(( 2 * $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2) )))
 
 test-checks:
 	@scripts/install-local-deps.sh --test
@@ -49,11 +49,13 @@ test-checks:
 test-build: fmt-check clippy
 	$(CARGO) test --workspace --all-targets --no-run
 
+# --no-fail-fast: a failing test binary does not keep the others from running (each step
+# still fails if any of its binaries did, and so does make test).
 test-suite:
-	$(CARGO) test --workspace --lib --bins --test it -- --test-threads=$(IT_THREADS)
+	$(CARGO) test --workspace --no-fail-fast --lib --bins --test it -- --test-threads=$(IT_THREADS)
 
 test-processes:
-	$(CARGO) test --workspace $(foreach t,$(PROCESS_TESTS),--test $(t))
+	$(CARGO) test --workspace --no-fail-fast $(foreach t,$(PROCESS_TESTS),--test $(t))
 
 ## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
 lint: fmt-check clippy template-lint api-lint

@@ -133,11 +133,18 @@ async fn an_expired_key_is_refused_at_once_even_by_an_instance_that_cached_it() 
     let api = Api::on(career_service::clients_logging_dynamodb(&calls), career_service::services().settings.clone());
     let user = unique_user();
     let scopes = Scopes::parse_list("read:webhooks").unwrap();
-    let issued =
-        api.admin.create_key(&user, scopes, None, Some(Timestamp::now() + Duration::from_secs(3))).await.unwrap();
-    let expires_at = issued.expires_at.expect("an expiry");
-    api.get("/api/v1/webhooks", &issued.key).await.assert_status(200);
-    assert!(Timestamp::now() < expires_at, "the first request came before the expiry");
+    // A key that lives 3 s, or longer where the machine is too busy to use it that soon.
+    let mut lifetimes = [3, 10, 30].into_iter().map(Duration::from_secs);
+    let (issued, expires_at) = loop {
+        let lifetime = lifetimes.next().expect("a first request before the key's expiry");
+        let issued = api.admin.create_key(&user, scopes, None, Some(Timestamp::now() + lifetime)).await.unwrap();
+        let expires_at = issued.expires_at.expect("an expiry");
+        let first = api.get("/api/v1/webhooks", &issued.key).await;
+        if Timestamp::now() < expires_at {
+            first.assert_status(200);
+            break (issued, expires_at);
+        }
+    };
     while Timestamp::now() < expires_at {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -8,11 +8,11 @@ use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
-use career_service::{sqs, unique_user};
+use career_service::{eventually, sqs, unique_user};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const SOON: Duration = Duration::from_secs(20);
+const SOON: Duration = career_service::DEADLINE;
 const NO_DELAY: Duration = Duration::ZERO;
 
 /// Waits until the delivery's record satisfies `done`.
@@ -22,16 +22,14 @@ async fn record_when(
     delivery_id: &str,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> DeliveryRecord {
-    let deadline = Instant::now() + SOON;
-    loop {
+    eventually(format!("{delivery_id}'s record as wanted"), || async {
         let record = career_service::delivery_record(&pipeline.settings().tables, user, delivery_id).await;
-        let record = record.map(|stored| stored.record);
-        match record {
-            Some(record) if done(&record) => return record,
-            other => assert!(Instant::now() < deadline, "{delivery_id}: still {other:?}"),
+        match record.map(|stored| stored.record) {
+            Some(record) if done(&record) => Ok(record),
+            other => Err(other),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// The subscription's records of one status, through the API.
@@ -56,11 +54,13 @@ async fn dead_letters(pipeline: &Pipeline) -> usize {
 }
 
 async fn until_dead_lettered(pipeline: &Pipeline, count: usize) {
-    let deadline = Instant::now() + SOON;
-    while dead_letters(pipeline).await < count {
-        assert!(Instant::now() < deadline, "expected {count} dead-lettered deliveries");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(format!("{count} dead-lettered deliveries"), || async {
+        match dead_letters(pipeline).await {
+            dead if dead >= count => Ok(()),
+            dead => Err(dead),
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -144,13 +144,13 @@ async fn a_subscription_failing_past_the_window_is_disabled_and_comes_back_with_
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!((&skipped[0]["attempts"], &skipped[0]["lastAttemptAt"]), (&json!(0), &Value::Null));
     let skipped = skipped[0]["id"].as_str().unwrap().to_owned();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 3, "a disabled subscription is sent nothing");
 
     // Enabling does not resend the skipped delivery; a manual retry does.
     let enabled = post(&pipeline, &key, &format!("/api/v1/webhooks/enable?id={subscription}")).await;
     assert_eq!(enabled["enabled"], true);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 3);
     let retried = post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={failed}")).await;
     assert_eq!((retried["id"].as_str(), &retried["status"]), (Some(failed.as_str()), &json!("pending")));
@@ -231,8 +231,8 @@ async fn redrive_drops_a_dead_letter_whose_delivery_succeeded_since() {
         pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await.unwrap();
     assert_eq!(redriven, careerctl::admin::Redriven { moved: 0, dropped: 1 });
     assert_eq!(dead_letters(&pipeline).await, 0, "the stale copy left the dead-letter queue");
-    // Were it sent, it would arrive within a few retry bases; none does.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Were it sent, it would be on a lane until it was; it never was.
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 4, "one 2xx for {id} ({subscription}), no second");
     let record = record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Succeeded).await;
     assert_eq!(record.attempts, 4);

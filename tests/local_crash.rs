@@ -3,16 +3,14 @@
 //! it with a real SIGINT, so it has a test binary of its own: the signal goes to the whole
 //! process.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use career_core::config::TableNames;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::store::deliveries::DeliveryTable;
 use career_service::local_run::{ctrl_c, run_local, LocalDir, Running};
 use career_service::receiver::Receiver;
-use career_service::{typed, unique_user};
-
-const SOON: Duration = Duration::from_secs(30);
+use career_service::{eventually, typed, unique_user, DEADLINE};
 
 /// Contract section 12: after the SQS emulator is killed in the middle of a burst and the
 /// stack restarts, every delivery is sent at least once (or shows as failed); none is lost
@@ -32,7 +30,7 @@ async fn killing_the_sqs_emulator_in_a_burst_loses_no_delivery() {
     for _ in 0..EVENTS {
         stack.admin.update_profile(&user).await.unwrap();
     }
-    receiver.wait_for(2, SOON).await;
+    receiver.wait_for(2, DEADLINE).await;
     let killed = std::process::Command::new("kill").args(["-KILL", &stack.sqs_emulator_pid().to_string()]).status();
     assert!(killed.is_ok_and(|status| status.success()), "SIGKILL sent");
     let ended = first_run.await.unwrap().expect_err("a dead emulator stops the stack");
@@ -44,16 +42,16 @@ async fn killing_the_sqs_emulator_in_a_burst_loses_no_delivery() {
     let second_run = tokio::spawn(run_local(local_dir.path.clone(), settings));
     let restarted = Running::wait_for(&local_dir.path).await;
     let table = DeliveryTable::new(restarted.clients().dynamodb().clone(), &TableNames::from_env().deliveries);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let records = loop {
+    let records = eventually(format!("{EVENTS} records settled"), || async {
         let page = table.list(&typed(&subscription), None, 100, None).await.unwrap();
         let settled = page.deliveries.iter().all(|r| r.status != DeliveryStatus::Pending);
         if page.deliveries.len() == EVENTS && settled {
-            break page.deliveries;
+            Ok(page.deliveries)
+        } else {
+            Err(page.deliveries)
         }
-        assert!(Instant::now() < deadline, "still unsettled: {:#?}", page.deliveries);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    })
+    .await;
     let received: Vec<String> = receiver.received().iter().map(|r| r.header("webhook-id").to_owned()).collect();
     for record in &records {
         assert_eq!(record.status, DeliveryStatus::Succeeded, "{record:?}");

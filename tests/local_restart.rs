@@ -11,21 +11,22 @@ use career_service::receiver::Receiver;
 use career_service::unique_user;
 use serde_json::Value;
 
-const SOON: Duration = Duration::from_secs(30);
-/// The slow receiver's answer time: while it is in flight, the slow subscription's later
-/// deliveries wait on the main lane (one batch per subscription at a time).
-const SLOW_ANSWER: Duration = Duration::from_secs(6);
+const SOON: Duration = career_service::DEADLINE;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() {
     let local_dir = LocalDir::create();
     let mut settings = careerctl::local::settings_from_env().unwrap();
-    // The flaky receiver's retry comes after 12 to 18 s: still pending at the Ctrl-C.
-    settings.retry_base = Duration::from_secs(15);
+    // The flaky receiver's retry comes after 48 to 72 s: still pending at the Ctrl-C, also on
+    // a machine busy enough to take half a minute to get there.
+    settings.retry_base = Duration::from_secs(60);
     let first_run = tokio::spawn(run_local(local_dir.path.clone(), settings.clone()));
     let stack = Running::wait_for(&local_dir.path).await;
 
-    let slow = Receiver::start(&[200], SLOW_ANSWER).await;
+    // The slow receiver answers once the stack is stopping (within the 10 s a send may take):
+    // while its first delivery is in flight, the subscription's later ones wait on the main
+    // lane (a FIFO queue: nothing more of a message group is received while one is in flight).
+    let slow = Receiver::holding(&[200]).await;
     let flaky = Receiver::start(&[500, 200], Duration::ZERO).await;
     let (slow_user, flaky_user) = (unique_user(), unique_user());
     stack.subscribe(&slow_user, &slow.url).await;
@@ -34,13 +35,21 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     // The flaky receiver fails its first attempt, which goes to the retry lane to wait.
     stack.admin.update_profile(&flaky_user).await.unwrap();
     flaky.wait_for(1, SOON).await;
-    // Three events for the slow receiver: the first in flight, two queued behind it.
-    for _ in 0..3 {
-        stack.admin.update_profile(&slow_user).await.unwrap();
-    }
+    // Three events for the slow receiver: the first in flight, then two queued behind it
+    // (had they come together, one batch would have taken all three).
+    stack.admin.update_profile(&slow_user).await.unwrap();
     slow.wait_for(1, SOON).await;
+    let (second, third) = tokio::join!(stack.admin.update_profile(&slow_user), stack.admin.update_profile(&slow_user));
+    second.unwrap();
+    third.unwrap();
     stack.wait_until_queued(3, 1).await;
     ctrl_c();
+    stack.wait_until_stopping().await;
+    // A receive under way when the stack stops is finished, not dropped (its messages would
+    // stay invisible), so the slow answer waits for it: a long poll, which would otherwise
+    // take the two queued deliveries as soon as the answer frees their message group.
+    tokio::time::sleep(careerctl::pumps::RECEIVE_WAIT * 2).await;
+    slow.open();
     first_run.await.unwrap().expect("the first run stops cleanly");
 
     assert_eq!(slow.received().len(), 1, "the delivery in flight finished; the queued ones waited");
@@ -65,10 +74,9 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     let retried = flaky.wait_for(2, SOON).await;
     assert_eq!(retried[0].header("x-webhook-delivery"), retried[1].header("x-webhook-delivery"));
 
-    // Nothing arrives twice, and nothing is left to save.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!((slow.received().len(), flaky.received().len()), (3, 2));
+    // Nothing is left to send or to save, and nothing arrived twice.
     restarted.wait_until_queued(0, 0).await;
+    assert_eq!((slow.received().len(), flaky.received().len()), (3, 2));
     ctrl_c();
     second_run.await.unwrap().expect("the second run stops cleanly");
     assert!(!local_dir.path.join("data/queued-deliveries.json").exists(), "empty queues leave no snapshot");

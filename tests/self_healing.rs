@@ -23,13 +23,13 @@ use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use career_service::{clients, deliver_instance, dynamodb, typed, unique_user, Api};
+use career_service::{clients, deliver_instance, dynamodb, eventually_within, typed, unique_user, Api};
 use careerctl::pumps::run_queue_pump;
 use careerctl::template::function;
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const SOON: Duration = Duration::from_secs(30);
+const SOON: Duration = career_service::DEADLINE;
 const NO_DELAY: Duration = Duration::ZERO;
 /// The sweep window of the tests that run the sweep: shorter than their sends, so a sweep
 /// that took a delivery in flight, or one waiting in a backlog, would send it a second time.
@@ -64,15 +64,16 @@ async fn records_within(
     within: Duration,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> Vec<DeliveryRecord> {
-    let deadline = Instant::now() + within;
-    loop {
+    let what = format!("{subscription}: {count} records as wanted");
+    eventually_within(within, what, || async {
         let found = records(pipeline, subscription).await;
         if found.len() == count && found.iter().all(&done) {
-            return found;
+            Ok(found)
+        } else {
+            Err(found)
         }
-        assert!(Instant::now() < deadline, "{subscription}: expected {count} records as wanted, got {found:#?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// One profile change of `user` after another, `count` events.
@@ -432,28 +433,6 @@ async fn retry(pipeline: &Pipeline, user: &str, delivery: &str) {
     assert_eq!(answer.assert_status(202)["status"], "pending");
 }
 
-/// Waits until neither lane holds a message (waiting, in flight or delayed), so nothing more
-/// can be sent.
-async fn drained(pipeline: &Pipeline) {
-    use aws_sdk_sqs::types::QueueAttributeName::*;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut held = 0;
-        for queue in [&pipeline.queues.delivery, &pipeline.queues.retry] {
-            for count in
-                [ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible, ApproximateNumberOfMessagesDelayed]
-            {
-                held += pipeline.count(queue, count).await;
-            }
-        }
-        if held == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the lanes still hold {held} messages");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// For each record of the subscription, how often the receiver got it and how many attempts
 /// the record counts.
 async fn sends_and_attempts(pipeline: &Pipeline, subscription: &str, receiver: &Receiver) -> Vec<(usize, u32)> {
@@ -483,7 +462,7 @@ async fn a_retry_of_a_delivery_waiting_in_its_lane_drops_the_waiting_copy_unsent
 
     let succeeded = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
     records_within(&pipeline, &subscription, 2, Duration::from_secs(60), succeeded).await;
-    drained(&pipeline).await;
+    pipeline.drained().await;
     assert_eq!(sends_and_attempts(&pipeline, &subscription, &receiver).await, [(1, 1), (1, 1)], "sent once each");
 }
 
@@ -509,7 +488,7 @@ async fn a_retry_during_an_attempt_records_that_attempt_and_is_sent_right_after_
     assert!(sends[1].at - retried < RETRY_WITHIN, "the retry went {:?} after it was asked", sends[1].at - retried);
     let settled = |r: &DeliveryRecord| r.status == DeliveryStatus::Succeeded;
     records_within(&pipeline, &subscription, 1, Duration::from_secs(60), settled).await;
-    drained(&pipeline).await;
+    pipeline.drained().await;
     assert_eq!(sends_and_attempts(&pipeline, &subscription, &receiver).await, [(2, 2)], "each send one attempt");
 }
 
@@ -552,7 +531,8 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     // The record is written as the fan-out writes it; its message is lost on its way.
     let event = Event::ping(&typed(&subscription));
     let message = DeliveryMessage::new(&event, &typed(&user), &typed(&subscription));
-    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], Timestamp::now()).await.unwrap();
+    let queued_at = Timestamp::now();
+    deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], queued_at).await.unwrap();
     let pending = records(&pipeline, &subscription).await;
     assert_eq!((pending[0].status, pending[0].attempts), (DeliveryStatus::Pending, 0), "in the log before any queue");
 
@@ -563,8 +543,8 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
         &career_service::function_settings(function::SWEEP, &settings),
     )
     .unwrap();
-    let not_yet = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
-    assert_eq!(not_yet.requeued, 0, "not overdue yet: it is due now, and the sweep waits a second");
+    let not_yet = career_sweep::sweep(&sweep, queued_at).await.unwrap();
+    assert_eq!(not_yet.requeued, 0, "not overdue when it is due: the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((swept.overdue, swept.requeued), (1, 1));
@@ -574,7 +554,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     // The lost message turns up after all: its generation is not the record's any more.
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
     queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
     let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((again.overdue, again.requeued), (0, 0), "a settled record is not in the due index");
@@ -676,7 +656,7 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     // Nothing is left to recover in that window; a second call sends nothing more.
     let again = pipeline.api.send_json(Method::POST, &path, &key, &body).await;
     assert_eq!(again.assert_status(202), &json!({"recovering": 0, "more": false}));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    pipeline.drained().await;
     assert_eq!(receiver.received().len(), 7);
 }
 

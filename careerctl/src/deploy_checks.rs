@@ -254,3 +254,19 @@ fn the_deliveries_streams_filters_pass_exactly_the_kinds_whose_end_is_an_event()
         assert_eq!(passes, career_core::operational::reported(kind), "{}", kind.as_str());
     }
 }
+
+#[test]
+fn the_template_sets_none_of_the_hooks_of_the_tests_and_the_local_stack() {
+    use career_core::runtime::{EXTRA_ROOT_CERT_VAR, TIMEOUT_FACTOR_VAR};
+    let template = Template::shipped();
+    let globals = template.function_globals().and_then(|g| g.get("Environment")).cloned();
+    let own = template.resources_of("AWS::Serverless::Function").filter_map(|f| f.property("Environment").cloned());
+    let environments: Vec<Value> = globals.into_iter().chain(own).collect();
+    assert!(!environments.is_empty(), "the functions' environments are where this looks");
+    for environment in environments {
+        let variables = environment.get("Variables").and_then(Value::as_mapping).cloned().unwrap_or_default();
+        for hook in [TIMEOUT_FACTOR_VAR, EXTRA_ROOT_CERT_VAR] {
+            assert!(variables.get(hook).is_none(), "template.yaml sets {hook}: on AWS it stays unset");
+        }
+    }
+}

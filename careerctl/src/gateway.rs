@@ -17,6 +17,7 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use tokio::net::TcpListener;
 
 use crate::deployment::Deployment;
+use crate::stack::local_time_limit;
 use crate::template::function;
 
 /// API Gateway's own payload limit; larger bodies never reach a function.
@@ -74,15 +75,16 @@ const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a request may take, and the gateway's answer after that: Lambda ends a function at
 /// its timeout in template.yaml (API Gateway then answers 500), and API Gateway stops waiting
-/// at its integration timeout (503), whichever comes first.
+/// at its integration timeout (503), whichever comes first. Both are the local stack's
+/// ([`local_time_limit`]), so their order is AWS's.
 fn time_limit(function: &str) -> (Duration, StatusCode, &'static str) {
     static TIMEOUTS: std::sync::LazyLock<crate::template::Template> =
         std::sync::LazyLock::new(crate::template::Template::shipped);
     let timeout = TIMEOUTS.function_timeout(function).unwrap_or(INTEGRATION_TIMEOUT);
     if timeout < INTEGRATION_TIMEOUT {
-        (timeout, StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+        (local_time_limit(timeout), StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
     } else {
-        (INTEGRATION_TIMEOUT, StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
+        (local_time_limit(INTEGRATION_TIMEOUT), StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
     }
 }
 
@@ -209,7 +211,7 @@ mod tests {
         for function in [function::ALERTS, function::DATA_SHARING, function::WEBHOOKS] {
             let (limit, status, _) = time_limit(function);
             let template = crate::template::Template::shipped().function_timeout(function).unwrap();
-            assert_eq!(limit, template.min(INTEGRATION_TIMEOUT));
+            assert_eq!(limit, local_time_limit(template.min(INTEGRATION_TIMEOUT)));
             let expected = if template < INTEGRATION_TIMEOUT { 500 } else { 503 };
             assert_eq!(status.as_u16(), expected);
         }

@@ -12,7 +12,7 @@ use career_core::aws::AwsClients;
 use career_core::config::{Settings, TableNames};
 use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::runtime::aws_timeouts;
+use career_core::runtime::{aws_timeouts, timeout_factor, TIMEOUT_FACTOR_VAR};
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
@@ -306,8 +306,10 @@ async fn main() -> ExitCode {
 async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
     // The platform's roots, as aws-config's default client trusts, over rustls on ring.
     let https = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
-    let sdk =
-        aws_config::defaults(BehaviorVersion::latest()).http_client(https).timeout_config(aws_timeouts()).load().await;
+    // The local stack's `.local/env` widens the limits as for its functions (runtime.rs says why).
+    let factor = std::env::var(TIMEOUT_FACTOR_VAR).ok().map(|text| timeout_factor(&text)).transpose()?.unwrap_or(1);
+    let timeouts = aws_timeouts(factor);
+    let sdk = aws_config::defaults(BehaviorVersion::latest()).http_client(https).timeout_config(timeouts).load().await;
     let clients = AwsClients::new(sdk);
     let admin = Admin::new(clients.dynamodb().clone(), TableNames::from_env());
     match command {

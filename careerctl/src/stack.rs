@@ -21,6 +21,19 @@ pub const REGION: &str = "us-east-1";
 /// The local stack's name: its tables are `career-…` (config.rs's default names).
 pub const STACK_NAME: &str = "career";
 
+/// How many times AWS's its time limits the local stack gives the functions: their AWS calls'
+/// (`career_core::runtime::TIMEOUT_FACTOR_VAR`, which the stack sets for them) and their own
+/// (Lambda's timeout of each function, and API Gateway's: [`local_time_limit`]). The stack's
+/// emulators share a developer's machine with compilers, where DynamoDB Local's JVM stalls for
+/// seconds at a time; scaling every limit by one factor keeps their order, so what reaches a
+/// limit first on AWS still does here. The tests of those limits run with AWS's own.
+pub const TIMEOUT_FACTOR: u32 = 5;
+
+/// The local stack's counterpart of a time limit that AWS sets at `aws`.
+pub fn local_time_limit(aws: Duration) -> Duration {
+    aws * TIMEOUT_FACTOR
+}
+
 pub struct LocalStack {
     pub dynamodb: LocalService,
     /// moto: the SQS emulator, and KMS and SNS on the same endpoint.
@@ -119,7 +132,8 @@ impl LocalStack {
 }
 
 /// The AWS part of the environment of a stack whose DynamoDB Local listens at `dynamodb` and
-/// moto (SQS, KMS and SNS) at `moto`: the region, the credentials and each service's endpoint.
+/// moto (SQS, KMS and SNS) at `moto`: the region, the credentials, each service's endpoint and
+/// the local stack's wider time limits.
 fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_REGION", REGION.to_owned()),
@@ -130,11 +144,13 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
         ("AWS_ENDPOINT_URL_SQS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_KMS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_SNS", moto.to_owned()),
+        (career_core::runtime::TIMEOUT_FACTOR_VAR, TIMEOUT_FACTOR.to_string()),
     ]
 }
 
 /// The SDK configuration of clients on such a stack, built from that environment by the
-/// functions' own code, as on Lambda (and with the functions' time limits).
+/// functions' own code, as on Lambda (with the functions' time limits, [`TIMEOUT_FACTOR`] times
+/// AWS's).
 /// Calls signed with a function role's keys are evaluated against that role (crate::iam).
 pub fn sdk_config(dynamodb: &str, moto: &str) -> anyhow::Result<SdkConfig> {
     let environment = aws_environment(dynamodb, moto).into_iter().map(|(name, value)| (name.to_owned(), value));

@@ -26,6 +26,13 @@ use crate::config::{ConfigError, Settings};
 /// roots are trusted.
 pub const EXTRA_ROOT_CERT_VAR: &str = "TEST_EXTRA_ROOT_CERT_FILE";
 
+/// Local-stack hook: how many times AWS's the time limits of the functions' AWS calls are
+/// (a whole number, at least 1). The local stack sets it (`careerctl::stack::TIMEOUT_FACTOR`):
+/// its emulators share a developer's two cores with compilers, where DynamoDB Local's JVM
+/// can stall for seconds, and a test that is not about these limits must not fail on them.
+/// Unset (the default, and on AWS: the template never sets it), the factor is 1.
+pub const TIMEOUT_FACTOR_VAR: &str = "LOCAL_TIMEOUT_FACTOR";
+
 /// Setup shared by both kinds of function. The dependencies live as long as the process,
 /// like the Lambda execution environment, hence the leak.
 /// `build` (the function's `Deps::new`) asks the handle for the clients its function uses,
@@ -50,10 +57,14 @@ pub fn sdk_config(environment: impl IntoIterator<Item = (String, String)>) -> Re
         Some(path) => Some(std::fs::read(&path).map_err(|e| ConfigError::new(EXTRA_ROOT_CERT_VAR, e.to_string()))?),
         None => None,
     };
+    let factor = match var(TIMEOUT_FACTOR_VAR) {
+        Some(text) => timeout_factor(&text)?,
+        None => 1,
+    };
     let mut builder = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .http_client(aws_https_client(extra_root)?)
-        .timeout_config(aws_timeouts())
+        .timeout_config(aws_timeouts(factor))
         .region(var("AWS_REGION").map(Region::new));
     let (Some(id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) else {
         return Err(ConfigError::new("AWS_ACCESS_KEY_ID", "and AWS_SECRET_ACCESS_KEY must be set (Lambda sets both)"));
@@ -85,15 +96,25 @@ impl LoadServiceConfig for ServiceEndpoints {
     }
 }
 
-/// Time limits of every AWS call, here, in the local stack and in the tests. A hung
-/// dependency then costs a request at most [`AWS_OPERATION_TIMEOUT`] and a 500, well inside
-/// the API functions' 10 s Lambda timeout; a slow attempt is retried within that budget.
-pub fn aws_timeouts() -> TimeoutConfig {
+/// Time limits of every AWS call, here, in the local stack and in the tests, `factor` times
+/// AWS's ([`TIMEOUT_FACTOR_VAR`]; 1 on AWS). A hung dependency then costs a request at most
+/// [`AWS_OPERATION_TIMEOUT`] and a 500, well inside the API functions' 10 s Lambda timeout; a
+/// slow attempt is retried within that budget.
+pub fn aws_timeouts(factor: u32) -> TimeoutConfig {
     TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(1))
-        .operation_attempt_timeout(Duration::from_secs(2))
-        .operation_timeout(AWS_OPERATION_TIMEOUT)
+        .connect_timeout(Duration::from_secs(1) * factor)
+        .operation_attempt_timeout(Duration::from_secs(2) * factor)
+        .operation_timeout(AWS_OPERATION_TIMEOUT * factor)
         .build()
+}
+
+/// [`TIMEOUT_FACTOR_VAR`]'s value: a whole number from 1 (AWS's limits) to 100.
+pub fn timeout_factor(text: &str) -> Result<u32, ConfigError> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|factor| (1..=100).contains(factor))
+        .ok_or_else(|| ConfigError::new(TIMEOUT_FACTOR_VAR, format!("{text:?} is not a whole number from 1 to 100")))
 }
 
 /// The longest one AWS call (all its attempts) may take.
@@ -244,5 +265,21 @@ mod tests {
         assert!(missing.to_string().contains("AWS_ACCESS_KEY_ID"), "{missing}");
         let unreadable = sdk_config(lambda_environment(&[(EXTRA_ROOT_CERT_VAR, "/nonexistent/root.pem")])).unwrap_err();
         assert!(unreadable.to_string().contains(EXTRA_ROOT_CERT_VAR), "{unreadable}");
+    }
+
+    #[test]
+    fn the_local_stacks_factor_widens_every_time_limit_and_aws_gets_its_own() {
+        let limits = |sdk: SdkConfig| {
+            let config = sdk.timeout_config().expect("time limits").clone();
+            (config.connect_timeout(), config.operation_attempt_timeout(), config.operation_timeout())
+        };
+        let secs = |n| Some(Duration::from_secs(n));
+        assert_eq!(limits(sdk_config(lambda_environment(&[])).unwrap()), (secs(1), secs(2), secs(4)));
+        let widened = sdk_config(lambda_environment(&[(TIMEOUT_FACTOR_VAR, "5")])).unwrap();
+        assert_eq!(limits(widened), (secs(5), secs(10), secs(20)));
+        for bad in ["0", "-1", "1.5", "101", "x"] {
+            let refused = sdk_config(lambda_environment(&[(TIMEOUT_FACTOR_VAR, bad)])).unwrap_err();
+            assert!(refused.to_string().contains(TIMEOUT_FACTOR_VAR), "{bad}: {refused}");
+        }
     }
 }

@@ -10,9 +10,12 @@ pub mod receiver;
 pub mod script_receiver;
 pub mod tls;
 
+use std::fmt::{Debug, Display};
+use std::future::Future;
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
@@ -37,6 +40,56 @@ pub struct Services {
     pub sink_url: String,
     /// Asks the services' runtime for a fresh DynamoDB Local ([`fresh_dynamodb`]).
     fresh_dynamodb: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<Result<(), String>>>,
+}
+
+/// How long a test waits for a state that the service reaches by itself: a request arriving,
+/// records settling, the lanes draining, a stack starting. Long, because `make test` often
+/// shares its two cores with other builds, where DynamoDB Local's JVM and the emulators stall
+/// for seconds; a wait ends as soon as its state is reached, so the figure costs nothing when
+/// all goes well. A test of how long something takes (a timeout, a retry's schedule) says so
+/// with its own figure.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Asks `state` again and again until it answers `Ok`, and returns that. After `within` the
+/// test fails, saying what it waited for and the last `Err` it saw (the state it got stuck in).
+pub async fn eventually_within<T, S, F>(within: Duration, what: impl Display, mut state: impl FnMut() -> F) -> T
+where
+    S: Debug,
+    F: Future<Output = Result<T, S>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        match state().await {
+            Ok(reached) => return reached,
+            Err(now) => assert!(Instant::now() < deadline, "{what}: not within {within:?}; still {now:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// [`eventually_within`] the [`DEADLINE`].
+pub async fn eventually<T, S, F>(what: impl Display, state: impl FnMut() -> F) -> T
+where
+    S: Debug,
+    F: Future<Output = Result<T, S>>,
+{
+    eventually_within(DEADLINE, what, state).await
+}
+
+/// The messages a queue holds: waiting, in flight and delayed (SQS's approximate counts;
+/// the emulator's are exact).
+pub async fn held(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let output = sqs.get_queue_attributes().queue_url(queue_url).attribute_names(QueueAttributeName::All).send().await;
+    let attributes = output.expect("the queue's attributes").attributes.unwrap_or_default();
+    [
+        QueueAttributeName::ApproximateNumberOfMessages,
+        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+    ]
+    .iter()
+    .filter_map(|name| attributes.get(name)?.parse::<usize>().ok())
+    .sum()
 }
 
 /// Every stack of this test binary: its tables and its deployment of the template.
@@ -263,6 +316,13 @@ pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
     AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
+/// [`clients_at`] with `factor` times AWS's own time limits (1: AWS's), not the local
+/// stack's (`careerctl::stack::TIMEOUT_FACTOR`): for a test of those limits.
+pub fn clients_with_limits_at(dynamodb: &str, moto: &str, factor: u32) -> AwsClients {
+    let sdk = careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}"));
+    AwsClients::new(sdk.to_builder().timeout_config(career_core::runtime::aws_timeouts(factor)).build())
+}
+
 /// [`clients`] whose KMS client logs its calls in `calls`.
 pub fn clients_logging_kms(calls: &calls::Calls) -> AwsClients {
     let config = aws_sdk_kms::config::Builder::from(&sdk_config()).interceptor(calls.clone()).build();
@@ -300,10 +360,10 @@ pub fn sqs() -> aws_sdk_sqs::Client {
 /// `count` messages of a queue with every attribute, as an event source mapping receives them
 /// (left in flight: the caller deletes them).
 pub async fn receive_messages(queue_url: &str, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
-    let mut messages = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while messages.len() < count && std::time::Instant::now() < deadline {
-        let output = sqs()
+    let (sqs, messages) = (sqs(), std::sync::Mutex::new(Vec::new()));
+    let (sqs, taken) = (&sqs, &messages);
+    eventually(format!("{count} messages received from {queue_url}"), || async move {
+        let output = sqs
             .receive_message()
             .queue_url(queue_url)
             .max_number_of_messages(10)
@@ -312,8 +372,16 @@ pub async fn receive_messages(queue_url: &str, count: usize) -> Vec<aws_sdk_sqs:
             .send()
             .await
             .unwrap();
-        messages.extend(output.messages.unwrap_or_default());
-    }
+        let mut taken = taken.lock().unwrap();
+        taken.extend(output.messages.unwrap_or_default());
+        if taken.len() >= count {
+            Ok(())
+        } else {
+            Err(taken.len())
+        }
+    })
+    .await;
+    let messages = messages.into_inner().unwrap();
     assert_eq!(messages.len(), count, "messages received from {queue_url}");
     messages
 }

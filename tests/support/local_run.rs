@@ -4,9 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use aws_sdk_sqs::types::QueueAttributeName;
 use career_core::aws::AwsClients;
 use career_core::config::TableNames;
 use career_core::credentials::Scopes;
@@ -14,9 +12,7 @@ use careerctl::admin::Admin;
 use careerctl::services::free_port;
 use serde_json::Value;
 
-use crate::unique_user;
-
-const SOON: Duration = Duration::from_secs(30);
+use crate::{eventually, held, unique_user};
 
 /// `careerctl local` on a free port; its error as careerctl prints it.
 pub async fn run_local(local_dir: PathBuf, settings: career_core::config::Settings) -> Result<(), String> {
@@ -63,29 +59,29 @@ pub struct Running {
 impl Running {
     /// Waits until the stack has written its `env` file and its API answers.
     pub async fn wait_for(local_dir: &Path) -> Self {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            assert!(Instant::now() < deadline, "careerctl local did not start within two minutes");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let Ok(text) = std::fs::read_to_string(local_dir.join("env")) else { continue };
+        let env = eventually("careerctl local answering", || async {
+            let text = std::fs::read_to_string(local_dir.join("env")).map_err(|e| format!("no env file: {e}"))?;
             let env: HashMap<String, String> = text
                 .lines()
                 .filter_map(|line| line.strip_prefix("export ")?.split_once('='))
                 .map(|(name, value)| (name.to_owned(), value.trim_matches('\'').to_owned()))
                 .collect();
-            let Some(api) = env.get("CAREER_API_URL").cloned() else { continue };
+            let api = env.get("CAREER_API_URL").cloned().ok_or("no API URL in the env file")?;
             // Any answer (a 401 here) means the gateway, and with it the Ctrl-C handler, runs.
             let alerts = format!("{api}/api/v1/alerts");
-            let answered = tokio::task::spawn_blocking(move || {
-                matches!(ureq::get(&alerts).call(), Err(ureq::Error::Status(401, _)))
-            })
-            .await
-            .unwrap();
-            if answered {
-                let admin = Admin::new(clients_of(&env).dynamodb().clone(), TableNames::from_env());
-                return Running { env, admin };
+            let status = tokio::task::spawn_blocking(move || match ureq::get(&alerts).call() {
+                Ok(response) => Some(response.status()),
+                Err(ureq::Error::Status(status, _)) => Some(status),
+                Err(ureq::Error::Transport(_)) => None,
+            });
+            match status.await.unwrap() {
+                Some(401) => Ok(env),
+                other => Err(format!("{api} answered with status {other:?}")),
             }
-        }
+        })
+        .await;
+        let admin = Admin::new(clients_of(&env).dynamodb().clone(), TableNames::from_env());
+        Running { env, admin }
     }
 
     /// The AWS clients of the stack, made from its `env` file as a function would make them.
@@ -129,51 +125,40 @@ impl Running {
     /// and delayed ones included).
     pub async fn wait_until_queued(&self, main: usize, retry: usize) {
         let sqs = self.clients().sqs().clone();
-        let held = |queue: String| {
-            let sqs = sqs.clone();
-            async move {
-                let attributes = sqs
-                    .get_queue_attributes()
-                    .queue_url(queue)
-                    .attribute_names(QueueAttributeName::All)
-                    .send()
-                    .await
-                    .unwrap()
-                    .attributes
-                    .unwrap_or_default();
-                [
-                    QueueAttributeName::ApproximateNumberOfMessages,
-                    QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-                    QueueAttributeName::ApproximateNumberOfMessagesDelayed,
-                ]
-                .iter()
-                .filter_map(|name| attributes.get(name)?.parse::<usize>().ok())
-                .sum::<usize>()
-            }
-        };
-        let deadline = Instant::now() + SOON;
-        loop {
-            let now = (
-                held(self.env["DELIVERY_QUEUE_URL"].clone()).await,
-                held(self.env["DELIVERY_RETRY_QUEUE_URL"].clone()).await,
-            );
+        let lanes = (&self.env["DELIVERY_QUEUE_URL"], &self.env["DELIVERY_RETRY_QUEUE_URL"]);
+        eventually(format!("(main, retry) lanes holding {:?}", (main, retry)), || async {
+            let now = (held(&sqs, lanes.0).await, held(&sqs, lanes.1).await);
             if now == (main, retry) {
-                return;
+                Ok(())
+            } else {
+                Err(now)
             }
-            assert!(Instant::now() < deadline, "queued (main, retry): expected {:?}, got {now:?}", (main, retry));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
+    }
+
+    /// Waits until the stack's API refuses connections: the stack has taken the Ctrl-C, and its
+    /// delivery pumps take no more messages (they stop as the gateway does).
+    pub async fn wait_until_stopping(&self) {
+        until_refused("the stack's API closed", &self.env["CAREER_API_URL"]).await;
     }
 
     /// Waits until the stopped stack's DynamoDB Local has gone, before the next one opens its data.
     pub async fn wait_until_stopped(&self) {
-        let address = self.env["AWS_ENDPOINT_URL_DYNAMODB"].trim_start_matches("http://").to_owned();
-        let deadline = Instant::now() + SOON;
-        while tokio::net::TcpStream::connect(&address).await.is_ok() {
-            assert!(Instant::now() < deadline, "DynamoDB Local still runs");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        until_refused("the stopped stack's DynamoDB Local gone", &self.env["AWS_ENDPOINT_URL_DYNAMODB"]).await;
     }
+}
+
+/// Waits until nothing listens at `url` (`http://host:port`) any more.
+async fn until_refused(what: &str, url: &str) {
+    let address = url.trim_start_matches("http://");
+    eventually(what, || async {
+        match tokio::net::TcpStream::connect(address).await {
+            Ok(_) => Err(format!("{address} still takes connections")),
+            Err(_) => Ok(()),
+        }
+    })
+    .await
 }
 
 /// The AWS clients that the environment `env` describes.

@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use career_core::config::{Settings, TableNames};
+use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::store::deliveries::DeliveryTable;
 use careerctl::deployment::Deployment;
 use careerctl::pumps::{run_queue_pump, run_stream_pump, run_sweeps};
 use careerctl::resources::QueueUrls;
 use careerctl::template::{function, Template};
 use tokio::task::JoinHandle;
 
-use crate::{acting_as, clients, services, sqs, unique_user, Api};
+use crate::{acting_as, clients, eventually, services, sqs, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
@@ -93,6 +95,41 @@ impl Pipeline {
         let output = sqs().get_queue_attributes().queue_url(queue_url).attribute_names(attribute.clone()).send().await;
         let attributes = output.expect("the queue's attributes").attributes.unwrap_or_default();
         attributes.get(&attribute).and_then(|n| n.parse().ok()).expect("the count asked for")
+    }
+
+    /// Waits until neither delivery lane holds a message (waiting, in flight or delayed): each
+    /// delivery queued so far has had its last turn (sent, dropped or dead-lettered), so
+    /// nothing more is sent until something new happens (an event, a retry by hand, a sweep).
+    /// What is still in a stream is not on a lane yet: a test waits for an event's deliveries
+    /// to arrive first, or for a later event of the same table that must arrive after it.
+    pub async fn drained(&self) {
+        let sqs = sqs();
+        let lanes = (&self.queues.delivery, &self.queues.retry);
+        eventually("the delivery lanes drained", || async {
+            let held = (crate::held(&sqs, lanes.0).await, crate::held(&sqs, lanes.1).await);
+            if held == (0, 0) {
+                Ok(())
+            } else {
+                Err(format!("(main, retry) hold {held:?}"))
+            }
+        })
+        .await
+    }
+
+    /// [`Pipeline::drained`], and every record of `subscription` settled (none `pending`): its
+    /// records, newest first.
+    pub async fn settled(&self, subscription: &str) -> Vec<DeliveryRecord> {
+        self.drained().await;
+        let deliveries = DeliveryTable::new(crate::dynamodb(), &self.settings().tables.deliveries);
+        let subscription = crate::typed(subscription);
+        eventually("the records settled", || async {
+            let records = deliveries.list(&subscription, None, 100, None).await.expect("the delivery log").deliveries;
+            match records.iter().any(|record| record.status == DeliveryStatus::Pending) {
+                false => Ok(records),
+                true => Err(records),
+            }
+        })
+        .await
     }
 
     /// What was published to the stack's operator topic, waiting up to `within` for at

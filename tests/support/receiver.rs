@@ -13,6 +13,8 @@ use lambda_http::http::{HeaderMap, Response, StatusCode};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
+use crate::eventually_within;
+
 /// One request as the receiver saw it.
 #[derive(Clone, Debug)]
 pub struct Received {
@@ -35,6 +37,8 @@ impl Received {
 pub struct Receiver {
     pub url: String,
     received: Arc<Mutex<Vec<Received>>>,
+    /// Whether answers go out (see [`Receiver::holding`]).
+    open: tokio::sync::watch::Sender<bool>,
 }
 
 impl Receiver {
@@ -55,6 +59,29 @@ impl Receiver {
         headers: &'static [(&'static str, &'static str)],
         delay: Duration,
     ) -> Self {
+        Self::serve(statuses, answer, headers, delay, true).await
+    }
+
+    /// Like `start` without a delay, but answering nothing until [`Receiver::open`]: the
+    /// deliveries it takes stay in flight for as long as the test needs, however slow the
+    /// machine.
+    pub async fn holding(statuses: &[u16]) -> Self {
+        Self::serve(statuses, "", &[], Duration::ZERO, false).await
+    }
+
+    /// Answers the requests held so far, and every later one at once.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    async fn serve(
+        statuses: &[u16],
+        answer: &'static str,
+        headers: &'static [(&'static str, &'static str)],
+        delay: Duration,
+        open: bool,
+    ) -> Self {
+        let (open, opened) = tokio::sync::watch::channel(open);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -62,10 +89,10 @@ impl Receiver {
         let log = received.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (log, statuses) = (log.clone(), statuses.clone());
+                let (log, statuses, opened) = (log.clone(), statuses.clone(), opened.clone());
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                        let (log, statuses) = (log.clone(), statuses.clone());
+                        let (log, statuses, mut opened) = (log.clone(), statuses.clone(), opened.clone());
                         async move {
                             let (parts, body) = request.into_parts();
                             let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -75,6 +102,7 @@ impl Receiver {
                                 log.push(Received { headers: parts.headers, body, at });
                                 log.len()
                             };
+                            let _ = opened.wait_for(|open| *open).await;
                             tokio::time::sleep(delay).await;
                             let status = statuses.get(n - 1).or(statuses.last()).copied().unwrap_or(200);
                             let mut response = Response::new(Full::new(Bytes::from_static(answer.as_bytes())));
@@ -91,7 +119,7 @@ impl Receiver {
                 });
             }
         });
-        Receiver { url, received }
+        Receiver { url, received, open }
     }
 
     pub fn received(&self) -> Vec<Received> {
@@ -100,15 +128,15 @@ impl Receiver {
 
     /// Waits until at least `count` requests arrived (panics after `within`).
     pub async fn wait_for(&self, count: usize, within: Duration) -> Vec<Received> {
-        let deadline = Instant::now() + within;
-        loop {
+        eventually_within(within, format!("{count} requests at {}", self.url), || async {
             let received = self.received();
             if received.len() >= count {
-                return received;
+                Ok(received)
+            } else {
+                Err(format!("{} arrived", received.len()))
             }
-            assert!(Instant::now() < deadline, "expected {count} requests within {within:?}, got {}", received.len());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -152,10 +180,12 @@ impl HangingReceiver {
 
     /// Waits until at least `count` connections were taken (panics after `within`).
     pub async fn wait_for(&self, count: usize, within: Duration) {
-        let deadline = Instant::now() + within;
-        while self.taken() < count {
-            assert!(Instant::now() < deadline, "expected {count} connections within {within:?}, got {}", self.taken());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually_within(within, format!("{count} connections at {}", self.url), || async {
+            match self.taken() {
+                taken if taken >= count => Ok(()),
+                taken => Err(format!("{taken} taken")),
+            }
+        })
+        .await
     }
 }

@@ -8,7 +8,7 @@ mod stream;
 
 use std::time::Duration;
 
-pub use queue::{run_queue_pump, sqs_event};
+pub use queue::{run_queue_pump, sqs_event, RECEIVE_WAIT};
 pub use stream::run_stream_pump;
 pub(crate) use stream::stream_event;
 

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::time::Duration;
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::error::DisplayErrorContext;
@@ -57,13 +58,17 @@ pub async fn run_queue_pump(
     while in_hand.next().await.is_some() {}
 }
 
+/// How long one receive waits for messages (a long poll). A receive under way when the pump
+/// stops is finished, and what it took is handled.
+pub const RECEIVE_WAIT: Duration = Duration::from_secs(1);
+
 /// Up to `batch_size` messages, with every attribute Lambda passes on; `None` when there are none.
 async fn receive_batch(sqs: &aws_sdk_sqs::Client, queue_url: &str, batch_size: i32) -> Option<SqsEvent> {
     let received = sqs
         .receive_message()
         .queue_url(queue_url)
         .max_number_of_messages(batch_size)
-        .wait_time_seconds(1)
+        .wait_time_seconds(RECEIVE_WAIT.as_secs() as i32)
         .message_system_attribute_names(MessageSystemAttributeName::All)
         .send()
         .await;

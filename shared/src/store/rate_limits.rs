@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+use aws_sdk_dynamodb::config::interceptors::InterceptorContext;
+use aws_sdk_dynamodb::config::retry::{ClassifyRetry, RetryAction};
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
@@ -34,6 +37,10 @@ impl RateLimitTable {
 
     /// In one atomic write: counts one request in `slot`, drops the counters of the `expired`
     /// slots, and keeps the item until `expires_at` (unix seconds). Returns every slot's count.
+    ///
+    /// The write is an `ADD`, so an attempt that DynamoDB applies but answers too late must
+    /// not be sent again (the request would count twice): the count has one attempt of the
+    /// whole call's time limit and is retried only after an answer ([`AnsweredOnly`]).
     pub async fn count(
         &self,
         key: &KeyHash,
@@ -52,18 +59,32 @@ impl RateLimitTable {
             .key("bucket", s(key.as_str()))
             .expression(expression)
             .return_values(ReturnValue::AllNew)
+            .customize()
+            .config_override(self.one_attempt_per_answer())
             .send()
             .await?;
         Ok(slot_counts(output.attributes.as_ref()))
     }
 
-    /// Takes back one request counted in `slot` (a refused request is not counted).
+    /// The client's time limits with one attempt as long as the whole call, and
+    /// [`AnsweredOnly`] retries.
+    fn one_attempt_per_answer(&self) -> aws_sdk_dynamodb::config::Builder {
+        let limits = self.client.config().timeout_config().cloned().unwrap_or_else(TimeoutConfig::disabled);
+        let mut one_attempt = limits.to_builder();
+        one_attempt.set_operation_attempt_timeout(limits.operation_timeout());
+        aws_sdk_dynamodb::config::Builder::default().timeout_config(one_attempt.build()).retry_classifier(AnsweredOnly)
+    }
+
+    /// Takes back one request counted in `slot` (a refused request is not counted): an `ADD`
+    /// too, sent as [`RateLimitTable::count`] is.
     pub async fn uncount(&self, key: &KeyHash, slot: u64) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
             .key("bucket", s(key.as_str()))
             .expression(Expression::new().add(slot_attribute(slot), -1).when(Condition::exists(slot_attribute(slot))))
+            .customize()
+            .config_override(self.one_attempt_per_answer())
             .send()
             .await?;
         Ok(())
@@ -81,6 +102,24 @@ impl RateLimitTable {
             .send()
             .await?;
         Ok(())
+    }
+}
+
+/// Retries only attempts that DynamoDB answered (throttled, say), never one that timed out
+/// (it may have been applied all the same).
+#[derive(Debug)]
+struct AnsweredOnly;
+
+impl ClassifyRetry for AnsweredOnly {
+    fn classify_retry(&self, ctx: &InterceptorContext) -> RetryAction {
+        match ctx.output_or_error() {
+            Some(Err(error)) if error.is_timeout_error() => RetryAction::RetryForbidden,
+            _ => RetryAction::NoActionIndicated,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "no retry of a timed-out count"
     }
 }
 
