@@ -64,6 +64,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.invalid_enabled",
     "webhooks.invalid_asymmetric_signing",
     "webhooks.asymmetric_signing_off",
+    "webhooks.invalid_rate_limit",
 ];
 
 /// One operation: where it is, its success status and, per error status, the codes the
@@ -129,6 +130,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.invalid_url",
             "webhooks.invalid_events",
             "webhooks.invalid_asymmetric_signing",
+            "webhooks.invalid_rate_limit",
             "webhooks.limit_exceeded",
         ],
     )],
@@ -148,6 +150,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.unknown_field",
                 "webhooks.invalid_enabled",
                 "webhooks.invalid_asymmetric_signing",
+                "webhooks.invalid_rate_limit",
                 "webhooks.invalid_url",
                 "webhooks.invalid_events",
             ],
@@ -692,7 +695,8 @@ fn the_schemas_reject_what_they_should() {
     let subscription = |secret: &str, events: Value| {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
-               "disabledReason": null, "publicKey": null, "previousPublicKey": null, "secret": secret})
+               "disabledReason": null, "publicKey": null, "previousPublicKey": null, "maxDeliveriesPerSecond": null,
+               "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
     assert!(doc.validate_at(created, &subscription(&secret, json!(["profile.updated"]))).is_empty());
@@ -705,6 +709,13 @@ fn the_schemas_reject_what_they_should() {
     let mut disabled = subscription(&secret, json!(["profile.updated"]));
     disabled["disabledReason"] = json!("bored");
     assert!(!doc.validate_at(created, &disabled).is_empty());
+    let mut limited = subscription(&secret, json!(["profile.updated"]));
+    limited["maxDeliveriesPerSecond"] = json!(10_000);
+    assert!(doc.validate_at(created, &limited).is_empty());
+    for bad in [json!(0), json!(10_001), json!(2.5), json!("2")] {
+        limited["maxDeliveriesPerSecond"] = bad;
+        assert!(!doc.validate_at(created, &limited).is_empty(), "{}", limited["maxDeliveriesPerSecond"]);
+    }
     let public_key = format!("whpk_{}=", "a".repeat(43));
     let mut keyed = subscription(&secret, json!(["profile.updated"]));
     keyed["publicKey"] = json!(public_key);
@@ -1212,6 +1223,10 @@ async fn create_webhook_answers_as_documented() {
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "asymmetricSigning": "yes"}"#,
             "webhooks.invalid_asymmetric_signing",
         ),
+        (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "maxDeliveriesPerSecond": 0}"#,
+            "webhooks.invalid_rate_limit",
+        ),
     ];
     // Refused under the production setting, so they create nothing.
     let strict = Api::new();
@@ -1539,6 +1554,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"enabled": true, "secret": "whsec_x"}"#, "webhooks.unknown_field"),
         (r#"{"enabled": "false"}"#, "webhooks.invalid_enabled"),
         (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
+        (r#"{"maxDeliveriesPerSecond": "2"}"#, "webhooks.invalid_rate_limit"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),
         (r#"{"events": null}"#, "webhooks.invalid_events"),

@@ -67,11 +67,12 @@ export class Api {
     return this.call('GET', '/api/v1/webhooks/event-types');
   }
 
-  createSubscription(url, events, asymmetricSigning) {
-    return this.call('POST', '/api/v1/webhooks', { body: { url, events, asymmetricSigning } });
+  /** `maxDeliveriesPerSecond`: an integer, or `null` for no limit (section 18). */
+  createSubscription(url, events, asymmetricSigning, maxDeliveriesPerSecond) {
+    return this.call('POST', '/api/v1/webhooks', { body: { url, events, asymmetricSigning, maxDeliveriesPerSecond } });
   }
 
-  /** `changes`: any of `url`, `events`, `enabled` and `asymmetricSigning` (sections 13, 16). */
+  /** `changes`: any of `url`, `events`, `enabled`, `asymmetricSigning` and `maxDeliveriesPerSecond` (sections 13, 16, 18). */
   updateSubscription(id, changes) {
     return this.call('PATCH', '/api/v1/webhooks', { query: { id }, body: changes });
   }

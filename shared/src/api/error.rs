@@ -69,9 +69,14 @@ pub enum ApiError {
     WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
-    #[error("Nothing to change: send at least one of url, events, enabled and asymmetricSigning.")]
+    #[error(
+        "Nothing to change: send at least one of url, events, enabled, asymmetricSigning and maxDeliveriesPerSecond."
+    )]
     WebhookNoChanges,
-    #[error("'{}' cannot be changed; send only url, events, enabled and asymmetricSigning.", Excerpt(.0))]
+    #[error(
+        "'{}' cannot be changed; send only url, events, enabled, asymmetricSigning and maxDeliveriesPerSecond.",
+        Excerpt(.0)
+    )]
     WebhookUnknownField(String),
     #[error("'enabled' must be true or false.")]
     WebhookInvalidEnabled,
@@ -79,6 +84,8 @@ pub enum ApiError {
     WebhookInvalidAsymmetricSigning,
     #[error("The subscription has no signing keys: turn asymmetricSigning on first.")]
     WebhookAsymmetricSigningOff,
+    #[error("'maxDeliveriesPerSecond' must be an integer from 1 to 10000, or null.")]
+    WebhookInvalidRateLimit,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -134,7 +141,8 @@ impl ApiError {
             | WebhookUnknownField(_)
             | WebhookInvalidEnabled
             | WebhookInvalidAsymmetricSigning
-            | WebhookAsymmetricSigningOff => StatusCode::BAD_REQUEST,
+            | WebhookAsymmetricSigningOff
+            | WebhookInvalidRateLimit => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -173,6 +181,7 @@ impl ApiError {
             WebhookInvalidEnabled => "webhooks.invalid_enabled",
             WebhookInvalidAsymmetricSigning => "webhooks.invalid_asymmetric_signing",
             WebhookAsymmetricSigningOff => "webhooks.asymmetric_signing_off",
+            WebhookInvalidRateLimit => "webhooks.invalid_rate_limit",
             Internal(_) => "internal_error",
         }
     }
@@ -200,9 +209,16 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             UnknownField(name) => ApiError::WebhookUnknownField(name),
             InvalidEnabled => ApiError::WebhookInvalidEnabled,
             AsymmetricSigning(_) => ApiError::WebhookInvalidAsymmetricSigning,
+            DeliveryRate(_) => ApiError::WebhookInvalidRateLimit,
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
             Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
+    }
+}
+
+impl From<crate::webhooks::InvalidDeliveryRate> for ApiError {
+    fn from(_: crate::webhooks::InvalidDeliveryRate) -> Self {
+        ApiError::WebhookInvalidRateLimit
     }
 }
 

@@ -160,14 +160,42 @@ pub fn asymmetric_signing(value: Option<&Value>) -> Result<bool, InvalidAsymmetr
     value.map_or(Ok(false), |value| value.as_bool().ok_or(InvalidAsymmetricSigning))
 }
 
-/// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled and
-/// whether it is signed with a key pair as well.
+/// `maxDeliveriesPerSecond` (contract section 18): at most this many attempts to the
+/// subscription start in any one-second window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DeliveryRate(u16);
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("maxDeliveriesPerSecond must be an integer from 1 to 10000, or null")]
+pub struct InvalidDeliveryRate;
+
+impl DeliveryRate {
+    pub const MAX: u16 = 10_000;
+
+    /// An integer from 1 to [`DeliveryRate::MAX`], or `null` for no limit.
+    pub fn parse(value: &Value) -> Result<Option<Self>, InvalidDeliveryRate> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        let rate = value.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|n| (1..=Self::MAX).contains(n));
+        rate.map(|n| Some(DeliveryRate(n))).ok_or(InvalidDeliveryRate)
+    }
+
+    pub fn per_second(self) -> u32 {
+        u32::from(self.0)
+    }
+}
+
+/// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled,
+/// whether it is signed with a key pair as well, and its rate limit (`Some(None)` removes it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
     pub events: Option<EventKinds>,
     pub enabled: Option<bool>,
     pub asymmetric_signing: Option<bool>,
+    pub max_deliveries_per_second: Option<Option<DeliveryRate>>,
 }
 
 /// Why an update's body was refused; the API's error enum words each case.
@@ -177,16 +205,17 @@ pub enum InvalidChanges {
     UnknownField(String),
     InvalidEnabled,
     AsymmetricSigning(InvalidAsymmetricSigning),
+    DeliveryRate(InvalidDeliveryRate),
     Url(InvalidUrl),
     Events(InvalidEvents),
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 4] = ["url", "events", "enabled", "asymmetricSigning"];
+    pub const FIELDS: [&str; 5] = ["url", "events", "enabled", "asymmetricSigning", "maxDeliveriesPerSecond"];
 
-    /// Reads an update's body in the contract's order (sections 13 and 16): none of the
-    /// fields, an unknown field, `enabled`, `asymmetricSigning`, then `url` and `events` as on
-    /// create (`null` is invalid).
+    /// Reads an update's body in the contract's order (sections 13, 16 and 18): none of the
+    /// fields, an unknown field, `enabled`, `asymmetricSigning`, `maxDeliveriesPerSecond`,
+    /// then `url` and `events` as on create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, allow_insecure: bool) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
@@ -202,6 +231,10 @@ impl SubscriptionChanges {
             Some(value) => Some(asymmetric_signing(Some(value)).map_err(InvalidChanges::AsymmetricSigning)?),
             None => None,
         };
+        let max_deliveries_per_second = match body.get("maxDeliveriesPerSecond") {
+            Some(value) => Some(DeliveryRate::parse(value).map_err(InvalidChanges::DeliveryRate)?),
+            None => None,
+        };
         let url = body.get("url").map(|url| WebhookUrl::parse(url, allow_insecure)).transpose();
         let events = body.get("events").map(EventKinds::parse).transpose();
         Ok(SubscriptionChanges {
@@ -209,6 +242,7 @@ impl SubscriptionChanges {
             events: events.map_err(InvalidChanges::Events)?,
             enabled,
             asymmetric_signing,
+            max_deliveries_per_second,
         })
     }
 }
@@ -228,6 +262,11 @@ pub struct Subscription {
     pub public_keys: Option<PublicKeys>,
     pub created_at: Timestamp,
     pub health: Health,
+    /// `maxDeliveriesPerSecond` (contract section 18); `None` is no limit.
+    pub max_deliveries_per_second: Option<DeliveryRate>,
+    /// Since when its receiver answers fast, while it does: its first attempts then spread
+    /// over several groups of the main lane (`delivery::groups`, contract section 18).
+    pub fast_since: Option<Timestamp>,
 }
 
 /// Whether a subscription is sent its deliveries, and how they have been going.
@@ -290,6 +329,8 @@ impl Subscription {
             public_keys,
             created_at: Timestamp::now(),
             health: Health::Active,
+            max_deliveries_per_second: None,
+            fast_since: None,
         }
     }
 
@@ -321,6 +362,7 @@ impl Subscription {
                 .and_then(|keys| keys.previous_at(Timestamp::now()))
                 .map(|previous| previous.key),
             failing_since: self.health.failing_since(),
+            max_deliveries_per_second: self.max_deliveries_per_second,
         }
     }
 }
@@ -344,6 +386,9 @@ pub struct SubscriptionObject {
     /// portal shows it); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<Timestamp>,
+    /// `null` when it has no rate limit (contract section 18).
+    #[serde(default)]
+    pub max_deliveries_per_second: Option<DeliveryRate>,
 }
 
 /// The create response: the subscription and, this once, its secret.
@@ -506,15 +551,31 @@ mod tests {
                 events: Some(EventKinds(vec![EventKind::AssessmentCompleted])),
                 enabled: Some(false),
                 asymmetric_signing: None,
+                max_deliveries_per_second: None,
             })
         );
+        let none = SubscriptionChanges {
+            url: None,
+            events: None,
+            enabled: None,
+            asymmetric_signing: None,
+            max_deliveries_per_second: None,
+        };
         assert_eq!(
             changes(json!({"enabled": true, "asymmetricSigning": false})),
-            Ok(SubscriptionChanges { url: None, events: None, enabled: Some(true), asymmetric_signing: Some(false) })
+            Ok(SubscriptionChanges { enabled: Some(true), asymmetric_signing: Some(false), ..none.clone() })
         );
         assert_eq!(
             changes(json!({"asymmetricSigning": true})),
-            Ok(SubscriptionChanges { url: None, events: None, enabled: None, asymmetric_signing: Some(true) })
+            Ok(SubscriptionChanges { asymmetric_signing: Some(true), ..none.clone() })
+        );
+        assert_eq!(
+            changes(json!({"maxDeliveriesPerSecond": 2})),
+            Ok(SubscriptionChanges { max_deliveries_per_second: Some(Some(DeliveryRate(2))), ..none.clone() })
+        );
+        assert_eq!(
+            changes(json!({"maxDeliveriesPerSecond": null})),
+            Ok(SubscriptionChanges { max_deliveries_per_second: Some(None), ..none.clone() })
         );
         for (body, refused) in [
             (json!({}), InvalidChanges::NoChanges),
@@ -531,6 +592,11 @@ mod tests {
                 json!({"asymmetricSigning": 1, "url": 5, "events": []}),
                 InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
             ),
+            (json!({"maxDeliveriesPerSecond": 0, "url": 5}), InvalidChanges::DeliveryRate(InvalidDeliveryRate)),
+            (
+                json!({"asymmetricSigning": 1, "maxDeliveriesPerSecond": 0}),
+                InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
+            ),
             (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
             (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),
             (json!({"events": null, "enabled": true}), InvalidChanges::Events(InvalidEvents::NotANonEmptyArray)),
@@ -540,6 +606,25 @@ mod tests {
             ),
         ] {
             assert_eq!(changes(body.clone()), Err(refused), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_rate_limit_is_an_integer_from_one_to_ten_thousand_or_null() {
+        let cases = [
+            (json!(null), Ok(None)),
+            (json!(1), Ok(Some(DeliveryRate(1)))),
+            (json!(10_000), Ok(Some(DeliveryRate(10_000)))),
+            (json!(0), Err(InvalidDeliveryRate)),
+            (json!(10_001), Err(InvalidDeliveryRate)),
+            (json!(-2), Err(InvalidDeliveryRate)),
+            (json!(2.5), Err(InvalidDeliveryRate)),
+            (json!(70_000), Err(InvalidDeliveryRate)),
+            (json!("2"), Err(InvalidDeliveryRate)),
+            (json!(true), Err(InvalidDeliveryRate)),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(DeliveryRate::parse(&value), expected, "{value}");
         }
     }
 
