@@ -173,13 +173,14 @@ pub struct InvalidDeliveryRate;
 impl DeliveryRate {
     pub const MAX: u16 = 10_000;
 
-    /// An integer from 1 to [`DeliveryRate::MAX`], or `null` for no limit.
+    /// An integer from 1 to [`DeliveryRate::MAX`], or `null` for no limit. An integer is
+    /// what JSON Schema calls one: `5.0` is 5, as it is to the interface's schema.
     pub fn parse(value: &Value) -> Result<Option<Self>, InvalidDeliveryRate> {
         if value.is_null() {
             return Ok(None);
         }
-        let rate = value.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|n| (1..=Self::MAX).contains(n));
-        rate.map(|n| Some(DeliveryRate(n))).ok_or(InvalidDeliveryRate)
+        let number = value.as_f64().filter(|n| n.fract() == 0.0 && (1.0..=f64::from(Self::MAX)).contains(n));
+        number.map(|n| Some(DeliveryRate(n as u16))).ok_or(InvalidDeliveryRate)
     }
 
     pub fn per_second(self) -> u32 {
@@ -619,6 +620,9 @@ mod tests {
             (json!(10_001), Err(InvalidDeliveryRate)),
             (json!(-2), Err(InvalidDeliveryRate)),
             (json!(2.5), Err(InvalidDeliveryRate)),
+            (json!(5.0), Ok(Some(DeliveryRate(5)))),
+            (json!(1e4), Ok(Some(DeliveryRate(10_000)))),
+            (json!(0.5), Err(InvalidDeliveryRate)),
             (json!(70_000), Err(InvalidDeliveryRate)),
             (json!("2"), Err(InvalidDeliveryRate)),
             (json!(true), Err(InvalidDeliveryRate)),
