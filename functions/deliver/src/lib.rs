@@ -20,7 +20,7 @@ use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
-use career_core::delivery::queue::{self, DeliveryQueues, Lane};
+use career_core::delivery::queue::{self, DeliveryQueues, Lane, QueueError};
 use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
@@ -314,8 +314,9 @@ fn moves_to(deps: &Deps, received: &Received<'_>, turn: &Turn) -> Option<(u8, Op
 /// not sent), then one `DeleteMessageBatch`. In the same order: `true` for each one that
 /// stays where it is.
 async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option<Lease>)>) -> Vec<bool> {
-    let Some((first, _, _)) = regrouped.first() else { return Vec::new() };
-    let early = first.receipt.early;
+    if regrouped.is_empty() {
+        return Vec::new();
+    }
     let copies: Vec<DeliveryMessage> = regrouped
         .iter()
         .map(|(received, _, lease)| DeliveryMessage {
@@ -325,40 +326,23 @@ async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option
         .collect();
     let messages: Vec<(&DeliveryMessage, u8)> =
         copies.iter().zip(&regrouped).map(|(copy, (_, group, _))| (copy, *group)).collect();
-    let refused = match deps.queues.regroup(&messages).await {
-        Ok(refused) => refused,
-        Err(err) => (0..messages.len()).map(|position| (position, err.to_string())).collect(),
-    };
-    let mut stays = Vec::new();
-    let mut moved = Vec::new();
-    for (position, (received, group, _)) in regrouped.iter().enumerate() {
-        let span = received.span.clone();
-        match refused.iter().find(|(refused, _)| *refused == position) {
-            Some((_, reason)) => {
-                span.in_scope(|| tracing::error!(error = %reason, "moving the delivery to its message group failed"));
-                stays.push(stay(deps, received, deps.policy.schedule.base).instrument(span).await);
-            }
-            None => {
-                span.in_scope(|| tracing::info!(group, "delivery moved to its subscription's message group, unsent"));
-                moved.push(received.receipt.handle);
-                stays.push(false);
-            }
-        }
+    for (received, group, _) in &regrouped {
+        received
+            .span
+            .in_scope(|| tracing::info!(group, "moving the delivery to its subscription's message group, unsent"));
     }
-    if early && !moved.is_empty() {
-        if let Err(err) = deps.queues.delete_all(Lane::Main, &moved).await {
-            tracing::warn!(error = %err, "deleting the moved messages early failed; they go with their batch");
-        }
-    }
-    stays
+    let sent = deps.queues.regroup(&messages).await;
+    let received: Vec<&Received<'_>> = regrouped.iter().map(|(received, _, _)| *received).collect();
+    leave_main_lane(deps, &received, sent, "moving the delivery to its message group failed").await
 }
 
 /// The batch's deliveries to failing subscriptions, each with its turn's claim, moved to
 /// the retry lane together: their claims given up, then one `SendMessageBatch` and one
 /// `DeleteMessageBatch`. In the same order: `true` for each one that stays on the main lane.
 async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option<Lease>)>) -> Vec<bool> {
-    let Some((first, _)) = handed_over.first() else { return Vec::new() };
-    let early = first.receipt.early;
+    if handed_over.is_empty() {
+        return Vec::new();
+    }
     let releases = handed_over.iter().map(|(received, lease)| {
         async move {
             tracing::info!("subscription failing; delivery handed to the retry lane");
@@ -374,17 +358,32 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
     futures_util::future::join_all(releases).await;
     let messages: Vec<(&DeliveryMessage, Duration)> =
         handed_over.iter().map(|(received, _)| (received.delivery(), Duration::ZERO)).collect();
-    let refused = match deps.queues.hand_over(&messages).await {
+    let sent = deps.queues.hand_over(&messages).await;
+    let received: Vec<&Received<'_>> = handed_over.iter().map(|(received, _)| *received).collect();
+    leave_main_lane(deps, &received, sent, "handing the delivery to the retry lane failed").await
+}
+
+/// The end of a batch's move off the main lane, once the messages were sent on (`sent`: the
+/// position and SQS's reason of each it did not take): each one taken leaves the main lane (one
+/// `DeleteMessageBatch`, when its batch holds others), each one refused stays, to be tried
+/// again after the retry base. In the same order: `true` for each one that stays.
+async fn leave_main_lane(
+    deps: &Deps,
+    received: &[&Received<'_>],
+    sent: Result<Vec<(usize, String)>, QueueError>,
+    failed: &'static str,
+) -> Vec<bool> {
+    let refused = match sent {
         Ok(refused) => refused,
-        Err(err) => (0..messages.len()).map(|position| (position, err.to_string())).collect(),
+        Err(err) => (0..received.len()).map(|position| (position, err.to_string())).collect(),
     };
     let mut stays = Vec::new();
     let mut moved = Vec::new();
-    for (position, (received, _)) in handed_over.iter().enumerate() {
+    for (position, received) in received.iter().enumerate() {
         match refused.iter().find(|(refused, _)| *refused == position) {
             Some((_, reason)) => {
                 let span = received.span.clone();
-                span.in_scope(|| tracing::error!(error = %reason, "handing the delivery to the retry lane failed"));
+                span.in_scope(|| tracing::error!(error = %reason, "{failed}"));
                 stays.push(stay(deps, received, deps.policy.schedule.base).instrument(span).await);
             }
             None => {
@@ -395,9 +394,9 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
     }
     // Should the early delete fail, the messages are still not reported, so the event source
     // mapping (or the local pump) deletes them with their batch.
-    if early && !moved.is_empty() {
+    if received.first().is_some_and(|first| first.receipt.early) && !moved.is_empty() {
         if let Err(err) = deps.queues.delete_all(Lane::Main, &moved).await {
-            tracing::warn!(error = %err, "deleting the handed-over messages early failed; they go with their batch");
+            tracing::warn!(error = %err, "deleting the moved messages early failed; they go with their batch");
         }
     }
     stays
