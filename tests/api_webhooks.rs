@@ -107,6 +107,7 @@ async fn create_returns_the_subscription_and_its_secret_once() {
             "enabled",
             "events",
             "id",
+            "maxDeliveriesPerSecond",
             "previousPublicKey",
             "publicKey",
             "secret",
@@ -117,6 +118,7 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     );
     assert_eq!((&body["publicKey"], &body["previousPublicKey"]), (&Value::Null, &Value::Null), "off by default");
     assert_eq!(body["traceContext"], false, "off by default");
+    assert_eq!(body["maxDeliveriesPerSecond"], Value::Null, "no rate limit by default");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),
@@ -183,6 +185,22 @@ async fn a_body_that_is_not_a_json_object_is_invalid_json() {
         .await;
     answer.assert_error(400, "request.unsupported_media_type");
     assert_eq!(list(&api, &key).await, before);
+}
+
+/// Contract section 18: `maxDeliveriesPerSecond` at create, shown on the subscription.
+#[tokio::test]
+async fn a_rate_limit_is_declared_at_create_and_shown() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let body = json!({"url": hook(), "events": ["profile.updated"], "maxDeliveriesPerSecond": 10_000});
+    let answer = create(&api, &key, &body).await;
+    assert_eq!(answer.assert_status(201)["maxDeliveriesPerSecond"], json!(10_000));
+    let listed = api.get(PATH, &key).await;
+    assert_eq!(listed.assert_status(200)["webhooks"][0]["maxDeliveriesPerSecond"], json!(10_000));
+    for bad in [json!(0), json!(10_001), json!(1.5), json!("5"), json!(true)] {
+        let body = json!({"url": hook(), "events": ["profile.updated"], "maxDeliveriesPerSecond": bad});
+        create(&api, &key, &body).await.assert_error(400, "webhooks.invalid_rate_limit");
+    }
 }
 
 #[tokio::test]

@@ -25,6 +25,8 @@ mod deploy_rehearsal;
 mod docs;
 #[path = "events.rs"]
 mod events;
+#[path = "lanes.rs"]
+mod lanes;
 #[path = "local_gateway.rs"]
 mod local_gateway;
 #[path = "openapi.rs"]

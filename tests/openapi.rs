@@ -66,6 +66,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.invalid_asymmetric_signing",
     "webhooks.asymmetric_signing_off",
     "webhooks.invalid_trace_context",
+    "webhooks.invalid_rate_limit",
 ];
 
 /// One operation: where it is, its success status and, per error status, the codes the
@@ -132,6 +133,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.invalid_events",
             "webhooks.invalid_asymmetric_signing",
             "webhooks.invalid_trace_context",
+            "webhooks.invalid_rate_limit",
             "webhooks.limit_exceeded",
         ],
     )],
@@ -152,6 +154,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.invalid_enabled",
                 "webhooks.invalid_asymmetric_signing",
                 "webhooks.invalid_trace_context",
+                "webhooks.invalid_rate_limit",
                 "webhooks.invalid_url",
                 "webhooks.invalid_events",
             ],
@@ -697,6 +700,7 @@ fn the_schemas_reject_what_they_should() {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
                "disabledReason": null, "publicKey": null, "previousPublicKey": null, "traceContext": false,
+               "maxDeliveriesPerSecond": null,
                "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
@@ -710,6 +714,13 @@ fn the_schemas_reject_what_they_should() {
     let mut disabled = subscription(&secret, json!(["profile.updated"]));
     disabled["disabledReason"] = json!("bored");
     assert!(!doc.validate_at(created, &disabled).is_empty());
+    let mut limited = subscription(&secret, json!(["profile.updated"]));
+    limited["maxDeliveriesPerSecond"] = json!(10_000);
+    assert!(doc.validate_at(created, &limited).is_empty());
+    for bad in [json!(0), json!(10_001), json!(2.5), json!("2")] {
+        limited["maxDeliveriesPerSecond"] = bad;
+        assert!(!doc.validate_at(created, &limited).is_empty(), "{}", limited["maxDeliveriesPerSecond"]);
+    }
     let public_key = format!("whpk_{}=", "a".repeat(43));
     let mut keyed = subscription(&secret, json!(["profile.updated"]));
     keyed["publicKey"] = json!(public_key);
@@ -1241,6 +1252,10 @@ async fn create_webhook_answers_as_documented() {
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "traceContext": "yes"}"#,
             "webhooks.invalid_trace_context",
         ),
+        (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "maxDeliveriesPerSecond": 0}"#,
+            "webhooks.invalid_rate_limit",
+        ),
     ];
     // Refused under the production setting, so they create nothing.
     let strict = Api::new();
@@ -1571,6 +1586,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"enabled": "false"}"#, "webhooks.invalid_enabled"),
         (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
         (r#"{"traceContext": 1}"#, "webhooks.invalid_trace_context"),
+        (r#"{"maxDeliveriesPerSecond": "2"}"#, "webhooks.invalid_rate_limit"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),
         (r#"{"events": null}"#, "webhooks.invalid_events"),

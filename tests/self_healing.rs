@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::groups::Groups;
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
@@ -727,7 +728,9 @@ async fn recover_answers_its_codes() {
 /// with others, each is deleted as soon as its own attempt is recorded, so none waits.
 #[tokio::test]
 async fn only_a_message_that_shares_its_batch_is_deleted_early() {
-    let pipeline = Pipeline::start(false).await;
+    // One message group a subscription, so that the messages queued in the first are sent
+    // rather than moved to the others of a subscription whose receiver answers fast.
+    let pipeline = Pipeline::with_settings(false, |s| s.delivery_groups = Groups::ONE).await;
     let user = unique_user();
     let (subscription, _) =
         pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;

@@ -24,7 +24,8 @@ pub struct Deployment {
 
 impl Deployment {
     /// Makes what `template` declares for the stack `stack_name` (tables named by
-    /// `local.tables`; `local.max_delivery_attempts` as the `DeliveryMaxAttempts` parameter)
+    /// `local.tables`; `local.max_delivery_attempts` and `local.delivery_groups` as the
+    /// `DeliveryMaxAttempts` and `DeliveryGroupsPerSubscription` parameters)
     /// and reads its functions' roles; `local` then points at its queues and KMS key.
     pub async fn create(
         template: &Template,
@@ -32,7 +33,11 @@ impl Deployment {
         stack_name: &str,
         local: &mut Settings,
     ) -> anyhow::Result<Self> {
-        let parameters = [("DeliveryMaxAttempts".to_owned(), local.max_delivery_attempts.to_string())].into();
+        let parameters = [
+            ("DeliveryMaxAttempts".to_owned(), local.max_delivery_attempts.to_string()),
+            ("DeliveryGroupsPerSubscription".to_owned(), local.delivery_groups.get().to_string()),
+        ]
+        .into();
         let resolver = create_stack(template, clients, stack_name, &local.tables, parameters).await?;
         let roles = Roles::of(template, &resolver)?;
         let deployment = Deployment { template: template.clone(), resolver, roles };

@@ -4,6 +4,8 @@
 use std::env;
 use std::time::Duration;
 
+use crate::delivery::groups::Groups;
+
 #[derive(Debug, thiserror::Error)]
 #[error("environment variable {name}: {problem}")]
 pub struct ConfigError {
@@ -114,6 +116,10 @@ pub struct Settings {
     pub retry_base: Duration,
     /// `DELIVERY_MAX_ATTEMPTS`: attempts before a delivery goes to the dead-letter queue.
     pub max_delivery_attempts: u32,
+    /// `DELIVERY_GROUPS_PER_SUBSCRIPTION`: the most message groups of the main lane that one
+    /// subscription's first attempts spread over while its receiver answers fast
+    /// (`delivery::groups`, contract section 18).
+    pub delivery_groups: Groups,
     /// `SECRETS_KMS_KEY_ID`: the KMS key (id, ARN or alias) that protects the data key of
     /// the webhook secrets.
     pub secrets_kms_key_id: Option<String>,
@@ -154,6 +160,7 @@ impl Settings {
             sweep_after: seconds(vars, "DELIVERY_SWEEP_AFTER_SECONDS", 300.0)?,
             retry_base: seconds(vars, "DELIVERY_RETRY_BASE_SECONDS", 30.0)?,
             max_delivery_attempts: at_least_one(vars, "DELIVERY_MAX_ATTEMPTS", 9)?,
+            delivery_groups: delivery_groups(vars)?,
             secrets_kms_key_id: vars("SECRETS_KMS_KEY_ID").filter(|id| !id.trim().is_empty()),
             webhook_disable_after: seconds(vars, "WEBHOOK_DISABLE_AFTER_SECONDS", 432_000.0)?,
             metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
@@ -174,6 +181,7 @@ impl Settings {
             ("DELIVERY_SWEEP_AFTER_SECONDS", seconds(self.sweep_after)),
             ("DELIVERY_RETRY_BASE_SECONDS", seconds(self.retry_base)),
             ("DELIVERY_MAX_ATTEMPTS", self.max_delivery_attempts.to_string()),
+            ("DELIVERY_GROUPS_PER_SUBSCRIPTION", self.delivery_groups.get().to_string()),
             ("WEBHOOK_DISABLE_AFTER_SECONDS", seconds(self.webhook_disable_after)),
             ("METRICS_NAMESPACE", self.metrics_namespace.clone()),
         ]);
@@ -261,6 +269,13 @@ fn at_least_one(vars: &Lookup, name: &'static str, default: u32) -> Result<u32, 
     }
 }
 
+/// `DELIVERY_GROUPS_PER_SUBSCRIPTION`: 1 to [`Groups::MAX`], 16 by default.
+fn delivery_groups(vars: &Lookup) -> Result<Groups, ConfigError> {
+    const NAME: &str = "DELIVERY_GROUPS_PER_SUBSCRIPTION";
+    let count: u8 = parse_var(vars, NAME, 16)?;
+    Groups::new(count).ok_or_else(|| ConfigError { name: NAME, problem: format!("must be 1 to {}", Groups::MAX) })
+}
+
 /// A duration given in (possibly fractional) seconds: finite and not negative.
 fn seconds(vars: &Lookup, name: &'static str, default: f64) -> Result<Duration, ConfigError> {
     let value: f64 = parse_var(vars, name, default)?;
@@ -287,6 +302,7 @@ mod tests {
         assert_eq!(settings.rate_limit_per_minute, 600);
         assert_eq!(settings.retry_base, Duration::from_secs(30));
         assert_eq!(settings.max_delivery_attempts, 9);
+        assert_eq!(settings.delivery_groups, Groups::new(16).unwrap());
         assert_eq!(settings.webhook_disable_after, Duration::from_secs(5 * 24 * 60 * 60));
         assert_eq!(settings.tables, TableNames::with_prefix("career-"));
         assert_eq!(settings.tables.deliveries, "career-deliveries");
@@ -317,6 +333,15 @@ mod tests {
     }
 
     #[test]
+    fn the_groups_per_subscription_are_one_to_the_most() {
+        assert_eq!(settings_with(&[("DELIVERY_GROUPS_PER_SUBSCRIPTION", "1")]).unwrap().delivery_groups, Groups::ONE);
+        for bad in ["0", "101", "-1", "many"] {
+            let err = settings_with(&[("DELIVERY_GROUPS_PER_SUBSCRIPTION", bad)]).unwrap_err();
+            assert_eq!(err.name, "DELIVERY_GROUPS_PER_SUBSCRIPTION", "{bad}");
+        }
+    }
+
+    #[test]
     fn the_environment_written_reads_back_as_the_same_settings_and_names_every_variable_read() {
         let settings = Settings {
             tables: TableNames::with_prefix("elsewhere-"),
@@ -330,6 +355,7 @@ mod tests {
             sweep_after: Duration::from_millis(1500),
             retry_base: Duration::from_millis(250),
             max_delivery_attempts: 3,
+            delivery_groups: Groups::new(5).unwrap(),
             secrets_kms_key_id: Some("alias/career".into()),
             webhook_disable_after: Duration::from_secs(7),
             metrics_namespace: "Elsewhere".into(),

@@ -1,6 +1,6 @@
-//! Per-key rate limit (contract section 6): a sliding window counted in DynamoDB, so it
-//! holds across every function instance and at every point in time, not only per calendar
-//! minute.
+//! Per-key rate limit (contract section 6), and the per-subscription delivery limit (section
+//! 18, `delivery::rate`): a sliding window counted in DynamoDB, so it holds across every
+//! function instance and at every point in time, not only per calendar minute or second.
 //!
 //! The window is cut into [`SLOTS`] slots. A request is counted in its slot with one atomic
 //! write that returns every slot's count, and it is accepted when the requests of the last
@@ -63,10 +63,56 @@ impl RateLimitStatus {
     }
 }
 
-pub struct RateLimiter {
+/// A sliding window over the rate-limit table's buckets: each bucket (an item) counts its
+/// own uses, against a limit its caller gives.
+#[derive(Clone)]
+pub struct SlidingWindow {
     table: RateLimitTable,
-    limit: u32,
     slot_ms: u64,
+}
+
+impl SlidingWindow {
+    pub fn new(table: RateLimitTable, window: Duration) -> Self {
+        Self { table, slot_ms: (window.as_millis() as u64 / SLOTS).max(1) }
+    }
+
+    /// Counts one use of `bucket`: accepted within `limit`, otherwise refused and not counted.
+    pub async fn count(&self, bucket: &str, limit: u32) -> Result<RateLimitStatus, StoreError> {
+        let window = Window::now(self.slot_ms);
+        let slots = self.table.count(bucket, window.slot, window.expired(), window.expires_at()).await?;
+        // Counters older than the write could remove are left from before an idle spell.
+        let leftovers: Vec<u64> = slots.keys().copied().filter(|slot| *slot < *window.expired().start()).collect();
+        if !leftovers.is_empty() {
+            if let Err(err) = self.table.drop_slots(bucket, &leftovers).await {
+                tracing::warn!(error = %err, "rate limit: dropping expired counters failed");
+            }
+        }
+        let mut counted = window.counted(slots);
+        let total: u64 = counted.values().sum();
+        if total <= u64::from(limit) {
+            return Ok(RateLimitStatus::of(limit, &counted, &window, false));
+        }
+        if let Err(err) = self.table.uncount(bucket, window.slot).await {
+            // The count stays one too high until its slot leaves the window: stricter, not looser.
+            tracing::warn!(error = %err, "rate limit: taking back a refused request failed");
+        }
+        if let Some(own) = counted.get_mut(&window.slot) {
+            *own = own.saturating_sub(1);
+        }
+        Ok(RateLimitStatus::of(limit, &counted, &window, true))
+    }
+
+    /// The status of `bucket` without counting a use.
+    pub async fn peek(&self, bucket: &str, limit: u32) -> Result<RateLimitStatus, StoreError> {
+        let window = Window::now(self.slot_ms);
+        let counted = window.counted(self.table.current(bucket).await?);
+        Ok(RateLimitStatus::of(limit, &counted, &window, false))
+    }
+}
+
+pub struct RateLimiter {
+    window: SlidingWindow,
+    limit: u32,
     /// Keys refused on this instance, and until when they certainly stay refused.
     refused: Mutex<HashMap<KeyHash, Instant>>,
 }
@@ -74,8 +120,7 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// `limit` requests per `window` (one minute in the service; tests and benchmarks shorten it).
     pub fn new(table: RateLimitTable, limit: u32, window: Duration) -> Self {
-        let slot_ms = (window.as_millis() as u64 / SLOTS).max(1);
-        Self { table, limit, slot_ms, refused: Mutex::default() }
+        Self { window: SlidingWindow::new(table, window), limit, refused: Mutex::default() }
     }
 
     /// Counts one request of `key`: accepted within the limit, otherwise refused and not counted.
@@ -83,29 +128,10 @@ impl RateLimiter {
         if let Some(status) = self.still_refused(key) {
             return Ok(status);
         }
-        let window = Window::now(self.slot_ms);
-        let slots = self.table.count(key, window.slot, window.expired(), window.expires_at()).await?;
-        // Counters older than the write could remove are left from before an idle spell.
-        let leftovers: Vec<u64> = slots.keys().copied().filter(|slot| *slot < *window.expired().start()).collect();
-        if !leftovers.is_empty() {
-            if let Err(err) = self.table.drop_slots(key, &leftovers).await {
-                tracing::warn!(error = %err, "rate limit: dropping expired counters failed");
-            }
+        let status = self.window.count(key.as_str(), self.limit).await?;
+        if status.exceeded {
+            self.remember_refusal(key, Duration::from_secs(status.reset_seconds));
         }
-        let mut counted = window.counted(slots);
-        let total: u64 = counted.values().sum();
-        if total <= u64::from(self.limit) {
-            return Ok(RateLimitStatus::of(self.limit, &counted, &window, false));
-        }
-        if let Err(err) = self.table.uncount(key, window.slot).await {
-            // The count stays one too high until its slot leaves the window: stricter, not looser.
-            tracing::warn!(error = %err, "rate limit: taking back a refused request failed");
-        }
-        if let Some(own) = counted.get_mut(&window.slot) {
-            *own = own.saturating_sub(1);
-        }
-        let status = RateLimitStatus::of(self.limit, &counted, &window, true);
-        self.remember_refusal(key, Duration::from_secs(status.reset_seconds));
         Ok(status)
     }
 
@@ -114,9 +140,7 @@ impl RateLimiter {
         if let Some(status) = self.still_refused(key) {
             return Ok(status);
         }
-        let window = Window::now(self.slot_ms);
-        let counted = window.counted(self.table.current(key).await?);
-        Ok(RateLimitStatus::of(self.limit, &counted, &window, false))
+        self.window.peek(key.as_str(), self.limit).await
     }
 
     /// Whether this instance already knows that `key` is refused now (so counting it

@@ -257,6 +257,7 @@ pub fn base_settings() -> Settings {
         sweep_after: std::time::Duration::from_secs(300),
         retry_base: std::time::Duration::from_millis(1000),
         max_delivery_attempts: 3,
+        delivery_groups: career_core::delivery::groups::Groups::new(16).expect("a number of groups"),
         secrets_kms_key_id: None,
         webhook_disable_after: std::time::Duration::from_secs(432_000),
         metrics_namespace: "CareerService/Webhooks".into(),

@@ -4,7 +4,8 @@
 //! lanes (career_core::delivery::queue), each through its own event source mapping; the
 //! messages of a batch are sent concurrently, and each leaves its lane as soon as its own
 //! attempt is recorded (contract section 12), so none waits for another's send. A failing
-//! subscription's deliveries leave the main lane together, unsent, in one move.
+//! subscription's deliveries leave the main lane together, unsent, in one move; so do those
+//! whose subscription now spreads over other message groups than theirs (section 18).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -14,16 +15,19 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
-use career_core::delivery::queue::{DeliveryQueues, Lane};
+use career_core::delivery::queue::{self, DeliveryQueues, Lane, QueueError};
+use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::{DeliveryTable, RecordKey};
+use career_core::store::rate_limits::RateLimitTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
@@ -41,6 +45,10 @@ pub struct Deps {
     sender: Sender,
     policy: Policy,
     metrics_namespace: String,
+    /// The most groups of the main lane a subscription spreads over.
+    groups: Groups,
+    /// Subscriptions' `maxDeliveriesPerSecond` (contract section 18).
+    limiter: DeliveryLimiter,
 }
 
 impl Deps {
@@ -56,6 +64,11 @@ impl Deps {
                 disable_after: settings.webhook_disable_after,
             },
             metrics_namespace: settings.metrics_namespace.clone(),
+            groups: settings.delivery_groups,
+            limiter: DeliveryLimiter::new(RateLimitTable::new(
+                clients.dynamodb().clone(),
+                &settings.tables.rate_limits,
+            )),
         })
     }
 }
@@ -76,19 +89,29 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     let turns = load(deps, &received, Timestamp::now()).await;
     let received = &received;
     let mut handed_over = Vec::new();
+    let mut regrouped = Vec::new();
     let mut own_turns = Vec::new();
     for (index, turn) in turns.into_iter().enumerate() {
         match turn {
             Turn::Decided { before: Before::HandOver, lease, .. } => {
                 handed_over.push((index, (&received[index], lease)))
             }
-            turn => own_turns.push(async move { (index, take_turn(deps, &received[index], turn).await) }),
+            turn => match moves_to(deps, &received[index], &turn) {
+                Some((group, lease)) => regrouped.push((index, (&received[index], group, lease))),
+                None => own_turns.push(async move { (index, take_turn(deps, &received[index], turn).await) }),
+            },
         }
     }
     let (indices, handed_over): (Vec<usize>, Vec<_>) = handed_over.into_iter().unzip();
-    let (own, handed) = tokio::join!(futures_util::future::join_all(own_turns), hand_over_together(deps, handed_over));
+    let (regrouped_indices, regrouped): (Vec<usize>, Vec<_>) = regrouped.into_iter().unzip();
+    let (own, handed, moved) = tokio::join!(
+        futures_util::future::join_all(own_turns),
+        hand_over_together(deps, handed_over),
+        regroup_together(deps, regrouped)
+    );
     let mut stays = vec![false; received.len()];
-    for (index, stays_on_lane) in own.into_iter().chain(indices.into_iter().zip(handed)) {
+    let moves = indices.into_iter().zip(handed).chain(regrouped_indices.into_iter().zip(moved));
+    for (index, stays_on_lane) in own.into_iter().chain(moves) {
         stays[index] = stays_on_lane;
     }
     let mut response = SqsBatchResponse::default();
@@ -104,6 +127,8 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
 /// body cannot be read), with the span every line of its turn carries.
 struct Received<'a> {
     lane: Lane,
+    /// Its group among its subscription's, on the main lane.
+    group: Option<u8>,
     receipt: Receipt<'a>,
     delivery: Option<DeliveryMessage>,
     span: tracing::Span,
@@ -128,7 +153,7 @@ impl<'a> Received<'a> {
                 tracing::Span::none()
             }
         };
-        Received { lane, receipt, delivery, span }
+        Received { lane, group: queue::group_of(message), receipt, delivery, span }
     }
 
     fn delivery(&self) -> &DeliveryMessage {
@@ -231,6 +256,9 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
         match before {
             Before::Send { attempt } => {
                 let subscription = subscription.expect("a send has a subscription");
+                if let Some(wait) = over_rate(deps, &subscription).await {
+                    return wait_for_rate(deps, received, lease, wait).await;
+                }
                 attempt_delivery(deps, received, &subscription, attempt, lease).await
             }
             Before::Stale => {
@@ -251,12 +279,82 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
     .await
 }
 
+/// How long a delivery about to be sent waits instead, when its subscription's
+/// `maxDeliveriesPerSecond` has no place for it now (section 18). Unknown is over the limit:
+/// the limit is never exceeded.
+async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration> {
+    let rate = subscription.max_deliveries_per_second?;
+    match deps.limiter.admit(&subscription.id, rate).await {
+        Ok(Admission::Admitted) => None,
+        Ok(Admission::Wait(wait)) => Some(wait),
+        Err(err) => {
+            tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
+            Some(deps.policy.schedule.base)
+        }
+    }
+}
+
+/// Sends a delivery over its subscription's limit back to its lane to wait, its attempt not
+/// spent: the claim its turn wrote is given up (one it holds from its record's creation, it
+/// keeps: the message carries it back), so its next turn can claim at once.
+async fn wait_for_rate(deps: &Deps, received: &Received<'_>, lease: Option<Lease>, wait: Duration) -> bool {
+    tracing::info!(wait_seconds = wait.as_secs_f64(), "over the subscription's rate limit; the delivery waits");
+    let delivery = received.delivery();
+    if let Some(lease) = lease.filter(|lease| Some(lease.until) != delivery.claimed_until) {
+        if let Err(err) = deps.deliveries.release(delivery, lease).await {
+            tracing::warn!(error = %err, "giving up the claim failed; the delivery waits for it");
+        }
+    }
+    stay(deps, received, wait).await
+}
+
+/// The group a main-lane message about to be sent moves to instead, with its turn's claim:
+/// when its subscription's groups now give it another one ([`groups::regroup`]).
+fn moves_to(deps: &Deps, received: &Received<'_>, turn: &Turn) -> Option<(u8, Option<Lease>)> {
+    let Turn::Decided { before: Before::Send { .. }, subscription: Some(subscription), lease } = turn else {
+        return None;
+    };
+    let spread =
+        Groups::of(&subscription.health, subscription.fast_since, subscription.max_deliveries_per_second, deps.groups);
+    let group = groups::regroup(received.group?, &received.delivery().delivery_id, spread)?;
+    Some((group, *lease))
+}
+
+/// The batch's main-lane deliveries whose subscription now spreads over other groups, each
+/// moved to its own group unsent: one `SendMessageBatch`, the copies carrying the claims
+/// their turns hold (the main lane hands each to one consumer at a time, and the original is
+/// not sent), then one `DeleteMessageBatch`. In the same order: `true` for each one that
+/// stays where it is.
+async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option<Lease>)>) -> Vec<bool> {
+    if regrouped.is_empty() {
+        return Vec::new();
+    }
+    let copies: Vec<DeliveryMessage> = regrouped
+        .iter()
+        .map(|(received, _, lease)| DeliveryMessage {
+            claimed_until: lease.map(|lease| lease.until),
+            ..received.delivery().clone()
+        })
+        .collect();
+    let messages: Vec<(&DeliveryMessage, u8)> =
+        copies.iter().zip(&regrouped).map(|(copy, (_, group, _))| (copy, *group)).collect();
+    for (received, group, _) in &regrouped {
+        received
+            .span
+            .in_scope(|| tracing::info!(group, "moving the delivery to its subscription's message group, unsent"));
+    }
+    let sent = deps.queues.regroup(&messages).await;
+    let received: Vec<&Received<'_>> = regrouped.iter().map(|(received, _, _)| *received).collect();
+    leave_main_lane(deps, &received, sent, "moving the delivery to its message group failed").await
+}
+
 /// The batch's deliveries to failing subscriptions, each with its turn's claim, moved to
 /// the retry lane together: their claims given up, then one `SendMessageBatch` and one
 /// `DeleteMessageBatch`. In the same order: `true` for each one that stays on the main lane.
 async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option<Lease>)>) -> Vec<bool> {
-    let Some((first, _)) = handed_over.first() else { return Vec::new() };
-    let early = first.receipt.early;
+    if handed_over.is_empty() {
+        return Vec::new();
+    }
     let releases = handed_over.iter().map(|(received, lease)| {
         async move {
             tracing::info!("subscription failing; delivery handed to the retry lane");
@@ -272,17 +370,32 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
     futures_util::future::join_all(releases).await;
     let messages: Vec<(&DeliveryMessage, Duration)> =
         handed_over.iter().map(|(received, _)| (received.delivery(), Duration::ZERO)).collect();
-    let refused = match deps.queues.hand_over(&messages).await {
+    let sent = deps.queues.hand_over(&messages).await;
+    let received: Vec<&Received<'_>> = handed_over.iter().map(|(received, _)| *received).collect();
+    leave_main_lane(deps, &received, sent, "handing the delivery to the retry lane failed").await
+}
+
+/// The end of a batch's move off the main lane, once the messages were sent on (`sent`: the
+/// position and SQS's reason of each it did not take): each one taken leaves the main lane (one
+/// `DeleteMessageBatch`, when its batch holds others), each one refused stays, to be tried
+/// again after the retry base. In the same order: `true` for each one that stays.
+async fn leave_main_lane(
+    deps: &Deps,
+    received: &[&Received<'_>],
+    sent: Result<Vec<(usize, String)>, QueueError>,
+    failed: &'static str,
+) -> Vec<bool> {
+    let refused = match sent {
         Ok(refused) => refused,
-        Err(err) => (0..messages.len()).map(|position| (position, err.to_string())).collect(),
+        Err(err) => (0..received.len()).map(|position| (position, err.to_string())).collect(),
     };
     let mut stays = Vec::new();
     let mut moved = Vec::new();
-    for (position, (received, _)) in handed_over.iter().enumerate() {
+    for (position, received) in received.iter().enumerate() {
         match refused.iter().find(|(refused, _)| *refused == position) {
             Some((_, reason)) => {
                 let span = received.span.clone();
-                span.in_scope(|| tracing::error!(error = %reason, "handing the delivery to the retry lane failed"));
+                span.in_scope(|| tracing::error!(error = %reason, "{failed}"));
                 stays.push(stay(deps, received, deps.policy.schedule.base).instrument(span).await);
             }
             None => {
@@ -293,9 +406,9 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
     }
     // Should the early delete fail, the messages are still not reported, so the event source
     // mapping (or the local pump) deletes them with their batch.
-    if early && !moved.is_empty() {
+    if received.first().is_some_and(|first| first.receipt.early) && !moved.is_empty() {
         if let Err(err) = deps.queues.delete_all(Lane::Main, &moved).await {
-            tracing::warn!(error = %err, "deleting the handed-over messages early failed; they go with their batch");
+            tracing::warn!(error = %err, "deleting the moved messages early failed; they go with their batch");
         }
     }
     stays
@@ -329,14 +442,19 @@ async fn attempt_delivery(
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
     let (started, started_at) = (Instant::now(), SystemTime::now());
     let (outcome, body) = send(deps, received.delivery(), &subscription.url, &secrets, trace_headers).await;
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let took = started.elapsed();
+    let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
     let answer = outcome.answer();
     let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
     let failing_since = subscription.health.failing_since();
     let kind = received.delivery().event.kind();
     let after = plan::after_send(attempt, kind, answered, failing_since, now, &deps.policy, jitter());
-    let recorded = record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now).await;
+    let pace = groups::pace_after(answered, took, subscription.fast_since.is_some());
+    let (recorded, ()) = tokio::join!(
+        record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now),
+        set_pace(deps, subscription, pace, now),
+    );
     report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
     let span = (&trace.parent, span_id, started_at);
     log_span(received.delivery(), subscription, &outcome, &after, attempt, span, latency_ms);
@@ -444,6 +562,17 @@ async fn hand_on(
         Err(err) => tracing::error!(error = %err, "queueing the new round failed; the sweep puts it back"),
     }
     Ok(true)
+}
+
+/// Records what the answer showed of the receiver's pace, only when it changes (section 18).
+async fn set_pace(deps: &Deps, subscription: &Subscription, pace: Pace, now: Timestamp) {
+    if pace == Pace::Unchanged {
+        return;
+    }
+    match deps.webhooks.set_pace(&subscription.user_id, &subscription.id, pace, now).await {
+        Ok(()) => tracing::info!(pace = ?pace, "the receiver's pace changed its subscription's message groups"),
+        Err(err) => tracing::error!(error = %err, "recording the receiver's pace failed"),
+    }
 }
 
 /// Writes the subscription only when the plan changes it.

@@ -4,15 +4,16 @@
 //! is an operational event (section 15), which never goes to the subscription it is about
 //! and is also published to the operator's topic. Each delivery's record is written first
 //! (section 12: `pending`, or `skipped` for a disabled subscription), then its message goes
-//! on the main lane, or on the retry lane for a subscription that is currently failing.
-//! Every delivery of an event carries the trace of the change (contract section 19), or of
-//! a trace the event starts.
+//! on the main lane, in one of its subscription's message groups (section 18), or on the
+//! retry lane for a subscription that is currently failing. Every delivery of an event
+//! carries the trace of the change (contract section 19), or of a trace the event starts.
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, TableNames};
+use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan;
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
@@ -32,6 +33,8 @@ pub struct Deps {
     deliveries: DeliveryTable,
     queues: DeliveryQueues,
     operator: OperatorTopic,
+    /// The most groups of the main lane a subscription spreads over.
+    groups: Groups,
 }
 
 impl Deps {
@@ -42,6 +45,7 @@ impl Deps {
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
             queues: DeliveryQueues::new(clients, settings)?,
             operator: OperatorTopic::new(clients, settings)?,
+            groups: settings.delivery_groups,
         })
     }
 }
@@ -149,10 +153,18 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         match (new, status, subscription.health.failing_since().is_some()) {
             (false, _, _) | (_, DeliveryStatus::Skipped, _) => {}
             (true, _, true) => retry.push(message),
-            (true, _, false) => main.push(message),
+            (true, _, false) => main.push((
+                message,
+                Groups::of(
+                    &subscription.health,
+                    subscription.fast_since,
+                    subscription.max_deliveries_per_second,
+                    deps.groups,
+                ),
+            )),
         }
     }
-    deps.queues.send(Lane::Main, &main).await?;
+    deps.queues.send_spread(&main).await?;
     deps.queues.send(Lane::Retry, &retry).await?;
     // Last: a failure above retries the record, and the deliveries' records keep that from
     // sending twice; the topic cannot, so it is published to once the deliveries are queued.

@@ -67,11 +67,14 @@ export class Api {
     return this.call('GET', '/api/v1/webhooks/event-types');
   }
 
-  createSubscription(url, events, asymmetricSigning, traceContext) {
-    return this.call('POST', '/api/v1/webhooks', { body: { url, events, asymmetricSigning, traceContext } });
+  /** `maxDeliveriesPerSecond`: an integer, or `null` for no limit (section 18). */
+  createSubscription(url, events, asymmetricSigning, traceContext, maxDeliveriesPerSecond) {
+    return this.call('POST', '/api/v1/webhooks', {
+      body: { url, events, asymmetricSigning, traceContext, maxDeliveriesPerSecond },
+    });
   }
 
-  /** `changes`: any of `url`, `events`, `enabled`, `asymmetricSigning` and `traceContext` (sections 13, 16, 19). */
+  /** `changes`: any of `url`, `events`, `enabled`, `asymmetricSigning`, `traceContext` and `maxDeliveriesPerSecond` (sections 13, 16, 18, 19). */
   updateSubscription(id, changes) {
     return this.call('PATCH', '/api/v1/webhooks', { query: { id }, body: changes });
   }

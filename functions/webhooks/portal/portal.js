@@ -290,6 +290,8 @@ function renderSummary(subscription) {
     ['Event kinds', subscription.events.join(', ')],
     ['State', stateBadge(subscription)],
     ['Trace context', traceContext(subscription)],
+    ['Rate limit', subscription.maxDeliveriesPerSecond === null
+      ? 'None' : `At most ${subscription.maxDeliveriesPerSecond} deliveries a second`],
     ['Created', time(subscription.createdAt)],
   ];
   $('summary').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
@@ -323,6 +325,7 @@ async function toggleSigning(event) {
 
 function fillEditForm(subscription) {
   $('edit-url').value = subscription.url;
+  $('edit-rate').value = subscription.maxDeliveriesPerSecond ?? '';
   for (const box of $('edit-form').querySelectorAll('input[name="events"]')) {
     box.checked = subscription.events.includes(box.value);
   }
@@ -364,8 +367,18 @@ async function saveEdit(event) {
   const events = checkedKinds(form);
   const same = events.length === state.current.events.length && events.every((kind) => state.current.events.includes(kind));
   if (!same) changes.events = events;
+  const rate = rateLimit($('edit-rate'));
+  if (rate !== state.current.maxDeliveriesPerSecond) changes.maxDeliveriesPerSecond = rate;
   // Sent even when nothing changed: the API's answer (webhooks.no_changes) says so.
   await update('Could not save the changes', changes, form.querySelector('button[type="submit"]'), 'Changes saved.');
+}
+
+/**
+ * A rate-limit field's value as the API takes it: `null` when empty (no limit), else the
+ * number typed, which the API checks (webhooks.invalid_rate_limit).
+ */
+function rateLimit(input) {
+  return input.value.trim() === '' ? null : Number(input.value);
 }
 
 async function rotate(event) {
@@ -554,7 +567,7 @@ function wire() {
     const form = event.currentTarget;
     const created = await act('Could not create the subscription',
       () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form), $('create-asymmetric').checked,
-        $('create-trace').checked),
+        $('create-trace').checked, rateLimit($('create-rate'))),
       form.querySelector('button[type="submit"]'));
     if (!created) return;
     form.reset();

@@ -12,6 +12,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::credentials::Scope;
+use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::{self, NotSent, SkipReason};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
@@ -28,8 +29,8 @@ use career_core::trace::TraceContext;
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::{
-    asymmetric_signing, trace_context, CreatedSubscription, EventKinds, Subscription, SubscriptionChanges,
-    WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
+    asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,
+    SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
 };
 use futures_util::StreamExt;
 use lambda_http::http::Method;
@@ -51,6 +52,8 @@ pub struct Deps {
     cursors: CursorKey,
     sealer: Sealer,
     allow_insecure_urls: bool,
+    /// The most groups of the main lane a subscription spreads over (a ping goes to its own).
+    groups: Groups,
 }
 
 impl Deps {
@@ -63,6 +66,7 @@ impl Deps {
             cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(clients, settings)?,
             allow_insecure_urls: settings.allow_insecure_webhook_urls,
+            groups: settings.delivery_groups,
         })
     }
 }
@@ -171,12 +175,14 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
     let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
     let trace_context = trace_context(body.get("traceContext"))?;
+    let rate = body.get("maxDeliveriesPerSecond").map(DeliveryRate::parse).transpose()?.flatten();
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secrets = SigningSecrets::new(WebhookSecret::generate(), asymmetric);
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &secrets).await?;
     let kinds = events.kinds().to_vec();
     let stored = Subscription {
         trace_context,
+        max_deliveries_per_second: rate,
         ..Subscription::new(user_id, subscription_id, &url, kinds, sealed, secrets.public_keys())
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
@@ -400,7 +406,9 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
     let record = deps.deliveries.create(&message, status, now).await?;
     if status == DeliveryStatus::Pending {
-        deps.queues.send(Lane::Main, std::slice::from_ref(&message)).await?;
+        let health = &subscription.health;
+        let groups = Groups::of(health, subscription.fast_since, subscription.max_deliveries_per_second, deps.groups);
+        deps.queues.send_spread(&[(message, groups)]).await?;
     }
     Reply::accepted(record)
 }

@@ -69,9 +69,14 @@ pub enum ApiError {
     WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
-    #[error("Nothing to change: send at least one of url, events, enabled, asymmetricSigning and traceContext.")]
+    #[error(
+        "Nothing to change: send at least one of url, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond."
+    )]
     WebhookNoChanges,
-    #[error("'{}' cannot be changed; send only url, events, enabled, asymmetricSigning and traceContext.", Excerpt(.0))]
+    #[error(
+        "'{}' cannot be changed; send only url, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond.",
+        Excerpt(.0)
+    )]
     WebhookUnknownField(String),
     #[error("'enabled' must be true or false.")]
     WebhookInvalidEnabled,
@@ -81,6 +86,8 @@ pub enum ApiError {
     WebhookAsymmetricSigningOff,
     #[error("'traceContext' must be true or false.")]
     WebhookInvalidTraceContext,
+    #[error("'maxDeliveriesPerSecond' must be an integer from 1 to 10000, or null.")]
+    WebhookInvalidRateLimit,
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -137,7 +144,8 @@ impl ApiError {
             | WebhookInvalidEnabled
             | WebhookInvalidAsymmetricSigning
             | WebhookAsymmetricSigningOff
-            | WebhookInvalidTraceContext => StatusCode::BAD_REQUEST,
+            | WebhookInvalidTraceContext
+            | WebhookInvalidRateLimit => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -177,6 +185,7 @@ impl ApiError {
             WebhookInvalidAsymmetricSigning => "webhooks.invalid_asymmetric_signing",
             WebhookAsymmetricSigningOff => "webhooks.asymmetric_signing_off",
             WebhookInvalidTraceContext => "webhooks.invalid_trace_context",
+            WebhookInvalidRateLimit => "webhooks.invalid_rate_limit",
             Internal(_) => "internal_error",
         }
     }
@@ -205,9 +214,16 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             InvalidEnabled => ApiError::WebhookInvalidEnabled,
             AsymmetricSigning(_) => ApiError::WebhookInvalidAsymmetricSigning,
             TraceContext(_) => ApiError::WebhookInvalidTraceContext,
+            DeliveryRate(_) => ApiError::WebhookInvalidRateLimit,
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
             Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
+    }
+}
+
+impl From<crate::webhooks::InvalidDeliveryRate> for ApiError {
+    fn from(_: crate::webhooks::InvalidDeliveryRate) -> Self {
+        ApiError::WebhookInvalidRateLimit
     }
 }
 

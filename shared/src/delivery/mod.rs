@@ -3,9 +3,11 @@
 //! each in its own module.
 
 pub mod attempt;
+pub mod groups;
 pub mod log;
 pub mod plan;
 pub mod queue;
+pub mod rate;
 pub mod recovery;
 pub mod retry;
 pub mod sender;

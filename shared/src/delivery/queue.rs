@@ -2,11 +2,14 @@
 //! behind a failing or slow one (contract section 5).
 //!
 //! - The main lane takes the first attempt of every delivery to a subscription that is not
-//!   failing. It is a FIFO queue with one message group per subscription, and SQS hands out
-//!   no message of a group while another of that group is in flight: a receiver that hangs
-//!   holds at most one batch (one consumer) of the main lane, for one timeout, after which
-//!   its failure clock sends its deliveries to the retry lane. FIFO order is not otherwise
-//!   relied on, nor is FIFO de-duplication (every message gets a fresh de-duplication id).
+//!   failing. It is a FIFO queue, and SQS hands out no message of a group while another of
+//!   that group is in flight. A subscription's deliveries spread over several groups
+//!   (`whk_…#k`) only while its receiver answers fast, and keep one otherwise
+//!   ([`super::groups`]): a receiver that hangs or answers slowly holds at most one batch
+//!   (one consumer) of the main lane once that is known, and a hanging one only for one
+//!   timeout, after which its failure clock sends its deliveries to the retry lane. FIFO
+//!   order is not otherwise relied on, nor is FIFO de-duplication (every message gets a
+//!   fresh de-duplication id).
 //! - The retry lane, a standard queue with its own consumers, takes the retries (the wait
 //!   is the message's delay, then its visibility), every delivery to a subscription whose
 //!   failure clock runs, what the sweep puts back, and a manual retry or a recovery whose
@@ -28,6 +31,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName, Sen
 
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
+use crate::delivery::groups::{self, Groups};
 use crate::delivery::DeliveryMessage;
 use crate::random;
 
@@ -63,12 +67,17 @@ impl Lane {
     /// The lane a received message comes from. Only the main lane is a FIFO queue, and SQS
     /// gives every message of a FIFO queue (and only those) a `MessageGroupId` attribute.
     pub fn of(message: &SqsMessage) -> Lane {
-        if message.attributes.contains_key("MessageGroupId") {
-            Lane::Main
-        } else {
-            Lane::Retry
+        match group_of(message) {
+            Some(_) => Lane::Main,
+            None => Lane::Retry,
         }
     }
+}
+
+/// The index of a received main-lane message's group among its subscription's
+/// ([`groups::index_in`]); `None` for a message of the retry lane.
+pub fn group_of(message: &SqsMessage) -> Option<u8> {
+    message.attributes.get("MessageGroupId").map(|group| groups::index_in(group))
 }
 
 #[derive(Clone)]
@@ -105,14 +114,34 @@ impl DeliveryQueues {
         }
     }
 
-    /// Sends every message to `lane`, ten per `SendMessageBatch` call.
+    /// Sends every message to `lane`, ten per `SendMessageBatch` call: on the main lane in
+    /// its subscription's first group (a delivery of a subscription that spreads over more is
+    /// moved to its own by its turn, [`groups::regroup`]).
     pub async fn send(&self, lane: Lane, messages: &[DeliveryMessage]) -> Result<(), QueueError> {
-        let undelayed: Vec<(&DeliveryMessage, Duration)> = messages.iter().map(|m| (m, Duration::ZERO)).collect();
-        let refused = self.send_batches(lane, &undelayed).await?;
-        match refused.first() {
-            Some((_, reason)) => Err(QueueError::Refused { count: refused.len(), reason: reason.clone() }),
-            None => Ok(()),
-        }
+        let first = match lane {
+            Lane::Main => Slot::Group(0),
+            Lane::Retry => Slot::Delay(Duration::ZERO),
+        };
+        let slotted: Vec<(&DeliveryMessage, Slot)> = messages.iter().map(|m| (m, first)).collect();
+        all_taken(self.send_batches(lane, &slotted).await?)
+    }
+
+    /// Sends first attempts to the main lane, each in its group among its subscription's
+    /// `Groups`, ten per `SendMessageBatch` call.
+    pub async fn send_spread(&self, messages: &[(DeliveryMessage, Groups)]) -> Result<(), QueueError> {
+        let slotted: Vec<(&DeliveryMessage, Slot)> =
+            messages.iter().map(|(m, groups)| (m, Slot::Group(groups.index_of(&m.delivery_id)))).collect();
+        all_taken(self.send_batches(Lane::Main, &slotted).await?)
+    }
+
+    /// Moves received main-lane messages to other groups of their subscription (the caller
+    /// then deletes them from theirs), each carrying the claim its turn holds, ten per
+    /// `SendMessageBatch` call. Returns the position and SQS's reason of every message it did
+    /// not take.
+    pub async fn regroup(&self, messages: &[(&DeliveryMessage, u8)]) -> Result<Vec<(usize, String)>, QueueError> {
+        let slotted: Vec<(&DeliveryMessage, Slot)> =
+            messages.iter().map(|(message, index)| (*message, Slot::Group(*index))).collect();
+        self.send_batches(Lane::Main, &slotted).await
     }
 
     /// Hands messages to the retry lane, each to be received after its delay (at most
@@ -125,8 +154,8 @@ impl DeliveryQueues {
         // The retry lane may hand out a copy twice: a copy there carries no claim of its own.
         let unclaimed: Vec<DeliveryMessage> =
             messages.iter().map(|(message, _)| DeliveryMessage { claimed_until: None, ..(*message).clone() }).collect();
-        let delayed: Vec<(&DeliveryMessage, Duration)> =
-            unclaimed.iter().zip(messages).map(|(message, (_, delay))| (message, *delay)).collect();
+        let delayed: Vec<(&DeliveryMessage, Slot)> =
+            unclaimed.iter().zip(messages).map(|(message, (_, delay))| (message, Slot::Delay(*delay))).collect();
         self.send_batches(Lane::Retry, &delayed).await
     }
 
@@ -216,14 +245,14 @@ impl DeliveryQueues {
     async fn send_batches(
         &self,
         lane: Lane,
-        messages: &[(&DeliveryMessage, Duration)],
+        messages: &[(&DeliveryMessage, Slot)],
     ) -> Result<Vec<(usize, String)>, QueueError> {
         let mut refused = Vec::new();
         for (chunk_index, chunk) in messages.chunks(BATCH_SIZE).enumerate() {
             let entries = chunk
                 .iter()
                 .enumerate()
-                .map(|(i, (message, delay))| entry(lane, (chunk_index * BATCH_SIZE + i).to_string(), message, *delay))
+                .map(|(i, (message, slot))| entry((chunk_index * BATCH_SIZE + i).to_string(), message, *slot))
                 .collect();
             let output = self
                 .clients
@@ -259,18 +288,34 @@ impl DeliveryQueues {
     }
 }
 
-/// One message of a `SendMessageBatch`: main-lane messages are grouped by subscription.
-fn entry(lane: Lane, id: String, message: &DeliveryMessage, delay: Duration) -> SendMessageBatchRequestEntry {
+/// Where a message waits on its lane: in a group of its subscription on the main lane, the
+/// FIFO queue (which takes no per-message delay), or after a delay on the retry lane.
+#[derive(Clone, Copy)]
+enum Slot {
+    Group(u8),
+    Delay(Duration),
+}
+
+/// One message of a `SendMessageBatch`.
+fn entry(id: String, message: &DeliveryMessage, slot: Slot) -> SendMessageBatchRequestEntry {
     let mut entry = SendMessageBatchRequestEntry::builder()
         .id(id)
         .message_body(serde_json::to_string(message).expect("messages serialize"));
-    entry = match lane {
-        Lane::Main => {
-            entry.message_group_id(message.subscription_id.as_str()).message_deduplication_id(random::random_token(""))
-        }
-        Lane::Retry => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
+    entry = match slot {
+        Slot::Group(index) => entry
+            .message_group_id(groups::group_id(&message.subscription_id, index))
+            .message_deduplication_id(random::random_token("")),
+        Slot::Delay(delay) => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
     };
     entry.build().expect("entry has id and body")
+}
+
+/// `Ok` when SQS took every message of a send.
+fn all_taken(refused: Vec<(usize, String)>) -> Result<(), QueueError> {
+    match refused.first() {
+        Some((_, reason)) => Err(QueueError::Refused { count: refused.len(), reason: reason.clone() }),
+        None => Ok(()),
+    }
 }
 
 /// One `DeleteMessageBatch` entry per receipt handle, numbered from 0.
@@ -303,8 +348,11 @@ mod tests {
     fn a_message_from_a_fifo_queue_is_on_the_main_lane() {
         let mut message = SqsMessage::default();
         assert_eq!(Lane::of(&message), Lane::Retry);
+        assert_eq!(group_of(&message), None);
         message.attributes.insert("MessageGroupId".into(), "whk_1".into());
-        assert_eq!(Lane::of(&message), Lane::Main);
+        assert_eq!((Lane::of(&message), group_of(&message)), (Lane::Main, Some(0)));
+        message.attributes.insert("MessageGroupId".into(), "whk_1#5".into());
+        assert_eq!((Lane::of(&message), group_of(&message)), (Lane::Main, Some(5)));
     }
 
     #[test]
@@ -321,12 +369,12 @@ mod tests {
         };
         let message =
             DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
-        let late = entry(Lane::Retry, "0".into(), &message, Duration::from_secs(3600));
+        let late = entry("0".into(), &message, Slot::Delay(Duration::from_secs(3600)));
         assert_eq!(late.delay_seconds, Some(900));
-        let main = entry(Lane::Main, "0".into(), &message, Duration::ZERO);
-        assert_eq!(main.message_group_id.as_deref(), Some("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
+        let main = entry("0".into(), &message, Slot::Group(3));
+        assert_eq!(main.message_group_id.as_deref(), Some("whk_01JDQ40A1B2C3D4E5F6G7H8J9K#3"));
         assert_eq!(main.delay_seconds, None, "FIFO queues take no per-message delay");
-        let again = entry(Lane::Main, "0".into(), &message, Duration::ZERO);
+        let again = entry("0".into(), &message, Slot::Group(3));
         assert_ne!(main.message_deduplication_id, again.message_deduplication_id);
     }
 }

@@ -1,6 +1,6 @@
-//! The rate-limit table: one item per API key, under the key's hash, holding one counter per
-//! time slot of the sliding window (attribute `s<slot index>`), removed by TTL once the key
-//! is idle.
+//! The rate-limit table: one item per bucket (an API key, under the key's hash; a
+//! subscription's deliveries, under `deliveries#whk_…`), holding one counter per time slot of
+//! the sliding window (attribute `s<slot index>`), removed by TTL once the bucket is idle.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -13,7 +13,6 @@ use aws_sdk_dynamodb::Client;
 
 use super::expression::{Condition, Expression, Updates};
 use super::{n, s, Item, StoreError};
-use crate::credentials::KeyHash;
 
 /// Requests counted per slot index.
 pub type SlotCounts = BTreeMap<u64, u64>;
@@ -29,9 +28,9 @@ impl RateLimitTable {
         Self { client, table: table.into() }
     }
 
-    /// Every slot's count for `key`, without counting.
-    pub async fn current(&self, key: &KeyHash) -> Result<SlotCounts, StoreError> {
-        let output = self.client.get_item().table_name(&self.table).key("bucket", s(key.as_str())).send().await?;
+    /// Every slot's count for `bucket`, without counting.
+    pub async fn current(&self, bucket: &str) -> Result<SlotCounts, StoreError> {
+        let output = self.client.get_item().table_name(&self.table).key("bucket", s(bucket)).send().await?;
         Ok(slot_counts(output.item.as_ref()))
     }
 
@@ -43,7 +42,7 @@ impl RateLimitTable {
     /// whole call's time limit and is retried only after an answer ([`AnsweredOnly`]).
     pub async fn count(
         &self,
-        key: &KeyHash,
+        bucket: &str,
         slot: u64,
         expired: RangeInclusive<u64>,
         expires_at: u64,
@@ -56,7 +55,7 @@ impl RateLimitTable {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("bucket", s(key.as_str()))
+            .key("bucket", s(bucket))
             .expression(expression)
             .return_values(ReturnValue::AllNew)
             .customize()
@@ -77,11 +76,11 @@ impl RateLimitTable {
 
     /// Takes back one request counted in `slot` (a refused request is not counted): an `ADD`
     /// too, sent as [`RateLimitTable::count`] is.
-    pub async fn uncount(&self, key: &KeyHash, slot: u64) -> Result<(), StoreError> {
+    pub async fn uncount(&self, bucket: &str, slot: u64) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
-            .key("bucket", s(key.as_str()))
+            .key("bucket", s(bucket))
             .expression(Expression::new().add(slot_attribute(slot), -1).when(Condition::exists(slot_attribute(slot))))
             .customize()
             .config_override(self.one_attempt_per_answer())
@@ -91,13 +90,13 @@ impl RateLimitTable {
     }
 
     /// Removes the counters of `slots`.
-    pub async fn drop_slots(&self, key: &KeyHash, slots: &[u64]) -> Result<(), StoreError> {
+    pub async fn drop_slots(&self, bucket: &str, slots: &[u64]) -> Result<(), StoreError> {
         let expression =
             slots.iter().fold(Expression::new(), |expression, slot| expression.remove(slot_attribute(*slot)));
         self.client
             .update_item()
             .table_name(&self.table)
-            .key("bucket", s(key.as_str()))
+            .key("bucket", s(bucket))
             .expression(expression)
             .send()
             .await?;

@@ -13,12 +13,14 @@ use super::conditional::{applied, held, send_update, transact, Transacted};
 use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::Timestamp;
+use crate::delivery::groups::Pace;
 use crate::delivery::log::AttemptRecord;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
-    DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, WebhookSecret,
+    DeliveryRate, DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges,
+    WebhookSecret,
 };
 
 const COUNTER_ID: &str = "#count";
@@ -40,6 +42,9 @@ const FAILING_STATUS: &str = "failingStatus";
 const RECOVERED_AT: &str = "recoveredAt";
 const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
+/// Since when its receiver answers fast, while it does (`delivery::groups`).
+const FAST_SINCE: &str = "fastSince";
+const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
 const ID: &str = "subscriptionId";
 
 /// A subscription as the table holds it. Its health is three attributes: `failingSince`
@@ -64,6 +69,10 @@ struct SubscriptionItem {
     disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     disabled_reason: Option<DisabledReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_deliveries_per_second: Option<DeliveryRate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fast_since: Option<Timestamp>,
 }
 
 /// The secrets' attribute: `sealedSecrets`, or `secret` in plain text from before sealing.
@@ -102,6 +111,8 @@ impl From<SubscriptionItem> for Subscription {
             trace_context: item.trace_context,
             created_at: item.created_at,
             health,
+            max_deliveries_per_second: item.max_deliveries_per_second,
+            fast_since: item.fast_since,
         }
     }
 }
@@ -128,6 +139,8 @@ impl From<&Subscription> for SubscriptionItem {
             failing_since,
             disabled_at,
             disabled_reason,
+            max_deliveries_per_second: subscription.max_deliveries_per_second,
+            fast_since: subscription.fast_since,
         }
     }
 }
@@ -331,6 +344,27 @@ impl WebhookTable {
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
     }
 
+    /// Records what its receiver's last telling answer showed of its pace, at `at`: called
+    /// only when it changes what the subscription is known for (`delivery::groups::Pace`),
+    /// so the common path writes nothing. A deleted subscription is not brought back.
+    pub async fn set_pace(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        pace: Pace,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let expression = match pace {
+            Pace::Unchanged => return Ok(()),
+            Pace::Fast => Expression::new()
+                .set(FAST_SINCE, time(at))
+                .when(Condition::exists(ID).and(Condition::absent(FAST_SINCE))),
+            Pace::Slow => Expression::new().remove(FAST_SINCE).when(Condition::exists(FAST_SINCE)),
+        };
+        // A refused condition means another instance recorded it first, or the subscription is gone.
+        applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
+    }
+
     /// Turns the subscription back on and resets its failure clock; `None` when the user has
     /// no such subscription.
     pub async fn enable(
@@ -373,6 +407,11 @@ impl WebhookTable {
         expression = match changes.trace_context {
             Some(true) => expression.set(TRACE_CONTEXT, AttributeValue::Bool(true)),
             Some(false) => expression.remove(TRACE_CONTEXT),
+            None => expression,
+        };
+        expression = match changes.max_deliveries_per_second {
+            Some(Some(rate)) => expression.set(MAX_DELIVERIES_PER_SECOND, n(rate.per_second())),
+            Some(None) => expression.remove(MAX_DELIVERIES_PER_SECOND),
             None => expression,
         };
         let (expression, condition) = match secrets {
@@ -447,6 +486,8 @@ mod tests {
             trace_context: false,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health,
+            max_deliveries_per_second: None,
+            fast_since: None,
         }
     }
 

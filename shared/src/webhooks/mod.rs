@@ -170,8 +170,37 @@ pub fn trace_context(value: Option<&Value>) -> Result<bool, InvalidTraceContext>
     value.map_or(Ok(false), |value| value.as_bool().ok_or(InvalidTraceContext))
 }
 
+/// `maxDeliveriesPerSecond` (contract section 18): at most this many attempts to the
+/// subscription start in any one-second window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DeliveryRate(u16);
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("maxDeliveriesPerSecond must be an integer from 1 to 10000, or null")]
+pub struct InvalidDeliveryRate;
+
+impl DeliveryRate {
+    pub const MAX: u16 = 10_000;
+
+    /// An integer from 1 to [`DeliveryRate::MAX`], or `null` for no limit. An integer is
+    /// what JSON Schema calls one: `5.0` is 5, as it is to the interface's schema.
+    pub fn parse(value: &Value) -> Result<Option<Self>, InvalidDeliveryRate> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        let number = value.as_f64().filter(|n| n.fract() == 0.0 && (1.0..=f64::from(Self::MAX)).contains(n));
+        number.map(|n| Some(DeliveryRate(n as u16))).ok_or(InvalidDeliveryRate)
+    }
+
+    pub fn per_second(self) -> u32 {
+        u32::from(self.0)
+    }
+}
+
 /// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled, whether
-/// it is signed with a key pair as well and whether its deliveries carry trace context.
+/// it is signed with a key pair as well, whether its deliveries carry trace context, and its
+/// rate limit (`Some(None)` removes it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
@@ -179,6 +208,7 @@ pub struct SubscriptionChanges {
     pub enabled: Option<bool>,
     pub asymmetric_signing: Option<bool>,
     pub trace_context: Option<bool>,
+    pub max_deliveries_per_second: Option<Option<DeliveryRate>>,
 }
 
 /// Why an update's body was refused; the API's error enum words each case.
@@ -189,16 +219,18 @@ pub enum InvalidChanges {
     InvalidEnabled,
     AsymmetricSigning(InvalidAsymmetricSigning),
     TraceContext(InvalidTraceContext),
+    DeliveryRate(InvalidDeliveryRate),
     Url(InvalidUrl),
     Events(InvalidEvents),
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 5] = ["url", "events", "enabled", "asymmetricSigning", "traceContext"];
+    pub const FIELDS: [&str; 6] =
+        ["url", "events", "enabled", "asymmetricSigning", "traceContext", "maxDeliveriesPerSecond"];
 
-    /// Reads an update's body in the contract's order (sections 13, 16 and 19): none of the
-    /// fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`, then `url`
-    /// and `events` as on create (`null` is invalid).
+    /// Reads an update's body in the contract's order (sections 13, 16, 18 and 19): none of
+    /// the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
+    /// `maxDeliveriesPerSecond`, then `url` and `events` as on create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, allow_insecure: bool) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
@@ -218,6 +250,10 @@ impl SubscriptionChanges {
             Some(value) => Some(trace_context(Some(value)).map_err(InvalidChanges::TraceContext)?),
             None => None,
         };
+        let max_deliveries_per_second = match body.get("maxDeliveriesPerSecond") {
+            Some(value) => Some(DeliveryRate::parse(value).map_err(InvalidChanges::DeliveryRate)?),
+            None => None,
+        };
         let url = body.get("url").map(|url| WebhookUrl::parse(url, allow_insecure)).transpose();
         let events = body.get("events").map(EventKinds::parse).transpose();
         Ok(SubscriptionChanges {
@@ -226,6 +262,7 @@ impl SubscriptionChanges {
             enabled,
             asymmetric_signing,
             trace_context,
+            max_deliveries_per_second,
         })
     }
 }
@@ -247,6 +284,11 @@ pub struct Subscription {
     pub trace_context: bool,
     pub created_at: Timestamp,
     pub health: Health,
+    /// `maxDeliveriesPerSecond` (contract section 18); `None` is no limit.
+    pub max_deliveries_per_second: Option<DeliveryRate>,
+    /// Since when its receiver answers fast, while it does: its first attempts then spread
+    /// over several groups of the main lane (`delivery::groups`, contract section 18).
+    pub fast_since: Option<Timestamp>,
 }
 
 /// Whether a subscription is sent its deliveries, and how they have been going.
@@ -310,6 +352,8 @@ impl Subscription {
             trace_context: false,
             created_at: Timestamp::now(),
             health: Health::Active,
+            max_deliveries_per_second: None,
+            fast_since: None,
         }
     }
 
@@ -342,6 +386,7 @@ impl Subscription {
                 .map(|previous| previous.key),
             trace_context: self.trace_context,
             failing_since: self.health.failing_since(),
+            max_deliveries_per_second: self.max_deliveries_per_second,
         }
     }
 }
@@ -367,6 +412,9 @@ pub struct SubscriptionObject {
     /// portal shows it); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<Timestamp>,
+    /// `null` when it has no rate limit (contract section 18).
+    #[serde(default)]
+    pub max_deliveries_per_second: Option<DeliveryRate>,
 }
 
 /// The create response: the subscription and, this once, its secret.
@@ -543,6 +591,14 @@ mod tests {
             changes(json!({"traceContext": true, "enabled": false})),
             Ok(SubscriptionChanges { enabled: Some(false), trace_context: Some(true), ..Default::default() })
         );
+        assert_eq!(
+            changes(json!({"maxDeliveriesPerSecond": 2})),
+            Ok(SubscriptionChanges { max_deliveries_per_second: Some(Some(DeliveryRate(2))), ..Default::default() })
+        );
+        assert_eq!(
+            changes(json!({"maxDeliveriesPerSecond": null})),
+            Ok(SubscriptionChanges { max_deliveries_per_second: Some(None), ..Default::default() })
+        );
         for (body, refused) in [
             (json!({}), InvalidChanges::NoChanges),
             (json!({"secret": "x", "Url": url}), InvalidChanges::NoChanges),
@@ -569,6 +625,11 @@ mod tests {
                 json!({"traceContext": [true], "url": 5, "events": []}),
                 InvalidChanges::TraceContext(InvalidTraceContext),
             ),
+            (json!({"maxDeliveriesPerSecond": 0, "url": 5}), InvalidChanges::DeliveryRate(InvalidDeliveryRate)),
+            (
+                json!({"asymmetricSigning": 1, "maxDeliveriesPerSecond": 0}),
+                InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
+            ),
             (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
             (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),
             (json!({"events": null, "enabled": true}), InvalidChanges::Events(InvalidEvents::NotANonEmptyArray)),
@@ -578,6 +639,28 @@ mod tests {
             ),
         ] {
             assert_eq!(changes(body.clone()), Err(refused), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_rate_limit_is_an_integer_from_one_to_ten_thousand_or_null() {
+        let cases = [
+            (json!(null), Ok(None)),
+            (json!(1), Ok(Some(DeliveryRate(1)))),
+            (json!(10_000), Ok(Some(DeliveryRate(10_000)))),
+            (json!(0), Err(InvalidDeliveryRate)),
+            (json!(10_001), Err(InvalidDeliveryRate)),
+            (json!(-2), Err(InvalidDeliveryRate)),
+            (json!(2.5), Err(InvalidDeliveryRate)),
+            (json!(5.0), Ok(Some(DeliveryRate(5)))),
+            (json!(1e4), Ok(Some(DeliveryRate(10_000)))),
+            (json!(0.5), Err(InvalidDeliveryRate)),
+            (json!(70_000), Err(InvalidDeliveryRate)),
+            (json!("2"), Err(InvalidDeliveryRate)),
+            (json!(true), Err(InvalidDeliveryRate)),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(DeliveryRate::parse(&value), expected, "{value}");
         }
     }
 

@@ -193,6 +193,8 @@ mod tests {
             trace_context: false,
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health: Health::Active,
+            max_deliveries_per_second: None,
+            fast_since: None,
         }
     }
 

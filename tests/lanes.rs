@@ -1,0 +1,155 @@
+//! Throughput and rate limits per subscription (contract section 18), end to end against
+//! DynamoDB Local and the SQS emulator with receivers on loopback: a declared rate held across
+//! concurrent instances of the delivery function, an unlimited sibling unaffected, a receiver
+//! that answers fast spreading over several message groups of the main lane, and a slow one
+//! keeping to one.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use career_core::clock::Timestamp;
+use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::queue::{DeliveryQueues, Lane};
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::store::deliveries::DeliveryTable;
+use career_core::store::webhooks::WebhookTable;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::{Received, Receiver};
+use career_service::{acting_as, clients, deliver_instance, dynamodb, queue_sources, typed, unique_user};
+use careerctl::pumps::run_queue_pump;
+use careerctl::template::function;
+use lambda_http::http::Method;
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+const SOON: Duration = Duration::from_secs(60);
+
+/// One more pump per lane, each with a delivery function instance of its own (its own
+/// clients, and its own memory of refused subscriptions), beside the pipeline's.
+fn more_instances(pipeline: &Pipeline) -> Vec<JoinHandle<()>> {
+    let settings = pipeline.settings();
+    queue_sources(function::DELIVER, settings)
+        .into_iter()
+        .map(|lane| {
+            let deliver = deliver_instance(settings);
+            let sqs = acting_as(function::DELIVER, settings, &clients()).sqs().clone();
+            tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await })
+        })
+        .collect()
+}
+
+/// Changes the subscription's fields by PATCH and returns the subscription object.
+async fn patch(pipeline: &Pipeline, user: &str, subscription: &str, body: serde_json::Value) -> serde_json::Value {
+    let key = pipeline.api.key(user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    pipeline.api.send_json(Method::PATCH, &path, &key, &body.to_string()).await.assert_status(200).clone()
+}
+
+/// The most arrivals in any span of `span` (each arrival opening one).
+fn most_within(received: &[Received], span: Duration) -> usize {
+    let mut at: Vec<Instant> = received.iter().map(|r| r.at).collect();
+    at.sort();
+    (0..at.len())
+        .map(|i| at[i..].iter().take_while(|later| later.duration_since(at[i]) < span).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Receipts per delivery id (`webhook-id`).
+fn receipts(received: &[Received]) -> HashMap<String, usize> {
+    let mut receipts = HashMap::new();
+    for r in received {
+        *receipts.entry(r.header("webhook-id").to_owned()).or_default() += 1;
+    }
+    receipts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rate_limit_holds_across_instances_and_an_unlimited_sibling_is_not_held_back() {
+    const UPDATES: usize = 12;
+    let pipeline = Pipeline::start(true).await;
+    let _more = more_instances(&pipeline);
+    let (limited_receiver, free_receiver) =
+        (Receiver::start(&[200], Duration::ZERO).await, Receiver::start(&[200], Duration::ZERO).await);
+    let user = unique_user();
+    let (limited, _) = pipeline.subscribe(&user, &limited_receiver.url, &["profile.updated"]).await;
+    pipeline.subscribe(&user, &free_receiver.url, &["profile.updated"]).await;
+    let shown = patch(&pipeline, &user, &limited, json!({"maxDeliveriesPerSecond": 2})).await;
+    assert_eq!(shown["maxDeliveriesPerSecond"], json!(2));
+
+    for _ in 0..UPDATES {
+        pipeline.api.admin.update_profile(&user).await.unwrap();
+    }
+    let free_arrivals = free_receiver.wait_for(UPDATES, SOON).await;
+    let limited_arrivals = limited_receiver.wait_for(UPDATES, SOON).await;
+
+    // Held across both instances of each lane: no second with more than 2 starts.
+    assert!(most_within(&limited_arrivals, Duration::from_secs(1)) <= 2, "more than 2 arrivals within a second");
+    let limited_receipts = receipts(&limited_arrivals);
+    assert_eq!((limited_receipts.len(), limited_arrivals.len()), (UPDATES, UPDATES), "every delivery once");
+    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let records = table.list(&typed(&limited), None, 100, None).await.unwrap().deliveries;
+    assert_eq!(records.len(), UPDATES);
+    assert!(records.iter().all(|r| r.attempts == 1), "waiting spent no attempt: {records:?}");
+
+    // The sibling is not held back: it gets all of its deliveries well before the limited one
+    // has had time for all of its own, and more than 2 within a second.
+    assert_eq!(receipts(&free_arrivals).len(), UPDATES);
+    let last = |arrivals: &[Received]| arrivals.iter().map(|r| r.at).max().unwrap();
+    assert!(last(&free_arrivals) < last(&limited_arrivals));
+    assert!(most_within(&free_arrivals, Duration::from_secs(1)) > 2, "the sibling was limited too");
+
+    // PATCH null removes the limit.
+    let shown = patch(&pipeline, &user, &limited, json!({"maxDeliveriesPerSecond": null})).await;
+    assert_eq!(shown["maxDeliveriesPerSecond"], json!(null));
+}
+
+/// A burst of first attempts, all queued in one message group (as pings and manual retries
+/// are), to a subscription whose receiver answers after `answer`, once its first delivery
+/// showed whether that is `fast`: the most requests its receiver had in flight at once, and
+/// whether each arrived once.
+async fn burst_in_flight(answer: Duration, fast: bool, burst: usize) -> (usize, bool) {
+    let pipeline = Pipeline::start(true).await;
+    let receiver = Receiver::start(&[200], answer).await;
+    let user = unique_user();
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    // One delivery first, so that the receiver's pace is known.
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    receiver.wait_for(1, SOON).await;
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let started = Instant::now();
+    loop {
+        let stored = webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap();
+        if stored.fast_since.is_some() == fast {
+            break;
+        }
+        assert!(started.elapsed() < SOON, "the receiver's pace was never recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let messages: Vec<DeliveryMessage> = (0..burst)
+        .map(|_| DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription)))
+        .collect();
+    // As the fan-out does: the records first, then the messages on the main lane.
+    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+    for chunk in pending.chunks(25) {
+        table.insert_new(chunk, Timestamp::now()).await.unwrap();
+    }
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &messages).await.unwrap();
+    let arrivals = receiver.wait_for(burst + 1, SOON).await;
+    let once = receipts(&arrivals).values().all(|n| *n == 1) && arrivals.len() == burst + 1;
+    (most_within(&arrivals, answer), once)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fast_receiver_spreads_over_message_groups_and_a_slow_one_keeps_to_one() {
+    const BURST: usize = 40;
+    let (fast, fast_once) = burst_in_flight(Duration::from_millis(1000), true, BURST).await;
+    let (slow, slow_once) = burst_in_flight(Duration::from_millis(3500), false, BURST).await;
+    assert!(fast_once && slow_once, "every delivery once");
+    // One group is one batch (10 messages) in flight at a time: the slow receiver's drains at
+    // that rate, the fast one's moved to the groups its subscription now spreads over.
+    assert!(slow <= 10, "a slow receiver had {slow} requests in flight");
+    assert!(fast > 10, "a fast receiver had at most {fast} requests in flight");
+}
