@@ -194,7 +194,7 @@ async fn what_the_local_stack_cannot_evaluate_stops_it_at_start() {
 /// the fan-out writes its records to the subscriptions' table, which its role refuses).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_variable_that_names_the_wrong_table_makes_the_function_use_it() {
-    let fanout = "          WEBHOOKS_TABLE: !Ref WebhooksTable\n          DELIVERIES_TABLE: !Ref DeliveriesTable\n          DELIVERY_QUEUE_URL: !Ref DeliveryQueue\n          DELIVERY_RETRY_QUEUE_URL: !Ref DeliveryRetryQueue\n          OPERATOR_TOPIC_ARN";
+    let fanout = "          WEBHOOKS_TABLE: !Ref WebhooksTable\n          DELIVERIES_TABLE: !Ref DeliveriesTable\n          DELIVERY_QUEUE_URL: !Ref DeliveryQueue\n          DELIVERY_RETRY_QUEUE_URL: !Ref DeliveryRetryQueue\n          DELIVERY_GROUPS_PER_SUBSCRIPTION: !Ref DeliveryGroupsPerSubscription\n          OPERATOR_TOPIC_ARN";
     let wrong = fanout.replace("DELIVERIES_TABLE: !Ref DeliveriesTable", "DELIVERIES_TABLE: !Ref WebhooksTable");
     let pipeline = Pipeline::from_template(edited(&[(fanout, &wrong)]), true, |_| {}).await;
     let settings = pipeline.settings();
@@ -231,11 +231,10 @@ async fn main_lane_empties(pipeline: &Pipeline) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_report_batch_item_failures_a_batch_that_returns_is_deleted_whole() {
     let response_types = "            BatchSize: 10\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: !Ref DeliveryMaxConcurrency\n";
-    let subscriptions =
-        "# a failing subscription is disabled.\n                Action: [dynamodb:GetItem, dynamodb:UpdateItem]";
+    let subscriptions = "changes its message groups.\n                Action: [dynamodb:GetItem, dynamodb:UpdateItem]";
     let template = edited(&[
         (response_types, &response_types.replace("            FunctionResponseTypes: [ReportBatchItemFailures]\n", "")),
-        (subscriptions, "# a failing subscription is disabled.\n                Action: [dynamodb:UpdateItem]"),
+        (subscriptions, "changes its message groups.\n                Action: [dynamodb:UpdateItem]"),
     ]);
     let pipeline = Pipeline::from_template(template, true, |_| {}).await;
     let receiver = Receiver::start(&[200], Duration::ZERO).await;
