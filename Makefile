@@ -93,7 +93,7 @@ deploy: build
 ## bench: figures and ratios on the local stack (tests/bench), written to BENCHMARKS.md
 bench:
 	@scripts/install-local-deps.sh --bench
-	$(CARGO) build --release $(foreach f,$(FUNCTIONS) hello-lambda,-p $(f))
+	$(CARGO) build --release --features career-core/extra-root-cert $(foreach f,$(FUNCTIONS) hello-lambda,-p $(f))
 	$(CARGO) build --release --bin careerctl   # separately, so its features do not reach the functions
 	$(CARGO) bench --bench service
 

@@ -343,7 +343,7 @@ async fn a_ping_is_queued_and_logged_pending() {
 async fn with_own_queue() -> Api {
     let pipeline = career_service::pipeline::Pipeline::start(false).await;
     let mut settings = pipeline.settings().clone();
-    settings.allow_insecure_webhook_urls = true;
+    settings.webhook_urls = career_core::webhooks::UrlPolicy::local_stack();
     Api::on(career_service::clients(), settings)
 }
 

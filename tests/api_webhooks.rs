@@ -9,7 +9,8 @@ use base64::Engine;
 
 use career_core::clock::Timestamp;
 use career_core::store::webhooks::WebhookTable;
-use career_core::webhooks::{DisabledReason, Health, WebhookUrl};
+use career_core::webhooks::netguard::Guard;
+use career_core::webhooks::{DisabledReason, Health, UrlPolicy, WebhookUrl};
 use career_service::{assert_rfc3339_utc, sink_url, typed, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -299,15 +300,16 @@ fn the_production_setting_accepts_public_https_urls_of_2048_characters() {
     let prefix = "https://hooks.example.com/";
     let longest = format!("{prefix}{}", "a".repeat(2048 - prefix.len()));
     for public in [longest.as_str(), "https://93.184.216.34:8443/hook", "https://hooks.example.com/career?x=1"] {
-        let parsed = WebhookUrl::parse(&json!(public), false).unwrap_or_else(|e| panic!("{public}: {e}"));
+        let parsed =
+            WebhookUrl::parse(&json!(public), &UrlPolicy::default()).unwrap_or_else(|e| panic!("{public}: {e}"));
         assert_eq!(parsed.as_str(), public);
     }
 }
 
 #[tokio::test]
-async fn insecure_urls_are_accepted_only_with_the_insecure_setting() {
+async fn http_and_loopback_urls_are_accepted_only_with_the_local_stacks_settings() {
     let strict = Api::new();
-    assert!(!strict.settings.allow_insecure_webhook_urls, "insecure URLs are off by default");
+    assert_eq!(strict.settings.webhook_urls, Default::default(), "https only and no allowed network by default");
     let user = unique_user();
     let key = strict.full_key(&user).await;
     for target in ["http://127.0.0.1:8080/hook", "https://127.0.0.1:8080/hook", "http://localhost:3000/hook"] {
@@ -325,7 +327,7 @@ async fn insecure_urls_are_accepted_only_with_the_insecure_setting() {
         expected.push(without_secret(&body));
     }
     assert_eq!(list(&insecure, &key).await, expected);
-    // The setting allows http and private targets, nothing else.
+    // The settings allow http and loopback targets, nothing else.
     for target in ["ftp://127.0.0.1/hook", "https://user:pw@127.0.0.1/hook", "/relative", "127.0.0.1:8080"] {
         refused(
             &insecure,
@@ -338,16 +340,26 @@ async fn insecure_urls_are_accepted_only_with_the_insecure_setting() {
     }
 }
 
-/// A private target that is not this machine is accepted with the insecure setting too:
-/// shown where the URL is parsed, as a subscription to it would be one the delivery
-/// function tries to reach.
+/// A private target that is not this machine is refused with the local stack's settings
+/// too (they allow loopback only), and taken once its network is on the allow-list: shown
+/// where the URL is parsed, as a subscription to it would be one the delivery function tries
+/// to reach.
 #[test]
-fn the_insecure_setting_accepts_private_targets() {
+fn the_allow_list_admits_private_targets_only_in_its_networks() {
+    let local = UrlPolicy::local_stack();
+    let listed = UrlPolicy {
+        guard: Guard::allowing(vec!["10.0.0.0/8".parse().unwrap(), "192.168.1.1".parse().unwrap()]),
+        ..local.clone()
+    };
     for private in ["https://10.0.0.5/hook", "http://192.168.1.1:8080/hook"] {
-        assert!(WebhookUrl::parse(&json!(private), false).is_err(), "{private}");
-        let parsed = WebhookUrl::parse(&json!(private), true).unwrap_or_else(|e| panic!("{private}: {e}"));
+        assert!(WebhookUrl::parse(&json!(private), &local).is_err(), "{private}");
+        let parsed = WebhookUrl::parse(&json!(private), &listed).unwrap_or_else(|e| panic!("{private}: {e}"));
         assert_eq!(parsed.as_str(), private);
     }
+    assert!(
+        WebhookUrl::parse(&json!("http://192.168.1.2/hook"), &listed).is_err(),
+        "one host listed, not its neighbour"
+    );
 }
 
 #[tokio::test]
@@ -639,7 +651,7 @@ async fn update_changes_url_and_kinds_and_keeps_id_secret_and_creation_time() {
     // The production setting's normalisation (scheme and host lower-cased, the default port
     // and dot segments dropped) is shown where the URL is parsed; what is stored is the same
     // normalisation of a loopback URL.
-    let public = WebhookUrl::parse(&json!("HTTPS://Hooks.Example.COM:443/v2/./in"), false).unwrap();
+    let public = WebhookUrl::parse(&json!("HTTPS://Hooks.Example.COM:443/v2/./in"), &UrlPolicy::default()).unwrap();
     assert_eq!(public.as_str(), "https://hooks.example.com/v2/in");
     let sent = format!("{}/v2/./in", sink_url().replace("http://", "HTTP://"));
     let body = json!({"url": sent, "events": ["assessment.completed", "profile.updated", "assessment.completed"]});

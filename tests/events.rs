@@ -159,7 +159,7 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
 
     // ...and delivered with the protection on.
     let mut guarded = pipeline.settings().clone();
-    guarded.allow_insecure_webhook_urls = false;
+    guarded.webhook_urls = career_core::webhooks::UrlPolicy::default();
     let deliver = career_service::deliver_instance(&guarded);
     let messages = take(&pipeline, 1).await;
     let response = career_deliver::handle(&deliver, sqs_event(messages)).await;

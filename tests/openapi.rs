@@ -998,7 +998,7 @@ async fn common_errors(
 
     // 429: one request a minute, so the second is refused (a few tries spare the sequence).
     let limited = Api::with_settings(|s| {
-        s.allow_insecure_webhook_urls = true;
+        s.webhook_urls = career_core::webhooks::UrlPolicy::local_stack();
         s.rate_limit_per_minute = 1;
     });
     let key = limited.key(&user, op.scope()).await;
@@ -1018,7 +1018,7 @@ async fn common_errors(
     // gives them, so it is deleted from a stack of the test's own.
     let stack = career_service::pipeline::Pipeline::start(false).await;
     let mut settings = stack.settings().clone();
-    settings.allow_insecure_webhook_urls = true;
+    settings.webhook_urls = career_core::webhooks::UrlPolicy::local_stack();
     let mut named = settings.clone();
     breaks_storage(&mut named);
     for ((_, table), (_, marked)) in settings.tables.all().into_iter().zip(named.tables.all()) {

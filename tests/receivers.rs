@@ -258,7 +258,7 @@ async fn replay(receiver: &ScriptReceiver, delivery: &Received, signature: &str,
         .chain([("webhook-signature", signature.to_owned())])
         .collect();
     let signed = SignedDelivery { body: body.to_vec(), headers };
-    let (sender, url) = (Sender::new(true), receiver.url.clone());
+    let (sender, url) = (Sender::new(career_core::webhooks::UrlPolicy::local_stack().guard), receiver.url.clone());
     let outcome = tokio::task::spawn_blocking(move || sender.send(&url, &signed)).await.unwrap();
     outcome.answer().map_or(0, |answer| answer.status)
 }

@@ -84,7 +84,7 @@ pub async fn seed(
     sealer: &Sealer,
     receiver_url: &str,
 ) -> anyhow::Result<Seeded> {
-    let url = loopback_url(receiver_url, settings.allow_insecure_webhook_urls)?;
+    let url = loopback_url(receiver_url, &settings.webhook_urls)?;
     let user_id = UserId::parse(USER).expect("the demo user is a user id");
     let alert_id = AlertId::parse(ALERT).expect("the sample alert id is an alert id");
     let subscription_id = SubscriptionId::parse(SUBSCRIPTION).expect("the sample subscription id is one");
@@ -182,7 +182,7 @@ fn demo_alert(id: AlertId, now: Timestamp) -> Alert {
 
 /// `text` as a subscription URL, if it points at this machine (demo data never makes a
 /// subscription that reaches out of it) and the API would take it with these settings.
-fn loopback_url(text: &str, allow_insecure: bool) -> anyhow::Result<WebhookUrl> {
+fn loopback_url(text: &str, policy: &career_core::webhooks::UrlPolicy) -> anyhow::Result<WebhookUrl> {
     let refused = |why: &str| anyhow!("--receiver-url {text}: {why}");
     let parsed = url::Url::parse(text).map_err(|e| refused(&e.to_string()))?;
     let loopback = match parsed.host() {
@@ -193,9 +193,9 @@ fn loopback_url(text: &str, allow_insecure: bool) -> anyhow::Result<WebhookUrl> 
     if !loopback {
         return Err(refused("the demo subscription delivers to this machine only (127.0.0.1 or [::1])"));
     }
-    WebhookUrl::parse(&serde_json::Value::from(text), allow_insecure).map_err(|e| {
+    WebhookUrl::parse(&serde_json::Value::from(text), policy).map_err(|e| {
         refused(&format!(
-            "{e}; the demo data is for the local stack, where ALLOW_INSECURE_WEBHOOK_URLS is true (source .local/env)"
+            "{e}; the demo data is for the local stack, which allows http and loopback (source .local/env)"
         ))
     })
 }

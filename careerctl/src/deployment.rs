@@ -102,10 +102,10 @@ impl Deployment {
     }
 }
 
-/// The variables the local stack sets whatever the template says: the template hard-codes the
-/// insecure webhook mode off for the cloud, and that mode exists for the local stack and its
-/// tests only.
-const LOCAL_ONLY: &[&str] = &["ALLOW_INSECURE_WEBHOOK_URLS"];
+/// The variables the local stack sets whatever the template says: the template hard-codes
+/// https only and no allowed private network for the cloud, and the local stack's receivers
+/// listen on loopback without TLS.
+const LOCAL_ONLY: &[&str] = &["ALLOW_HTTP_WEBHOOK_URLS", "WEBHOOK_ALLOWED_NETWORKS"];
 
 /// The environment the template gives `function` in the stack `resolver` describes: the
 /// global variables and its own, each the template's value resolved in this stack, as Lambda
@@ -193,7 +193,8 @@ mod tests {
             ("DEAD_LETTER_QUEUE_URL", "https://q/DeliveryDeadLetterQueue"),
             ("METRICS_NAMESPACE", "paper/webhooks"),
             ("DELIVERY_MAX_ATTEMPTS", "4"),
-            ("ALLOW_INSECURE_WEBHOOK_URLS", "true"),
+            ("ALLOW_HTTP_WEBHOOK_URLS", "true"),
+            ("WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128"),
             ("RUST_LOG", "info"),
         ];
         for (name, value) in table {

@@ -12,6 +12,7 @@ use anyhow::{anyhow, Context};
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings};
 use career_core::webhooks::sealing::Sealer;
+use career_core::webhooks::UrlPolicy;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -31,8 +32,8 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 pub fn settings_from_env() -> anyhow::Result<Settings> {
     let mut settings = Settings::from_env()?;
     let unset = |name: &str| std::env::var_os(name).is_none();
-    if unset("ALLOW_INSECURE_WEBHOOK_URLS") {
-        settings.allow_insecure_webhook_urls = true;
+    if unset("ALLOW_HTTP_WEBHOOK_URLS") && unset("WEBHOOK_ALLOWED_NETWORKS") {
+        settings.webhook_urls = UrlPolicy::local_stack();
     }
     if unset("DELIVERY_RETRY_BASE_SECONDS") {
         settings.retry_base = Duration::from_secs(1);

@@ -253,7 +253,7 @@ enum DemoCommand {
     /// samples changed. Prints {"userId", "alertId", "subscriptionId", "url", "secret",
     /// "failedDeliveryId"}. The subscription is made anew, with a fresh secret shown only
     /// here: give it to `demo receiver` (WEBHOOK_SECRET). For the local stack only: it needs
-    /// ALLOW_INSECURE_WEBHOOK_URLS=true (source .local/env).
+    /// ALLOW_HTTP_WEBHOOK_URLS and WEBHOOK_ALLOWED_NETWORKS as it sets them (source .local/env).
     Seed {
         /// Where the subscription delivers: a URL on this machine (127.0.0.1 or [::1]).
         #[arg(long, default_value_t = careerctl::demo::default_receiver_url())]

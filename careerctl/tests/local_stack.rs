@@ -147,7 +147,8 @@ fn its_env_file_gives_a_function_the_stacks_settings() {
         ("DELIVERY_SWEEP_AFTER_SECONDS", "7"),
         ("DELIVERY_MAX_ATTEMPTS", "4"),
         ("DELIVERY_RETRY_BASE_SECONDS", "1"),
-        ("ALLOW_INSECURE_WEBHOOK_URLS", "true"),
+        ("ALLOW_HTTP_WEBHOOK_URLS", "true"),
+        ("WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128"),
         ("DELIVERIES_TABLE", "career-deliveries"),
     ] {
         assert_eq!(vars.get(name), Some(&value), "{name} in {text}");

@@ -5,6 +5,8 @@ use std::env;
 use std::time::Duration;
 
 use crate::delivery::groups::Groups;
+use crate::webhooks::netguard::{Guard, Network};
+use crate::webhooks::UrlPolicy;
 
 #[derive(Debug, thiserror::Error)]
 #[error("environment variable {name}: {problem}")]
@@ -94,9 +96,11 @@ pub struct Settings {
     /// The span the rate limit counts over: one minute. Only tests and benchmarks shorten
     /// it, to see the limit at work without waiting minutes.
     pub rate_limit_window: Duration,
-    /// `ALLOW_INSECURE_WEBHOOK_URLS=true`: `http` and private targets, for the local stack
-    /// and tests only.
-    pub allow_insecure_webhook_urls: bool,
+    /// What a subscription URL may be (contract section 5): `ALLOW_HTTP_WEBHOOK_URLS`
+    /// (`false`: https only) and `WEBHOOK_ALLOWED_NETWORKS`, the comma-separated private
+    /// networks the guard lets through (none). The local stack sets both for its loopback
+    /// receivers ([`UrlPolicy::local_stack`]).
+    pub webhook_urls: UrlPolicy,
     /// `CURSOR_SIGNING_KEY`: the HMAC key of every list's pagination cursors (the alerts
     /// and a subscription's delivery log).
     pub cursor_signing_key: Option<SecretSetting>,
@@ -152,7 +156,10 @@ impl Settings {
             tables: TableNames::from_lookup(vars),
             rate_limit_per_minute: at_least_one(vars, "RATE_LIMIT_PER_MINUTE", 600)?,
             rate_limit_window: Duration::from_secs(60),
-            allow_insecure_webhook_urls: parse_var(vars, "ALLOW_INSECURE_WEBHOOK_URLS", false)?,
+            webhook_urls: UrlPolicy {
+                allow_http: parse_var(vars, "ALLOW_HTTP_WEBHOOK_URLS", false)?,
+                guard: Guard::allowing(networks(vars, "WEBHOOK_ALLOWED_NETWORKS")?),
+            },
             cursor_signing_key: vars("CURSOR_SIGNING_KEY").map(SecretSetting),
             delivery_queue_url: vars("DELIVERY_QUEUE_URL"),
             retry_queue_url: vars("DELIVERY_RETRY_QUEUE_URL"),
@@ -177,7 +184,11 @@ impl Settings {
             self.tables.all().into_iter().map(|(name, table)| (name, table.to_owned())).collect();
         vars.extend([
             ("RATE_LIMIT_PER_MINUTE", self.rate_limit_per_minute.to_string()),
-            ("ALLOW_INSECURE_WEBHOOK_URLS", self.allow_insecure_webhook_urls.to_string()),
+            ("ALLOW_HTTP_WEBHOOK_URLS", self.webhook_urls.allow_http.to_string()),
+            (
+                "WEBHOOK_ALLOWED_NETWORKS",
+                self.webhook_urls.guard.allowed().iter().map(Network::to_string).collect::<Vec<_>>().join(","),
+            ),
             ("DELIVERY_SWEEP_AFTER_SECONDS", seconds(self.sweep_after)),
             ("DELIVERY_RETRY_BASE_SECONDS", seconds(self.retry_base)),
             ("DELIVERY_MAX_ATTEMPTS", self.max_delivery_attempts.to_string()),
@@ -276,6 +287,17 @@ fn delivery_groups(vars: &Lookup) -> Result<Groups, ConfigError> {
     Groups::new(count).ok_or_else(|| ConfigError { name: NAME, problem: format!("must be 1 to {}", Groups::MAX) })
 }
 
+/// A comma-separated list of networks; unset or blank, none.
+fn networks(vars: &Lookup, name: &'static str) -> Result<Vec<Network>, ConfigError> {
+    let text = vars(name).unwrap_or_default();
+    let items = text.split(',').map(str::trim).filter(|item| !item.is_empty());
+    items
+        .map(|item| {
+            item.parse().map_err(|e: crate::webhooks::netguard::InvalidNetwork| ConfigError::new(name, e.to_string()))
+        })
+        .collect()
+}
+
 /// A duration given in (possibly fractional) seconds: finite and not negative.
 fn seconds(vars: &Lookup, name: &'static str, default: f64) -> Result<Duration, ConfigError> {
     let value: f64 = parse_var(vars, name, default)?;
@@ -304,6 +326,7 @@ mod tests {
         assert_eq!(settings.max_delivery_attempts, 9);
         assert_eq!(settings.delivery_groups, Groups::new(16).unwrap());
         assert_eq!(settings.webhook_disable_after, Duration::from_secs(5 * 24 * 60 * 60));
+        assert_eq!(settings.webhook_urls, UrlPolicy::default(), "https only, no allowed network");
         assert_eq!(settings.tables, TableNames::with_prefix("career-"));
         assert_eq!(settings.tables.deliveries, "career-deliveries");
     }
@@ -347,7 +370,7 @@ mod tests {
             tables: TableNames::with_prefix("elsewhere-"),
             rate_limit_per_minute: 7,
             rate_limit_window: Duration::from_secs(60),
-            allow_insecure_webhook_urls: true,
+            webhook_urls: UrlPolicy::local_stack(),
             cursor_signing_key: Some(SecretSetting::new("a-cursor-key-of-at-least-32-characters")),
             delivery_queue_url: Some("http://127.0.0.1:5000/queue/main.fifo".into()),
             retry_queue_url: Some("http://127.0.0.1:5000/queue/retry".into()),
@@ -386,7 +409,8 @@ mod tests {
             ("WEBHOOK_DISABLE_AFTER_SECONDS", &["-1", "nan", "inf", "five days"][..]),
             ("RATE_LIMIT_PER_MINUTE", &["0", "-5", "1.5", "many", "4294967296"][..]),
             ("DELIVERY_MAX_ATTEMPTS", &["0", "-1", "2.5", "nine", "4294967296"][..]),
-            ("ALLOW_INSECURE_WEBHOOK_URLS", &["yes", "1"][..]),
+            ("ALLOW_HTTP_WEBHOOK_URLS", &["yes", "1"][..]),
+            ("WEBHOOK_ALLOWED_NETWORKS", &["loopback", "127.0.0.0/8,10.0.0.0/33", "127.0.0.1/8;::1"][..]),
         ];
         for (name, values) in cases {
             for value in values {

@@ -22,8 +22,10 @@ use crate::config::{ConfigError, Settings};
 
 /// Test hook: the path of a PEM file whose certificate the functions trust besides AWS's
 /// roots, so a benchmark can put a TLS terminator with a certificate of its own in front of
-/// DynamoDB Local. Unset (the default, and on AWS: the template never sets it), only AWS's
-/// roots are trusted.
+/// DynamoDB Local. Only a build with the `extra-root-cert` feature (the tests' and the
+/// benchmarks') reads it: the deployed binaries (`make build`) trust AWS's roots alone,
+/// whatever their environment says.
+#[cfg(feature = "extra-root-cert")]
 pub const EXTRA_ROOT_CERT_VAR: &str = "TEST_EXTRA_ROOT_CERT_FILE";
 
 /// Local-stack hook: how many times AWS's the time limits of the functions' AWS calls are
@@ -53,10 +55,13 @@ async fn cold_start<D: 'static>(
 pub fn sdk_config(environment: impl IntoIterator<Item = (String, String)>) -> Result<SdkConfig, ConfigError> {
     let environment: HashMap<String, String> = environment.into_iter().collect();
     let var = |name: &str| environment.get(name).filter(|value| !value.is_empty()).cloned();
+    #[cfg(feature = "extra-root-cert")]
     let extra_root = match var(EXTRA_ROOT_CERT_VAR) {
         Some(path) => Some(std::fs::read(&path).map_err(|e| ConfigError::new(EXTRA_ROOT_CERT_VAR, e.to_string()))?),
         None => None,
     };
+    #[cfg(not(feature = "extra-root-cert"))]
+    let extra_root = None;
     let factor = match var(TIMEOUT_FACTOR_VAR) {
         Some(text) => timeout_factor(&text)?,
         None => 1,
@@ -136,7 +141,7 @@ fn aws_https_client(extra_root: Option<Vec<u8>>) -> Result<SharedHttpClient, Con
     let context = TlsContext::builder()
         .with_trust_store(trust)
         .build()
-        .map_err(|e| ConfigError::new(EXTRA_ROOT_CERT_VAR, e.to_string()))?;
+        .map_err(|e| ConfigError::new("TEST_EXTRA_ROOT_CERT_FILE", e.to_string()))?;
     Ok(aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
         .tls_context(context)
@@ -260,9 +265,14 @@ mod tests {
     }
 
     #[test]
-    fn credentials_must_be_in_the_environment_and_the_extra_root_must_be_readable() {
+    fn credentials_must_be_in_the_environment() {
         let missing = sdk_config([("AWS_REGION".to_owned(), "eu-west-1".to_owned())]).unwrap_err();
         assert!(missing.to_string().contains("AWS_ACCESS_KEY_ID"), "{missing}");
+    }
+
+    #[cfg(feature = "extra-root-cert")]
+    #[test]
+    fn the_extra_root_must_be_readable() {
         let unreadable = sdk_config(lambda_environment(&[(EXTRA_ROOT_CERT_VAR, "/nonexistent/root.pem")])).unwrap_err();
         assert!(unreadable.to_string().contains(EXTRA_ROOT_CERT_VAR), "{unreadable}");
     }
@@ -281,5 +291,12 @@ mod tests {
             let refused = sdk_config(lambda_environment(&[(TIMEOUT_FACTOR_VAR, bad)])).unwrap_err();
             assert!(refused.to_string().contains(TIMEOUT_FACTOR_VAR), "{bad}: {refused}");
         }
+    }
+
+    /// Without the feature (the deployed binaries), the variable is not even read.
+    #[cfg(not(feature = "extra-root-cert"))]
+    #[test]
+    fn without_the_feature_the_extra_root_is_ignored() {
+        assert!(sdk_config(lambda_environment(&[("TEST_EXTRA_ROOT_CERT_FILE", "/nonexistent/root.pem")])).is_ok());
     }
 }

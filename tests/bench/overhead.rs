@@ -322,7 +322,9 @@ impl Fixture {
                 store.webhooks.list(&self.user).await.expect("list subscriptions");
             }
             Op::CreateWebhook => {
-                let url = WebhookUrl::parse(&new_subscription_url().into(), true).expect("a URL");
+                let url =
+                    WebhookUrl::parse(&new_subscription_url().into(), &career_core::webhooks::UrlPolicy::local_stack())
+                        .expect("a URL");
                 // As long as a sealed secret; the bare baseline needs no KMS.
                 let sealed = SealedSecrets(WebhookSecret::generate().expose().repeat(3));
                 let subscription = Subscription::new(

@@ -83,7 +83,7 @@ pub fn render(sections: &[Section], root: &Path, took: Duration, load_at_start: 
     let _ = writeln!(md, "Reproduce with:\n\n```sh\nmake bench\n```\n");
     let _ = writeln!(
         md,
-        "(`scripts/install-local-deps.sh --bench`, `cargo build --release -p <each function> -p hello-lambda`, then `cargo bench --bench service`, \
+        "(`scripts/install-local-deps.sh --bench`, `cargo build --release --features career-core/extra-root-cert -p <each function> -p hello-lambda`, then `cargo bench --bench service`, \
          which writes this file.) This run took {:.0} s after the build; {} of {} targets met.\n",
         took.as_secs_f64(),
         targets - unmet,

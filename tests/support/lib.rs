@@ -249,7 +249,7 @@ pub fn base_settings() -> Settings {
         tables: TableNames::with_prefix("career-"),
         rate_limit_per_minute: 600,
         rate_limit_window: std::time::Duration::from_secs(60),
-        allow_insecure_webhook_urls: false,
+        webhook_urls: career_core::webhooks::UrlPolicy::default(),
         cursor_signing_key: Some(SecretSetting::new(random::random_token("cursor_"))),
         delivery_queue_url: None,
         retry_queue_url: None,
@@ -452,7 +452,7 @@ impl Api {
     /// The functions as the local stack runs them: webhook URLs may be `http` and private,
     /// so that subscriptions can name a receiver on loopback ([`sink_url`]).
     pub fn loopback() -> Self {
-        Self::with_settings(|s| s.allow_insecure_webhook_urls = true)
+        Self::with_settings(|s| s.webhook_urls = career_core::webhooks::UrlPolicy::local_stack())
     }
 
     /// The functions with clients of the test's choosing (a counted KMS, say).

@@ -37,7 +37,7 @@ impl Pipeline {
         let prefix = format!("{}-", unique_user());
         let mut settings = services().settings.clone();
         settings.tables = TableNames::with_prefix(&prefix);
-        settings.allow_insecure_webhook_urls = true;
+        settings.webhook_urls = career_core::webhooks::UrlPolicy::local_stack();
         settings.retry_base = Duration::from_millis(250);
         settings.max_delivery_attempts = 3;
         change(&mut settings);

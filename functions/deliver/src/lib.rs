@@ -58,7 +58,7 @@ impl Deps {
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
             sealer: Sealer::new(clients, settings)?,
             queues: DeliveryQueues::with_dead_letter(clients, settings)?,
-            sender: Sender::new(settings.allow_insecure_webhook_urls),
+            sender: Sender::new(settings.webhook_urls.guard.clone()),
             policy: Policy {
                 schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
                 disable_after: settings.webhook_disable_after,

@@ -28,6 +28,7 @@ use career_core::store::{Backoff, StoreError};
 use career_core::trace::TraceContext;
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::sealing::Sealer;
+use career_core::webhooks::UrlPolicy;
 use career_core::webhooks::{
     asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,
     SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
@@ -51,7 +52,7 @@ pub struct Deps {
     queues: DeliveryQueues,
     cursors: CursorKey,
     sealer: Sealer,
-    allow_insecure_urls: bool,
+    url_policy: UrlPolicy,
     /// The most groups of the main lane a subscription spreads over (a ping goes to its own).
     groups: Groups,
 }
@@ -65,7 +66,7 @@ impl Deps {
             queues: DeliveryQueues::new(clients, settings)?,
             cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(clients, settings)?,
-            allow_insecure_urls: settings.allow_insecure_webhook_urls,
+            url_policy: settings.webhook_urls.clone(),
             groups: settings.delivery_groups,
         })
     }
@@ -171,7 +172,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let (Some(url), Some(events)) = (present("url"), present("events")) else {
         return Err(ApiError::WebhookMissingRequiredFields);
     };
-    let url = WebhookUrl::parse(url, deps.allow_insecure_urls).map_err(ApiError::WebhookInvalidUrl)?;
+    let url = WebhookUrl::parse(url, &deps.url_policy).map_err(ApiError::WebhookInvalidUrl)?;
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
     let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
     let trace_context = trace_context(body.get("traceContext"))?;
@@ -197,7 +198,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 /// write reads them first and holds only while they are unchanged, as a rotation does.
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
-    let changes = SubscriptionChanges::parse(&call.json_object()?, deps.allow_insecure_urls)?;
+    let changes = SubscriptionChanges::parse(&call.json_object()?, &deps.url_policy)?;
     let (user_id, typed) = (call.user_id(), subscription_id(id)?);
     let not_found = || ApiError::WebhookNotFound(id.to_owned());
     let Some(on) = changes.asymmetric_signing else {

@@ -31,7 +31,9 @@ pub struct DeliveryMessage {
     pub event: Event,
     /// The generation of its record that this message belongs to (contract section 12): it
     /// is sent only while the record's generation is still this one. Messages queued before
-    /// generations existed read as zero, the generation of a record that has none.
+    /// generations existed (2026-11-23) read as zero, the generation of a record that has none.
+    /// Compatibility: the `default` goes after 2026-12-07, when SQS (14 days at most) holds
+    /// no such message any more.
     #[serde(default)]
     pub generation: u32,
     /// The end of the claim its record was created with (`plan::Lease`), on a first attempt
@@ -44,7 +46,9 @@ pub struct DeliveryMessage {
     /// The trace of the change that caused the event (contract section 19), which every
     /// attempt continues. In the body rather than in message attributes, so every copy of the
     /// message (a hand-over, the dead-letter queue, `make run`'s saved queues) keeps it; a
-    /// message queued before trace context has none, and each of its attempts starts one.
+    /// message queued before trace context (2026-11-27) has none, and each of its attempts
+    /// starts one. Compatibility: reading such a message goes after 2026-12-11 (SQS keeps a
+    /// message 14 days at most).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceContext>,
 }

@@ -141,8 +141,9 @@ pub struct RecordState {
 }
 
 impl RecordState {
-    /// A record no one wrote yet (a message queued before records came first): generation
-    /// zero, pending, no attempt.
+    /// A record no one wrote yet (a message queued before records came first, or before the
+    /// deliveries table was replaced): generation zero, pending, no attempt. Compatibility:
+    /// goes with [`Claim::Unwritten`].
     pub fn unwritten() -> Self {
         RecordState {
             generation: 0,
@@ -168,8 +169,11 @@ pub enum Claim {
     /// Not written (another generation's, settled, held by another turn or not due yet): the
     /// record as read after.
     Refused(RecordState),
-    /// No record: a message queued before records came first. Nothing else can take it (the
-    /// sweep finds only records), so its turn sends without a claim.
+    /// No record: a message queued before records came first (2026-11-23) or before the
+    /// deliveries table was last replaced (2026-11-26, docs/deploying.md). Nothing else can
+    /// take it (the sweep finds only records), so its turn sends without a claim.
+    /// Compatibility: goes after 2026-12-10, when SQS (14 days at most) holds no such message
+    /// any more; a new table replacement would move the date.
     Unwritten,
 }
 

@@ -1,6 +1,6 @@
-//! Sends a signed delivery: 10-second timeout, no redirects, and (unless insecure URLs are
-//! allowed) a resolver that refuses hosts resolving to private addresses and hands the
-//! connection only the addresses it checked, so DNS rebinding cannot slip through.
+//! Sends a signed delivery: 10-second timeout, no redirects, and a resolver that refuses
+//! hosts resolving to private addresses the guard does not allow and hands the connection
+//! only the addresses it checked, so DNS rebinding cannot slip through.
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -15,12 +15,8 @@ pub struct Sender {
 }
 
 impl Sender {
-    pub fn new(allow_insecure: bool) -> Self {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(TIMEOUT)
-            .redirects(0)
-            .resolver(GuardedResolver { allow_insecure })
-            .build();
+    pub fn new(guard: netguard::Guard) -> Self {
+        let agent = ureq::AgentBuilder::new().timeout(TIMEOUT).redirects(0).resolver(GuardedResolver { guard }).build();
         Sender { agent }
     }
 
@@ -64,22 +60,21 @@ fn reason(transport: &ureq::Transport) -> SendFailure {
 }
 
 struct GuardedResolver {
-    allow_insecure: bool,
+    guard: netguard::Guard,
 }
 
 impl ureq::Resolver for GuardedResolver {
     fn resolve(&self, netloc: &str) -> io::Result<Vec<SocketAddr>> {
         let addresses: Vec<SocketAddr> = netloc.to_socket_addrs()?.collect();
-        if !self.allow_insecure {
-            check_addresses(netloc, &addresses)?;
-        }
+        check_addresses(&self.guard, netloc, &addresses)?;
         Ok(addresses)
     }
 }
 
-/// Refuses a host if any of its addresses is private, loopback, link-local or reserved.
-fn check_addresses(netloc: &str, addresses: &[SocketAddr]) -> io::Result<()> {
-    match addresses.iter().find(|address| netguard::is_forbidden(address.ip())) {
+/// Refuses a host if the guard refuses any of its addresses (private, loopback, link-local
+/// or reserved, and not allowed).
+fn check_addresses(guard: &netguard::Guard, netloc: &str, addresses: &[SocketAddr]) -> io::Result<()> {
+    match addresses.iter().find(|address| guard.refuses(address.ip())) {
         Some(address) => Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("{netloc} resolves to the non-public address {}", address.ip()),
@@ -94,6 +89,10 @@ mod tests {
     use std::io::Write;
     use std::net::TcpListener;
     use std::time::Duration;
+
+    fn loopback() -> netguard::Guard {
+        crate::webhooks::UrlPolicy::local_stack().guard
+    }
 
     fn delivery() -> SignedDelivery {
         SignedDelivery { body: b"{}".to_vec(), headers: vec![("Content-Type", "application/json".into())] }
@@ -114,7 +113,7 @@ mod tests {
 
     #[test]
     fn an_answer_keeps_its_status_and_the_start_of_its_body() {
-        let sender = Sender::new(true);
+        let sender = Sender::new(loopback());
         let url = answering(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
         let outcome = sender.send(&url, &delivery());
         assert_eq!(outcome, Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None }));
@@ -137,18 +136,19 @@ mod tests {
     fn no_answer_is_said_in_a_short_sentence() {
         let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let url = format!("http://{closed}/hook");
-        assert_eq!(Sender::new(true).send(&url, &delivery()), Outcome::NoAnswer(SendFailure::ConnectionRefused));
-        assert_eq!(Sender::new(false).send(&url, &delivery()), Outcome::NoAnswer(SendFailure::PrivateAddress));
+        assert_eq!(Sender::new(loopback()).send(&url, &delivery()), Outcome::NoAnswer(SendFailure::ConnectionRefused));
+        assert_eq!(
+            Sender::new(netguard::Guard::default()).send(&url, &delivery()),
+            Outcome::NoAnswer(SendFailure::PrivateAddress)
+        );
     }
 
     #[test]
     fn no_answer_never_quotes_the_url() {
         let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        for (allow_insecure, host) in [(true, "127.0.0.1"), (false, "localhost")] {
+        for (guard, host) in [(loopback(), "127.0.0.1"), (netguard::Guard::default(), "localhost")] {
             let url = format!("http://{host}:{}/hook?token=s3cret", closed.port());
-            let Outcome::NoAnswer(failure) = Sender::new(allow_insecure).send(&url, &delivery()) else {
-                panic!("answered")
-            };
+            let Outcome::NoAnswer(failure) = Sender::new(guard).send(&url, &delivery()) else { panic!("answered") };
             let reason = failure.to_string();
             assert!(!reason.contains("s3cret") && !reason.contains("token") && !reason.contains(host), "{reason}");
         }
@@ -169,18 +169,20 @@ mod tests {
     fn refuses_hosts_with_any_private_address() {
         let public: SocketAddr = "93.184.216.34:443".parse().unwrap();
         let metadata: SocketAddr = "169.254.169.254:80".parse().unwrap();
-        assert!(check_addresses("example.com:443", &[public]).is_ok());
-        let refused = check_addresses("evil.example:80", &[public, metadata]).unwrap_err();
+        let guard = loopback();
+        assert!(check_addresses(&guard, "example.com:443", &[public]).is_ok());
+        let refused = check_addresses(&guard, "evil.example:80", &[public, metadata]).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
         assert!(refused.to_string().contains("169.254.169.254"));
     }
 
     #[test]
     fn the_guard_applies_to_names_that_resolve_to_loopback() {
-        let guarded = GuardedResolver { allow_insecure: false };
+        let guarded = GuardedResolver { guard: netguard::Guard::default() };
         assert!(ureq::Resolver::resolve(&guarded, "localhost:80").is_err());
         assert!(ureq::Resolver::resolve(&guarded, "127.0.0.1:80").is_err());
-        let open = GuardedResolver { allow_insecure: true };
+        let open = GuardedResolver { guard: loopback() };
         assert!(!ureq::Resolver::resolve(&open, "127.0.0.1:80").unwrap().is_empty());
+        assert!(ureq::Resolver::resolve(&open, "10.0.0.1:80").is_err(), "loopback only");
     }
 }

@@ -73,7 +73,8 @@ const UNPROCESSED_RETRIES: u32 = 5;
 #[serde(rename_all = "camelCase")]
 struct DeliveryItem {
     /// The table's partition key: the subscription's log shard of this delivery (made anew
-    /// for a record of the old layout, which has none).
+    /// for a record of the old layout, which has none). Compatibility: the `default` goes
+    /// with [`DeliveryTable::import`].
     #[serde(default)]
     log_partition: String,
     user_id: UserId,
@@ -105,10 +106,13 @@ struct DeliveryItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status_key: Option<String>,
     /// Which message may send (contract section 12); moved on by a success, a manual retry,
-    /// a recovery or a sweep.
+    /// a recovery or a sweep. Compatibility: the `default` (records from before 2026-11-23)
+    /// goes with [`same_generation`]'s `absent` case, after 2026-12-31.
     #[serde(default)]
     generation: u32,
     /// Attempts since the schedule last started (fan-out, manual retry or recovery).
+    /// Compatibility: the `default` (records from before 2026-11-23) goes after 2026-12-31,
+    /// as `generation`'s.
     #[serde(default)]
     round_attempts: u32,
     /// The end of the claim the record was created with, if its message carries one.
@@ -118,7 +122,9 @@ struct DeliveryItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     due_shard: Option<String>,
     /// The trace the delivery belongs to (contract section 19), so that a manual retry, a
-    /// recovery and the sweep send it in the same trace; none on a record of before.
+    /// recovery and the sweep send it in the same trace; none on a record of before (2026-11-27;
+    /// compatibility: such records' TTL, 30 days after their last change, ends them by
+    /// 2026-12-27).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     traceparent: Option<TraceParent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,7 +357,9 @@ impl DeliveryTable {
     /// `deliveryId`, with local indexes) in this one, unless its delivery has a record here
     /// already; whether it did. The index keys are made anew: `statusKey` for a failed or
     /// skipped record, and `dueShard` for a pending one, which records from before the due
-    /// index lack (without it the sweep would never find them).
+    /// index lack (without it the sweep would never find them). Compatibility: goes after
+    /// 2026-12-31, when DynamoDB drops the system backup of the table replaced on 2026-11-26
+    /// (kept 35 days); its records' TTL (30 days) has ended them by then anyway.
     pub async fn import(&self, item: Item) -> Result<bool, StoreError> {
         let mut item: DeliveryItem = serde_dynamo::from_item(item)?;
         let key = RecordKey { subscription_id: item.subscription_id.clone(), delivery_id: item.delivery_id.clone() };
@@ -925,7 +933,9 @@ fn counted(expression: Expression, attempt: &AttemptRecord) -> Expression {
 }
 
 /// The record is still the one of the message's generation (a record written before
-/// generations has none, which is generation zero).
+/// generations, 2026-11-23, has none, which is generation zero). Compatibility: the `absent`
+/// case goes after 2026-12-31: such records' TTL (30 days after their last change) has
+/// ended them, imported ones included (see [`DeliveryTable::import`]).
 fn same_generation(generation: u32) -> Condition {
     Condition::absent(GENERATION).or(Condition::equals(GENERATION, n(generation)))
 }

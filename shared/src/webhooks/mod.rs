@@ -55,11 +55,30 @@ pub enum InvalidUrl {
     PrivateTarget,
 }
 
+/// What a subscription URL may be in one deployment (contract section 5): `https` only and
+/// no private target on AWS; the local stack, whose receivers listen on loopback without
+/// TLS, allows `http` and the loopback networks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UrlPolicy {
+    /// `ALLOW_HTTP_WEBHOOK_URLS`: `http` besides `https`.
+    pub allow_http: bool,
+    /// The private-network guard, with its allow-list (`WEBHOOK_ALLOWED_NETWORKS`).
+    pub guard: netguard::Guard,
+}
+
+impl UrlPolicy {
+    /// The local stack's policy: `http`, and the loopback networks (`127.0.0.0/8`, `::1`).
+    pub fn local_stack() -> Self {
+        let loopback = ["127.0.0.0/8", "::1/128"].map(|network| network.parse().expect("a network"));
+        UrlPolicy { allow_http: true, guard: netguard::Guard::allowing(loopback.to_vec()) }
+    }
+}
+
 impl WebhookUrl {
     /// The URL as sent must have at most [`MAX_URL_LEN`] characters, and so must its WHATWG
-    /// normalisation (what is stored). `allow_insecure` (local stack and tests only) also
-    /// admits `http` and private targets.
-    pub fn parse(value: &Value, allow_insecure: bool) -> Result<Self, InvalidUrl> {
+    /// normalisation (what is stored). `policy` says whether `http` is taken and which
+    /// private networks are.
+    pub fn parse(value: &Value, policy: &UrlPolicy) -> Result<Self, InvalidUrl> {
         let text = value.as_str().ok_or(InvalidUrl::NotAString)?;
         if text.chars().count() > MAX_URL_LEN {
             return Err(InvalidUrl::TooLong);
@@ -67,14 +86,14 @@ impl WebhookUrl {
         let url = Url::parse(text).map_err(|_| InvalidUrl::Unparsable)?;
         match url.scheme() {
             "https" => {}
-            "http" if allow_insecure => {}
+            "http" if policy.allow_http => {}
             _ => return Err(InvalidUrl::NotHttps),
         }
         if !url.username().is_empty() || url.password().is_some() {
             return Err(InvalidUrl::UserInfo);
         }
         let host = url.host().ok_or(InvalidUrl::NoHost)?;
-        if !allow_insecure && is_private_host(&host) {
+        if is_refused_host(&host, &policy.guard) {
             return Err(InvalidUrl::PrivateTarget);
         }
         // Normalising can lengthen a URL up to ninefold (percent-encoded UTF-8), and the
@@ -106,14 +125,18 @@ impl std::fmt::Display for LoggedUrl<'_> {
     }
 }
 
-fn is_private_host(host: &Host<&str>) -> bool {
+/// A literal address the guard refuses, or a `localhost` name (RFC 6761: it is loopback)
+/// unless the guard lets loopback through. Other names are judged when they are resolved,
+/// at send.
+fn is_refused_host(host: &Host<&str>, guard: &netguard::Guard) -> bool {
     match host {
         Host::Domain(name) => {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
-            name.is_empty() || name == "localhost" || name.ends_with(".localhost")
+            let localhost = name == "localhost" || name.ends_with(".localhost");
+            name.is_empty() || (localhost && guard.refuses(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)))
         }
-        Host::Ipv4(ip) => netguard::is_forbidden(IpAddr::V4(*ip)),
-        Host::Ipv6(ip) => netguard::is_forbidden(IpAddr::V6(*ip)),
+        Host::Ipv4(ip) => guard.refuses(IpAddr::V4(*ip)),
+        Host::Ipv6(ip) => guard.refuses(IpAddr::V6(*ip)),
     }
 }
 
@@ -231,7 +254,7 @@ impl SubscriptionChanges {
     /// Reads an update's body in the contract's order (sections 13, 16, 18 and 19): none of
     /// the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
     /// `maxDeliveriesPerSecond`, then `url` and `events` as on create (`null` is invalid).
-    pub fn parse(body: &serde_json::Map<String, Value>, allow_insecure: bool) -> Result<Self, InvalidChanges> {
+    pub fn parse(body: &serde_json::Map<String, Value>, policy: &UrlPolicy) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
         }
@@ -254,7 +277,7 @@ impl SubscriptionChanges {
             Some(value) => Some(DeliveryRate::parse(value).map_err(InvalidChanges::DeliveryRate)?),
             None => None,
         };
-        let url = body.get("url").map(|url| WebhookUrl::parse(url, allow_insecure)).transpose();
+        let url = body.get("url").map(|url| WebhookUrl::parse(url, policy)).transpose();
         let events = body.get("events").map(EventKinds::parse).transpose();
         Ok(SubscriptionChanges {
             url: url.map_err(InvalidChanges::Url)?,
@@ -494,7 +517,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(url: &str) -> Result<WebhookUrl, InvalidUrl> {
-        WebhookUrl::parse(&json!(url), false)
+        WebhookUrl::parse(&json!(url), &UrlPolicy::default())
     }
 
     #[test]
@@ -508,7 +531,7 @@ mod tests {
 
     #[test]
     fn refuses_each_broken_rule() {
-        assert_eq!(WebhookUrl::parse(&json!(5), false), Err(InvalidUrl::NotAString));
+        assert_eq!(WebhookUrl::parse(&json!(5), &UrlPolicy::default()), Err(InvalidUrl::NotAString));
         assert_eq!(parse(&format!("https://example.com/{}", "a".repeat(2048))), Err(InvalidUrl::TooLong));
         assert_eq!(parse("/relative"), Err(InvalidUrl::Unparsable));
         assert_eq!(parse("http://example.com/"), Err(InvalidUrl::NotHttps));
@@ -568,7 +591,7 @@ mod tests {
 
     #[test]
     fn changes_are_read_in_the_contracts_order() {
-        let changes = |body: Value| SubscriptionChanges::parse(body.as_object().unwrap(), false);
+        let changes = |body: Value| SubscriptionChanges::parse(body.as_object().unwrap(), &UrlPolicy::default());
         let url = "https://hooks.example.com/new";
         assert_eq!(
             changes(json!({"url": url, "events": ["assessment.completed"], "enabled": false})),
@@ -697,10 +720,37 @@ mod tests {
     }
 
     #[test]
-    fn insecure_setting_admits_http_and_private_targets() {
-        assert!(WebhookUrl::parse(&json!("http://127.0.0.1:8080/hook"), true).is_ok());
-        assert!(WebhookUrl::parse(&json!("http://localhost/hook"), true).is_ok());
-        assert_eq!(WebhookUrl::parse(&json!("ftp://localhost/"), true), Err(InvalidUrl::NotHttps));
+    fn http_and_the_allowed_networks_are_separate_settings() {
+        let local = UrlPolicy::local_stack();
+        let https_loopback = UrlPolicy { allow_http: false, ..local.clone() };
+        let http_only = UrlPolicy { allow_http: true, ..UrlPolicy::default() };
+        // url, then whether local, https_loopback and http_only take it
+        let table = [
+            ("http://127.0.0.1:8080/hook", Ok(()), Err(InvalidUrl::NotHttps), Err(InvalidUrl::PrivateTarget)),
+            ("https://127.0.0.1:8443/hook", Ok(()), Ok(()), Err(InvalidUrl::PrivateTarget)),
+            ("http://localhost/hook", Ok(()), Err(InvalidUrl::NotHttps), Err(InvalidUrl::PrivateTarget)),
+            ("https://[::1]/hook", Ok(()), Ok(()), Err(InvalidUrl::PrivateTarget)),
+            (
+                "http://10.0.0.1/hook",
+                Err(InvalidUrl::PrivateTarget),
+                Err(InvalidUrl::NotHttps),
+                Err(InvalidUrl::PrivateTarget),
+            ),
+            (
+                "https://169.254.169.254/",
+                Err(InvalidUrl::PrivateTarget),
+                Err(InvalidUrl::PrivateTarget),
+                Err(InvalidUrl::PrivateTarget),
+            ),
+            ("http://hooks.example.com/", Ok(()), Err(InvalidUrl::NotHttps), Ok(())),
+            ("ftp://localhost/", Err(InvalidUrl::NotHttps), Err(InvalidUrl::NotHttps), Err(InvalidUrl::NotHttps)),
+        ];
+        for (url, by_local, by_https_loopback, by_http_only) in table {
+            let taken = |policy: &UrlPolicy| WebhookUrl::parse(&json!(url), policy).map(|_| ());
+            assert_eq!(taken(&local), by_local, "{url}, local stack");
+            assert_eq!(taken(&https_loopback), by_https_loopback, "{url}, https and loopback");
+            assert_eq!(taken(&http_only), by_http_only, "{url}, http without an allow-list");
+        }
     }
 
     #[test]

@@ -5,6 +5,80 @@
 //! (no receiver lives there). IPv6 forms that embed an IPv4 address are judged by it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+/// A network written `address/length` (or a bare address: that one address), such as
+/// `127.0.0.0/8` or `::1/128`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Network {
+    address: IpAddr,
+    length: u8,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a network (address/length, such as 127.0.0.0/8 or ::1/128)")]
+pub struct InvalidNetwork(String);
+
+impl FromStr for Network {
+    type Err = InvalidNetwork;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || InvalidNetwork(text.to_owned());
+        let (address, length) = match text.trim().split_once('/') {
+            Some((address, length)) => (address, Some(length)),
+            None => (text.trim(), None),
+        };
+        let address: IpAddr = address.parse().map_err(|_| invalid())?;
+        let bits = if address.is_ipv4() { 32 } else { 128 };
+        let length = match length {
+            Some(length) => length.parse().ok().filter(|length| *length <= bits).ok_or_else(invalid)?,
+            None => bits,
+        };
+        Ok(Network { address, length })
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.address, self.length)
+    }
+}
+
+impl Network {
+    /// Whether `ip` is in this network; an IPv4 address is never in an IPv6 network nor the
+    /// other way round (`::ffff:127.0.0.1` is not in `127.0.0.0/8`).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.address, ip) {
+            (IpAddr::V4(network), IpAddr::V4(ip)) => same_prefix(u32::from(ip), u32::from(network), self.length),
+            (IpAddr::V6(network), IpAddr::V6(ip)) => same_prefix(u128::from(ip), u128::from(network), self.length),
+            _ => false,
+        }
+    }
+}
+
+/// The private-network guard of one deployment: the tables below, except the networks it
+/// allows (`WEBHOOK_ALLOWED_NETWORKS`; none on AWS, loopback in the local stack, whose
+/// receivers all listen there).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Guard {
+    allowed: Vec<Network>,
+}
+
+impl Guard {
+    pub fn allowing(allowed: Vec<Network>) -> Self {
+        Guard { allowed }
+    }
+
+    pub fn allowed(&self) -> &[Network] {
+        &self.allowed
+    }
+
+    /// True for an address a webhook may not reach: forbidden by the tables and in no
+    /// allowed network.
+    pub fn refuses(&self, ip: IpAddr) -> bool {
+        is_forbidden(ip) && !self.allowed.iter().any(|network| network.contains(ip))
+    }
+}
 
 /// IPv4 blocks a webhook may not reach: address, prefix length, what it is.
 const FORBIDDEN_V4: &[(Ipv4Addr, u8, &str)] = &[
@@ -49,7 +123,7 @@ const FORBIDDEN_V6: &[(Ipv6Addr, u8, &str)] = &[
 
 /// True for an address in a block of the tables, or an IPv6 form that embeds such an IPv4
 /// address.
-pub fn is_forbidden(ip: IpAddr) -> bool {
+fn is_forbidden(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_forbidden_v4(v4),
         IpAddr::V6(v6) => is_forbidden_v6(v6),
@@ -168,6 +242,42 @@ mod tests {
             "::ffff:100.64.0.1",
         ] {
             assert!(forbidden(ip), "{ip} must be refused");
+        }
+    }
+
+    #[test]
+    fn the_guard_lets_through_only_what_its_allow_list_holds() {
+        let loopback = Guard::allowing(vec!["127.0.0.0/8".parse().unwrap(), "::1".parse().unwrap()]);
+        let one_host = Guard::allowing(vec!["10.0.0.7/32".parse().unwrap()]);
+        let none = Guard::default();
+        // address, refused by: no allow-list, loopback, one host
+        let table = [
+            ("127.0.0.1", true, false, true),
+            ("127.255.0.9", true, false, true),
+            ("::1", true, false, true),
+            ("::ffff:127.0.0.1", true, true, true),
+            ("::2", true, true, true),
+            ("128.0.0.1", false, false, false),
+            ("10.0.0.7", true, true, false),
+            ("10.0.0.8", true, true, true),
+            ("169.254.169.254", true, true, true),
+            ("8.8.8.8", false, false, false),
+        ];
+        for (ip, by_none, by_loopback, by_one_host) in table {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(none.refuses(ip), by_none, "{ip}, no allow-list");
+            assert_eq!(loopback.refuses(ip), by_loopback, "{ip}, loopback allowed");
+            assert_eq!(one_host.refuses(ip), by_one_host, "{ip}, 10.0.0.7 allowed");
+        }
+    }
+
+    #[test]
+    fn networks_are_read_as_address_and_length() {
+        for (text, written) in [("127.0.0.0/8", "127.0.0.0/8"), ("::1", "::1/128"), (" 10.0.0.7 ", "10.0.0.7/32")] {
+            assert_eq!(text.parse::<Network>().unwrap().to_string(), written, "{text}");
+        }
+        for text in ["", "127.0.0.0/33", "::1/129", "localhost", "127.0.0.0/", "127.0.0.0/-1", "10.0.0.0/8/8"] {
+            assert!(text.parse::<Network>().is_err(), "{text:?} is refused");
         }
     }
 
