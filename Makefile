@@ -11,7 +11,7 @@ export SAM_CLI_TELEMETRY := 0
 export REDOCLY_TELEMETRY := off
 export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
 
-.PHONY: help run test test-checks test-build test-suite test-processes lint fmt-check template-lint api-check api-lint reset build deploy bench fmt clippy
+.PHONY: help run test test-checks test-build test-suite test-processes lint circles fmt-check template-lint api-check api-lint reset build deploy bench fmt clippy
 
 ## help: this list of targets (from their ## lines)
 help:
@@ -46,7 +46,7 @@ test-checks:
 	@scripts/install-local-deps.sh --test
 	@$(MAKE) --no-print-directory template-lint api-lint
 
-test-build: fmt-check clippy
+test-build: fmt-check circles clippy
 	$(CARGO) test --workspace --all-targets --no-run
 
 # --no-fail-fast: a failing test binary does not keep the others from running (each step
@@ -57,8 +57,12 @@ test-suite:
 test-processes:
 	$(CARGO) test --workspace --no-fail-fast $(foreach t,$(PROCESS_TESTS),--test $(t))
 
-## lint: cargo fmt --check, clippy with warnings as errors, the template checks and the OpenAPI linters
-lint: fmt-check clippy template-lint api-lint
+## lint: cargo fmt --check, no import circle, clippy with warnings as errors, the template checks and the OpenAPI linters
+lint: fmt-check circles clippy template-lint api-lint
+
+## circles: no two source files of a crate import each other, directly or round a circle
+circles:
+	python3 scripts/import-circles.py
 
 ## api-lint: Redocly and Spectral on openapi.yaml (no errors, no warnings; redocly.yaml and .spectral.yaml)
 api-lint:

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::unique_user;
-use careerctl::gateway::{self, ApiFunctions};
+use local_aws::gateway::{self, ApiFunctions};
 use tokio::net::TcpListener;
 
 /// The stack for one tool: its own tables and queues, the pumps, a receiver every

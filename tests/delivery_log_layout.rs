@@ -120,8 +120,8 @@ async fn a_pending_list_over_a_long_history_goes_on_in_short_pages() {
 async fn a_deliveries_table_of_the_old_layout_is_replaced_as_cloudformation_replaces_it() {
     let names = TableNames::with_prefix(&format!("{}-", unique_user()));
     create_old_layout_table(&names.deliveries).await;
-    let template = careerctl::template::Template::shipped();
-    let (created, _) = careerctl::resources::create_tables(&template, &dynamodb(), &names).await.unwrap();
+    let template = local_aws::template::Template::shipped();
+    let (created, _) = local_aws::resources::create_tables(&template, &dynamodb(), &names).await.unwrap();
     assert!(created.contains(&names.deliveries), "replaced: {created:?}");
     let table = dynamodb().describe_table().table_name(&names.deliveries).send().await.unwrap().table.unwrap();
     let keys: Vec<_> = table.key_schema().iter().map(|k| k.attribute_name.as_str()).collect();
@@ -131,7 +131,7 @@ async fn a_deliveries_table_of_the_old_layout_is_replaced_as_cloudformation_repl
     assert_eq!(indexes, ["byDue", "byStatus"]);
     assert!(table.local_secondary_indexes().is_empty());
     // Running it again keeps the new table.
-    assert!(careerctl::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0.is_empty());
+    assert!(local_aws::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0.is_empty());
 }
 
 #[tokio::test]

@@ -9,8 +9,8 @@ use career_core::config::TableNames;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{sqs, unique_user};
-use careerctl::deployment::Deployment;
-use careerctl::template::{function, Template, TEMPLATE};
+use local_aws::deployment::Deployment;
+use local_aws::template::{function, Template, TEMPLATE};
 
 /// The shipped template with `grant` taken out of the text (one line of a role's statement).
 fn without(grant: &str, replacement: &str) -> Template {
@@ -35,12 +35,12 @@ async fn refused(function: &str, action: &str, table: &str) {
 /// Waits until the local stack refused `function` the `action` on the table `table` `times`
 /// times.
 async fn refused_times(function: &str, action: &str, table: &str, times: usize) {
-    let refusals = |denials: &[careerctl::iam::Denial]| {
+    let refusals = |denials: &[local_aws::iam::Denial]| {
         let on_table = |resource: &String| resource.ends_with(&format!("table/{table}"));
         denials.iter().filter(|(f, a, resource)| f == function && a == action && on_table(resource)).count()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while refusals(&careerctl::iam::denials()) < times {
+    while refusals(&local_aws::iam::denials()) < times {
         assert!(std::time::Instant::now() < deadline, "{function}'s {action} on {table} was not refused {times} times");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -138,9 +138,9 @@ async fn an_index_a_queue_setting_and_a_variable_come_from_the_template_alone() 
     assert_eq!(delay, "7");
 
     let deployment = career_service::deployment(settings);
-    let sweep = deployment.settings_of(careerctl::template::function::SWEEP, settings).unwrap();
+    let sweep = deployment.settings_of(local_aws::template::function::SWEEP, settings).unwrap();
     assert_ne!(sweep.tables.deliveries, settings.tables.deliveries, "a variable the template does not give is unset");
-    let deliver = deployment.settings_of(careerctl::template::function::DELIVER, settings).unwrap();
+    let deliver = deployment.settings_of(local_aws::template::function::DELIVER, settings).unwrap();
     assert_eq!(deliver.tables.deliveries, settings.tables.deliveries);
     assert_eq!(deliver.max_delivery_attempts, settings.max_delivery_attempts, "the stack's parameter");
 }

@@ -25,8 +25,8 @@ use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
 use career_service::{clients, dynamodb, sqs, unique_user};
-use careerctl::pumps::sqs_event;
-use careerctl::template::function;
+use local_aws::event_sources::pumps::sqs_event;
+use local_aws::template::function;
 use serde_json::json;
 
 const SOON: Duration = career_service::DEADLINE;
@@ -487,6 +487,6 @@ async fn fan_out_the_streams(pipeline: &Pipeline) {
     let fanout_settings = career_service::function_settings(function::FANOUT, pipeline.settings());
     let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
-    let pump = careerctl::pumps::run_stream_pump(fanout_clients, sources, &fanout, None);
+    let pump = local_aws::event_sources::pumps::run_stream_pump(fanout_clients, sources, &fanout, None);
     let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
 }

@@ -2,7 +2,7 @@
 //! whole suite did not use is listed, and one without an explanation beside it in the template
 //! (a comment above its statement saying why no test exercises it) fails. `make test` runs this
 //! after the rest of the suite, whose functions record each grant they use
-//! (careerctl::iam::record_grants_in).
+//! (local_aws::iam::record_grants_in).
 
 use std::path::Path;
 
@@ -12,9 +12,9 @@ use std::path::Path;
 #[ignore = "run by make test after the whole suite"]
 fn every_grant_is_exercised_by_a_test_or_explained_in_the_template() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(career_service::GRANTS_DIR);
-    let used = careerctl::iam::recorded_grants(&dir).expect("the suite recorded its grants");
+    let used = local_aws::iam::recorded_grants(&dir).expect("the suite recorded its grants");
     assert!(!used.is_empty(), "no grant recorded in {}: run the whole suite first", dir.display());
-    let declared = careerctl::iam::declared_grants(careerctl::template::TEMPLATE).expect("template.yaml's roles");
+    let declared = local_aws::iam::declared_grants(local_aws::template::TEMPLATE).expect("template.yaml's roles");
     let mut unexplained = Vec::new();
     for ((function, sid, action), comment) in &declared {
         let exercised = used.iter().any(|(f, s, a)| f == function && s == sid && a.eq_ignore_ascii_case(action));

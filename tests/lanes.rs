@@ -17,9 +17,9 @@ use career_core::store::webhooks::WebhookTable;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::{acting_as, clients, deliver_instance, dynamodb, queue_sources, typed, unique_user};
-use careerctl::pumps::run_queue_pump;
-use careerctl::template::function;
 use lambda_http::http::Method;
+use local_aws::event_sources::pumps::run_queue_pump;
+use local_aws::template::function;
 use serde_json::json;
 use tokio::task::JoinHandle;
 

@@ -20,7 +20,7 @@ use career_service::{eventually, typed, unique_user, DEADLINE};
 async fn killing_the_sqs_emulator_in_a_burst_loses_no_delivery() {
     const EVENTS: usize = 15;
     let local_dir = LocalDir::create();
-    let mut settings = careerctl::local::settings_from_env().unwrap();
+    let mut settings = local_aws::stack::settings_from_env().unwrap();
     settings.sweep_after = Duration::from_secs(2);
     let first_run = tokio::spawn(run_local(local_dir.path.clone(), settings.clone()));
     let stack = Running::wait_for(&local_dir.path).await;

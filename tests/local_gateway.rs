@@ -1,11 +1,11 @@
-//! The local gateway (careerctl/src/gateway.rs) as a client on a socket sees it: its own
+//! The local gateway (local-aws/src/gateway.rs) as a client on a socket sees it: its own
 //! answers to bodies it cannot pass on, and connections that go idle.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use career_service::{clients_at, settings_without_kms_or_queues};
-use careerctl::gateway::{self, ApiFunctions};
+use local_aws::gateway::{self, ApiFunctions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -16,7 +16,7 @@ const SOON: Duration = career_service::DEADLINE;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() {
     let local_dir = LocalDir::create();
-    let mut settings = careerctl::local::settings_from_env().unwrap();
+    let mut settings = local_aws::stack::settings_from_env().unwrap();
     // The flaky receiver's retry comes after 48 to 72 s: still pending at the Ctrl-C, also on
     // a machine busy enough to take half a minute to get there.
     settings.retry_base = Duration::from_secs(60);
@@ -48,7 +48,7 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     // A receive under way when the stack stops is finished, not dropped (its messages would
     // stay invisible), so the slow answer waits for it: a long poll, which would otherwise
     // take the two queued deliveries as soon as the answer frees their message group.
-    tokio::time::sleep(careerctl::pumps::RECEIVE_WAIT * 2).await;
+    tokio::time::sleep(local_aws::event_sources::pumps::RECEIVE_WAIT * 2).await;
     slow.open();
     first_run.await.unwrap().expect("the first run stops cleanly");
 

@@ -13,7 +13,7 @@ use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::{acting_as, clients, dynamodb, typed, unique_user};
-use careerctl::template::function;
+use local_aws::template::function;
 use serde_json::{json, Value};
 
 const SOON: Duration = Duration::from_secs(30);

@@ -13,9 +13,9 @@ use career_service::{
     unique_user, Answer, Api,
 };
 use careerctl::admin::Admin;
-use careerctl::resources::create_tables;
-use careerctl::stack::LocalStack;
-use careerctl::template::Template;
+use local_aws::resources::create_tables;
+use local_aws::stack::LocalStack;
+use local_aws::template::Template;
 
 /// `Timeout` of the API functions in template.yaml: Lambda ends an invocation after it.
 const LAMBDA_TIMEOUT: Duration = Duration::from_secs(10);

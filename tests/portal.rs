@@ -15,7 +15,7 @@ use career_core::webhooks::signing::{self, PublicKey};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{settings_without_kms_or_queues, unique_user};
-use careerctl::gateway::{self, ApiFunctions};
+use local_aws::gateway::{self, ApiFunctions};
 use serde_json::Value;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \

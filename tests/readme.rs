@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use career_service::local_run::{run_local, LocalDir, Running};
-use careerctl::services::free_port;
+use local_aws::emulators::free_port;
 
 const README: &str = include_str!("../README.md");
 
@@ -43,7 +43,7 @@ fn every_call_of_the_block_has_a_step_that_promises_a_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_readmes_operations_answer_what_each_step_promises() {
     let local_dir = LocalDir::create();
-    let settings = careerctl::local::settings_from_env().expect("the local defaults");
+    let settings = local_aws::stack::settings_from_env().expect("the local defaults");
     let stack = tokio::spawn(run_local(local_dir.path.clone(), settings));
     Running::wait_for(&local_dir.path).await;
 

@@ -21,8 +21,8 @@ use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::script_receiver::{project_dir, python, tsc, ScriptReceiver};
 use career_service::{clients, unique_user};
-use careerctl::gateway::{self, ApiFunctions};
 use lambda_http::http::Method;
+use local_aws::gateway::{self, ApiFunctions};
 use serde_json::{json, Value};
 
 const SOON: Duration = Duration::from_secs(20);

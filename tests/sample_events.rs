@@ -14,7 +14,7 @@
 //! answer and what it changed; any other row is checked for its status or JSON answer.
 
 use career_service::acting_as;
-use careerctl::template::function;
+use local_aws::template::function;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

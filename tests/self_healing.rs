@@ -25,9 +25,9 @@ use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::{clients, deliver_instance, dynamodb, eventually_within, typed, unique_user, Api};
-use careerctl::pumps::run_queue_pump;
-use careerctl::template::function;
 use lambda_http::http::Method;
+use local_aws::event_sources::pumps::run_queue_pump;
+use local_aws::template::function;
 use serde_json::{json, Value};
 
 const SOON: Duration = career_service::DEADLINE;
@@ -596,7 +596,7 @@ async fn the_fan_out_writes_the_records_before_it_queues() {
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
     let pumping = tokio::spawn(async move {
-        careerctl::pumps::run_stream_pump(fanout_clients, sources, &fanout, None).await;
+        local_aws::event_sources::pumps::run_stream_pump(fanout_clients, sources, &fanout, None).await;
     });
     let pending = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Pending).await;
     pumping.abort();
@@ -751,7 +751,8 @@ async fn only_a_message_that_shares_its_batch_is_deleted_early() {
         queues.send(Lane::Main, &messages).await.unwrap();
         let received = career_service::receive_messages(lane, batch).await;
         let mark = calls.len();
-        let response = career_deliver::handle(&deliver, careerctl::pumps::sqs_event(received.clone())).await;
+        let response =
+            career_deliver::handle(&deliver, local_aws::event_sources::pumps::sqs_event(received.clone())).await;
         assert!(response.batch_item_failures.is_empty());
         let deletes = calls.since(mark).iter().filter(|call| *call == "DeleteMessage").count();
         assert_eq!(deletes, if batch == 1 { 0 } else { batch }, "a batch of {batch}");

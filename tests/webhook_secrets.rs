@@ -411,11 +411,11 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
     let calls = Calls::default();
     let deliver = career_deliver::Deps::new(
         &career_service::acting_as(
-            careerctl::template::function::DELIVER,
+            local_aws::template::function::DELIVER,
             pipeline.settings(),
             &clients_logging_kms(&calls),
         ),
-        &career_service::function_settings(careerctl::template::function::DELIVER, pipeline.settings()),
+        &career_service::function_settings(local_aws::template::function::DELIVER, pipeline.settings()),
     )
     .unwrap();
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());

@@ -243,7 +243,7 @@ pub async fn receive(
     report: impl Fn(Received) + Send + Sync + 'static,
 ) -> std::io::Result<()> {
     let shared = Arc::new((secret, report));
-    crate::gateway::serve_connections(listener, None, move |request: http::Request<Incoming>| {
+    local_aws::gateway::serve_connections(listener, None, move |request: http::Request<Incoming>| {
         let shared = shared.clone();
         async move {
             let (parts, body) = request.into_parts();

@@ -1,27 +1,15 @@
-//! `careerctl`: the admin commands (keys, alerts, profiles, assessments) and the local stack
-//! (DynamoDB Local, moto for SQS and KMS, the gateway and the event pumps). Whatever the local
-//! stack does differently from Lambda lives here; the functions' code is the same.
+//! `careerctl`: the operator's commands (keys, alerts, profiles, assessments, the demo, the
+//! notifications, stream replay) and `careerctl local`, which starts the local stack through
+//! the `local-aws` crate (the emulation of AWS) and serves the API on it.
 //!
 //! Errors here are for people: `anyhow` errors with the context of what was being done,
 //! printed with their causes on one line (`{:#}`, as `main` does).
 
 pub mod admin;
 pub mod demo;
-#[cfg(test)]
-mod deploy_checks;
-pub mod deployment;
-pub mod event_sources;
-pub mod gateway;
-pub mod iam;
 pub mod local;
 pub mod notifications;
-pub mod pumps;
-pub mod queue_snapshot;
-pub mod resources;
-pub mod services;
-pub mod stack;
 pub mod streams;
-pub mod template;
 
 use std::io::Write;
 

@@ -10,39 +10,21 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use career_core::aws::AwsClients;
-use career_core::config::{SecretSetting, Settings};
+use career_core::config::Settings;
 use career_core::webhooks::sealing::Sealer;
-use career_core::webhooks::UrlPolicy;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::Admin;
-use crate::gateway::{self, ApiFunctions};
-use crate::pumps;
-use crate::queue_snapshot::QueueSnapshot;
-use crate::services::Installed;
-use crate::stack::LocalStack;
-use crate::template::function;
+use local_aws::emulators::queue_snapshot::QueueSnapshot;
+use local_aws::emulators::Installed;
+use local_aws::event_sources::pumps;
+use local_aws::gateway::{self, ApiFunctions};
+use local_aws::stack::LocalStack;
+use local_aws::template::function;
 
 /// How often the local stack runs the sweep function (contract section 12).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
-
-/// The local stack's settings: the environment, with the local defaults of contract
-/// section 8 where a variable is not set.
-pub fn settings_from_env() -> anyhow::Result<Settings> {
-    let mut settings = Settings::from_env()?;
-    let unset = |name: &str| std::env::var_os(name).is_none();
-    if unset("ALLOW_HTTP_WEBHOOK_URLS") && unset("WEBHOOK_ALLOWED_NETWORKS") {
-        settings.webhook_urls = UrlPolicy::local_stack();
-    }
-    if unset("DELIVERY_RETRY_BASE_SECONDS") {
-        settings.retry_base = Duration::from_secs(1);
-    }
-    if settings.cursor_signing_key.is_none() {
-        settings.cursor_signing_key = Some(SecretSetting::new(career_core::random::random_token("cursor_")));
-    }
-    Ok(settings)
-}
 
 /// Runs the stack with the API on `127.0.0.1:port`, the tools installed under `local_dir`
 /// and its data there, until Ctrl-C (SIGINT).

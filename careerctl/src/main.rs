@@ -286,7 +286,7 @@ struct LocalArgs {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Local(args) => match careerctl::local::settings_from_env() {
+        Command::Local(args) => match local_aws::stack::settings_from_env() {
             Ok(settings) => careerctl::local::run(args.port, &args.local_dir, settings).await,
             Err(message) => Err(message),
         },
@@ -347,10 +347,10 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             career_core::telemetry::init_writing_to(std::io::stderr);
             let settings = Settings::from_env()?;
             let fanout = career_fanout::Deps::new(&clients, &settings)?;
-            let template = careerctl::template::Template::shipped();
-            let fanout_function = careerctl::template::function::FANOUT;
+            let template = local_aws::template::Template::shipped();
+            let fanout_function = local_aws::template::function::FANOUT;
             let filters =
-                careerctl::event_sources::stream_filters_by_table(&template, &settings.tables, fanout_function)?;
+                local_aws::event_sources::stream_filters_by_table(&template, &settings.tables, fanout_function)?;
             let streams = aws_sdk_dynamodbstreams::Client::new(clients.sdk());
             let mut progress = |line: String| eprintln!("careerctl: {line}");
             let filters = filters.into_iter().collect();

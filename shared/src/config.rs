@@ -4,9 +4,8 @@
 use std::env;
 use std::time::Duration;
 
-use crate::delivery::groups::Groups;
-use crate::webhooks::netguard::{Guard, Network};
-use crate::webhooks::UrlPolicy;
+use crate::delivery::group_count::Groups;
+use crate::webhooks::netguard::{Guard, Network, UrlPolicy};
 
 #[derive(Debug, thiserror::Error)]
 #[error("environment variable {name}: {problem}")]

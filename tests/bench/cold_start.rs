@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use career_service::pipeline::Pipeline;
-use careerctl::gateway::{lambda_request, ApiFunctions};
 use lambda_http::http;
+use local_aws::gateway::{lambda_request, ApiFunctions};
 use tokio::net::TcpListener;
 
 use crate::payloads::api_request;

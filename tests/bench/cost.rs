@@ -24,8 +24,8 @@ use career_core::store::deliveries::{DUE_SHARDS, LOG_SHARDS};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::unique_user;
-use careerctl::template::{function, scalar, Template};
 use lambda_http::http::Method;
+use local_aws::template::{function, scalar, Template};
 use serde_json::{json, Value};
 
 use crate::capacity::{figure, Consumed};
@@ -205,7 +205,7 @@ impl Stage {
     /// then the mapping's `DeleteMessageBatch` of what the handler did not report as failed.
     /// `Ok(true)` when the message stays on its lane (a retry later).
     async fn deliver(&self, open: &mut Open, queue: &str, message: Message) -> Result<bool, String> {
-        let event = careerctl::pumps::sqs_event(vec![message]);
+        let event = local_aws::event_sources::pumps::sqs_event(vec![message]);
         let receipt = event.records[0].receipt_handle.clone();
         let response = open.invoke(function::DELIVER, career_deliver::handle(&self.deliver, event)).await;
         let stays = !response.batch_item_failures.is_empty();

@@ -67,7 +67,7 @@ impl<'a> Batches<'a> {
         if !career_fanout::handle(&self.fanout, event).await.batch_item_failures.is_empty() {
             return Err(format!("fanning out event {sequence} failed"));
         }
-        Ok(careerctl::pumps::sqs_event(receive(queue, count).await?))
+        Ok(local_aws::event_sources::pumps::sqs_event(receive(queue, count).await?))
     }
 
     async fn next(&self, sequence: u64) -> Result<SqsEvent, String> {
@@ -350,7 +350,7 @@ async fn flaky_attempts(
     for attempt in 0..3 {
         let message = match attempt {
             0 => batches.queued(0, &pipeline.queues.delivery, 1).await?,
-            _ => careerctl::pumps::sqs_event(receive(&pipeline.queues.retry, 1).await?),
+            _ => local_aws::event_sources::pumps::sqs_event(receive(&pipeline.queues.retry, 1).await?),
         };
         let mark = calls.len();
         career_deliver::handle(deliver, message).await;

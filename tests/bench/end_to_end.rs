@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use career_core::config::Settings;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
-use careerctl::pumps::{run_queue_pump, run_stream_pump};
-use careerctl::template::function;
+use local_aws::event_sources::pumps::{run_queue_pump, run_stream_pump};
+use local_aws::template::function;
 use tokio::task::JoinHandle;
 
 use crate::counting::{self, Calls};
@@ -147,7 +147,7 @@ fn render(stretches: &Stretches) -> Section {
         "`target/release/careerctl profiles update --user U` as a process (environment pointing at the local \
          services and the run's own tables), {RUNS} times after {WARMUP} warm-up runs, each awaited until the \
          loopback receiver got the signed `profile.updated` delivery. The pumps are those of `make run` \
-         (careerctl/src/pumps) with the real fan-out and delivery handlers, in the bench process \
+         (local-aws/src/event_sources/pumps) with the real fan-out and delivery handlers, in the bench process \
          (tests/support/pipeline.rs `Pipeline::start(true)`, with the fan-out's SQS client logging when it \
          sends, which splits the time).\n"
     );
@@ -168,7 +168,7 @@ fn render(stretches: &Stretches) -> Section {
     let _ = writeln!(
         body,
         "\nMost of the figure is the stream pump's polling: when a shard has nothing, it sleeps 200 ms \
-         (careerctl/src/pumps/stream.rs `IDLE_POLL`) before the next `GetRecords`, so a write waits 0–200 ms \
+         (local-aws/src/event_sources/pumps/stream.rs `IDLE_POLL`) before the next `GetRecords`, so a write waits 0–200 ms \
          (about 100 ms on average) to be picked up. The queue pump long-polls (`WaitTimeSeconds=1`), and the \
          emulator answers as soon as a message arrives. On AWS, Lambda's event source mappings poll the \
          stream about four times a second and the queue with long polling, so the shape is similar.\n"

@@ -14,8 +14,8 @@ use career_core::pagination::DEFAULT_PAGE_SIZE;
 use career_core::store::alerts::AlertTable;
 use career_service::pipeline::Pipeline;
 use career_service::typed;
-use careerctl::gateway::{lambda_request, ApiFunctions};
 use lambda_http::http;
+use local_aws::gateway::{lambda_request, ApiFunctions};
 use tokio::task::JoinSet;
 
 use crate::counting::{self, per_request, Calls};

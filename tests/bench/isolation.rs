@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
-use careerctl::pumps::run_queue_pump;
-use careerctl::template::function;
+use local_aws::event_sources::pumps::run_queue_pump;
+use local_aws::template::function;
 use tokio::task::JoinHandle;
 
 use crate::counting::{self, Calls};

@@ -23,9 +23,9 @@ use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::{SealedSecrets, Subscription, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::pipeline::Pipeline;
 use career_service::{sink_url, typed};
-use careerctl::gateway::{lambda_request, ApiFunctions};
 use hyper::body::Bytes;
 use lambda_http::http::{self, Method};
+use local_aws::gateway::{lambda_request, ApiFunctions};
 
 use crate::counting::{self, per_request, Calls};
 use crate::report::{Row, Section};
@@ -352,7 +352,7 @@ fn render(n: usize, results: &[(Op, Measured)], cold_trips: f64, cold_breakdown:
     let mut body = String::new();
     let _ = writeln!(
         body,
-        "Each operation in process through its function's handler (`careerctl::gateway::ApiFunctions`, the \
+        "Each operation in process through its function's handler (`local_aws::gateway::ApiFunctions`, the \
          functions' own `Deps` and `handle`, request log on as on Lambda) against the bare DynamoDB calls \
          the operation cannot avoid — the rate-limit `UpdateItem` and the operation's own call, issued with \
          the same SDK client to the same DynamoDB Local, one after the other, each also timed on its own. \

@@ -22,12 +22,12 @@ use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::random;
 use careerctl::admin::Admin;
-use careerctl::deployment::Deployment;
-use careerctl::gateway::{lambda_request, ApiFunctions};
-use careerctl::resources::QueueUrls;
-use careerctl::services::Installed;
-use careerctl::stack::LocalStack;
 use lambda_http::http::{self, HeaderMap, Method, StatusCode};
+use local_aws::deployment::Deployment;
+use local_aws::emulators::Installed;
+use local_aws::gateway::{lambda_request, ApiFunctions};
+use local_aws::resources::QueueUrls;
+use local_aws::stack::LocalStack;
 use serde_json::Value;
 
 /// Where the services listen, and the settings every test starts from.
@@ -128,12 +128,12 @@ pub fn function_settings(function: &str, settings: &Settings) -> Settings {
 }
 
 /// The template's event sources of `function` in the stack whose tables `settings` name.
-pub fn queue_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::QueueSource> {
+pub fn queue_sources(function: &str, settings: &Settings) -> Vec<local_aws::event_sources::QueueSource> {
     deployment(settings).queue_sources(function).expect("the template's queue sources")
 }
 
 /// The template's stream sources of `function` in the stack whose tables `settings` name.
-pub fn stream_sources(function: &str, settings: &Settings) -> Vec<careerctl::event_sources::StreamSource> {
+pub fn stream_sources(function: &str, settings: &Settings) -> Vec<local_aws::event_sources::StreamSource> {
     deployment(settings).stream_sources(function).expect("the template's stream sources")
 }
 
@@ -146,7 +146,7 @@ pub const GRANTS_DIR: &str = "target/iam-grants";
 pub fn services() -> &'static Services {
     static SERVICES: OnceLock<Services> = OnceLock::new();
     SERVICES.get_or_init(|| {
-        careerctl::iam::record_grants_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GRANTS_DIR))
+        local_aws::iam::record_grants_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GRANTS_DIR))
             .unwrap_or_else(|e| panic!("{e:#}"));
         let (ready, started) = mpsc::channel();
         std::thread::spawn(move || {
@@ -182,7 +182,7 @@ pub fn services() -> &'static Services {
 /// Replaces the services' DynamoDB Local with a new, empty one on the same endpoint, with
 /// the base stack's tables made again (every other stack's tables are gone): for a
 /// benchmark whose parts must not pay for the stream records of the parts before
-/// ([`careerctl::stack::LocalStack::restart_dynamodb`] says why they would).
+/// ([`local_aws::stack::LocalStack::restart_dynamodb`] says why they would).
 ///
 /// A new JVM answers its first few thousand requests slowly (its JIT compiler has not seen
 /// them yet), so it is first warmed with the calls a delivery makes on the base stack's
@@ -268,7 +268,7 @@ pub fn base_settings() -> Settings {
 /// A fresh instance of the delivery function (new clients, connection pools and HTTP agent)
 /// on the test's DynamoDB Local, SQS emulator and KMS.
 pub fn deliver_instance(settings: &Settings) -> career_deliver::Deps {
-    let function = careerctl::template::function::DELIVER;
+    let function = local_aws::template::function::DELIVER;
     career_deliver::Deps::new(&acting_as(function, settings, &clients()), &function_settings(function, settings))
         .expect("delivery settings")
 }
@@ -288,7 +288,7 @@ pub fn settings_without_kms_or_queues(unreachable: &str) -> Settings {
 /// the functions build (static credentials, us-east-1, the functions' time limits), with a
 /// new HTTP client and so connection pools of its own.
 pub fn sdk_config() -> SdkConfig {
-    careerctl::stack::sdk_config(&services().dynamodb_endpoint, &services().sqs_endpoint)
+    local_aws::stack::sdk_config(&services().dynamodb_endpoint, &services().sqs_endpoint)
         .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
@@ -314,13 +314,13 @@ pub fn patient_clients() -> AwsClients {
 /// The AWS clients of a function instance whose DynamoDB is at `dynamodb` and whose SQS and
 /// KMS are at `moto`.
 pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
-    AwsClients::new(careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
+    AwsClients::new(local_aws::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
 /// [`clients_at`] with `factor` times AWS's own time limits (1: AWS's), not the local
-/// stack's (`careerctl::stack::TIMEOUT_FACTOR`): for a test of those limits.
+/// stack's (`local_aws::stack::TIMEOUT_FACTOR`): for a test of those limits.
 pub fn clients_with_limits_at(dynamodb: &str, moto: &str, factor: u32) -> AwsClients {
-    let sdk = careerctl::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}"));
+    let sdk = local_aws::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}"));
     AwsClients::new(sdk.to_builder().timeout_config(career_core::runtime::aws_timeouts(factor)).build())
 }
 

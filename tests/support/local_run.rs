@@ -9,7 +9,7 @@ use career_core::aws::AwsClients;
 use career_core::config::TableNames;
 use career_core::credentials::Scopes;
 use careerctl::admin::Admin;
-use careerctl::services::free_port;
+use local_aws::emulators::free_port;
 use serde_json::Value;
 
 use crate::{eventually, held, unique_user};

@@ -7,10 +7,10 @@ use std::time::Duration;
 use career_core::config::{Settings, TableNames};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::store::deliveries::DeliveryTable;
-use careerctl::deployment::Deployment;
-use careerctl::pumps::{run_queue_pump, run_stream_pump, run_sweeps};
-use careerctl::resources::QueueUrls;
-use careerctl::template::{function, Template};
+use local_aws::deployment::Deployment;
+use local_aws::event_sources::pumps::{run_queue_pump, run_stream_pump, run_sweeps};
+use local_aws::resources::QueueUrls;
+use local_aws::template::{function, Template};
 use tokio::task::JoinHandle;
 
 use crate::{acting_as, clients, eventually, services, sqs, unique_user, Api};

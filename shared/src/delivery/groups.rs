@@ -18,9 +18,11 @@
 
 use std::time::Duration;
 
+pub use crate::delivery::group_count::{group_id, index_in, Groups};
+
 use crate::clock::Timestamp;
 use crate::delivery::plan::Answered;
-use crate::ids::{DeliveryId, SubscriptionId};
+use crate::ids::DeliveryId;
 use crate::webhooks::{DeliveryRate, Health};
 
 /// A 2xx answered within this time is fast: it lets the subscription spread over every group.
@@ -33,26 +35,7 @@ pub const SLOW_ANSWER: Duration = Duration::from_secs(3);
 /// The deliveries a second of a limit that one group is allowed for: a batch's worth.
 const PER_GROUP: u32 = 10;
 
-/// How many message groups a subscription's first attempts spread over: 1 to [`Groups::MAX`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Groups(u8);
-
 impl Groups {
-    pub const ONE: Groups = Groups(1);
-    /// The most the setting allows. SQS allows 300 receives a second per message group in
-    /// high-throughput mode and no limit on groups; this bounds one subscription's share of
-    /// the lane's consumers when its receiver keeps up.
-    pub const MAX: u8 = 100;
-
-    /// `Some` for 1 to [`Groups::MAX`].
-    pub fn new(count: u8) -> Option<Self> {
-        (1..=Self::MAX).contains(&count).then_some(Groups(count))
-    }
-
-    pub fn get(self) -> u8 {
-        self.0
-    }
-
     /// The groups a subscription's new first attempts spread over: all of `most` while it is
     /// active (no failure clock running, not disabled or paused) and its receiver answers fast
     /// (`fast_since`), else one. A rate limit (contract section 18) takes at most one group per
@@ -62,34 +45,13 @@ impl Groups {
             (Health::Active, Some(_)) => match rate {
                 Some(rate) => {
                     let needed = rate.per_second().div_ceil(PER_GROUP);
-                    Groups(u8::try_from(needed).unwrap_or(u8::MAX).min(most.0))
+                    Groups::new(u8::try_from(needed).unwrap_or(u8::MAX).min(most.get())).unwrap_or(Groups::ONE)
                 }
                 None => most,
             },
             _ => Groups::ONE,
         }
     }
-
-    /// The group of `delivery` among these: from its id, so every copy of it gets the same one.
-    pub fn index_of(self, delivery: &DeliveryId) -> u8 {
-        // FNV-1a: the id's bytes are a hash already; any spread of them will do.
-        let hash = delivery
-            .as_str()
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3));
-        (hash % u64::from(self.0)) as u8
-    }
-}
-
-/// A main-lane message group: `whk_…#k`.
-pub fn group_id(subscription: &SubscriptionId, index: u8) -> String {
-    format!("{}#{index}", subscription.as_str())
-}
-
-/// The index of a received message's group: what follows the last `#`, or 0 for a group
-/// named by the subscription alone (a message queued before there were several).
-pub fn index_in(group_id: &str) -> u8 {
-    group_id.rsplit_once('#').and_then(|(_, index)| index.parse().ok()).unwrap_or(0)
 }
 
 /// The group a main-lane message in group `current` moves to, when the subscription's
@@ -124,6 +86,7 @@ pub fn pace_after(answered: Answered, took: Duration, fast: bool) -> Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::SubscriptionId;
     use crate::webhooks::DisabledReason;
 
     fn at(seconds: u64) -> Timestamp {
@@ -145,8 +108,8 @@ mod tests {
             (gone, Some(at(0)), None, Groups::ONE, "disabled"),
             (Health::Active, Some(at(0)), rate(2), Groups::ONE, "limited to 2 a second"),
             (Health::Active, Some(at(0)), rate(10), Groups::ONE, "limited to a batch a second"),
-            (Health::Active, Some(at(0)), rate(11), Groups(2), "limited to just over a batch"),
-            (Health::Active, Some(at(0)), rate(100), Groups(10), "limited to 100"),
+            (Health::Active, Some(at(0)), rate(11), Groups::new(2).unwrap(), "limited to just over a batch"),
+            (Health::Active, Some(at(0)), rate(100), Groups::new(10).unwrap(), "limited to 100"),
             (Health::Active, Some(at(0)), rate(10_000), most, "limited above what the setting allows"),
             (Health::Active, None, rate(100), Groups::ONE, "limited, not known fast"),
         ];

@@ -3,6 +3,7 @@
 //! each in its own module.
 
 pub mod attempt;
+pub mod group_count;
 pub mod groups;
 pub mod log;
 pub mod plan;

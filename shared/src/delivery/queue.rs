@@ -31,7 +31,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName, Sen
 
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
-use crate::delivery::groups::{self, Groups};
+use crate::delivery::group_count::{self, Groups};
 use crate::delivery::DeliveryMessage;
 use crate::random;
 
@@ -75,9 +75,9 @@ impl Lane {
 }
 
 /// The index of a received main-lane message's group among its subscription's
-/// ([`groups::index_in`]); `None` for a message of the retry lane.
+/// ([`group_count::index_in`]); `None` for a message of the retry lane.
 pub fn group_of(message: &SqsMessage) -> Option<u8> {
-    message.attributes.get("MessageGroupId").map(|group| groups::index_in(group))
+    message.attributes.get("MessageGroupId").map(|group| group_count::index_in(group))
 }
 
 #[derive(Clone)]
@@ -116,7 +116,7 @@ impl DeliveryQueues {
 
     /// Sends every message to `lane`, ten per `SendMessageBatch` call: on the main lane in
     /// its subscription's first group (a delivery of a subscription that spreads over more is
-    /// moved to its own by its turn, [`groups::regroup`]).
+    /// moved to its own by its turn, `groups::regroup`).
     pub async fn send(&self, lane: Lane, messages: &[DeliveryMessage]) -> Result<(), QueueError> {
         let first = match lane {
             Lane::Main => Slot::Group(0),
@@ -303,7 +303,7 @@ fn entry(id: String, message: &DeliveryMessage, slot: Slot) -> SendMessageBatchR
         .message_body(serde_json::to_string(message).expect("messages serialize"));
     entry = match slot {
         Slot::Group(index) => entry
-            .message_group_id(groups::group_id(&message.subscription_id, index))
+            .message_group_id(group_count::group_id(&message.subscription_id, index))
             .message_deduplication_id(random::random_token("")),
         Slot::Delay(delay) => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
     };

@@ -24,6 +24,7 @@ use crate::random;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::signing::PublicKey;
 pub use disabled_reason::DisabledReason;
+pub use netguard::UrlPolicy;
 
 pub const MAX_URL_LEN: usize = 2048;
 pub const MAX_SUBSCRIPTIONS_PER_USER: u32 = 25;
@@ -53,25 +54,6 @@ pub enum InvalidUrl {
     UserInfo,
     #[error("url must not point at localhost or a private, loopback, link-local or reserved address")]
     PrivateTarget,
-}
-
-/// What a subscription URL may be in one deployment (contract section 5): `https` only and
-/// no private target on AWS; the local stack, whose receivers listen on loopback without
-/// TLS, allows `http` and the loopback networks.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UrlPolicy {
-    /// `ALLOW_HTTP_WEBHOOK_URLS`: `http` besides `https`.
-    pub allow_http: bool,
-    /// The private-network guard, with its allow-list (`WEBHOOK_ALLOWED_NETWORKS`).
-    pub guard: netguard::Guard,
-}
-
-impl UrlPolicy {
-    /// The local stack's policy: `http`, and the loopback networks (`127.0.0.0/8`, `::1`).
-    pub fn local_stack() -> Self {
-        let loopback = ["127.0.0.0/8", "::1/128"].map(|network| network.parse().expect("a network"));
-        UrlPolicy { allow_http: true, guard: netguard::Guard::allowing(loopback.to_vec()) }
-    }
 }
 
 impl WebhookUrl {

@@ -166,6 +166,25 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     }
 }
 
+/// What a subscription URL may be in one deployment (contract section 5): `https` only and
+/// no private target on AWS; the local stack, whose receivers listen on loopback without
+/// TLS, allows `http` and the loopback networks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UrlPolicy {
+    /// `ALLOW_HTTP_WEBHOOK_URLS`: `http` besides `https`.
+    pub allow_http: bool,
+    /// The private-network guard, with its allow-list (`WEBHOOK_ALLOWED_NETWORKS`).
+    pub guard: Guard,
+}
+
+impl UrlPolicy {
+    /// The local stack's policy: `http`, and the loopback networks (`127.0.0.0/8`, `::1`).
+    pub fn local_stack() -> Self {
+        let loopback = ["127.0.0.0/8", "::1/128"].map(|network| network.parse().expect("a network"));
+        UrlPolicy { allow_http: true, guard: Guard::allowing(loopback.to_vec()) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

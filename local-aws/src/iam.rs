@@ -378,7 +378,7 @@ pub fn calls_of(target: &str, body: &Json) -> Option<Vec<Call>> {
                 Some(url) => url.rsplit('/').next()?.to_owned(),
                 None => text(body, "QueueName")?.to_owned(),
             };
-            let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{queue}", crate::stack::REGION);
+            let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{queue}", crate::template::REGION);
             Some(vec![call(format!("sqs:{action}"), arn)])
         }
         "TrentService" => kms_calls(operation, body),
@@ -395,7 +395,7 @@ fn call(action: String, resource: String) -> Call {
 }
 
 fn table(name: &str) -> String {
-    format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION)
+    format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::template::REGION)
 }
 
 /// DynamoDB's calls: one per table of a batch, one per item of a transaction (as the item's
@@ -437,7 +437,7 @@ fn kms_calls(operation: &str, body: &Json) -> Option<Vec<Call>> {
     let key = text(body, "KeyId")?;
     let resource = match key.starts_with("arn:") {
         true => key.to_owned(),
-        false => format!("arn:aws:kms:{}:{ACCOUNT}:key/{key}", crate::stack::REGION),
+        false => format!("arn:aws:kms:{}:{ACCOUNT}:key/{key}", crate::template::REGION),
     };
     let context = body.get("EncryptionContext").and_then(Json::as_object).into_iter().flatten();
     let context =

@@ -71,7 +71,7 @@ pub async fn create_stack(
 ) -> anyhow::Result<Resolver> {
     let mut resolver = Resolver {
         stack_name: stack_name.to_owned(),
-        region: crate::stack::REGION.to_owned(),
+        region: crate::template::REGION.to_owned(),
         parameters: template.parameter_defaults().into_iter().chain(parameters).collect(),
         resources: HashMap::new(),
     };
@@ -280,7 +280,7 @@ pub async fn create_tables(
         let properties = table.properties.cloned().unwrap_or_default();
         let properties = no_parameters.resolve(&Value::Mapping(properties))?;
         let properties: TableProperties = serde_yaml::from_value(properties)
-            .with_context(|| format!("the template's table {} (careerctl/src/resources.rs)", table.logical_id))?;
+            .with_context(|| format!("the template's table {} (local-aws/src/resources.rs)", table.logical_id))?;
         let kept = existing.iter().any(|n| n == name)
             && !replaced(dynamodb, name, &properties, table.update_replace_policy == Some("Retain")).await?;
         if kept {
@@ -293,7 +293,7 @@ pub async fn create_tables(
         let described = dynamodb.describe_table().table_name(name).send().await.context("describing a table")?;
         let mut attributes = HashMap::from([(
             "Arn".to_owned(),
-            format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::stack::REGION),
+            format!("arn:aws:dynamodb:{}:{ACCOUNT}:table/{name}", crate::template::REGION),
         )]);
         if let Some(stream) = described.table.and_then(|t| t.latest_stream_arn) {
             attributes.insert("StreamArn".to_owned(), stream);
@@ -465,7 +465,7 @@ async fn create_queue(sqs: &Sqs, stack: &str, logical_id: &str, properties: &Val
         request = request.attributes(QueueAttributeName::from(property), value);
     }
     let url = request.send().await.with_context(|| format!("creating queue {name}"))?.queue_url.unwrap_or_default();
-    let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{name}", crate::stack::REGION);
+    let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{name}", crate::template::REGION);
     Ok(Physical {
         reference: url.clone(),
         attributes: [("Arn".to_owned(), arn), ("QueueName".to_owned(), name), ("QueueUrl".to_owned(), url.clone())]
@@ -487,7 +487,7 @@ async fn create_topic(clients: &AwsClients, stack: &str, logical_id: &str) -> an
     let inbox = format!("{name}-inbox");
     let queue = clients.sqs().create_queue().queue_name(&inbox).send().await;
     let inbox_url = queue.with_context(|| format!("creating queue {inbox}"))?.queue_url.unwrap_or_default();
-    let inbox_arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{inbox}", crate::stack::REGION);
+    let inbox_arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{inbox}", crate::template::REGION);
     let subscribed = clients.sns().subscribe().topic_arn(&arn).protocol("sqs").endpoint(&inbox_arn).send().await;
     subscribed.with_context(|| format!("subscribing {inbox} to {name}"))?;
     Ok(Physical {

@@ -11,8 +11,8 @@ use anyhow::Context;
 use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::emulators::{HeldMessage, LocalService};
 use crate::resources::QueueUrls;
-use crate::services::{HeldMessage, LocalService};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 pub use queue::{run_queue_pump, sqs_event, RECEIVE_WAIT};
 pub use stream::run_stream_pump;
-pub(crate) use stream::stream_event;
+pub use stream::stream_event;
 
 /// Runs the sweep function every `every`, as the schedule does on AWS, until `stop` resolves.
 /// A run that takes longer than the function's `timeout` is ended, as Lambda ends it, and

@@ -141,6 +141,6 @@ fn sqs_message(message: aws_sdk_sqs::types::Message) -> SqsMessage {
     converted.body = message.body;
     converted.md5_of_body = message.md5_of_body;
     converted.event_source = Some("aws:sqs".to_owned());
-    converted.aws_region = Some(crate::stack::REGION.to_owned());
+    converted.aws_region = Some(crate::template::REGION.to_owned());
     converted
 }

@@ -1,4 +1,7 @@
-//! Starting DynamoDB Local and moto (the SQS and KMS emulator) as child processes on free ports.
+//! Starting DynamoDB Local and moto (the SQS and KMS emulator) as child processes on free ports, and
+//! what the queues hold kept across a restart (queue_snapshot).
+
+pub mod queue_snapshot;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -15,6 +15,9 @@ pub const TEMPLATE: &str = include_str!("../../template.yaml");
 /// The account moto answers as; the local ARNs and the pseudo parameter carry it.
 pub const ACCOUNT: &str = "123456789012";
 
+/// The region the local stack's clients and ARNs name.
+pub const REGION: &str = "us-east-1";
+
 /// The template's functions, by logical id.
 pub mod function {
     pub const ALERTS: &str = "AlertsFunction";

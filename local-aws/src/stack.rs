@@ -9,14 +9,29 @@ use anyhow::Context;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
-use career_core::config::Settings;
+use career_core::config::{SecretSetting, Settings};
 
 use crate::deployment::Deployment;
+use crate::emulators::{Installed, LocalService};
 use crate::resources::QueueUrls;
-use crate::services::{Installed, LocalService};
-use crate::template::Template;
+use crate::template::{Template, REGION};
 
-pub const REGION: &str = "us-east-1";
+/// The local stack's settings: the environment, with the local defaults of contract
+/// section 8 where a variable is not set.
+pub fn settings_from_env() -> anyhow::Result<Settings> {
+    let mut settings = Settings::from_env()?;
+    let unset = |name: &str| std::env::var_os(name).is_none();
+    if unset("ALLOW_HTTP_WEBHOOK_URLS") && unset("WEBHOOK_ALLOWED_NETWORKS") {
+        settings.webhook_urls = career_core::webhooks::UrlPolicy::local_stack();
+    }
+    if unset("DELIVERY_RETRY_BASE_SECONDS") {
+        settings.retry_base = Duration::from_secs(1);
+    }
+    if settings.cursor_signing_key.is_none() {
+        settings.cursor_signing_key = Some(SecretSetting::new(career_core::random::random_token("cursor_")));
+    }
+    Ok(settings)
+}
 
 /// The local stack's name: its tables are `career-…` (config.rs's default names).
 pub const STACK_NAME: &str = "career";

@@ -4,6 +4,9 @@
 //! happens to a batch that keeps failing. A property the pumps do not evaluate is an error
 //! when the template is read, never ignored.
 
+pub mod on_failure;
+pub mod pumps;
+
 use std::time::Duration;
 
 use anyhow::{bail, Context};

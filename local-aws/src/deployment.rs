@@ -170,7 +170,7 @@ mod tests {
     const CURSOR_KEY: &str = "cursor_key_of_the_local_stack_0123456789";
 
     fn local() -> HashMap<&'static str, String> {
-        let mut settings = crate::local::settings_from_env().unwrap();
+        let mut settings = crate::stack::settings_from_env().unwrap();
         settings.tables = TableNames::with_prefix("elsewhere-");
         settings.max_delivery_attempts = 4;
         settings.delivery_queue_url = Some("https://q/elsewhere".into());

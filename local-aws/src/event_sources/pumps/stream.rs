@@ -13,8 +13,8 @@ use career_core::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::ERROR_PAUSE;
+use crate::event_sources::on_failure::{BatchInfo, OnFailureRecord, RequestContext, ResponseContext, SequenceNumber};
 use crate::event_sources::{failed_items, passing, StreamSource};
-use crate::streams::{BatchInfo, OnFailureRecord, RequestContext, ResponseContext, SequenceNumber};
 
 /// How long the pump waits before reading again when the streams had nothing new.
 const IDLE_POLL: Duration = Duration::from_millis(200);
@@ -264,7 +264,7 @@ async fn discover_shards(
 }
 
 /// The event Lambda would build from these records.
-pub(crate) fn stream_event(stream_arn: &str, records: Vec<Record>) -> StreamEvent {
+pub fn stream_event(stream_arn: &str, records: Vec<Record>) -> StreamEvent {
     let mut event = StreamEvent::default();
     event.records = records.into_iter().map(|record| event_record(stream_arn, record)).collect();
     event
@@ -284,7 +284,7 @@ fn event_record(stream_arn: &str, record: Record) -> EventRecord {
     change.size_bytes = source.size_bytes.unwrap_or_default();
     change.stream_view_type = Some(StreamViewType::NewAndOldImages);
     let mut converted = EventRecord::default();
-    converted.aws_region = crate::stack::REGION.to_owned();
+    converted.aws_region = crate::template::REGION.to_owned();
     converted.change = change;
     converted.event_id = record.event_id.unwrap_or_default();
     converted.event_name = record.event_name.map(|name| name.as_str().to_owned()).unwrap_or_default();
