@@ -65,7 +65,9 @@ async fn the_readmes_operations_answer_what_each_step_promises() {
     .expect("bash runs");
     stack.abort();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The receiver's own lines (a refused bind shows here), beside the block's.
+    let receiver = std::fs::read_to_string(work.join("receiver.log")).unwrap_or_default();
+    let stderr = format!("{}\nreceiver.log:\n{receiver}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the block failed:\n{stdout}\n{stderr}");
     let answered: Vec<u16> =
         stdout.lines().filter(|line| line.len() == 3).filter_map(|line| line.parse().ok()).collect();

@@ -3,7 +3,6 @@
 //! Each test runs its own stack, with its data in a directory of its own.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -104,7 +103,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    local_aws::emulators::free_port().expect("a free port")
 }
 
 fn kill(pid: u32) {

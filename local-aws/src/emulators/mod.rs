@@ -193,9 +193,24 @@ wait "$child""#;
         .with_context(|| format!("starting {program}"))
 }
 
+/// A loopback port nothing holds now, for a process started next to bind. It is taken below the
+/// kernel's ephemeral range: a port from that range (what binding port 0 gives) is also what the
+/// kernel hands the next outgoing connection, so on a busy machine one of the suite's many
+/// connections could hold it by the time the child binds, and the child would fail to start.
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr().context("finding a free port")?.port())
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let lowest = ephemeral_start / 2;
+    for _ in 0..256 {
+        let [high, low] = career_core::random::random_bytes::<2>();
+        let port = lowest + u16::from_be_bytes([high, low]) % (ephemeral_start - lowest);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port found between {lowest} and {ephemeral_start}")
 }
 
 pub async fn wait_for_port(port: u16, what: &str) -> anyhow::Result<()> {
