@@ -3,7 +3,7 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
 //! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare), and
@@ -30,6 +30,7 @@ mod report;
 mod runtime_api;
 mod secrets;
 mod stats;
+mod trace;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -162,6 +163,9 @@ fn main() {
         }
         if wanted("cost") {
             sections.push(section(13, cost::TITLE, cost::run(bench.clone())).await);
+        }
+        if wanted("trace") {
+            sections.push(section(14, trace::TITLE, trace::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();
