@@ -1,4 +1,4 @@
-//! The local gateway (local-aws/src/gateway.rs) as a client on a socket sees it: its own
+//! The local gateway (local-aws/src/gateway/) as a client on a socket sees it: its own
 //! answers to bodies it cannot pass on, and connections that go idle.
 
 use std::sync::Arc;

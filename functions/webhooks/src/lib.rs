@@ -129,13 +129,6 @@ pub const RESOURCES: [Resource<Operation>; 9] = [
     },
 ];
 
-/// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks`,
-/// `/portal` and everything below each).
-pub fn serves(path: &str) -> bool {
-    let root = RESOURCES[0].path;
-    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')) || portal::serves(path)
-}
-
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
     if portal::serves(request.uri().path()) {
         return portal::answer(&request);
@@ -441,20 +434,6 @@ async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn serves_its_own_paths_and_the_portals_only() {
-        let served =
-            ["/api/v1/webhooks", "/api/v1/webhooks/", "/api/v1/webhooks/ping", "/api/v1/webhooks/x/y", "/portal"];
-        for path in served.into_iter().chain(RESOURCES.iter().map(|resource| resource.path)) {
-            assert!(serves(path), "{path}");
-        }
-        for path in
-            ["/api/v1/webhooksx", "/api/v1/webhook", "/api/v1/alerts", "/api/v1/data-sharing", "/api/v2/webhooks", "/"]
-        {
-            assert!(!serves(path), "{path}");
-        }
-    }
 
     #[test]
     fn each_path_is_one_resource_and_each_method_one_operation() {
