@@ -10,7 +10,7 @@ pub mod portal;
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, Table};
 use career_core::credentials::Scope;
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
@@ -59,10 +59,11 @@ pub struct Deps {
 
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+        let [webhooks, deliveries] = settings.tables.require([Table::Webhooks, Table::Deliveries])?;
         Ok(Self {
-            front: Front::new(clients.dynamodb(), settings),
-            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            front: Front::new(clients.dynamodb(), settings)?,
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
             queues: DeliveryQueues::new(clients, settings)?,
             cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(clients, settings)?,
