@@ -103,7 +103,8 @@ impl Template {
     /// writes them (unresolved).
     pub fn events(&self, function: &str, kind: &str) -> anyhow::Result<Vec<(&str, &Value)>> {
         let resource = self.resource(function)?;
-        let events = resource.properties.and_then(|p| p.get("Events")).and_then(Value::as_mapping).into_iter().flatten();
+        let events =
+            resource.properties.and_then(|p| p.get("Events")).and_then(Value::as_mapping).into_iter().flatten();
         let mut declared = Vec::new();
         for (name, event) in events.filter(|(_, event)| event.get("Type").and_then(Value::as_str) == Some(kind)) {
             let name = name.as_str().unwrap_or_default();

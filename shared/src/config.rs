@@ -282,23 +282,35 @@ impl Settings {
     }
 
     pub fn require_secrets_kms_key(&self) -> Result<&str, ConfigError> {
-        self.secrets_kms_key_id.as_deref().ok_or(ConfigError::Missing { name: "SECRETS_KMS_KEY_ID", needed: "the KMS key that protects the webhook secrets" })
+        self.secrets_kms_key_id.as_deref().ok_or(ConfigError::Missing {
+            name: "SECRETS_KMS_KEY_ID",
+            needed: "the KMS key that protects the webhook secrets",
+        })
     }
 
     pub fn require_queue_url(&self) -> Result<&str, ConfigError> {
-        self.delivery_queue_url.as_deref().ok_or(ConfigError::Missing { name: "DELIVERY_QUEUE_URL", needed: "the delivery queue's URL" })
+        self.delivery_queue_url
+            .as_deref()
+            .ok_or(ConfigError::Missing { name: "DELIVERY_QUEUE_URL", needed: "the delivery queue's URL" })
     }
 
     pub fn require_dead_letter_queue_url(&self) -> Result<&str, ConfigError> {
-        self.dead_letter_queue_url.as_deref().ok_or(ConfigError::Missing { name: "DEAD_LETTER_QUEUE_URL", needed: "the delivery dead-letter queue's URL" })
+        self.dead_letter_queue_url.as_deref().ok_or(ConfigError::Missing {
+            name: "DEAD_LETTER_QUEUE_URL",
+            needed: "the delivery dead-letter queue's URL",
+        })
     }
 
     pub fn require_operator_topic_arn(&self) -> Result<&str, ConfigError> {
-        self.operator_topic_arn.as_deref().ok_or(ConfigError::Missing { name: "OPERATOR_TOPIC_ARN", needed: "the operator topic's ARN" })
+        self.operator_topic_arn
+            .as_deref()
+            .ok_or(ConfigError::Missing { name: "OPERATOR_TOPIC_ARN", needed: "the operator topic's ARN" })
     }
 
     pub fn require_retry_queue_url(&self) -> Result<&str, ConfigError> {
-        self.retry_queue_url.as_deref().ok_or(ConfigError::Missing { name: "DELIVERY_RETRY_QUEUE_URL", needed: "the retry queue's URL" })
+        self.retry_queue_url
+            .as_deref()
+            .ok_or(ConfigError::Missing { name: "DELIVERY_RETRY_QUEUE_URL", needed: "the retry queue's URL" })
     }
 }
 
@@ -311,10 +323,9 @@ where
     T::Err: std::fmt::Display,
 {
     match vars(name) {
-        Some(text) if !text.trim().is_empty() => text
-            .trim()
-            .parse()
-            .map_err(|e: T::Err| ConfigError::new(name, format!("cannot parse {text:?}: {e}"))),
+        Some(text) if !text.trim().is_empty() => {
+            text.trim().parse().map_err(|e: T::Err| ConfigError::new(name, format!("cannot parse {text:?}: {e}")))
+        }
         _ => Ok(default),
     }
 }
@@ -382,7 +393,13 @@ mod tests {
         let error = settings.tables.require([Table::Deliveries, Table::Webhooks]).unwrap_err();
         assert_eq!(error.name(), "WEBHOOKS_TABLE");
         assert!(error.to_string().starts_with("environment variable WEBHOOKS_TABLE is not set: "), "{error}");
-        let named: Vec<&str> = settings.tables.all().into_iter().filter(|(_, table)| !table.is_empty()).map(|(variable, _)| variable).collect();
+        let named: Vec<&str> = settings
+            .tables
+            .all()
+            .into_iter()
+            .filter(|(_, table)| !table.is_empty())
+            .map(|(variable, _)| variable)
+            .collect();
         assert_eq!(named, ["DELIVERIES_TABLE"], "no table has a default name");
     }
 

@@ -19,7 +19,10 @@ impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
             front: Front::new(clients.dynamodb(), settings)?,
-            preferences: PreferenceTable::new(clients.dynamodb().clone(), settings.tables.require([Table::Preferences])?[0]),
+            preferences: PreferenceTable::new(
+                clients.dynamodb().clone(),
+                settings.tables.require([Table::Preferences])?[0],
+            ),
         })
     }
 }

@@ -42,7 +42,10 @@ pub struct Deps {
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), settings.tables.require([Table::Deliveries])?[0]),
+            deliveries: DeliveryTable::new(
+                clients.dynamodb().clone(),
+                settings.tables.require([Table::Deliveries])?[0],
+            ),
             queues: DeliveryQueues::new(clients, settings)?,
             sweep_after: settings.sweep_after,
         })

@@ -70,7 +70,8 @@ impl<T> Routes<T> {
         for function in template.resources_of("AWS::Serverless::Function") {
             let function = function.logical_id;
             for (name, properties) in template.events(function, "HttpApi")? {
-                let route = route(properties, || target(function)).with_context(|| format!("{function}'s event {name}"))?;
+                let route =
+                    route(properties, || target(function)).with_context(|| format!("{function}'s event {name}"))?;
                 if routes.iter().any(|other| other.method == route.method && other.path == route.path) {
                     bail!("{function}'s event {name}: another event has its method and path");
                 }
@@ -83,9 +84,10 @@ impl<T> Routes<T> {
     /// What the route of a request for `method` and `path` leads to; `None` when no route
     /// matches (API Gateway answers 404 then).
     pub fn find(&self, method: &Method, path: &str) -> Option<&T> {
-        let matching = self.routes.iter().filter(|route| {
-            route.method.as_ref().is_none_or(|own| own == method) && route.path.matches(path)
-        });
+        let matching = self
+            .routes
+            .iter()
+            .filter(|route| route.method.as_ref().is_none_or(|own| own == method) && route.path.matches(path));
         let chosen = matching.min_by_key(|route| {
             let path = match &route.path {
                 RoutePath::Exact(_) => (0, Reverse(0)),
