@@ -12,7 +12,7 @@ use crate::clock::Timestamp;
 use crate::delivery::log::DeliveryStatus;
 use crate::events::{Event, EventData, EventKind, MalformedRecord};
 use crate::ids::{DeliveryId, EventId, SubscriptionId, UserId};
-use crate::webhooks::{DisabledReason, LoggedUrl};
+use crate::webhooks::{DisabledReason, Target};
 
 /// What an event source's image of a subscription says about its health: the attributes
 /// the deliver function writes on a transition (`store::webhooks`).
@@ -21,7 +21,8 @@ use crate::webhooks::{DisabledReason, LoggedUrl};
 struct HealthImage {
     user_id: UserId,
     subscription_id: SubscriptionId,
-    url: String,
+    #[serde(flatten)]
+    target: Target,
     failing_since: Option<Timestamp>,
     failing_error: Option<String>,
     failing_status: Option<u16>,
@@ -73,7 +74,7 @@ pub fn reported(kind: EventKind) -> bool {
 /// `recovered` when a success stops the clock (enabling stops it too, and is no event).
 pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
     let Some((old, new)) = images::<HealthImage>(record)? else { return Ok(None) };
-    let url = LoggedUrl(&new.url).to_string();
+    let url = new.target.logged();
     let (user_id, subscription_id) = (new.user_id, new.subscription_id.clone());
     let (at, data) = match (&old, new.disabled_at, new.failing_since) {
         (old, Some(disabled_at), _) if old.disabled_at.is_none() => match new.disabled_reason {
@@ -209,6 +210,25 @@ mod tests {
             "the URL as the logs show it"
         );
         assert_eq!(event.about().map(SubscriptionId::as_str), Some("whk_01JDQ40A1B2C3D4E5F6G7H8J9K"));
+    }
+
+    #[test]
+    fn a_subscription_with_a_destination_is_named_by_its_queue() {
+        let queue = "https://sqs.eu-west-1.amazonaws.com/210987654321/career-events";
+        let destination = json!({"M": {"type": {"S": "aws_sqs"}, "queueUrl": {"S": queue},
+            "roleArn": {"S": "arn:aws:iam::210987654321:role/sender"},
+            "externalId": {"S": "Ab-_0123456789abcdefghijklmnopqrstuvwxyzABC"}}});
+        let with_destination = |extra: Value| {
+            let mut item = subscription(extra);
+            let item_map = item.as_object_mut().unwrap();
+            item_map.remove("url");
+            item_map.insert("destination".into(), destination.clone());
+            item
+        };
+        let failing = json!({"failingSince": {"S": SINCE}, "failingError": {"S": "the role may not send"}});
+        let event = event(with_destination(json!({})), with_destination(failing)).expect("an event");
+        assert_eq!(event.kind(), EventKind::EndpointFailing);
+        assert_eq!(serde_json::to_value(&event.data).unwrap()["url"], queue);
     }
 
     #[test]

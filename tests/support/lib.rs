@@ -21,6 +21,7 @@ use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::random;
+use career_core::webhooks::destination::RoleArn;
 use careerctl::admin::Admin;
 use lambda_http::http::{self, HeaderMap, Method, StatusCode};
 use local_aws::deployment::Deployment;
@@ -243,6 +244,13 @@ pub fn installed() -> Installed {
     Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
+/// The delivery function's role, as the local stack names template.yaml's
+/// `DeliverFunctionRole`: the role owners of an AWS destination trust (contract section 17).
+pub fn sender_role_arn() -> RoleArn {
+    let arn = format!("arn:aws:iam::{}:role/career-DeliverFunctionRole", local_aws::template::ACCOUNT);
+    RoleArn::parse(&arn).expect("a role ARN")
+}
+
 /// The settings every test starts from (the services add the delivery queue's URL).
 pub fn base_settings() -> Settings {
     Settings {
@@ -262,6 +270,7 @@ pub fn base_settings() -> Settings {
         webhook_disable_after: std::time::Duration::from_secs(432_000),
         metrics_namespace: "CareerService/Webhooks".into(),
         operator_topic_arn: None,
+        sender_role_arn: Some(sender_role_arn()),
     }
 }
 
@@ -554,7 +563,8 @@ impl RequestBuilder<'_> {
 /// The guard of the house rule that no test creates a subscription the delivery function
 /// could send to another machine: every subscription that an answer shows (created, changed
 /// or listed, so also one a test wrote straight to the table) must name a receiver on
-/// loopback. A refused request shows none, so its URL may be anything.
+/// loopback (or a queue of the local SQS emulator). A refused request shows none, so its
+/// URL may be anything.
 #[track_caller]
 pub fn assert_subscriptions_on_loopback(answer: &Answer) {
     let listed = answer.json.get("webhooks").and_then(Value::as_array);
@@ -563,6 +573,14 @@ pub fn assert_subscriptions_on_loopback(answer: &Answer) {
         let is_subscription = subscription["id"].as_str().is_some_and(|id| id.starts_with("whk_"));
         if let (true, Some(url)) = (is_subscription, subscription["url"].as_str()) {
             assert!(is_loopback(url), "a subscription to {url}: tests may only create subscriptions to loopback receivers they run (sink_url, receiver::Receiver)");
+        }
+        // An AWS destination's queue is the local emulator's (a bus is reached through the
+        // stack's EventBridge endpoint, which is local in every test).
+        if let (true, Some(queue)) = (is_subscription, subscription["destination"]["queueUrl"].as_str()) {
+            assert!(
+                is_loopback(queue),
+                "a subscription to the queue {queue}: tests may only use the local emulator's queues"
+            );
         }
     }
 }
