@@ -15,6 +15,8 @@ mod api_deliveries;
 mod api_tools;
 #[path = "api_webhooks.rs"]
 mod api_webhooks;
+#[path = "delivery_cost.rs"]
+mod delivery_cost;
 #[path = "delivery_log.rs"]
 mod delivery_log;
 #[path = "delivery_log_layout.rs"]
