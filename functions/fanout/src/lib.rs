@@ -119,6 +119,7 @@ struct Fanned {
     /// Its record's position in the batch.
     index: usize,
     event: Event,
+    user_id: UserId,
     subscriptions: Vec<Subscription>,
     trace: TraceContext,
 }
@@ -143,7 +144,7 @@ async fn fan_out(deps: &Deps, records: &[EventRecord]) -> Option<usize> {
             }
         }
         let event = &fanned.event;
-        tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = ?event.user_id().map(|u| u.to_string()), trace_id = %fanned.trace.parent.trace_id.hex(), deliveries = fanned.subscriptions.len(), "event fanned out");
+        tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %fanned.user_id, trace_id = %fanned.trace.parent.trace_id.hex(), deliveries = fanned.subscriptions.len(), "event fanned out");
     }
     if let Some(index) = stopped_at {
         tracing::error!(event_id = %records[index].event_id, "fan-out failed; the stream retries from this record");
@@ -171,7 +172,7 @@ async fn subscriptions_of(deps: &Deps, records: &[EventRecord]) -> (Vec<Fanned>,
             tracing::warn!(event_id = %event.id, "skipping an event without a valid user id");
             continue;
         };
-        let key = (user_id, event.kind());
+        let key = (user_id.clone(), event.kind());
         let mut subscriptions = match read.get(&key) {
             Some(subscriptions) => subscriptions.clone(),
             None => match deps.webhooks.subscribed_to(&key.0, key.1).await {
@@ -186,7 +187,7 @@ async fn subscriptions_of(deps: &Deps, records: &[EventRecord]) -> (Vec<Fanned>,
         // A record processed again may start another trace, but it queues nothing that its
         // first processing recorded, so no delivery has two.
         let trace = trace_of_record(record).unwrap_or_else(TraceContext::start);
-        fanned.push(Fanned { index, event, subscriptions, trace });
+        fanned.push(Fanned { index, event, user_id, subscriptions, trace });
     }
     (fanned, None)
 }
@@ -196,8 +197,7 @@ async fn deliver(deps: &Deps, fanned: &[Fanned], now: Timestamp) -> Result<(), F
     // A first attempt for the main lane is created claimed, so its turn writes no claim
     // (delivery::plan::granted); the retry lane's copies claim for themselves.
     let message = |fanned: &Fanned, s: &Subscription| {
-        let user_id = fanned.event.user_id().expect("a fanned-out event has a user");
-        let message = DeliveryMessage::new(&fanned.event, user_id, &s.id).traced(fanned.trace.clone());
+        let message = DeliveryMessage::new(&fanned.event, &fanned.user_id, &s.id).traced(fanned.trace.clone());
         match s.health.failing_since() {
             None => plan::created_claimed(message, now),
             Some(_) => message,

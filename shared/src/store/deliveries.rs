@@ -16,7 +16,9 @@
 //!   recovery cost what they return.
 //! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): only
 //!   `pending` records, so the sweep reads what is overdue and nothing else, and its writes
-//!   spread over the shards at any event rate.
+//!   spread over the shards at any event rate. A first try the fan-out records is not in it:
+//!   one [`Marker`] per batch of records lets the sweep find those still pending when it is
+//!   overdue, so a first try that succeeds writes no index at all.
 //!
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
@@ -1168,4 +1170,64 @@ fn state_of(item: Item) -> Result<RecordState, StoreError> {
 fn stored_of(item: Item) -> Result<StoredDelivery, StoreError> {
     let item: DeliveryItem = serde_dynamo::from_item(item)?;
     item.into_stored()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    /// An item's size as DynamoDB counts it for the attribute kinds these items use.
+    fn size(item: &Item) -> usize {
+        fn value(v: &AttributeValue) -> usize {
+            match v {
+                AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
+                AttributeValue::B(b) => b.as_ref().len(),
+                AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value(v)).sum::<usize>(),
+                _ => 1,
+            }
+        }
+        item.iter().map(|(name, v)| name.len() + value(v)).sum()
+    }
+
+    #[test]
+    fn a_full_marker_is_one_write_unit_and_lists_keys_that_read_back() {
+        let keys: Vec<RecordKey> = (0..MARKER_RECORDS)
+            .map(|_| RecordKey { subscription_id: SubscriptionId::generate(), delivery_id: DeliveryId::generate() })
+            .collect();
+        let at = Timestamp::from_unix_seconds(1_795_766_400);
+        let marker = MarkerItem {
+            log_partition: marker_partition(due_shard(&keys[0].delivery_id)),
+            delivery_id: format!("{at}#{}", keys[0].delivery_id),
+            records: keys.iter().map(|key| format!("{}/{}", key.subscription_id, key.delivery_id)).collect(),
+            expires_at: expires_at(at),
+        };
+        let item: Item = serde_dynamo::to_item(&marker).unwrap();
+        assert!(size(&item) <= 1024, "{} bytes", size(&item));
+        let read: Vec<RecordKey> = marker.records.iter().filter_map(|key| RecordKey::parse(key)).collect();
+        assert_eq!(read, keys);
+        assert!(marker.log_partition.starts_with("fanout#"), "apart from every log partition");
+        assert!(RecordKey::from_item(&item).is_err(), "no marker reads as a record's key");
+    }
+
+    #[test]
+    fn a_record_keeps_a_long_body_deflated_and_reads_it_back_as_sent() {
+        let event = crate::events::Event::ping(&SubscriptionId::generate());
+        let mut message = DeliveryMessage::new(&event, &"u1".parse().unwrap(), &SubscriptionId::generate());
+        message.event.data = crate::events::EventData::EndpointFailing {
+            user_id: "u1".parse().unwrap(),
+            subscription_id: SubscriptionId::generate(),
+            url: "https://hooks.example.com/career/events".into(),
+            failing_since: Timestamp::from_unix_seconds(1_795_766_400),
+            last_error: "answered 503: the gateway returned an invalid response from the pool; ".repeat(12),
+            last_response_status: Some(503),
+        };
+        let body = message.body();
+        let item = DeliveryItem::new(&message, &body, DeliveryStatus::Pending, Timestamp::now());
+        let stored: Item = serde_dynamo::to_item(&item).unwrap();
+        assert!(stored.get("body").is_none());
+        assert!(matches!(stored.get("bodyDeflated"), Some(AttributeValue::B(_))), "kept as binary: {stored:?}");
+        assert!(size(&stored) < 1024, "{} bytes for a {}-byte body", size(&stored), body.len());
+        assert_eq!(stored_of(stored).unwrap().record.body.as_bytes(), body.as_slice());
+    }
 }
