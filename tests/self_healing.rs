@@ -754,10 +754,8 @@ async fn only_a_batch_of_several_subscriptions_is_deleted_early() {
     let one_subscription: &[&str] = &[&first, &first, &first];
     let two_subscriptions: &[&str] = &[&first, &second];
     for (batch, early) in [(alone, 0), (one_subscription, 0), (two_subscriptions, 2)] {
-        let messages: Vec<DeliveryMessage> = batch
-            .iter()
-            .map(|s| DeliveryMessage::new(&Event::ping(&typed(s)), &typed(&user), &typed(s)))
-            .collect();
+        let messages: Vec<DeliveryMessage> =
+            batch.iter().map(|s| DeliveryMessage::new(&Event::ping(&typed(s)), &typed(&user), &typed(s))).collect();
         let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
         table.insert_new(&records, Timestamp::now()).await.unwrap();
         queues.send(Lane::Main, &messages).await.unwrap();

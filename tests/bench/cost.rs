@@ -360,13 +360,11 @@ fn failing_body(record: &Value) -> Result<usize, String> {
 /// pages in an order that does not repeat (a fixed pseudo-random sequence), so the body
 /// deflates as prose does, not as a repeated run would.
 fn error_text(len: usize) -> String {
-    const WORDS: [&str; 48] = [
-        "answered", "500:", "the", "upstream", "service", "timed", "out", "while", "it", "wrote", "candidate's",
-        "assessment", "summary", "and", "career-health", "signals;", "request", "id", "retry", "later", "gateway",
-        "returned", "an", "invalid", "response", "from", "database", "connection", "pool", "exhausted", "after",
-        "30", "seconds,", "queue", "depth", "exceeded", "limit", "for", "tenant", "region", "eu-west-1,", "worker",
-        "crashed", "with", "exit", "code", "137", "(out of memory);",
-    ];
+    const WORDS: &str = "answered 500: the upstream service timed out while it wrote candidate's assessment \
+                         summary and career-health signals; request id retry later gateway returned an invalid \
+                         response from database connection pool exhausted after 30 seconds, queue depth exceeded \
+                         limit for tenant region eu-west-1, worker crashed with exit code 137 (out of memory);";
+    let words: Vec<&str> = WORDS.split_whitespace().collect();
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     let mut text = String::with_capacity(len + 16);
     while text.len() < len {
@@ -374,7 +372,7 @@ fn error_text(len: usize) -> String {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        text.push_str(WORDS[(state % WORDS.len() as u64) as usize]);
+        text.push_str(words[(state % words.len() as u64) as usize]);
         text.push(' ');
     }
     text.truncate(len);
