@@ -440,23 +440,42 @@ impl DeliveryTable {
 
     /// The fan-out's markers made before `cutoff`, at most `limit` of each shard.
     pub async fn markers_due(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Marker>, StoreError> {
+        let condition = "logPartition = :p AND deliveryId < :cutoff";
+        let items = self.each_shard_before(None, condition, |shard| marker_partition(shard.to_string()), cutoff, limit);
+        let mut found = Vec::new();
+        for item in items.await? {
+            let marker: MarkerItem = serde_dynamo::from_item(item)?;
+            let records = marker.records.iter().filter_map(|key| RecordKey::parse(key)).collect();
+            found.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, records });
+        }
+        Ok(found)
+    }
+
+    /// The items of each of the [`DUE_SHARDS`] partitions (of the table, or of `index`) that
+    /// `condition` keeps below `cutoff` (`:p` the partition, `:cutoff` the bound), at most
+    /// `limit` of each.
+    async fn each_shard_before(
+        &self,
+        index: Option<&str>,
+        condition: &str,
+        partition: impl Fn(u8) -> String,
+        cutoff: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut found = Vec::new();
         for shard in 0..DUE_SHARDS {
             let output = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("logPartition = :p AND deliveryId < :cutoff")
-                .expression_attribute_values(":p", s(marker_partition(shard.to_string())))
+                .set_index_name(index.map(str::to_owned))
+                .key_condition_expression(condition)
+                .expression_attribute_values(":p", s(partition(shard)))
                 .expression_attribute_values(":cutoff", time(cutoff))
                 .limit(i32::try_from(limit).unwrap_or(i32::MAX))
                 .send()
                 .await?;
-            for item in output.items.unwrap_or_default() {
-                let marker: MarkerItem = serde_dynamo::from_item(item)?;
-                let records = marker.records.iter().filter_map(|key| RecordKey::parse(key)).collect();
-                found.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, records });
-            }
+            found.extend(output.items.unwrap_or_default());
         }
         Ok(found)
     }
@@ -758,23 +777,12 @@ impl DeliveryTable {
         struct Due {
             next_attempt_at: Timestamp,
         }
+        let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
+        let items = self.each_shard_before(Some(BY_DUE), condition, |shard| shard.to_string(), cutoff, limit);
         let mut found = Vec::new();
-        for shard in 0..DUE_SHARDS {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(BY_DUE)
-                .key_condition_expression("dueShard = :shard AND nextAttemptAt < :cutoff")
-                .expression_attribute_values(":shard", s(shard.to_string()))
-                .expression_attribute_values(":cutoff", time(cutoff))
-                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-                .send()
-                .await?;
-            for item in output.items.unwrap_or_default() {
-                let due: Due = serde_dynamo::from_item(item.clone())?;
-                found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
-            }
+        for item in items.await? {
+            let due: Due = serde_dynamo::from_item(item.clone())?;
+            found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
         }
         Ok(found)
     }
