@@ -108,6 +108,8 @@ struct DeliveryItem {
     last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<Timestamp>,
+    /// Written by no attempt since 2026-11-27 (a success's time is its `lastAttemptAt`); kept
+    /// on the records settled before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     succeeded_at: Option<Timestamp>,
     /// The exact body that was signed and sent (a JSON text), for manual retries: as text
@@ -225,7 +227,11 @@ impl DeliveryItem {
             last_response_body: self.last_response_body,
             last_error: self.last_error,
             next_attempt_at: self.next_attempt_at,
-            succeeded_at: self.succeeded_at,
+            // Compatibility: records settled before 2026-11-27 keep `succeededAt` until their
+            // TTL (30 days) ends them; since, a success's time is its last attempt's.
+            succeeded_at: self
+                .succeeded_at
+                .or(self.last_attempt_at.filter(|_| self.status == DeliveryStatus::Succeeded)),
             body,
         };
         Ok(StoredDelivery { record, user_id, generation, lease_until, trace })
@@ -641,10 +647,10 @@ impl DeliveryTable {
             }
             None => expression.remove(NEXT_ATTEMPT_AT).remove(DUE_SHARD),
         };
-        expression = match attempt.status {
-            DeliveryStatus::Succeeded => expression.set(SUCCEEDED_AT, time(attempt.at)),
-            _ => expression.remove(SUCCEEDED_AT),
-        };
+        // A success's time is its `lastAttemptAt`: not written twice, so a record with a 1 KB
+        // body stays under 1 KB as settled (see `into_stored`). A record of before (2026-11-27)
+        // loses the attribute it has.
+        expression = expression.remove(SUCCEEDED_AT);
         let held = match lease {
             Some(lease) => same_generation(message.generation).and(Condition::equals(LEASE_UNTIL, time(lease.until))),
             None => same_generation(message.generation),
@@ -1243,5 +1249,21 @@ mod tests {
         assert!(matches!(stored.get("bodyDeflated"), Some(AttributeValue::B(_))), "kept as binary: {stored:?}");
         assert!(size(&stored) < 1024, "{} bytes for a {}-byte body", size(&stored), body.len());
         assert_eq!(stored_of(stored).unwrap().record.body.as_bytes(), body.as_slice());
+    }
+
+    #[test]
+    fn a_success_shows_its_last_attempt_as_when_it_succeeded() {
+        let message = DeliveryMessage::new(
+            &crate::events::Event::ping(&SubscriptionId::generate()),
+            &"u1".parse().unwrap(),
+            &SubscriptionId::generate(),
+        );
+        let at = Timestamp::from_unix_seconds(1_795_766_400);
+        let item = DeliveryItem::new(&message, &message.body(), DeliveryStatus::Pending, at);
+        let settled = DeliveryItem { status: DeliveryStatus::Succeeded, last_attempt_at: Some(at), ..item };
+        assert_eq!(settled.into_stored().unwrap().record.succeeded_at, Some(at));
+        let item = DeliveryItem::new(&message, &message.body(), DeliveryStatus::Pending, at);
+        let failed = DeliveryItem { status: DeliveryStatus::Failed, last_attempt_at: Some(at), ..item };
+        assert_eq!(failed.into_stored().unwrap().record.succeeded_at, None);
     }
 }
