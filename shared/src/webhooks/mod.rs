@@ -2,6 +2,7 @@
 //! what an update may change, secrets, the subscription and its health, and the
 //! subscription object the API shows.
 
+pub mod destination;
 pub mod disabled_reason;
 pub mod netguard;
 pub mod rotation;

@@ -1,0 +1,827 @@
+//! Destinations in the receiver's own AWS account (contract section 17): an SQS queue or an
+//! EventBridge bus, and the role the service assumes to send there, with an external id the
+//! service generates. Parsed once here, at the API; the sender reads the parts it needs.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use url::{Host, Url};
+
+use crate::excerpt::Excerpt;
+use crate::ids::SubscriptionId;
+use crate::random;
+use crate::text::{text_traits, wire_names};
+use crate::webhooks::netguard::UrlPolicy;
+
+/// The longest role ARN STS takes (`RoleArn` of `AssumeRole`).
+const MAX_ARN_LEN: usize = 2048;
+/// The longest IAM path, slashes included.
+const MAX_ROLE_PATH_LEN: usize = 512;
+const MAX_ROLE_NAME_LEN: usize = 64;
+const MAX_QUEUE_NAME_LEN: usize = 80;
+const MAX_BUS_NAME_LEN: usize = 256;
+const FIFO_SUFFIX: &str = ".fifo";
+/// The start of every assumed-role session's name; the subscription id follows.
+const SESSION_PREFIX: &str = "career-webhooks-";
+
+wire_names! {
+    /// A destination's `type`.
+    pub enum DestinationType: "destination type" {
+        /// An SQS queue, standard or FIFO.
+        AwsSqs = "aws_sqs",
+        /// An EventBridge event bus.
+        AwsEventBridge = "aws_eventbridge",
+    }
+}
+
+/// An AWS account id: twelve digits.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct AccountId(String);
+
+impl AccountId {
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 12 && text.bytes().all(|b| b.is_ascii_digit())).then(|| AccountId(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+text_traits!(AccountId, "an AWS account id (12 digits)");
+
+/// An IAM role's ARN, `arn:<partition>:iam::<account>:role/<path/>name`.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RoleArn(String);
+
+impl RoleArn {
+    pub fn parse(text: &str) -> Option<Self> {
+        if text.len() > MAX_ARN_LEN {
+            return None;
+        }
+        let [arn, partition, service, region, account, resource] = arn_parts(text)?;
+        let path_and_name = resource.strip_prefix("role/")?;
+        let (path, name) = path_and_name.rsplit_once('/').unwrap_or(("", path_and_name));
+        let name_ok = (1..=MAX_ROLE_NAME_LEN).contains(&name.len()) && name.bytes().all(is_iam_name_byte);
+        // The path between `role/` and the name, slashes around it included, as IAM counts it.
+        let path_ok = path.len() + 2 <= MAX_ROLE_PATH_LEN
+            && (path.is_empty()
+                || path.split('/').all(|segment| !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_graphic())));
+        let ok = arn == "arn"
+            && is_partition(partition)
+            && service == "iam"
+            && region.is_empty()
+            && AccountId::parse(account).is_some()
+            && name_ok
+            && path_ok;
+        ok.then(|| RoleArn(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn partition(&self) -> &str {
+        self.0.split(':').nth(1).expect("checked by parse")
+    }
+
+    pub fn account(&self) -> AccountId {
+        AccountId(self.0.split(':').nth(4).expect("checked by parse").to_owned())
+    }
+}
+
+text_traits!(RoleArn, "an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)");
+
+/// An SQS queue's URL: `https://sqs.<region>.amazonaws.com/<account>/<name>` (`.amazonaws.com.cn`
+/// in China), or a local emulator's `http://<address>:<port>/<account>/<name>`, which only
+/// [`DestinationPolicy`] decides whether a deployment takes. A name ending in `.fifo` is a
+/// FIFO queue.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct QueueUrl(String);
+
+/// Where a queue is: on AWS in a region, or at an address (an emulator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueHost {
+    Aws { region: String },
+    Address { ip: IpAddr, https: bool },
+}
+
+impl QueueUrl {
+    /// Checks the shape only, exactly as written: the URL must be its own normal form, with
+    /// no user-info, query or fragment.
+    pub fn parse(text: &str) -> Option<Self> {
+        QueueUrl::parts(text).map(|_| QueueUrl(text.to_owned()))
+    }
+
+    /// Where the queue is and its account.
+    fn parts(text: &str) -> Option<(QueueHost, AccountId)> {
+        if text.len() > super::MAX_URL_LEN {
+            return None;
+        }
+        let url = Url::parse(text).ok()?;
+        let plain = url.as_str() == text
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.query().is_none()
+            && url.fragment().is_none();
+        if !plain {
+            return None;
+        }
+        let https = url.scheme() == "https";
+        let by_address = https || url.scheme() == "http";
+        let host = match url.host()? {
+            Host::Domain(domain) if https && url.port().is_none() => QueueHost::Aws { region: aws_region(domain)? },
+            Host::Ipv4(ip) if by_address => QueueHost::Address { ip: IpAddr::V4(ip), https },
+            Host::Ipv6(ip) if by_address => QueueHost::Address { ip: IpAddr::V6(ip), https },
+            _ => return None,
+        };
+        // The URL is its own normal form, so its path is `/<account>/<name>` as written.
+        let (account, name) = url.path().strip_prefix('/')?.split_once('/')?;
+        let account = AccountId::parse(account)?;
+        is_queue_name(name).then_some((host, account))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn host(&self) -> QueueHost {
+        QueueUrl::parts(&self.0).expect("checked by parse").0
+    }
+
+    /// The region of a queue on AWS; `None` for an emulator's (the deployment's region).
+    pub fn region(&self) -> Option<String> {
+        match self.host() {
+            QueueHost::Aws { region } => Some(region),
+            QueueHost::Address { .. } => None,
+        }
+    }
+
+    /// `scheme://address:port` of an emulator's queue, the endpoint to send it to; `None` on AWS.
+    pub fn local_endpoint(&self) -> Option<String> {
+        let url = Url::parse(&self.0).expect("checked by parse");
+        matches!(self.host(), QueueHost::Address { .. }).then(|| url.origin().ascii_serialization())
+    }
+
+    pub fn account(&self) -> AccountId {
+        QueueUrl::parts(&self.0).expect("checked by parse").1
+    }
+
+    pub fn name(&self) -> &str {
+        self.0.rsplit('/').next().expect("checked by parse")
+    }
+
+    /// A FIFO queue: its messages need a group and a deduplication id.
+    pub fn is_fifo(&self) -> bool {
+        self.name().ends_with(FIFO_SUFFIX)
+    }
+}
+
+text_traits!(QueueUrl, "an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)");
+
+/// An EventBridge bus's ARN, `arn:<partition>:events:<region>:<account>:event-bus/<name>`.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EventBusArn(String);
+
+impl EventBusArn {
+    pub fn parse(text: &str) -> Option<Self> {
+        let [arn, partition, service, region, account, resource] = arn_parts(text)?;
+        let name = resource.strip_prefix("event-bus/")?;
+        let name_ok = (1..=MAX_BUS_NAME_LEN).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
+        let ok = arn == "arn"
+            && is_partition(partition)
+            && service == "events"
+            && is_region(region)
+            && AccountId::parse(account).is_some()
+            && name_ok;
+        ok.then(|| EventBusArn(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn partition(&self) -> &str {
+        self.0.split(':').nth(1).expect("checked by parse")
+    }
+
+    pub fn region(&self) -> &str {
+        self.0.split(':').nth(3).expect("checked by parse")
+    }
+
+    pub fn account(&self) -> AccountId {
+        AccountId(self.0.split(':').nth(4).expect("checked by parse").to_owned())
+    }
+}
+
+text_traits!(EventBusArn, "an EventBridge bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)");
+
+/// The external id of a subscription's role assumption (`sts:ExternalId`): generated by the
+/// service when the subscription is created, 43 base64url characters, never taken from a
+/// client and never changed.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ExternalId(String);
+
+impl ExternalId {
+    pub fn generate() -> Self {
+        ExternalId(random::random_token(""))
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        random::is_token(text, "").then(|| ExternalId(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+text_traits!(ExternalId, "an external id");
+
+/// Where a subscription delivers in its owner's AWS account, and the role that may send there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destination {
+    AwsSqs { queue_url: QueueUrl, role_arn: RoleArn },
+    AwsEventBridge { event_bus_arn: EventBusArn, role_arn: RoleArn },
+}
+
+/// Why a `destination` (or its change) was refused: `webhooks.invalid_destination`.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidDestination {
+    #[error("give either url or destination, not both")]
+    WithUrl,
+    #[error("destination must be an object")]
+    NotAnObject,
+    #[error("destination type must be one of {}", DestinationType::names())]
+    UnknownType(String),
+    #[error("destination takes {allowed}, not {}", Excerpt(.field))]
+    UnknownField { field: String, allowed: &'static str },
+    #[error("externalId is generated by the service, never given")]
+    ExternalIdGiven,
+    #[error("destination.{0} is required")]
+    Missing(&'static str),
+    #[error("destination.queueUrl must be an SQS queue URL, https://sqs.<region>.amazonaws.com/<account>/<name>")]
+    QueueUrl,
+    #[error("destination.eventBusArn must be an EventBridge bus ARN, arn:<partition>:events:<region>:<account>:event-bus/<name>")]
+    EventBusArn,
+    #[error("destination.roleArn must be an IAM role ARN, arn:<partition>:iam::<account>:role/<name>")]
+    RoleArn,
+    #[error("destination.queueUrl must be on AWS: this deployment does not deliver to a local queue")]
+    LocalQueue,
+    #[error("the role must be in the same account as its {target} (role in {role}, {target} in {target_account})")]
+    OtherAccount { target: &'static str, role: String, target_account: String },
+    #[error("the role must be in your own AWS account, not this service's")]
+    OwnAccount,
+    #[error("this deployment does not deliver to AWS accounts (its delivery role is not configured)")]
+    NotOffered,
+    #[error("a subscription's destination type cannot change (delete it and create another)")]
+    TypeChange,
+}
+
+/// What a destination may be in one deployment.
+#[derive(Clone, Copy, Debug)]
+pub struct DestinationPolicy<'a> {
+    /// The delivery function's role (`SENDER_ROLE_ARN`): owners trust it, and its account is
+    /// the deployment's own. `None`: the deployment takes no destination.
+    pub sender_role: Option<&'a RoleArn>,
+    /// The URL settings of section 5. A queue at an address (an emulator) needs that address
+    /// in an allowed network (`WEBHOOK_ALLOWED_NETWORKS`), and `http` needs
+    /// `ALLOW_HTTP_WEBHOOK_URLS`; a role in the deployment's own account is taken only where
+    /// the allowed networks include loopback, as only the local stack's do.
+    pub urls: &'a UrlPolicy,
+}
+
+impl Destination {
+    /// A create's `destination`: its shape, then the deployment's rules.
+    pub fn parse(value: &Value, policy: &DestinationPolicy) -> Result<Self, InvalidDestination> {
+        let fields = value.as_object().ok_or(InvalidDestination::NotAnObject)?;
+        let kind = destination_type(fields)?.ok_or(InvalidDestination::Missing("type"))?;
+        let change = DestinationChange::read(fields, kind)?;
+        let role_arn = change.role_arn.ok_or(InvalidDestination::Missing("roleArn"))?;
+        let destination = match kind {
+            DestinationType::AwsSqs => Destination::AwsSqs {
+                queue_url: change.queue_url.ok_or(InvalidDestination::Missing("queueUrl"))?,
+                role_arn,
+            },
+            DestinationType::AwsEventBridge => Destination::AwsEventBridge {
+                event_bus_arn: change.event_bus_arn.ok_or(InvalidDestination::Missing("eventBusArn"))?,
+                role_arn,
+            },
+        };
+        destination.check(policy)?;
+        Ok(destination)
+    }
+
+    /// This destination with `change` applied, under the same rules as on create.
+    pub fn changed(&self, change: &DestinationChange, policy: &DestinationPolicy) -> Result<Self, InvalidDestination> {
+        if change.kind.is_some_and(|kind| kind != self.kind()) {
+            return Err(InvalidDestination::TypeChange);
+        }
+        let role_arn = change.role_arn.clone().unwrap_or_else(|| self.role_arn().clone());
+        let changed = match self {
+            Destination::AwsSqs { queue_url, .. } => Destination::AwsSqs {
+                queue_url: change.queue_url.clone().unwrap_or_else(|| queue_url.clone()),
+                role_arn,
+            },
+            Destination::AwsEventBridge { event_bus_arn, .. } => Destination::AwsEventBridge {
+                event_bus_arn: change.event_bus_arn.clone().unwrap_or_else(|| event_bus_arn.clone()),
+                role_arn,
+            },
+        };
+        changed.check(policy)?;
+        Ok(changed)
+    }
+
+    pub fn kind(&self) -> DestinationType {
+        match self {
+            Destination::AwsSqs { .. } => DestinationType::AwsSqs,
+            Destination::AwsEventBridge { .. } => DestinationType::AwsEventBridge,
+        }
+    }
+
+    /// The role the service assumes to send.
+    pub fn role_arn(&self) -> &RoleArn {
+        match self {
+            Destination::AwsSqs { role_arn, .. } | Destination::AwsEventBridge { role_arn, .. } => role_arn,
+        }
+    }
+
+    /// A FIFO queue (never a bus).
+    pub fn is_fifo(&self) -> bool {
+        matches!(self, Destination::AwsSqs { queue_url, .. } if queue_url.is_fifo())
+    }
+
+    /// The queue URL or the bus ARN: what logs and operational events name as the receiver.
+    pub fn target(&self) -> &str {
+        match self {
+            Destination::AwsSqs { queue_url, .. } => queue_url.as_str(),
+            Destination::AwsEventBridge { event_bus_arn, .. } => event_bus_arn.as_str(),
+        }
+    }
+
+    fn check(&self, policy: &DestinationPolicy) -> Result<(), InvalidDestination> {
+        let sender = policy.sender_role.ok_or(InvalidDestination::NotOffered)?;
+        let role = self.role_arn();
+        let (target, target_account, same_partition) = match self {
+            Destination::AwsSqs { queue_url, .. } => {
+                let partition = match queue_url.host() {
+                    QueueHost::Aws { region } => Some(partition_of(&region)),
+                    QueueHost::Address { ip, https } => {
+                        let allowed = policy.urls.guard.allowed().iter().any(|network| network.contains(ip));
+                        if !allowed || !(https || policy.urls.allow_http) {
+                            return Err(InvalidDestination::LocalQueue);
+                        }
+                        None
+                    }
+                };
+                ("queue", queue_url.account(), partition.is_none_or(|partition| partition == role.partition()))
+            }
+            Destination::AwsEventBridge { event_bus_arn, .. } => {
+                ("bus", event_bus_arn.account(), event_bus_arn.partition() == role.partition())
+            }
+        };
+        if role.account() != target_account || !same_partition {
+            return Err(InvalidDestination::OtherAccount {
+                target,
+                role: format!("{}:{}", role.partition(), role.account()),
+                target_account: target_account.to_string(),
+            });
+        }
+        let local_stack = !policy.urls.guard.refuses(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        if role.account() == sender.account() && !local_stack {
+            return Err(InvalidDestination::OwnAccount);
+        }
+        Ok(())
+    }
+}
+
+/// A PATCH's `destination`: the queue URL or bus ARN and the role to change to, and the
+/// `type`, which may only repeat the subscription's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DestinationChange {
+    pub kind: Option<DestinationType>,
+    pub queue_url: Option<QueueUrl>,
+    pub event_bus_arn: Option<EventBusArn>,
+    pub role_arn: Option<RoleArn>,
+}
+
+impl DestinationChange {
+    pub fn parse(value: &Value) -> Result<Self, InvalidDestination> {
+        let fields = value.as_object().ok_or(InvalidDestination::NotAnObject)?;
+        let given = destination_type(fields)?;
+        // Without a type, the queue URL or bus ARN given says which kind it changes; a role
+        // alone fits either.
+        let kind = given.unwrap_or(if fields.contains_key("eventBusArn") {
+            DestinationType::AwsEventBridge
+        } else {
+            DestinationType::AwsSqs
+        });
+        let change = DestinationChange::read(fields, kind)?;
+        let targeted = change.queue_url.is_some() || change.event_bus_arn.is_some();
+        Ok(DestinationChange { kind: given.or(targeted.then_some(kind)), ..change })
+    }
+
+    /// The fields of a destination of `kind` in `fields`: an unknown or another kind's field,
+    /// or a malformed value, is refused.
+    fn read(fields: &Map<String, Value>, kind: DestinationType) -> Result<Self, InvalidDestination> {
+        let (target, allowed) = match kind {
+            DestinationType::AwsSqs => ("queueUrl", "type, queueUrl and roleArn"),
+            DestinationType::AwsEventBridge => ("eventBusArn", "type, eventBusArn and roleArn"),
+        };
+        for name in fields.keys() {
+            match name.as_str() {
+                "type" | "roleArn" => {}
+                "externalId" => return Err(InvalidDestination::ExternalIdGiven),
+                name if name == target => {}
+                other => return Err(InvalidDestination::UnknownField { field: other.to_owned(), allowed }),
+            }
+        }
+        let text = |name: &str| fields.get(name).map(|value| value.as_str().unwrap_or_default());
+        let queue_url = match (kind, text("queueUrl")) {
+            (DestinationType::AwsSqs, Some(url)) => Some(QueueUrl::parse(url).ok_or(InvalidDestination::QueueUrl)?),
+            _ => None,
+        };
+        let event_bus_arn = match (kind, text("eventBusArn")) {
+            (DestinationType::AwsEventBridge, Some(arn)) => {
+                Some(EventBusArn::parse(arn).ok_or(InvalidDestination::EventBusArn)?)
+            }
+            _ => None,
+        };
+        let role_arn = text("roleArn").map(|arn| RoleArn::parse(arn).ok_or(InvalidDestination::RoleArn)).transpose()?;
+        Ok(DestinationChange { kind: Some(kind), queue_url, event_bus_arn, role_arn })
+    }
+}
+
+/// A subscription's destination and the external id its role assumption carries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "DestinationFields", into = "DestinationFields")]
+pub struct AwsDestination {
+    pub destination: Destination,
+    pub external_id: ExternalId,
+}
+
+impl AwsDestination {
+    /// A new subscription's destination, with a fresh external id.
+    pub fn new(destination: Destination) -> Self {
+        AwsDestination { destination, external_id: ExternalId::generate() }
+    }
+}
+
+/// The name of a subscription's assumed-role sessions: it names the subscription, so the
+/// owner's CloudTrail shows which subscription sent.
+pub fn session_name(subscription: &SubscriptionId) -> String {
+    format!("{SESSION_PREFIX}{subscription}")
+}
+
+/// A destination as stored and shown: `type`, the queue URL or bus ARN, `roleArn` and
+/// `externalId`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DestinationFields {
+    #[serde(rename = "type")]
+    pub kind: DestinationType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_url: Option<QueueUrl>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_bus_arn: Option<EventBusArn>,
+    pub role_arn: RoleArn,
+    pub external_id: ExternalId,
+}
+
+impl TryFrom<DestinationFields> for AwsDestination {
+    type Error = &'static str;
+
+    fn try_from(fields: DestinationFields) -> Result<Self, Self::Error> {
+        let role_arn = fields.role_arn;
+        let destination = match (fields.kind, fields.queue_url, fields.event_bus_arn) {
+            (DestinationType::AwsSqs, Some(queue_url), None) => Destination::AwsSqs { queue_url, role_arn },
+            (DestinationType::AwsEventBridge, None, Some(event_bus_arn)) => {
+                Destination::AwsEventBridge { event_bus_arn, role_arn }
+            }
+            _ => return Err("a destination has the queue URL or the bus ARN of its type"),
+        };
+        Ok(AwsDestination { destination, external_id: fields.external_id })
+    }
+}
+
+impl From<AwsDestination> for DestinationFields {
+    fn from(aws: AwsDestination) -> Self {
+        let kind = aws.destination.kind();
+        let (queue_url, event_bus_arn, role_arn) = match aws.destination {
+            Destination::AwsSqs { queue_url, role_arn } => (Some(queue_url), None, role_arn),
+            Destination::AwsEventBridge { event_bus_arn, role_arn } => (None, Some(event_bus_arn), role_arn),
+        };
+        DestinationFields { kind, queue_url, event_bus_arn, role_arn, external_id: aws.external_id }
+    }
+}
+
+/// The `type` of a destination object, when it has one.
+fn destination_type(fields: &Map<String, Value>) -> Result<Option<DestinationType>, InvalidDestination> {
+    fields
+        .get("type")
+        .map(|value| {
+            value
+                .as_str()
+                .and_then(DestinationType::parse)
+                .ok_or_else(|| InvalidDestination::UnknownType(value.to_string()))
+        })
+        .transpose()
+}
+
+/// The six parts of an ARN; the last (the resource) may hold colons.
+fn arn_parts(text: &str) -> Option<[&str; 6]> {
+    let mut parts = text.splitn(6, ':');
+    Some([parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?])
+}
+
+fn is_partition(text: &str) -> bool {
+    text == "aws" || text.strip_prefix("aws-").is_some_and(|rest| rest.split('-').all(is_lower_word))
+}
+
+/// `us-east-1`, `eu-central-2`, `us-gov-west-1`, `cn-north-1` …
+fn is_region(text: &str) -> bool {
+    let mut words = text.split('-').collect::<Vec<_>>();
+    let number = words.pop().filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    number.is_some() && words.len() >= 2 && words[0].len() == 2 && words.iter().all(|word| is_lower_word(word))
+}
+
+fn is_lower_word(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// The partition of a region's ARNs.
+fn partition_of(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else {
+        "aws"
+    }
+}
+
+/// The region of an SQS endpoint's name: `sqs.<region>.amazonaws.com`, or `.amazonaws.com.cn`
+/// for a China region.
+fn aws_region(domain: &str) -> Option<String> {
+    let region = domain.strip_prefix("sqs.")?;
+    let region = match region.strip_suffix(".amazonaws.com.cn") {
+        Some(china) => china.starts_with("cn-").then_some(china)?,
+        None => region.strip_suffix(".amazonaws.com").filter(|region| !region.starts_with("cn-"))?,
+    };
+    is_region(region).then(|| region.to_owned())
+}
+
+/// IAM role names: letters, digits and `+=,.@_-`.
+fn is_iam_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b)
+}
+
+/// Letters, digits, `-` and `_`, at most 80 characters with the `.fifo` of a FIFO queue.
+fn is_queue_name(name: &str) -> bool {
+    let base = name.strip_suffix(FIFO_SUFFIX).unwrap_or(name);
+    (1..=MAX_QUEUE_NAME_LEN).contains(&name.len())
+        && !base.is_empty()
+        && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SENDER: &str = "arn:aws:iam::111111111111:role/career-deliver";
+    const QUEUE: &str = "https://sqs.eu-west-1.amazonaws.com/222222222222/career-events";
+    const BUS: &str = "arn:aws:events:eu-west-1:222222222222:event-bus/career";
+    const ROLE: &str = "arn:aws:iam::222222222222:role/career-sender";
+
+    fn on_aws(value: Value) -> Result<Destination, InvalidDestination> {
+        let sender = RoleArn::parse(SENDER).unwrap();
+        Destination::parse(&value, &DestinationPolicy { sender_role: Some(&sender), urls: &UrlPolicy::default() })
+    }
+
+    fn on_local_stack(value: Value) -> Result<Destination, InvalidDestination> {
+        let sender = RoleArn::parse(SENDER).unwrap();
+        Destination::parse(&value, &DestinationPolicy { sender_role: Some(&sender), urls: &UrlPolicy::local_stack() })
+    }
+
+    #[test]
+    fn a_queue_and_a_bus_parse_with_their_parts() {
+        let queue = on_aws(json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE})).unwrap();
+        let Destination::AwsSqs { queue_url, role_arn } = &queue else { panic!("{queue:?}") };
+        assert_eq!((queue_url.as_str(), role_arn.as_str()), (QUEUE, ROLE));
+        assert_eq!(queue_url.region().as_deref(), Some("eu-west-1"));
+        assert_eq!((queue_url.account().as_str(), queue_url.name()), ("222222222222", "career-events"));
+        assert_eq!(queue_url.local_endpoint(), None);
+        assert!(!queue.is_fifo());
+        assert_eq!((queue.kind(), queue.target()), (DestinationType::AwsSqs, QUEUE));
+
+        let fifo = "https://sqs.us-gov-west-1.amazonaws.com/222222222222/events.fifo";
+        let gov_role = "arn:aws-us-gov:iam::222222222222:role/path/to/sender";
+        assert!(on_aws(json!({"type": "aws_sqs", "queueUrl": fifo, "roleArn": gov_role})).unwrap().is_fifo());
+
+        let bus = on_aws(json!({"type": "aws_eventbridge", "eventBusArn": BUS, "roleArn": ROLE})).unwrap();
+        let Destination::AwsEventBridge { event_bus_arn, .. } = &bus else { panic!("{bus:?}") };
+        assert_eq!((event_bus_arn.region(), event_bus_arn.account().as_str()), ("eu-west-1", "222222222222"));
+        assert!(!bus.is_fifo());
+        assert_eq!((bus.kind(), bus.target(), bus.role_arn().as_str()), (DestinationType::AwsEventBridge, BUS, ROLE));
+    }
+
+    #[test]
+    fn each_broken_rule_is_refused() {
+        use InvalidDestination as E;
+        let other_role = "arn:aws:iam::333333333333:role/career-sender";
+        let own_role = "arn:aws:iam::111111111111:role/receiver";
+        let cases = [
+            (json!("aws_sqs"), E::NotAnObject),
+            (json!({"type": "aws_sns", "queueUrl": QUEUE, "roleArn": ROLE}), E::UnknownType("\"aws_sns\"".into())),
+            (json!({"type": 1}), E::UnknownType("1".into())),
+            (json!({"queueUrl": QUEUE, "roleArn": ROLE}), E::Missing("type")),
+            (json!({"type": "aws_sqs", "roleArn": ROLE}), E::Missing("queueUrl")),
+            (json!({"type": "aws_sqs", "queueUrl": QUEUE}), E::Missing("roleArn")),
+            (json!({"type": "aws_eventbridge", "roleArn": ROLE}), E::Missing("eventBusArn")),
+            (
+                json!({"type": "aws_sqs", "queueUrl": QUEUE, "eventBusArn": BUS, "roleArn": ROLE}),
+                E::UnknownField { field: "eventBusArn".into(), allowed: "type, queueUrl and roleArn" },
+            ),
+            (json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE, "externalId": "x"}), E::ExternalIdGiven),
+            (json!({"type": "aws_sqs", "queueUrl": 5, "roleArn": ROLE}), E::QueueUrl),
+            (json!({"type": "aws_eventbridge", "eventBusArn": QUEUE, "roleArn": ROLE}), E::EventBusArn),
+            (json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": BUS}), E::RoleArn),
+            (
+                json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": other_role}),
+                E::OtherAccount {
+                    target: "queue",
+                    role: "aws:333333333333".into(),
+                    target_account: "222222222222".into(),
+                },
+            ),
+            (
+                json!({"type": "aws_eventbridge", "eventBusArn": BUS, "roleArn": "arn:aws-cn:iam::222222222222:role/r"}),
+                E::OtherAccount {
+                    target: "bus",
+                    role: "aws-cn:222222222222".into(),
+                    target_account: "222222222222".into(),
+                },
+            ),
+            (
+                json!({"type": "aws_sqs", "queueUrl": "https://sqs.eu-west-1.amazonaws.com/111111111111/q", "roleArn": own_role}),
+                E::OwnAccount,
+            ),
+            (
+                json!({"type": "aws_sqs", "queueUrl": "http://127.0.0.1:5000/222222222222/q", "roleArn": ROLE}),
+                E::LocalQueue,
+            ),
+        ];
+        for (value, refused) in cases {
+            assert_eq!(on_aws(value.clone()), Err(refused), "{value}");
+        }
+        let none = Destination::parse(
+            &json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE}),
+            &DestinationPolicy { sender_role: None, urls: &UrlPolicy::default() },
+        );
+        assert_eq!(none, Err(E::NotOffered));
+    }
+
+    #[test]
+    fn malformed_queue_urls_and_arns() {
+        for bad in [
+            "http://sqs.eu-west-1.amazonaws.com/222222222222/q",
+            "https://sqs.eu-west-1.amazonaws.com:443/222222222222/q",
+            "https://sqs.eu-west-1.amazonaws.com/222222222222/q?x=1",
+            "https://sqs.eu-west-1.amazonaws.com/222222222222/q#f",
+            "https://u@sqs.eu-west-1.amazonaws.com/222222222222/q",
+            "https://SQS.eu-west-1.amazonaws.com/222222222222/q",
+            "https://sqs.eu-west-1.amazonaws.com/222222222222/q/extra",
+            "https://sqs.eu-west-1.amazonaws.com/22222222222/q",
+            "https://sqs.eu-west-1.amazonaws.com/222222222222/",
+            "https://sqs.eu-west-1.amazonaws.com/222222222222/q.name",
+            "https://sqs.eu-west-1.amazonaws.com/222222222222/.fifo",
+            &format!("https://sqs.eu-west-1.amazonaws.com/222222222222/{}", "q".repeat(81)),
+            "https://sqs.eu-west-1.evil.com/222222222222/q",
+            "https://sqs.evil.amazonaws.com/222222222222/q",
+            "https://sqs.cn-north-1.amazonaws.com/222222222222/q",
+            "https://sqs.eu-west-1.amazonaws.com.cn/222222222222/q",
+            "https://queue.example.com/222222222222/q",
+            "ftp://127.0.0.1/222222222222/q",
+            "/222222222222/q",
+        ] {
+            assert_eq!(QueueUrl::parse(bad), None, "{bad}");
+        }
+        assert!(
+            QueueUrl::parse(&format!("https://sqs.eu-west-1.amazonaws.com/222222222222/{}", "q".repeat(80))).is_some()
+        );
+        assert!(QueueUrl::parse("https://sqs.cn-north-1.amazonaws.com.cn/222222222222/q").is_some());
+        for bad in [
+            "arn:aws:iam::222222222222:user/sender",
+            "arn:aws:iam:eu-west-1:222222222222:role/sender",
+            "arn:aws:sts::222222222222:role/sender",
+            "arn:aws:iam::2222:role/sender",
+            "arn:AWS:iam::222222222222:role/sender",
+            "arn:aws:iam::222222222222:role/",
+            "arn:aws:iam::222222222222:role/a//b",
+            "arn:aws:iam::222222222222:role/bad name",
+            &format!("arn:aws:iam::222222222222:role/{}", "r".repeat(65)),
+            "aws:iam::222222222222:role/sender",
+        ] {
+            assert_eq!(RoleArn::parse(bad), None, "{bad}");
+        }
+        assert!(RoleArn::parse(&format!("arn:aws:iam::222222222222:role/team/{}", "r".repeat(64))).is_some());
+        for bad in [
+            "arn:aws:events:eu-west-1:222222222222:rule/career",
+            "arn:aws:events::222222222222:event-bus/career",
+            "arn:aws:events:eu-west-1:222222222222:event-bus/",
+            "arn:aws:events:eu-west-1:222222222222:event-bus/a b",
+            "arn:aws:sqs:eu-west-1:222222222222:event-bus/career",
+        ] {
+            assert_eq!(EventBusArn::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_local_stack_takes_its_emulator_and_its_own_account() {
+        let emulator = "http://127.0.0.1:5000/111111111111/receiver";
+        let own_role = "arn:aws:iam::111111111111:role/receiver";
+        let local = on_local_stack(json!({"type": "aws_sqs", "queueUrl": emulator, "roleArn": own_role})).unwrap();
+        let Destination::AwsSqs { queue_url, .. } = &local else { panic!("{local:?}") };
+        assert_eq!(queue_url.region(), None);
+        assert_eq!(queue_url.local_endpoint().as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(
+            on_aws(json!({"type": "aws_sqs", "queueUrl": emulator, "roleArn": own_role})),
+            Err(InvalidDestination::LocalQueue)
+        );
+        // Only the allowed networks: the emulator's address, not any address.
+        let elsewhere =
+            json!({"type": "aws_sqs", "queueUrl": "http://10.0.0.1:5000/111111111111/q", "roleArn": own_role});
+        assert_eq!(on_local_stack(elsewhere), Err(InvalidDestination::LocalQueue));
+        // `http` needs ALLOW_HTTP_WEBHOOK_URLS.
+        let sender = RoleArn::parse(SENDER).unwrap();
+        let https_only = UrlPolicy { allow_http: false, ..UrlPolicy::local_stack() };
+        let policy = DestinationPolicy { sender_role: Some(&sender), urls: &https_only };
+        let value = json!({"type": "aws_sqs", "queueUrl": emulator, "roleArn": own_role});
+        assert_eq!(Destination::parse(&value, &policy), Err(InvalidDestination::LocalQueue));
+        // Other accounts are still checked.
+        let mismatch = json!({"type": "aws_sqs", "queueUrl": emulator, "roleArn": ROLE});
+        assert!(matches!(on_local_stack(mismatch), Err(InvalidDestination::OtherAccount { .. })));
+    }
+
+    #[test]
+    fn a_change_keeps_the_type_and_passes_the_same_checks() {
+        let sender = RoleArn::parse(SENDER).unwrap();
+        let policy = DestinationPolicy { sender_role: Some(&sender), urls: &UrlPolicy::default() };
+        let queue = on_aws(json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE})).unwrap();
+        let change = |value: Value| DestinationChange::parse(&value).and_then(|c| queue.changed(&c, &policy));
+        let new_role = "arn:aws:iam::222222222222:role/new-sender";
+        let changed = change(json!({"roleArn": new_role})).unwrap();
+        assert_eq!((changed.role_arn().as_str(), changed.target()), (new_role, QUEUE));
+        let fifo = "https://sqs.eu-west-1.amazonaws.com/222222222222/q.fifo";
+        let changed = change(json!({"type": "aws_sqs", "queueUrl": fifo})).unwrap();
+        assert_eq!((changed.role_arn().as_str(), changed.target()), (ROLE, fifo));
+        assert_eq!(change(json!({"type": "aws_eventbridge"})), Err(InvalidDestination::TypeChange));
+        assert_eq!(change(json!({"eventBusArn": BUS})), Err(InvalidDestination::TypeChange));
+        assert_eq!(change(json!({"externalId": "mine"})), Err(InvalidDestination::ExternalIdGiven));
+        assert_eq!(
+            change(json!({"queueUrl": "https://sqs.eu-west-1.amazonaws.com/x/q"})),
+            Err(InvalidDestination::QueueUrl)
+        );
+        assert!(matches!(
+            change(json!({"roleArn": "arn:aws:iam::333333333333:role/r"})),
+            Err(InvalidDestination::OtherAccount { .. })
+        ));
+        assert_eq!(
+            change(
+                json!({"roleArn": "arn:aws:iam::111111111111:role/r", "queueUrl": "https://sqs.eu-west-1.amazonaws.com/111111111111/q"})
+            ),
+            Err(InvalidDestination::OwnAccount)
+        );
+    }
+
+    #[test]
+    fn the_stored_form_round_trips_and_the_external_id_is_long_and_fresh() {
+        let queue = on_aws(json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE})).unwrap();
+        let aws = AwsDestination::new(queue);
+        assert!(aws.external_id.as_str().len() >= 32);
+        assert_ne!(AwsDestination::new(aws.destination.clone()).external_id, aws.external_id);
+        let stored = serde_json::to_value(&aws).unwrap();
+        assert_eq!(
+            stored,
+            json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE, "externalId": aws.external_id.as_str()})
+        );
+        assert_eq!(serde_json::from_value::<AwsDestination>(stored).unwrap(), aws);
+        let mixed = json!({"type": "aws_eventbridge", "queueUrl": QUEUE, "roleArn": ROLE, "externalId": aws.external_id.as_str()});
+        assert!(serde_json::from_value::<AwsDestination>(mixed).is_err());
+    }
+
+    #[test]
+    fn session_names_name_the_subscription_within_sts_limits() {
+        let id = SubscriptionId::generate();
+        let name = session_name(&id);
+        assert!(name.ends_with(id.as_str()) && (2..=64).contains(&name.len()), "{name}");
+        assert!(name.bytes().all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b)), "{name}");
+    }
+}
