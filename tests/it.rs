@@ -21,6 +21,8 @@ mod delivery_log;
 mod delivery_log_layout;
 #[path = "deploy_rehearsal.rs"]
 mod deploy_rehearsal;
+#[path = "destinations.rs"]
+mod destinations;
 #[path = "docs.rs"]
 mod docs;
 #[path = "events.rs"]
