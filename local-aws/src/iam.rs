@@ -934,4 +934,64 @@ mod tests {
         let other = Call { resource: format!("{topic}-other"), ..calls[0].clone() };
         assert!(role.allows(&other).is_none());
     }
+
+    fn assume(external_id: Option<&str>) -> Call {
+        let context = external_id.map(|id| ("sts:ExternalId".to_owned(), id.to_owned())).into_iter().collect();
+        Call { action: "sts:AssumeRole".into(), resource: "arn:aws:iam::111122223333:role/r".into(), context }
+    }
+
+    #[test]
+    fn a_trust_policy_lets_only_its_principal_assume_and_only_with_its_external_id() {
+        let sender = "arn:aws:iam::123456789012:role/career-DeliverFunctionRole";
+        let document = crate::receiver::trust_policy(sender, "right").to_string();
+        // IAM answers with the document URL-encoded; as written is read too.
+        let encoded: String = url::form_urlencoded::byte_serialize(document.as_bytes()).collect();
+        for document in [document.clone(), encoded.replace('+', "%20")] {
+            let trust = policy_statements(&document).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+            let receiver = ReceiverRole { trust: trust.unwrap(), permissions: role("[]") };
+            assert!(receiver.trusts(sender, &assume(Some("right"))));
+            assert!(!receiver.trusts(sender, &assume(Some("wrong"))), "another external id");
+            assert!(!receiver.trusts(sender, &assume(None)), "no external id");
+            assert!(!receiver.trusts("arn:aws:iam::123456789012:role/career-Other", &assume(Some("right"))));
+        }
+        let account_wide = r#"{"Statement": [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+            "Action": "sts:AssumeRole"}, {"Effect": "Deny", "Principal": {"AWS": ["arn:aws:iam::123456789012:role/x"]},
+            "Action": "sts:*"}]}"#;
+        let trust = policy_statements(account_wide).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+        let receiver = ReceiverRole { trust: trust.unwrap(), permissions: role("[]") };
+        assert!(receiver.trusts(sender, &assume(None)), "the account's root trusts its roles");
+        assert!(!receiver.trusts("arn:aws:iam::123456789012:role/x", &assume(None)), "a deny wins");
+        assert!(!receiver.trusts("arn:aws:iam::999999999999:role/y", &assume(None)));
+        let service = r#"{"Statement": {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}}"#;
+        let trust = policy_statements(service).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+        assert!(!ReceiverRole { trust: trust.unwrap(), permissions: role("[]") }.trusts(sender, &assume(None)));
+    }
+
+    #[test]
+    fn assume_role_put_events_and_a_receivers_queue_are_the_calls_iam_authorizes() {
+        let body = "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fr\
+                    &RoleSessionName=s&DurationSeconds=900&ExternalId=right";
+        assert_eq!(query_calls_of(body.as_bytes()).unwrap(), [assume(Some("right"))]);
+        let send = serde_json::json!({"QueueUrl": "http://127.0.0.1:1/111122223333/orders", "MessageBody": "{}"});
+        let sqs = &calls_of("AmazonSQS.SendMessage", &send).unwrap()[0];
+        assert_eq!(sqs.resource, "arn:aws:sqs:us-east-1:111122223333:orders", "the queue's own account");
+        let bus = "arn:aws:events:us-east-1:111122223333:event-bus/orders";
+        let put = serde_json::json!({"Entries": [{"EventBusName": bus}, {"EventBusName": bus}, {"Source": "s"}]});
+        let calls = calls_of("AWSEvents.PutEvents", &put).unwrap();
+        let resources: Vec<&str> = calls.iter().map(|c| c.resource.as_str()).collect();
+        assert_eq!(resources, [bus, "arn:aws:events:us-east-1:123456789012:event-bus/default"]);
+        assert!(calls.iter().all(|c| c.action == "events:PutEvents"));
+    }
+
+    #[test]
+    fn the_delivery_role_may_assume_receivers_roles_but_none_of_its_own_account() {
+        let paper = crate::deploy_checks::resolved_on_paper(&career_core::config::TableNames::with_prefix("p-"));
+        let statements = role_statements(&Template::shipped(), &paper, "DeliverFunctionRole").unwrap();
+        let deliver = Role { function: "DeliverFunction".into(), arn: "arn:aws:iam::123456789012:role/d".into(), statements };
+        let of = |account: &str| Call { resource: format!("arn:aws:iam::{account}:role/r"), ..assume(Some("x")) };
+        assert_eq!(deliver.allows(&of("111122223333")).map(|s| s.sid.as_str()), Some("AssumeReceiverRoles"));
+        assert!(deliver.allows(&of(ACCOUNT)).is_none(), "its own account's roles are denied");
+        let declared = declared_grants(crate::template::TEMPLATE).unwrap();
+        assert!(!declared.iter().any(|((_, sid, _), _)| sid == "NoRolesOfThisAccount"), "a deny grants nothing");
+    }
 }
