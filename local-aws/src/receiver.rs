@@ -9,6 +9,7 @@
 
 use anyhow::Context;
 use aws_sdk_eventbridge::types::Target;
+use aws_sdk_sqs::types::MessageSystemAttributeName::All;
 use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use career_core::aws::AwsClients;
 use serde_json::{json, Value};
@@ -122,10 +123,12 @@ impl ReceiverAccount {
         Ok(())
     }
 
-    /// Takes the messages waiting on the queue (at most 10), with all their attributes.
+    /// Takes the messages waiting on the queue (at most 10), with all their attributes (the
+    /// system's too: a FIFO message's group and deduplication id).
     pub async fn take(&self, queue_url: &str) -> anyhow::Result<Vec<aws_sdk_sqs::types::Message>> {
         let receive = self.sqs.receive_message().queue_url(queue_url).max_number_of_messages(10);
-        let receive = receive.message_attribute_names("All").customize().mutate_request(in_account);
+        let receive = receive.message_attribute_names("All").message_system_attribute_names(All);
+        let receive = receive.customize().mutate_request(in_account);
         let messages = receive.send().await.context("receiving")?.messages.unwrap_or_default();
         for message in &messages {
             let delete = self.sqs.delete_message().queue_url(queue_url).receipt_handle(message.receipt_handle().unwrap_or_default());
