@@ -409,7 +409,7 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
     let subscription = Subscription {
         user_id: typed(&user),
         id: typed(&subscription_id),
-        url,
+        target: career_core::webhooks::Target::Url(url),
         events: vec![EventKind::ProfileUpdated],
         secrets: SecretsAtRest::Sealed(sealed),
         public_keys: None,

@@ -134,7 +134,7 @@ async fn seed_subscription(
         .await
         .context("sealing the subscription's secret")?;
     let kinds = EventKind::SUBSCRIBABLE.to_vec();
-    let subscription = Subscription::new(user_id.clone(), subscription_id.clone(), url, kinds, sealed, None);
+    let subscription = Subscription::new(user_id.clone(), subscription_id.clone(), url.into(), kinds, sealed, None);
     if webhooks.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.context(SEEDING)? == Created::LimitReached {
         bail!(
             "{USER} has {MAX_SUBSCRIPTIONS_PER_USER} subscriptions already (each run of the create sample adds one): delete one"

@@ -89,11 +89,16 @@ pub async fn create_stack(
                 named(name.clone(), format!("arn:aws:logs:{}:{ACCOUNT}:log-group:{name}:*", resolver.region))
             }
             "AWS::SNS::Topic" => create_topic(clients, stack_name, resource.logical_id).await?,
-            "AWS::SecretsManager::Secret" | "AWS::IAM::Role" => {
-                let service = resource.kind.split("::").nth(1).unwrap_or_default().to_lowercase();
+            "AWS::SecretsManager::Secret" => {
                 let name = format!("{stack_name}-{}", resource.logical_id);
-                let arn = format!("arn:aws:{service}:{}:{ACCOUNT}:{name}", resolver.region);
+                let arn = format!("arn:aws:secretsmanager:{}:{ACCOUNT}:{name}", resolver.region);
                 named(arn.clone(), arn)
+            }
+            // A role's ARN has no region and names a `role/` (owners of an AWS destination
+            // trust the delivery function's, which the webhooks function shows them).
+            "AWS::IAM::Role" => {
+                let name = format!("{stack_name}-{}", resource.logical_id);
+                named(name.clone(), format!("arn:aws:iam::{ACCOUNT}:role/{name}"))
             }
             _ => continue,
         };

@@ -5,6 +5,7 @@ use std::env;
 use std::time::Duration;
 
 use crate::delivery::group_count::Groups;
+use crate::webhooks::destination::RoleArn;
 use crate::webhooks::netguard::{Guard, Network, UrlPolicy};
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +135,10 @@ pub struct Settings {
     /// `OPERATOR_TOPIC_ARN`: the SNS topic every operational event is also published to
     /// (contract section 15).
     pub operator_topic_arn: Option<String>,
+    /// `SENDER_ROLE_ARN`: the delivery function's role, which the owner of an AWS destination
+    /// trusts (contract section 17); its account is the deployment's own. Unset, the
+    /// deployment takes no AWS destination.
+    pub sender_role_arn: Option<RoleArn>,
 }
 
 impl Settings {
@@ -171,6 +176,7 @@ impl Settings {
             webhook_disable_after: seconds(vars, "WEBHOOK_DISABLE_AFTER_SECONDS", 432_000.0)?,
             metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
             operator_topic_arn: vars("OPERATOR_TOPIC_ARN").filter(|arn| !arn.trim().is_empty()),
+            sender_role_arn: sender_role_arn(vars)?,
         })
     }
 
@@ -202,6 +208,7 @@ impl Settings {
             ("DEAD_LETTER_QUEUE_URL", self.dead_letter_queue_url.clone()),
             ("SECRETS_KMS_KEY_ID", self.secrets_kms_key_id.clone()),
             ("OPERATOR_TOPIC_ARN", self.operator_topic_arn.clone()),
+            ("SENDER_ROLE_ARN", self.sender_role_arn.as_ref().map(RoleArn::to_string)),
         ];
         vars.extend(optional.into_iter().filter_map(|(name, value)| Some((name, value?))));
         vars
@@ -284,6 +291,16 @@ fn delivery_groups(vars: &Lookup) -> Result<Groups, ConfigError> {
     const NAME: &str = "DELIVERY_GROUPS_PER_SUBSCRIPTION";
     let count: u8 = parse_var(vars, NAME, 16)?;
     Groups::new(count).ok_or_else(|| ConfigError { name: NAME, problem: format!("must be 1 to {}", Groups::MAX) })
+}
+
+/// `SENDER_ROLE_ARN`: a role's ARN, or unset (or blank).
+fn sender_role_arn(vars: &Lookup) -> Result<Option<RoleArn>, ConfigError> {
+    const NAME: &str = "SENDER_ROLE_ARN";
+    let text = vars(NAME).filter(|text| !text.trim().is_empty());
+    text.map(|text| {
+        RoleArn::parse(text.trim()).ok_or_else(|| ConfigError::new(NAME, format!("{text:?} is not a role ARN")))
+    })
+    .transpose()
 }
 
 /// A comma-separated list of networks; unset or blank, none.
@@ -382,6 +399,7 @@ mod tests {
             webhook_disable_after: Duration::from_secs(7),
             metrics_namespace: "Elsewhere".into(),
             operator_topic_arn: Some("arn:aws:sns:us-east-1:123456789012:operations".into()),
+            sender_role_arn: RoleArn::parse("arn:aws:iam::123456789012:role/career-deliver"),
         };
         let written: HashMap<&str, String> = settings.to_env().into_iter().collect();
         let read = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

@@ -330,7 +330,7 @@ impl Fixture {
                 let subscription = Subscription::new(
                     self.user.clone(),
                     SubscriptionId::generate(),
-                    &url,
+                    (&url).into(),
                     vec![EventKind::ProfileUpdated],
                     sealed,
                     None,

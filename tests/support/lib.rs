@@ -21,6 +21,7 @@ use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::random;
+use career_core::webhooks::destination::RoleArn;
 use careerctl::admin::Admin;
 use lambda_http::http::{self, HeaderMap, Method, StatusCode};
 use local_aws::deployment::Deployment;
@@ -243,6 +244,13 @@ pub fn installed() -> Installed {
     Installed::at(Path::new(env!("CARGO_MANIFEST_DIR")).join(".local")).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
+/// The delivery function's role, as the local stack names template.yaml's
+/// `DeliverFunctionRole`: the role owners of an AWS destination trust (contract section 17).
+pub fn sender_role_arn() -> RoleArn {
+    let arn = format!("arn:aws:iam::{}:role/career-DeliverFunctionRole", local_aws::template::ACCOUNT);
+    RoleArn::parse(&arn).expect("a role ARN")
+}
+
 /// The settings every test starts from (the services add the delivery queue's URL).
 pub fn base_settings() -> Settings {
     Settings {
@@ -262,6 +270,7 @@ pub fn base_settings() -> Settings {
         webhook_disable_after: std::time::Duration::from_secs(432_000),
         metrics_namespace: "CareerService/Webhooks".into(),
         operator_topic_arn: None,
+        sender_role_arn: Some(sender_role_arn()),
     }
 }
 

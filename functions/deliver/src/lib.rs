@@ -34,7 +34,7 @@ use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceContext, TraceParent};
 use career_core::webhooks::rotation::SigningSecrets;
 use career_core::webhooks::sealing::Sealer;
-use career_core::webhooks::{DisabledReason, LoggedUrl, Subscription};
+use career_core::webhooks::{DisabledReason, Subscription};
 use tracing::Instrument;
 
 pub struct Deps {
@@ -441,7 +441,10 @@ async fn attempt_delivery(
     let span_id = SpanId::generate();
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
     let (started, started_at) = (Instant::now(), SystemTime::now());
-    let (outcome, body) = send(deps, received.delivery(), &subscription.url, &secrets, trace_headers).await;
+    let (outcome, body) = match subscription.target.url() {
+        Some(url) => send(deps, received.delivery(), url, &secrets, trace_headers).await,
+        None => (Outcome::NoAnswer(SendFailure::NoAwsSender), received.delivery().body()),
+    };
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
@@ -609,7 +612,7 @@ fn report(
     latency_ms: f64,
 ) {
     let kind = delivery.event.kind().as_str();
-    let receiver = LoggedUrl(&subscription.url);
+    let receiver = subscription.target.logged();
     if let Outcome::Delivered(answer) = outcome {
         let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Succeeded, latency_ms);
         tracing::info!(%receiver, attempt, status = answer.status, latency_ms, emf = %metrics, "delivered");
@@ -653,7 +656,7 @@ fn log_span(
         delivery_id: delivery.delivery_id.as_str(),
         event_type: delivery.event.kind().as_str(),
         number: attempt,
-        url: LoggedUrl(&subscription.url).to_string(),
+        url: subscription.target.logged(),
         status: outcome.answer().map(|answer| answer.status),
         error: attempt_error(outcome, after),
     };

@@ -23,15 +23,16 @@ use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
-use career_core::store::webhooks::{Created, NewSecrets, Replaced, WebhookTable};
+use career_core::store::webhooks::{Created, NewDestination, NewSecrets, Replaced, Replacing, WebhookTable};
 use career_core::store::{Backoff, StoreError};
 use career_core::trace::TraceContext;
+use career_core::webhooks::destination::{AwsDestination, Destination, DestinationPolicy, InvalidDestination, RoleArn};
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::UrlPolicy;
 use career_core::webhooks::{
     asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,
-    SubscriptionChanges, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
+    SubscriptionChanges, SubscriptionObject, Target, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
 };
 use futures_util::StreamExt;
 use lambda_http::http::Method;
@@ -53,6 +54,8 @@ pub struct Deps {
     cursors: CursorKey,
     sealer: Sealer,
     url_policy: UrlPolicy,
+    /// The delivery function's role, shown with every AWS destination (contract section 17).
+    sender_role: Option<RoleArn>,
     /// The most groups of the main lane a subscription spreads over (a ping goes to its own).
     groups: Groups,
 }
@@ -67,8 +70,17 @@ impl Deps {
             cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(clients, settings)?,
             url_policy: settings.webhook_urls.clone(),
+            sender_role: settings.sender_role_arn.clone(),
             groups: settings.delivery_groups,
         })
+    }
+
+    fn destinations(&self) -> DestinationPolicy<'_> {
+        DestinationPolicy { sender_role: self.sender_role.as_ref(), urls: &self.url_policy }
+    }
+
+    fn public(&self, subscription: &Subscription) -> SubscriptionObject {
+        subscription.public(self.sender_role.as_ref())
     }
 }
 
@@ -162,17 +174,26 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
 
 async fn list(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let stored = deps.webhooks.list(call.user_id()).await?;
-    let webhooks: Vec<_> = stored.iter().map(Subscription::public).collect();
+    let webhooks: Vec<_> = stored.iter().map(|subscription| deps.public(subscription)).collect();
     Reply::ok(json!({"webhooks": webhooks}))
 }
 
 async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let body = call.json_object()?;
     let present = |name: &str| body.get(name).filter(|value| !value.is_null());
-    let (Some(url), Some(events)) = (present("url"), present("events")) else {
+    let (url, destination, events) = (present("url"), present("destination"), present("events"));
+    let Some(events) = events.filter(|_| url.is_some() || destination.is_some()) else {
         return Err(ApiError::WebhookMissingRequiredFields);
     };
-    let url = WebhookUrl::parse(url, &deps.url_policy).map_err(ApiError::WebhookInvalidUrl)?;
+    // Exactly one of `url` and `destination` (contract section 17).
+    let target = match (url, destination) {
+        (Some(url), None) => (&WebhookUrl::parse(url, &deps.url_policy).map_err(ApiError::WebhookInvalidUrl)?).into(),
+        (None, Some(destination)) => {
+            let destination = Destination::parse(destination, &deps.destinations());
+            Target::Aws(AwsDestination::new(destination.map_err(ApiError::WebhookInvalidDestination)?))
+        }
+        _ => return Err(ApiError::WebhookInvalidDestination(InvalidDestination::WithUrl)),
+    };
     let events = EventKinds::parse(events).map_err(ApiError::WebhookInvalidEvents)?;
     let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
     let trace_context = trace_context(body.get("traceContext"))?;
@@ -184,45 +205,68 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let stored = Subscription {
         trace_context,
         max_deliveries_per_second: rate,
-        ..Subscription::new(user_id, subscription_id, &url, kinds, sealed, secrets.public_keys())
+        ..Subscription::new(user_id, subscription_id, target, kinds, sealed, secrets.public_keys())
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
-        Created::Yes => Reply::created(CreatedSubscription { subscription: stored.public(), secret: secrets.current }),
+        Created::Yes => {
+            Reply::created(CreatedSubscription { subscription: deps.public(&stored), secret: secrets.current })
+        }
         Created::LimitReached => Err(ApiError::WebhookLimitExceeded),
     }
 }
 
 /// Contract section 13: a new URL, new kinds, a pause or a resume, in one conditional write
 /// (no read first, so a concurrent change cannot make it fail: the last one applied wins).
-/// Turning asymmetric signing on or off (section 16) changes the sealed secrets too, so that
-/// write reads them first and holds only while they are unchanged, as a rotation does.
+/// Turning asymmetric signing on or off (section 16) changes the sealed secrets too, and a
+/// change of destination (section 17) is checked against the stored one, so those writes
+/// read first and hold only while what they read is unchanged, as a rotation does.
 async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
     let changes = SubscriptionChanges::parse(&call.json_object()?, &deps.url_policy)?;
     let (user_id, typed) = (call.user_id(), subscription_id(id)?);
     let not_found = || ApiError::WebhookNotFound(id.to_owned());
-    let Some(on) = changes.asymmetric_signing else {
-        let updated = deps.webhooks.update(user_id, &typed, &changes, None, Timestamp::now()).await?;
-        return Reply::ok(updated.ok_or_else(not_found)?.public());
-    };
+    let target_change = || ApiError::WebhookInvalidDestination(InvalidDestination::TargetChange);
+    if changes.asymmetric_signing.is_none() && changes.destination.is_none() {
+        if let Some(updated) =
+            deps.webhooks.update(user_id, &typed, &changes, Replacing::default(), Timestamp::now()).await?
+        {
+            return Reply::ok(deps.public(&updated));
+        }
+        // A new URL is not written over a destination: say so, or that there is none.
+        let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
+        return Err(if stored.target.aws().is_some() { target_change() } else { not_found() });
+    }
     let mut backoff = Backoff::new(CONTENDED_RETRIES);
     loop {
         let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
+        let destination = match (&changes.destination, &stored.target) {
+            (None, Target::Aws(_)) if changes.url.is_some() => return Err(target_change()),
+            (None, _) => None,
+            (Some(change), Target::Aws(aws)) => {
+                let new = aws.changed(change, &deps.destinations()).map_err(ApiError::WebhookInvalidDestination)?;
+                Some((aws, new))
+            }
+            (Some(_), Target::Url(_)) => return Err(target_change()),
+        };
+        let destination = destination.as_ref().map(|(expected, new)| NewDestination { expected, new });
         // Already as asked: the secrets stay, and the write is an update like any other.
-        let replacement = if stored.public_keys.is_some() == on {
-            None
-        } else {
-            let secrets = deps.sealer.open(&stored).await?.with_asymmetric_signing(on);
-            Some((deps.sealer.seal(user_id, &typed, &secrets).await?, secrets.public_keys()))
+        let replacement = match changes.asymmetric_signing {
+            Some(on) if stored.public_keys.is_some() != on => {
+                let secrets = deps.sealer.open(&stored).await?.with_asymmetric_signing(on);
+                Some((deps.sealer.seal(user_id, &typed, &secrets).await?, secrets.public_keys()))
+            }
+            _ => None,
         };
         let new = replacement.as_ref().map(|(sealed, public_keys)| NewSecrets {
             expected: &stored.secrets,
             sealed,
             public_keys: public_keys.as_ref(),
         });
-        // `None`: the secrets changed since they were read (or the subscription is gone).
-        if let Some(updated) = deps.webhooks.update(user_id, &typed, &changes, new.as_ref(), Timestamp::now()).await? {
-            return Reply::ok(updated.public());
+        let replacing = Replacing { secrets: new.as_ref(), destination: destination.as_ref() };
+        // `None`: the secrets or the destination changed since they were read (or the
+        // subscription is gone).
+        if let Some(updated) = deps.webhooks.update(user_id, &typed, &changes, replacing, Timestamp::now()).await? {
+            return Reply::ok(deps.public(&updated));
         }
         if !backoff.pause().await {
             return Err(StoreError::Contention.into());
@@ -257,7 +301,7 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let new = NewSecrets { expected: &stored.secrets, sealed: &sealed, public_keys: public_keys.as_ref() };
         if let Replaced::Yes(updated) = deps.webhooks.replace_secrets(&stored.user_id, &stored.id, &new).await? {
             return Reply::ok(RotatedSubscription {
-                subscription: updated.public(),
+                subscription: deps.public(&updated),
                 secret: next.into(),
                 previous_secret_expires_at: rotated.previous.map(|previous| previous.expires_at),
             });
@@ -435,7 +479,7 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
     let enabled = deps.webhooks.enable(call.user_id(), &subscription_id(id)?).await?;
-    Reply::ok(enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?.public())
+    Reply::ok(deps.public(&enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?))
 }
 
 #[cfg(test)]

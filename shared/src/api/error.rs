@@ -45,10 +45,12 @@ pub enum ApiError {
     InvalidPreference(&'static str),
     #[error("'{}' is not a known preference.", Excerpt(.0))]
     UnknownPreference(String),
-    #[error("Both 'url' and 'events' are required.")]
+    #[error("'events' and one of 'url' and 'destination' are required.")]
     WebhookMissingRequiredFields,
     #[error("Invalid url: {0}.")]
     WebhookInvalidUrl(crate::webhooks::InvalidUrl),
+    #[error("Invalid destination: {0}.")]
+    WebhookInvalidDestination(crate::webhooks::destination::InvalidDestination),
     #[error("Invalid events: {0}.")]
     WebhookInvalidEvents(crate::webhooks::InvalidEvents),
     #[error("A user can have at most {} webhook subscriptions.", crate::webhooks::MAX_SUBSCRIPTIONS_PER_USER)]
@@ -131,6 +133,7 @@ impl ApiError {
             | UnknownPreference(_)
             | WebhookMissingRequiredFields
             | WebhookInvalidUrl(_)
+            | WebhookInvalidDestination(_)
             | WebhookInvalidEvents(_)
             | WebhookLimitExceeded
             | WebhookMissingSubscriptionId
@@ -169,6 +172,7 @@ impl ApiError {
             UnknownPreference(_) => "data_sharing.unknown_preference",
             WebhookMissingRequiredFields => "webhooks.missing_required_fields",
             WebhookInvalidUrl(_) => "webhooks.invalid_url",
+            WebhookInvalidDestination(_) => "webhooks.invalid_destination",
             WebhookInvalidEvents(_) => "webhooks.invalid_events",
             WebhookLimitExceeded => "webhooks.limit_exceeded",
             WebhookMissingSubscriptionId => "webhooks.missing_subscription_id",
@@ -216,6 +220,7 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             TraceContext(_) => ApiError::WebhookInvalidTraceContext,
             DeliveryRate(_) => ApiError::WebhookInvalidRateLimit,
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
+            Destination(invalid) => ApiError::WebhookInvalidDestination(invalid),
             Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
         }
     }

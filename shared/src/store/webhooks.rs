@@ -17,9 +17,10 @@ use crate::delivery::groups::Pace;
 use crate::delivery::log::AttemptRecord;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
+use crate::webhooks::destination::AwsDestination;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
-    DeliveryRate, DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges,
+    DeliveryRate, DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, Target,
     WebhookSecret,
 };
 
@@ -46,6 +47,10 @@ const DISABLED_REASON: &str = "disabledReason";
 const FAST_SINCE: &str = "fastSince";
 const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
 const ID: &str = "subscriptionId";
+/// Where it delivers: `url`, or `destination` (a map: `type`, `queueUrl` or `eventBusArn`,
+/// `roleArn`, `externalId`; contract section 17).
+const URL: &str = "url";
+const DESTINATION: &str = "destination";
 
 /// A subscription as the table holds it. Its health is three attributes: `failingSince`
 /// while the failure clock runs, `disabledAt` and `disabledReason` while it is disabled.
@@ -54,7 +59,8 @@ const ID: &str = "subscriptionId";
 struct SubscriptionItem {
     user_id: UserId,
     subscription_id: SubscriptionId,
-    url: String,
+    #[serde(flatten)]
+    target: TargetItem,
     events: Vec<EventKind>,
     #[serde(flatten)]
     secrets: SecretsItem,
@@ -88,6 +94,14 @@ enum SecretsItem {
     },
 }
 
+/// The target's attribute: [`URL`] or [`DESTINATION`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+enum TargetItem {
+    Url { url: String },
+    Aws { destination: AwsDestination },
+}
+
 impl From<SubscriptionItem> for Subscription {
     fn from(item: SubscriptionItem) -> Self {
         // A disabled item keeps the `failingSince` it had; enabling removes both. Every
@@ -101,7 +115,10 @@ impl From<SubscriptionItem> for Subscription {
         Subscription {
             user_id: item.user_id,
             id: item.subscription_id,
-            url: item.url,
+            target: match item.target {
+                TargetItem::Url { url } => Target::Url(url),
+                TargetItem::Aws { destination } => Target::Aws(destination),
+            },
             events: item.events,
             secrets: match item.secrets {
                 SecretsItem::Sealed { sealed_secrets } => SecretsAtRest::Sealed(SealedSecrets(sealed_secrets)),
@@ -127,7 +144,10 @@ impl From<&Subscription> for SubscriptionItem {
         SubscriptionItem {
             user_id: subscription.user_id.clone(),
             subscription_id: subscription.id.clone(),
-            url: subscription.url.clone(),
+            target: match &subscription.target {
+                Target::Url(url) => TargetItem::Url { url: url.clone() },
+                Target::Aws(destination) => TargetItem::Aws { destination: destination.clone() },
+            },
             events: subscription.events.clone(),
             secrets: match &subscription.secrets {
                 SecretsAtRest::Sealed(sealed) => SecretsItem::Sealed { sealed_secrets: sealed.0.clone() },
@@ -143,6 +163,13 @@ impl From<&Subscription> for SubscriptionItem {
             fast_since: subscription.fast_since,
         }
     }
+}
+
+/// What an update replaces besides its plain changes, each only while it is as expected.
+#[derive(Default, Clone, Copy)]
+pub struct Replacing<'a> {
+    pub secrets: Option<&'a NewSecrets<'a>>,
+    pub destination: Option<&'a NewDestination<'a>>,
 }
 
 /// How a conditional replacement of a subscription's secrets ended.
@@ -177,6 +204,13 @@ impl NewSecrets<'_> {
         };
         Ok((expression, unchanged))
     }
+}
+
+/// A new destination (its queue or bus, or its role) to replace `expected`: the write holds
+/// only while the stored destination is still `expected`, as its check was made against it.
+pub struct NewDestination<'a> {
+    pub expected: &'a AwsDestination,
+    pub new: &'a AwsDestination,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -373,26 +407,34 @@ impl WebhookTable {
         subscription_id: &SubscriptionId,
     ) -> Result<Option<Subscription>, StoreError> {
         let changes = SubscriptionChanges { enabled: Some(true), ..SubscriptionChanges::default() };
-        self.update(user_id, subscription_id, &changes, None, Timestamp::now()).await
+        self.update(user_id, subscription_id, &changes, Replacing::default(), Timestamp::now()).await
     }
 
-    /// Applies `changes` in one conditional write, at `at`: a new URL or kinds replace the
-    /// old ones; disabling pauses it as `manual` (a subscription disabled already keeps
-    /// when that was); enabling is [`WebhookTable::enable`]. Id, `createdAt` and, unless
-    /// `secrets` replaces them (turning asymmetric signing on or off), the secrets stay.
-    /// `None` when the user has no such subscription, or when its secrets are not
-    /// `secrets.expected` any more.
+    /// Applies `changes` in one conditional write, at `at`: a new URL (only to a subscription
+    /// that has one) or kinds replace the old ones; disabling pauses it as `manual` (a
+    /// subscription disabled already keeps when that was); enabling is
+    /// [`WebhookTable::enable`]. Id, `createdAt`, the external id and, unless `replacing`
+    /// replaces them (turning asymmetric signing on or off), the secrets and the destination
+    /// stay. `None` when the user has no such subscription, when a new URL meets a
+    /// destination, or when its secrets or destination are not the expected ones any more.
     pub async fn update(
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
         changes: &SubscriptionChanges,
-        secrets: Option<&NewSecrets<'_>>,
+        replacing: Replacing<'_>,
         at: Timestamp,
     ) -> Result<Option<Subscription>, StoreError> {
         let mut expression = Expression::new();
+        let mut target_unchanged = None;
         if let Some(url) = &changes.url {
-            expression = expression.set("url", s(url.as_str()));
+            expression = expression.set(URL, s(url.as_str()));
+            target_unchanged = Some(Condition::absent(DESTINATION));
+        }
+        if let Some(destination) = replacing.destination {
+            expression = expression.set(DESTINATION, serde_dynamo::to_attribute_value(destination.new)?);
+            let expected = serde_dynamo::to_attribute_value(destination.expected)?;
+            target_unchanged = Some(Condition::equals(DESTINATION, expected));
         }
         if let Some(events) = &changes.events {
             expression = expression.set("events", serde_dynamo::to_attribute_value(events.kinds())?);
@@ -414,9 +456,13 @@ impl WebhookTable {
             Some(None) => expression.remove(MAX_DELIVERIES_PER_SECOND),
             None => expression,
         };
-        let (expression, condition) = match secrets {
+        let (expression, condition) = match replacing.secrets {
             Some(new) => new.apply(expression)?,
             None => (expression, Condition::exists(ID)),
+        };
+        let condition = match target_unchanged {
+            Some(unchanged) => condition.and(unchanged),
+            None => condition,
         };
         let update = self
             .subscription_update(user_id, subscription_id)
@@ -479,7 +525,7 @@ mod tests {
         Subscription {
             user_id: "u1".parse().unwrap(),
             id: "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap(),
-            url: "https://hooks.example.com/".into(),
+            target: Target::Url("https://hooks.example.com/".into()),
             events: vec![EventKind::ProfileUpdated],
             secrets,
             public_keys: None,
@@ -493,6 +539,28 @@ mod tests {
 
     fn item_of(subscription: &Subscription) -> Item {
         serde_dynamo::to_item(SubscriptionItem::from(subscription)).unwrap()
+    }
+
+    #[test]
+    fn items_hold_a_url_or_a_destination_map() {
+        use crate::webhooks::destination::{Destination, DestinationPolicy, RoleArn};
+        use crate::webhooks::UrlPolicy;
+        let with_url = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        let item = item_of(&with_url);
+        assert_eq!((item.get(URL), item.get(DESTINATION)), (Some(&s("https://hooks.example.com/")), None));
+
+        let sender = RoleArn::parse("arn:aws:iam::111111111111:role/deliver").unwrap();
+        let policy = DestinationPolicy { sender_role: Some(&sender), urls: &UrlPolicy::default() };
+        let bus = serde_json::json!({"type": "aws_eventbridge", "roleArn": "arn:aws:iam::222222222222:role/r",
+            "eventBusArn": "arn:aws:events:eu-west-1:222222222222:event-bus/b"});
+        let aws = AwsDestination::new(Destination::parse(&bus, &policy).unwrap());
+        let with_destination = Subscription { target: Target::Aws(aws.clone()), ..with_url };
+        let item = item_of(&with_destination);
+        assert_eq!(item.get(URL), None);
+        let Some(AttributeValue::M(map)) = item.get(DESTINATION) else { panic!("a map: {item:?}") };
+        assert_eq!(map.get("externalId"), Some(&s(aws.external_id.as_str())));
+        assert_eq!(map.get("type"), Some(&s("aws_eventbridge")));
+        assert_eq!(subscription_of(item).unwrap(), with_destination);
     }
 
     #[test]

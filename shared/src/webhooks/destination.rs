@@ -282,6 +282,10 @@ pub enum InvalidDestination {
     NotOffered,
     #[error("a subscription's destination type cannot change (delete it and create another)")]
     TypeChange,
+    #[error(
+        "a subscription with a url cannot get a destination, nor the other way round (delete it and create another)"
+    )]
+    TargetChange,
 }
 
 /// What a destination may be in one deployment.
@@ -471,6 +475,13 @@ impl AwsDestination {
     pub fn new(destination: Destination) -> Self {
         AwsDestination { destination, external_id: ExternalId::generate() }
     }
+
+    /// The destination `change` makes of this one ([`Destination::changed`]); the external id
+    /// stays.
+    pub fn changed(&self, change: &DestinationChange, policy: &DestinationPolicy) -> Result<Self, InvalidDestination> {
+        let destination = self.destination.changed(change, policy)?;
+        Ok(AwsDestination { destination, external_id: self.external_id.clone() })
+    }
 }
 
 /// The name of a subscription's assumed-role sessions: it names the subscription, so the
@@ -481,7 +492,7 @@ pub fn session_name(subscription: &SubscriptionId) -> String {
 
 /// A destination as stored and shown: `type`, the queue URL or bus ARN, `roleArn` and
 /// `externalId`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DestinationFields {
     #[serde(rename = "type")]

@@ -1,6 +1,6 @@
-//! Webhook subscriptions (contract sections 5, 9, 12, 13, 16 and 19): URL and event validation,
-//! what an update may change, secrets, the subscription and its health, and the
-//! subscription object the API shows.
+//! Webhook subscriptions (contract sections 5, 9, 12, 13, 16, 17 and 19): URL and event
+//! validation, what an update may change, secrets, the subscription, where it delivers and
+//! its health, and the subscription object the API shows.
 
 pub mod destination;
 pub mod disabled_reason;
@@ -24,6 +24,7 @@ use crate::ids::{SubscriptionId, UserId};
 use crate::random;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::signing::PublicKey;
+use destination::{AwsDestination, DestinationChange, DestinationFields, InvalidDestination, RoleArn};
 pub use disabled_reason::DisabledReason;
 pub use netguard::UrlPolicy;
 
@@ -204,12 +205,14 @@ impl DeliveryRate {
     }
 }
 
-/// What an update (PATCH) changes: any of the URL, the kinds, whether it is enabled, whether
+/// What an update (PATCH) changes: any of the URL or the AWS destination, the kinds, whether it is enabled, whether
 /// it is signed with a key pair as well, whether its deliveries carry trace context, and its
 /// rate limit (`Some(None)` removes it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
+    /// Applied to the stored destination, under the same checks as on create (section 17).
+    pub destination: Option<DestinationChange>,
     pub events: Option<EventKinds>,
     pub enabled: Option<bool>,
     pub asymmetric_signing: Option<bool>,
@@ -227,16 +230,18 @@ pub enum InvalidChanges {
     TraceContext(InvalidTraceContext),
     DeliveryRate(InvalidDeliveryRate),
     Url(InvalidUrl),
+    Destination(InvalidDestination),
     Events(InvalidEvents),
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 6] =
-        ["url", "events", "enabled", "asymmetricSigning", "traceContext", "maxDeliveriesPerSecond"];
+    pub const FIELDS: [&str; 7] =
+        ["url", "destination", "events", "enabled", "asymmetricSigning", "traceContext", "maxDeliveriesPerSecond"];
 
-    /// Reads an update's body in the contract's order (sections 13, 16, 18 and 19): none of
-    /// the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
-    /// `maxDeliveriesPerSecond`, then `url` and `events` as on create (`null` is invalid).
+    /// Reads an update's body in the contract's order (sections 13, 16, 17, 18 and 19): none
+    /// of the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
+    /// `maxDeliveriesPerSecond`, then `url` or `destination` (both are invalid) and `events`
+    /// as on create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, policy: &UrlPolicy) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
@@ -260,10 +265,15 @@ impl SubscriptionChanges {
             Some(value) => Some(DeliveryRate::parse(value).map_err(InvalidChanges::DeliveryRate)?),
             None => None,
         };
+        if body.contains_key("url") && body.contains_key("destination") {
+            return Err(InvalidChanges::Destination(InvalidDestination::WithUrl));
+        }
         let url = body.get("url").map(|url| WebhookUrl::parse(url, policy)).transpose();
+        let destination = body.get("destination").map(DestinationChange::parse).transpose();
         let events = body.get("events").map(EventKinds::parse).transpose();
         Ok(SubscriptionChanges {
             url: url.map_err(InvalidChanges::Url)?,
+            destination: destination.map_err(InvalidChanges::Destination)?,
             events: events.map_err(InvalidChanges::Events)?,
             enabled,
             asymmetric_signing,
@@ -279,8 +289,7 @@ impl SubscriptionChanges {
 pub struct Subscription {
     pub user_id: UserId,
     pub id: SubscriptionId,
-    /// The normalised URL ([`WebhookUrl`]).
-    pub url: String,
+    pub target: Target,
     pub events: Vec<EventKind>,
     pub secrets: SecretsAtRest,
     /// The public halves of its Ed25519 keys, while asymmetric signing is on; in clear, as
@@ -295,6 +304,46 @@ pub struct Subscription {
     /// Since when its receiver answers fast, while it does: its first attempts then spread
     /// over several groups of the main lane (`delivery::groups`, contract section 18).
     pub fast_since: Option<Timestamp>,
+}
+
+/// Where a subscription delivers: over HTTP (sections 5 to 16) or into its owner's AWS
+/// account (section 17). Which of the two never changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The normalised URL ([`WebhookUrl`]).
+    Url(String),
+    Aws(AwsDestination),
+}
+
+impl From<&WebhookUrl> for Target {
+    fn from(url: &WebhookUrl) -> Self {
+        Target::Url(url.as_str().to_owned())
+    }
+}
+
+impl Target {
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Target::Url(url) => Some(url),
+            Target::Aws(_) => None,
+        }
+    }
+
+    pub fn aws(&self) -> Option<&AwsDestination> {
+        match self {
+            Target::Url(_) => None,
+            Target::Aws(aws) => Some(aws),
+        }
+    }
+
+    /// The receiver as logs and operational events name it: the URL as [`LoggedUrl`] shows
+    /// it, or the queue URL or bus ARN (neither carries a credential).
+    pub fn logged(&self) -> String {
+        match self {
+            Target::Url(url) => LoggedUrl(url).to_string(),
+            Target::Aws(aws) => aws.destination.target().to_owned(),
+        }
+    }
 }
 
 /// Whether a subscription is sent its deliveries, and how they have been going.
@@ -343,7 +392,7 @@ impl Subscription {
     pub fn new(
         user_id: UserId,
         id: SubscriptionId,
-        url: &WebhookUrl,
+        target: Target,
         events: Vec<EventKind>,
         sealed: SealedSecrets,
         public_keys: Option<PublicKeys>,
@@ -351,7 +400,7 @@ impl Subscription {
         Subscription {
             user_id,
             id,
-            url: url.as_str().to_owned(),
+            target,
             events,
             secrets: SecretsAtRest::Sealed(sealed),
             public_keys,
@@ -369,16 +418,21 @@ impl Subscription {
         !EventKind::SUBSCRIBABLE.contains(&kind) || self.events.contains(&kind)
     }
 
-    /// The subscription object the API shows (contract sections 5, 16 and 19; never the secrets),
-    /// the previous public key only while it still signs.
-    pub fn public(&self) -> SubscriptionObject {
+    /// The subscription object the API shows (contract sections 5, 16, 17 and 19; never the
+    /// secrets), the previous public key only while it still signs; `sender_role` is the
+    /// delivery function's role, which a destination's owner trusts.
+    pub fn public(&self, sender_role: Option<&RoleArn>) -> SubscriptionObject {
         let (disabled_at, disabled_reason) = match &self.health {
             Health::Disabled { at, reason } => (Some(*at), Some(*reason)),
             Health::Active | Health::Failing { .. } => (None, None),
         };
         SubscriptionObject {
             id: self.id.clone(),
-            url: self.url.clone(),
+            url: self.target.url().map(str::to_owned),
+            destination: self
+                .target
+                .aws()
+                .map(|aws| DestinationObject { fields: aws.clone().into(), sender_role_arn: sender_role.cloned() }),
             events: self.events.clone(),
             created_at: self.created_at,
             enabled: self.health.is_enabled(),
@@ -402,7 +456,11 @@ impl Subscription {
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionObject {
     pub id: SubscriptionId,
-    pub url: String,
+    /// `null` for a subscription with a destination.
+    pub url: Option<String>,
+    /// Absent for a subscription with a URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<DestinationObject>,
     pub events: Vec<EventKind>,
     pub created_at: Timestamp,
     pub enabled: bool,
@@ -421,6 +479,16 @@ pub struct SubscriptionObject {
     /// `null` when it has no rate limit (contract section 18).
     #[serde(default)]
     pub max_deliveries_per_second: Option<DeliveryRate>,
+}
+
+/// A destination as the subscription object shows it (contract section 17): its fields, the
+/// external id among them, and the role its owner's trust policy names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DestinationObject {
+    #[serde(flatten)]
+    pub fields: DestinationFields,
+    pub sender_role_arn: Option<RoleArn>,
 }
 
 /// The create response: the subscription and, this once, its secret.

@@ -186,7 +186,7 @@ mod tests {
         Subscription {
             user_id: user_id.parse().unwrap(),
             id: subscription_id.parse().unwrap(),
-            url: "https://hooks.example.com/".into(),
+            target: crate::webhooks::Target::Url("https://hooks.example.com/".into()),
             events: vec![],
             secrets,
             public_keys: None,
