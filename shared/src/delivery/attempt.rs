@@ -49,10 +49,6 @@ pub enum SendFailure {
     /// The blocking task that sends could not run to its end (a panic or a shutdown).
     #[error("the sending task failed")]
     TaskFailed,
-    /// A subscription with an AWS destination (contract section 17) met a delivery function
-    /// that cannot send there yet: a failed attempt, retried like any other.
-    #[error("this deployment cannot send to an AWS destination yet")]
-    NoAwsSender,
 }
 
 /// The receiver's answer: its status, the start of its body and its `Retry-After`.
