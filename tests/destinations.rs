@@ -63,7 +63,11 @@ async fn take(account: &ReceiverAccount, queue_url: &str, count: usize) -> Vec<a
 }
 
 /// Waits until the subscription's newest delivery record satisfies `done`.
-async fn record_until(pipeline: &Pipeline, subscription: &str, done: impl Fn(&DeliveryRecord) -> bool) -> DeliveryRecord {
+async fn record_until(
+    pipeline: &Pipeline,
+    subscription: &str,
+    done: impl Fn(&DeliveryRecord) -> bool,
+) -> DeliveryRecord {
     let deliveries = career_core::store::deliveries::DeliveryTable::new(
         career_service::dynamodb(),
         &pipeline.settings().tables.deliveries,
@@ -98,7 +102,7 @@ fn attribute<'a>(message: &'a aws_sdk_sqs::types::Message, name: &str) -> &'a st
 const STANDARD_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook-signature"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_pings() {
+async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_pings_and_nothing_paused() {
     let (pipeline, account) = start().await;
     let user = unique_user();
     let name = format!("recv-{}", &user[user.len() - 8..]);
@@ -132,6 +136,15 @@ async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_ping
     assert_eq!(attribute(&pinged, "X-Webhook-Event"), "webhook.ping");
     let headers = STANDARD_HEADERS.map(|name| (name, attribute(&pinged, name)));
     assert!(verifies(secret, &headers, pinged.body().unwrap()));
+
+    // Paused, it is sent nothing: the next change's delivery is skipped.
+    let path = format!("/api/v1/webhooks?id={id}");
+    pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await.assert_status(200);
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let skipped = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Skipped).await;
+    assert_eq!(skipped.attempts, 0);
+    pipeline.settled(id).await;
+    assert!(account.take(&queue_url).await.unwrap().is_empty(), "nothing sent while paused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -149,7 +162,8 @@ async fn a_fifo_queue_gets_the_subscription_as_group_and_the_delivery_as_dedupli
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let message = take(&account, &queue_url, 1).await.remove(0);
     let system = message.attributes().expect("the message's attributes");
-    let attribute_of = |name| system.get(&aws_sdk_sqs::types::MessageSystemAttributeName::from(name)).map(String::as_str);
+    let attribute_of =
+        |name| system.get(&aws_sdk_sqs::types::MessageSystemAttributeName::from(name)).map(String::as_str);
     assert_eq!(attribute_of("MessageGroupId"), subscription["id"].as_str());
     assert_eq!(attribute_of("MessageDeduplicationId"), Some(attribute(&message, "X-Webhook-Delivery")));
 }
@@ -170,7 +184,10 @@ async fn an_eventbridge_bus_gets_the_event_as_detail_with_the_headers_beside_it(
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let forwarded: Value = serde_json::from_str(take(&account, &queue_url, 1).await[0].body().unwrap()).unwrap();
-    assert_eq!((forwarded["source"].as_str(), forwarded["detail-type"].as_str()), (Some("career.webhooks"), Some("profile.updated")));
+    assert_eq!(
+        (forwarded["source"].as_str(), forwarded["detail-type"].as_str()),
+        (Some("career.webhooks"), Some("profile.updated"))
+    );
     let detail = &forwarded["detail"];
     assert_eq!(detail["type"], "profile.updated", "the event's own fields, for rules to match");
     let envelope = &detail["webhook"];

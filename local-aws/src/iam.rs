@@ -486,7 +486,11 @@ pub fn query_calls_of(body: &[u8]) -> Option<Vec<Call>> {
     let action = form.get("Action")?;
     if action == "AssumeRole" {
         let context = form.get("ExternalId").map(|id| ("sts:ExternalId".to_owned(), id.clone())).into_iter().collect();
-        return Some(vec![Call { action: "sts:AssumeRole".to_owned(), resource: form.get("RoleArn")?.clone(), context }]);
+        return Some(vec![Call {
+            action: "sts:AssumeRole".to_owned(),
+            resource: form.get("RoleArn")?.clone(),
+            context,
+        }]);
     }
     // PublishBatch is authorized as sns:Publish, as SendMessageBatch is as sqs:SendMessage.
     let action = match action.as_str() {
@@ -553,7 +557,10 @@ fn session_arn(role: &Role) -> String {
 
 fn refuse(role: &Role, call: &Call) -> HttpResponse {
     let Call { action, resource, .. } = call;
-    eprintln!("==> AccessDenied: {} called {action} on {resource}, which its role ({}) does not allow", role.function, role.arn);
+    eprintln!(
+        "==> AccessDenied: {} called {action} on {resource}, which its role ({}) does not allow",
+        role.function, role.arn
+    );
     let denial = (role.function.clone(), action.clone(), resource.clone());
     REGISTRY.denied.lock().expect("registry").push(denial);
     let message = format!(
@@ -571,7 +578,10 @@ fn refuse(role: &Role, call: &Call) -> HttpResponse {
 
 /// STS's answer to an `AssumeRole` that the role's trust policy refuses (Query protocol, XML).
 fn refuse_assumption(role: &Role, call: &Call) -> HttpResponse {
-    eprintln!("==> AccessDenied: {} may not assume {}: its trust policy does not allow it", role.function, call.resource);
+    eprintln!(
+        "==> AccessDenied: {} may not assume {}: its trust policy does not allow it",
+        role.function, call.resource
+    );
     REGISTRY.denied.lock().expect("registry").push((role.function.clone(), call.action.clone(), call.resource.clone()));
     let message = format!(
         "User: {} is not authorized to perform: sts:AssumeRole on resource: {}",
@@ -590,7 +600,10 @@ fn refuse_assumption(role: &Role, call: &Call) -> HttpResponse {
 /// `inner`, with every request evaluated first against the role whose keys signed it.
 pub fn enforcing(inner: SharedHttpClient) -> SharedHttpClient {
     http_client_fn(move |settings, components| {
-        SharedHttpConnector::new(Enforcing { connector: inner.http_connector(settings, components), http: inner.clone() })
+        SharedHttpConnector::new(Enforcing {
+            connector: inner.http_connector(settings, components),
+            http: inner.clone(),
+        })
     })
 }
 
@@ -652,7 +665,12 @@ impl Enforcing {
 
     /// A call signed with a receiver's role's keys: evaluated against that role's permissions
     /// as the IAM emulator holds them now (AWS evaluates each call against the current policy).
-    async fn as_receiver(self, arn: String, session: String, request: HttpRequest) -> Result<HttpResponse, ConnectorError> {
+    async fn as_receiver(
+        self,
+        arn: String,
+        session: String,
+        request: HttpRequest,
+    ) -> Result<HttpResponse, ConnectorError> {
         let endpoint = endpoint_of(&request)?;
         let Some(receiver) = receiver_role(&self.http, &endpoint, &arn, &session).await? else {
             let role = Role { function: session, arn, statements: Vec::new() };
@@ -696,7 +714,10 @@ impl ReceiverRole {
 /// identity policy, evaluated before), or anyone.
 fn names(principal: &str, caller: &str) -> bool {
     let account = caller.split(':').nth(4).unwrap_or_default();
-    principal == "*" || principal == caller || principal == account || principal == format!("arn:aws:iam::{account}:root")
+    principal == "*"
+        || principal == caller
+        || principal == account
+        || principal == format!("arn:aws:iam::{account}:root")
 }
 
 /// A trust policy's statement: the AWS principals it names, and the rest evaluated as an
@@ -732,8 +753,10 @@ async fn receiver_role(
         .http_client(http.clone())
         .build();
     let iam = aws_sdk_iam::Client::from_conf(config);
-    let in_account = |account: String| move |request: &mut HttpRequest| {
-        request.headers_mut().insert(crate::receiver::ACCOUNT_HEADER, account.clone());
+    let in_account = |account: String| {
+        move |request: &mut HttpRequest| {
+            request.headers_mut().insert(crate::receiver::ACCOUNT_HEADER, account.clone());
+        }
     };
     let role = match iam.get_role().role_name(name).customize().mutate_request(in_account(account.clone())).send().await
     {
@@ -947,7 +970,8 @@ mod tests {
         // IAM answers with the document URL-encoded; as written is read too.
         let encoded: String = url::form_urlencoded::byte_serialize(document.as_bytes()).collect();
         for document in [document.clone(), encoded.replace('+', "%20")] {
-            let trust = policy_statements(&document).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+            let trust =
+                policy_statements(&document).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
             let receiver = ReceiverRole { trust: trust.unwrap(), permissions: role("[]") };
             assert!(receiver.trusts(sender, &assume(Some("right"))));
             assert!(!receiver.trusts(sender, &assume(Some("wrong"))), "another external id");
@@ -957,7 +981,8 @@ mod tests {
         let account_wide = r#"{"Statement": [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
             "Action": "sts:AssumeRole"}, {"Effect": "Deny", "Principal": {"AWS": ["arn:aws:iam::123456789012:role/x"]},
             "Action": "sts:*"}]}"#;
-        let trust = policy_statements(account_wide).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+        let trust =
+            policy_statements(account_wide).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
         let receiver = ReceiverRole { trust: trust.unwrap(), permissions: role("[]") };
         assert!(receiver.trusts(sender, &assume(None)), "the account's root trusts its roles");
         assert!(!receiver.trusts("arn:aws:iam::123456789012:role/x", &assume(None)), "a deny wins");
@@ -987,7 +1012,8 @@ mod tests {
     fn the_delivery_role_may_assume_receivers_roles_but_none_of_its_own_account() {
         let paper = crate::deploy_checks::resolved_on_paper(&career_core::config::TableNames::with_prefix("p-"));
         let statements = role_statements(&Template::shipped(), &paper, "DeliverFunctionRole").unwrap();
-        let deliver = Role { function: "DeliverFunction".into(), arn: "arn:aws:iam::123456789012:role/d".into(), statements };
+        let deliver =
+            Role { function: "DeliverFunction".into(), arn: "arn:aws:iam::123456789012:role/d".into(), statements };
         let of = |account: &str| Call { resource: format!("arn:aws:iam::{account}:role/r"), ..assume(Some("x")) };
         assert_eq!(deliver.allows(&of("111122223333")).map(|s| s.sid.as_str()), Some("AssumeReceiverRoles"));
         assert!(deliver.allows(&of(ACCOUNT)).is_none(), "its own account's roles are denied");

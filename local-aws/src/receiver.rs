@@ -131,7 +131,11 @@ impl ReceiverAccount {
         let receive = receive.customize().mutate_request(in_account);
         let messages = receive.send().await.context("receiving")?.messages.unwrap_or_default();
         for message in &messages {
-            let delete = self.sqs.delete_message().queue_url(queue_url).receipt_handle(message.receipt_handle().unwrap_or_default());
+            let delete = self
+                .sqs
+                .delete_message()
+                .queue_url(queue_url)
+                .receipt_handle(message.receipt_handle().unwrap_or_default());
             delete.customize().mutate_request(in_account).send().await.context("deleting a message received")?;
         }
         Ok(messages)

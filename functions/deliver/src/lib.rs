@@ -15,6 +15,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings};
 use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::aws_sender::AwsSender;
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
@@ -23,7 +24,6 @@ use career_core::delivery::plan::{
 use career_core::delivery::queue::{self, DeliveryQueues, Lane, QueueError};
 use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
-use career_core::delivery::aws_sender::AwsSender;
 use career_core::delivery::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};

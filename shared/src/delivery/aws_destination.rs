@@ -154,14 +154,19 @@ impl fmt::Display for DestinationFailure {
                  (and the queue's policy does not deny it)"
             ),
             (Cause::Denied, Step::PutEvents) => {
-                write!(f, "{action} refused: check that the role's permissions policy allows events:PutEvents on the bus")
+                write!(
+                    f,
+                    "{action} refused: check that the role's permissions policy allows events:PutEvents on the bus"
+                )
             }
             (Cause::KeyDenied, _) => write!(
                 f,
                 "{action} refused by the queue's KMS key: check that the key policy lets the role use \
                  kms:GenerateDataKey and kms:Decrypt"
             ),
-            (Cause::Missing, Step::PutEvents) => write!(f, "{action}: the event bus does not exist (check eventBusArn)"),
+            (Cause::Missing, Step::PutEvents) => {
+                write!(f, "{action}: the event bus does not exist (check eventBusArn)")
+            }
             (Cause::Missing, _) => write!(f, "{action}: the queue does not exist (check queueUrl)"),
             (Cause::Throttled, _) => write!(f, "{action} throttled by AWS"),
             (Cause::ServiceError(status), _) => write!(f, "{action} failed with an AWS service error ({status})"),
@@ -217,7 +222,10 @@ mod tests {
         let message = QueueMessage::new(&signed(&[]), "whk_1", "dlv_1", false);
         assert_eq!(message.body.as_bytes(), signed(&[]).body.as_slice(), "byte for byte");
         let names: Vec<&str> = message.attributes.iter().map(|(name, _)| *name).collect();
-        assert_eq!(names, ["webhook-id", "webhook-timestamp", "webhook-signature", "X-Webhook-Event", "X-Webhook-Delivery"]);
+        assert_eq!(
+            names,
+            ["webhook-id", "webhook-timestamp", "webhook-signature", "X-Webhook-Event", "X-Webhook-Delivery"]
+        );
         assert_eq!(message.attributes[2].1, "v1,abc v1a,def", "v1 and v1a as signed");
         assert_eq!(message.fifo, None);
         let fifo = QueueMessage::new(&signed(&[("traceparent", "00-a-b-01")]), "whk_1", "dlv_1", true);
@@ -253,9 +261,19 @@ mod tests {
         let cases = [
             (Step::AssumeRole, answered("AccessDenied", 403), Cause::Denied, "trust policy"),
             (Step::AssumeRole, answered("AccessDenied", 403), Cause::Denied, "sts:ExternalId"),
-            (Step::SendMessage, answered("AccessDenied", 400), Cause::Denied, "permissions policy allows sqs:SendMessage"),
+            (
+                Step::SendMessage,
+                answered("AccessDenied", 400),
+                Cause::Denied,
+                "permissions policy allows sqs:SendMessage",
+            ),
             (Step::SendMessage, answered("KMS.AccessDeniedException", 400), Cause::KeyDenied, "key policy"),
-            (Step::SendMessage, answered("AWS.SimpleQueueService.NonExistentQueue", 400), Cause::Missing, "queue does not exist"),
+            (
+                Step::SendMessage,
+                answered("AWS.SimpleQueueService.NonExistentQueue", 400),
+                Cause::Missing,
+                "queue does not exist",
+            ),
             (Step::SendMessage, answered("QueueDoesNotExist", 400), Cause::Missing, "check queueUrl"),
             (Step::PutEvents, answered("AccessDeniedException", 400), Cause::Denied, "events:PutEvents on the bus"),
             (Step::PutEvents, answered("ResourceNotFoundException", 400), Cause::Missing, "event bus does not exist"),
@@ -263,10 +281,25 @@ mod tests {
             (Step::SendMessage, answered("RequestThrottled", 403), Cause::Throttled, "throttled"),
             (Step::AssumeRole, answered("Whatever", 429), Cause::Throttled, "throttled"),
             (Step::SendMessage, answered("InternalError", 500), Cause::ServiceError(500), "service error (500)"),
-            (Step::SendMessage, AwsError::Answered { code: None, status: Some(503) }, Cause::ServiceError(503), "(503)"),
+            (
+                Step::SendMessage,
+                AwsError::Answered { code: None, status: Some(503) },
+                Cause::ServiceError(503),
+                "(503)",
+            ),
             (Step::AssumeRole, AwsError::NoAnswer, Cause::NoAnswer, "no answer"),
-            (Step::AssumeRole, answered("RegionDisabledException", 403), Cause::Other("RegionDisabledException".into()), "RegionDisabledException"),
-            (Step::PutEvents, AwsError::Answered { code: None, status: Some(400) }, Cause::Other("HTTP 400".into()), "HTTP 400"),
+            (
+                Step::AssumeRole,
+                answered("RegionDisabledException", 403),
+                Cause::Other("RegionDisabledException".into()),
+                "RegionDisabledException",
+            ),
+            (
+                Step::PutEvents,
+                AwsError::Answered { code: None, status: Some(400) },
+                Cause::Other("HTTP 400".into()),
+                "HTTP 400",
+            ),
         ];
         for (step, error, cause, says) in cases {
             let failure = classify(step, error);

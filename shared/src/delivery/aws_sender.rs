@@ -90,7 +90,11 @@ impl AwsSender {
     }
 
     /// The subscription's client on its queue or bus, with credentials fresh for the send.
-    async fn session(&self, subscription: &SubscriptionId, aws: &AwsDestination) -> Result<TargetClient, DestinationFailure> {
+    async fn session(
+        &self,
+        subscription: &SubscriptionId,
+        aws: &AwsDestination,
+    ) -> Result<TargetClient, DestinationFailure> {
         let key = SessionKey {
             subscription: subscription.clone(),
             role_arn: aws.destination.role_arn().to_string(),
