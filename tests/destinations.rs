@@ -39,11 +39,37 @@ async fn role_for(
     account.replace_role(name, &trust, &permissions_policy(action, resource)).await.expect("the receiver's role");
 }
 
-/// A queue, and the role ARN (not made yet) of the receiver `name` in its account.
-async fn queue_and_role(account: &ReceiverAccount, name: &str) -> (String, String) {
-    let queue_url = account.create_queue(name).await.expect("the receiver's queue");
-    let role_arn = format!("arn:aws:iam::{}:role/{name}", local_aws::receiver::RECEIVER_ACCOUNT);
-    (queue_url, role_arn)
+/// A new user, and their subscription to a new queue of the receiver's: the queue
+/// `<prefix>-…`, whose role of the same name (not made yet) the subscription names.
+struct Subscribed {
+    user: String,
+    name: String,
+    queue_url: String,
+    subscription: Value,
+}
+
+impl Subscribed {
+    async fn to_queue(pipeline: &Pipeline, account: &ReceiverAccount, prefix: &str) -> Self {
+        let user = unique_user();
+        let name = format!("{prefix}-{}", &user[user.len() - 8..]);
+        let queue_url = account.create_queue(&name).await.expect("the receiver's queue");
+        let destination = json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn(&name)});
+        let subscription = subscribe(pipeline, &user, destination).await;
+        Subscribed { user, name, queue_url, subscription }
+    }
+
+    fn id(&self) -> &str {
+        self.subscription["id"].as_str().unwrap()
+    }
+
+    fn external_id(&self) -> &str {
+        self.subscription["destination"]["externalId"].as_str().unwrap()
+    }
+}
+
+/// The ARN of the receiver's role `name`.
+fn role_arn(name: &str) -> String {
+    format!("arn:aws:iam::{}:role/{name}", local_aws::receiver::RECEIVER_ACCOUNT)
 }
 
 /// Waits for at least `count` messages on the receiver's queue and takes them.
@@ -104,17 +130,14 @@ const STANDARD_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_pings_and_nothing_paused() {
     let (pipeline, account) = start().await;
-    let user = unique_user();
-    let name = format!("recv-{}", &user[user.len() - 8..]);
-    let (queue_url, role_arn) = queue_and_role(&account, &name).await;
-    let destination = json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn});
-    let subscription = subscribe(&pipeline, &user, destination).await;
-    let (id, secret) = (subscription["id"].as_str().unwrap(), subscription["secret"].as_str().unwrap());
-    let external_id = subscription["destination"]["externalId"].as_str().unwrap();
-    role_for(&account, &name, &subscription, external_id, ("sqs:SendMessage", &queue_arn(&queue_url))).await;
+    let subscribed = Subscribed::to_queue(&pipeline, &account, "recv").await;
+    let Subscribed { user, name, queue_url, subscription } = &subscribed;
+    let (id, secret) = (subscribed.id(), subscription["secret"].as_str().unwrap());
+    let send = ("sqs:SendMessage", queue_arn(queue_url));
+    role_for(&account, name, subscription, subscribed.external_id(), (send.0, &send.1)).await;
 
-    pipeline.api.admin.update_profile(&user).await.unwrap();
-    let message = take(&account, &queue_url, 1).await.remove(0);
+    pipeline.api.admin.update_profile(user).await.unwrap();
+    let message = take(&account, queue_url, 1).await.remove(0);
     let body = message.body().unwrap();
     let event: Value = serde_json::from_str(body).unwrap();
     assert_eq!(event["type"], "profile.updated");
@@ -129,10 +152,10 @@ async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_ping
     assert_eq!(answered["MessageId"], message.message_id().unwrap(), "the record names the message SQS took");
 
     // A ping goes the same way.
-    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let key = pipeline.api.key(user, "write:webhooks").await;
     let ping = pipeline.api.request(Method::POST, &format!("/api/v1/webhooks/ping?id={id}")).key(&key).send().await;
     ping.assert_status(202);
-    let pinged = take(&account, &queue_url, 1).await.remove(0);
+    let pinged = take(&account, queue_url, 1).await.remove(0);
     assert_eq!(attribute(&pinged, "X-Webhook-Event"), "webhook.ping");
     let headers = STANDARD_HEADERS.map(|name| (name, attribute(&pinged, name)));
     assert!(verifies(secret, &headers, pinged.body().unwrap()));
@@ -140,11 +163,11 @@ async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_ping
     // Paused, it is sent nothing: the next change's delivery is skipped.
     let path = format!("/api/v1/webhooks?id={id}");
     pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await.assert_status(200);
-    pipeline.api.admin.update_profile(&user).await.unwrap();
+    pipeline.api.admin.update_profile(user).await.unwrap();
     let skipped = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Skipped).await;
     assert_eq!(skipped.attempts, 0);
     pipeline.settled(id).await;
-    assert!(account.take(&queue_url).await.unwrap().is_empty(), "nothing sent while paused");
+    assert!(account.take(queue_url).await.unwrap().is_empty(), "nothing sent while paused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -153,8 +176,7 @@ async fn a_fifo_queue_gets_the_subscription_as_group_and_the_delivery_as_dedupli
     let user = unique_user();
     let name = format!("fifo-{}", &user[user.len() - 8..]);
     let queue_url = account.create_queue(&format!("{name}.fifo")).await.unwrap();
-    let role_arn = format!("arn:aws:iam::{}:role/{name}", local_aws::receiver::RECEIVER_ACCOUNT);
-    let destination = json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn});
+    let destination = json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn(&name)});
     let subscription = subscribe(&pipeline, &user, destination).await;
     let external_id = subscription["destination"]["externalId"].as_str().unwrap();
     role_for(&account, &name, &subscription, external_id, ("sqs:SendMessage", &queue_arn(&queue_url))).await;
@@ -174,9 +196,9 @@ async fn an_eventbridge_bus_gets_the_event_as_detail_with_the_headers_beside_it(
     let user = unique_user();
     let name = format!("bus-{}", &user[user.len() - 8..]);
     // The receiver watches its bus through a rule that forwards to a queue.
-    let (queue_url, role_arn) = queue_and_role(&account, &name).await;
+    let queue_url = account.create_queue(&name).await.unwrap();
     let bus_arn = account.create_bus_to(&name, &queue_url).await.unwrap();
-    let destination = json!({"type": "aws_eventbridge", "eventBusArn": bus_arn, "roleArn": role_arn});
+    let destination = json!({"type": "aws_eventbridge", "eventBusArn": bus_arn, "roleArn": role_arn(&name)});
     let subscription = subscribe(&pipeline, &user, destination).await;
     let secret = subscription["secret"].as_str().unwrap();
     let external_id = subscription["destination"]["externalId"].as_str().unwrap();
@@ -201,17 +223,14 @@ async fn an_eventbridge_bus_gets_the_event_as_detail_with_the_headers_beside_it(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_role_that_trusts_another_external_id_is_not_assumed_and_a_manual_retry_sends_once_it_does() {
     let (pipeline, account) = start().await;
-    let user = unique_user();
-    let name = format!("trust-{}", &user[user.len() - 8..]);
-    let (queue_url, role_arn) = queue_and_role(&account, &name).await;
-    let destination = json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn});
-    let subscription = subscribe(&pipeline, &user, destination).await;
-    let id = subscription["id"].as_str().unwrap();
-    let send = ("sqs:SendMessage", queue_arn(&queue_url));
+    let subscribed = Subscribed::to_queue(&pipeline, &account, "trust").await;
+    let Subscribed { user, name, queue_url, subscription } = &subscribed;
+    let id = subscribed.id();
+    let send = ("sqs:SendMessage", queue_arn(queue_url));
     let other_id = "another-subscriptions-external-id-0000000000";
-    role_for(&account, &name, &subscription, other_id, (send.0, &send.1)).await;
+    role_for(&account, name, subscription, other_id, (send.0, &send.1)).await;
 
-    pipeline.api.admin.update_profile(&user).await.unwrap();
+    pipeline.api.admin.update_profile(user).await.unwrap();
     // Every attempt refused at the assumption, and retried until none is left.
     let record = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Failed).await;
     assert_eq!(record.attempts, pipeline.settings().max_delivery_attempts, "retried as an HTTP failure is");
@@ -219,15 +238,14 @@ async fn a_role_that_trusts_another_external_id_is_not_assumed_and_a_manual_retr
     assert!(error.starts_with("sts:AssumeRole refused") && error.contains("trust policy"), "{error}");
     assert!(error.contains("sts:ExternalId"), "{error}");
     assert_eq!(record.last_response_status, None);
-    assert!(account.take(&queue_url).await.unwrap().is_empty(), "nothing reached the queue");
+    assert!(account.take(queue_url).await.unwrap().is_empty(), "nothing reached the queue");
 
     // The owner fixes the trust policy and retries by hand.
-    let external_id = subscription["destination"]["externalId"].as_str().unwrap();
-    role_for(&account, &name, &subscription, external_id, (send.0, &send.1)).await;
-    let key = pipeline.api.key(&user, "write:webhooks").await;
+    role_for(&account, name, subscription, subscribed.external_id(), (send.0, &send.1)).await;
+    let key = pipeline.api.key(user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks/deliveries/retry?id={}", record.id);
     pipeline.api.request(Method::POST, &path).key(&key).send().await.assert_status(202);
-    let message = take(&account, &queue_url, 1).await.remove(0);
+    let message = take(&account, queue_url, 1).await.remove(0);
     assert_eq!(attribute(&message, "X-Webhook-Delivery"), record.id.as_str());
     record_until(&pipeline, id, |r| r.status == DeliveryStatus::Succeeded).await;
 }
@@ -235,27 +253,23 @@ async fn a_role_that_trusts_another_external_id_is_not_assumed_and_a_manual_retr
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_role_that_may_not_send_or_a_deleted_queue_fails_at_the_send_and_says_what_to_check() {
     let (pipeline, account) = start().await;
-    let user = unique_user();
-    let name = format!("perm-{}", &user[user.len() - 8..]);
-    let (queue_url, role_arn) = queue_and_role(&account, &name).await;
-    let destination = json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn});
-    let subscription = subscribe(&pipeline, &user, destination).await;
-    let id = subscription["id"].as_str().unwrap();
-    let external_id = subscription["destination"]["externalId"].as_str().unwrap();
+    let subscribed = Subscribed::to_queue(&pipeline, &account, "perm").await;
+    let Subscribed { user, name, queue_url, subscription } = &subscribed;
+    let (id, external_id) = (subscribed.id(), subscribed.external_id());
     // Trusted, but allowed to send only to another queue.
     let elsewhere = queue_arn(&format!("{queue_url}-elsewhere"));
-    role_for(&account, &name, &subscription, external_id, ("sqs:SendMessage", &elsewhere)).await;
+    role_for(&account, name, subscription, external_id, ("sqs:SendMessage", &elsewhere)).await;
 
-    pipeline.api.admin.update_profile(&user).await.unwrap();
+    pipeline.api.admin.update_profile(user).await.unwrap();
     let record = record_until(&pipeline, id, |r| r.attempts >= 2).await;
     let error = record.last_error.clone().unwrap();
     assert!(error.starts_with("sqs:SendMessage refused") && error.contains("permissions policy"), "{error}");
     pipeline.settled(id).await;
 
     // Allowed now, but the queue is gone.
-    role_for(&account, &name, &subscription, external_id, ("sqs:SendMessage", &queue_arn(&queue_url))).await;
-    account.delete_queue(&queue_url).await.unwrap();
-    pipeline.api.admin.update_profile(&user).await.unwrap();
+    role_for(&account, name, subscription, external_id, ("sqs:SendMessage", &queue_arn(queue_url))).await;
+    account.delete_queue(queue_url).await.unwrap();
+    pipeline.api.admin.update_profile(user).await.unwrap();
     let missing = |r: &DeliveryRecord| r.last_error.as_deref().is_some_and(|e| e.contains("the queue does not exist"));
     let gone = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Failed && missing(r)).await;
     assert_eq!(gone.attempts, pipeline.settings().max_delivery_attempts, "retried");

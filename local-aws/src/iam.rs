@@ -632,7 +632,7 @@ impl HttpConnector for Enforcing {
         }
         let assumed = REGISTRY.assumed.read().expect("registry").get(&key).cloned();
         match assumed {
-            Some((arn, session)) => HttpConnectorFuture::new(self.clone().as_receiver(arn, session, request)),
+            Some((arn, session)) => HttpConnectorFuture::new(self.clone().acting_as_receiver(arn, session, request)),
             None => self.connector.call(request),
         }
     }
@@ -665,7 +665,7 @@ impl Enforcing {
 
     /// A call signed with a receiver's role's keys: evaluated against that role's permissions
     /// as the IAM emulator holds them now (AWS evaluates each call against the current policy).
-    async fn as_receiver(
+    async fn acting_as_receiver(
         self,
         arn: String,
         session: String,
