@@ -159,6 +159,8 @@ async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_ping
     assert_eq!(attribute(&pinged, "X-Webhook-Event"), "webhook.ping");
     let headers = STANDARD_HEADERS.map(|name| (name, attribute(&pinged, name)));
     assert!(verifies(secret, &headers, pinged.body().unwrap()));
+    let role = role_arn(name);
+    assert_eq!(local_aws::iam::assumptions_of(&role), 1, "the session is kept for the next send");
 
     // Paused, it is sent nothing: the next change's delivery is skipped.
     let path = format!("/api/v1/webhooks?id={id}");

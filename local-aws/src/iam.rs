@@ -801,6 +801,11 @@ fn policy_statements(document: &str) -> anyhow::Result<Vec<Value>> {
     statements.iter().map(|statement| Ok(serde_yaml::to_value(statement)?)).collect()
 }
 
+/// How many times STS gave keys for the receiver's role `arn` in this process so far.
+pub fn assumptions_of(arn: &str) -> usize {
+    REGISTRY.assumed.read().expect("registry").values().filter(|(role, _)| role == arn).count()
+}
+
 /// Every call refused in this process so far.
 pub fn denials() -> Vec<Denial> {
     REGISTRY.denied.lock().expect("registry").clone()
