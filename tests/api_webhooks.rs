@@ -15,7 +15,7 @@ use career_service::{assert_rfc3339_utc, sink_url, typed, unique_user, Answer, A
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const PATH: &str = "/api/v1/webhooks";
+pub(crate) const PATH: &str = "/api/v1/webhooks";
 /// Subscriptions go to the test binary's receiver on loopback (never to another machine),
 /// and so are created through functions that allow `http` and private targets
 /// ([`Api::loopback`]); the production setting's refusals are checked with [`Api::new`].
@@ -44,7 +44,7 @@ fn assert_secret(secret: &str) {
     assert_eq!(bytes.map(|b| b.len()), Ok(32), "{secret:?}");
 }
 
-async fn create(api: &Api, key: &str, body: &Value) -> Answer {
+pub(crate) async fn create(api: &Api, key: &str, body: &Value) -> Answer {
     api.send_json(Method::POST, PATH, key, &body.to_string()).await
 }
 
@@ -55,7 +55,7 @@ async fn created(api: &Api, key: &str, url: &str, events: &[&str]) -> Value {
 }
 
 /// The list answer's `webhooks` array (checked to be a 200 of the documented shape).
-async fn list(api: &Api, key: &str) -> Vec<Value> {
+pub(crate) async fn list(api: &Api, key: &str) -> Vec<Value> {
     let answer = api.get(PATH, key).await;
     let body = answer.assert_status(200);
     assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
@@ -66,14 +66,14 @@ async fn delete(api: &Api, key: &str, query: &str) -> Answer {
     api.request(Method::DELETE, &format!("{PATH}{query}")).key(key).send().await
 }
 
-fn without_secret(created: &Value) -> Value {
+pub(crate) fn without_secret(created: &Value) -> Value {
     let mut public = created.clone();
     public.as_object_mut().expect("an object").remove("secret");
     public
 }
 
 /// Posts `body`, expects the 400 `code`, and checks that the list did not change.
-async fn refused(api: &Api, key: &str, body: &Value, code: &str, before: &[Value]) {
+pub(crate) async fn refused(api: &Api, key: &str, body: &Value, code: &str, before: &[Value]) {
     let answer = create(api, key, body).await;
     assert_eq!(answer.json["error"]["code"].as_str(), Some(code), "{body}: {answer:?}");
     answer.assert_error(400, code);
@@ -631,12 +631,12 @@ async fn concurrent_deletes_of_one_subscription_succeed_once() {
 // ------------------------------------------------------------------------------------------
 // Updates (contract section 13): PATCH /api/v1/webhooks?id=…
 
-async fn update(api: &Api, key: &str, id: &str, body: &str) -> Answer {
+pub(crate) async fn update(api: &Api, key: &str, id: &str, body: &str) -> Answer {
     api.send_json(Method::PATCH, &format!("{PATH}?id={id}"), key, body).await
 }
 
 /// The subscription as listed, found by id.
-async fn listed(api: &Api, key: &str, id: &str) -> Value {
+pub(crate) async fn listed(api: &Api, key: &str, id: &str) -> Value {
     let all = list(api, key).await;
     all.into_iter().find(|s| s["id"] == id).unwrap_or_else(|| panic!("{id} is not listed"))
 }

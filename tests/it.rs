@@ -23,6 +23,8 @@ mod delivery_log_layout;
 mod deploy_rehearsal;
 #[path = "destinations.rs"]
 mod destinations;
+#[path = "destinations_api.rs"]
+mod destinations_api;
 #[path = "docs.rs"]
 mod docs;
 #[path = "events.rs"]

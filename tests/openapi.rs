@@ -50,6 +50,7 @@ const CONTRACT_CODES: &[&str] = &[
     "data_sharing.unknown_preference",
     "webhooks.missing_required_fields",
     "webhooks.invalid_url",
+    "webhooks.invalid_destination",
     "webhooks.invalid_events",
     "webhooks.limit_exceeded",
     "webhooks.missing_subscription_id",
@@ -130,6 +131,7 @@ const CREATE_WEBHOOK: Op = Op {
             "request.invalid_json",
             "webhooks.missing_required_fields",
             "webhooks.invalid_url",
+            "webhooks.invalid_destination",
             "webhooks.invalid_events",
             "webhooks.invalid_asymmetric_signing",
             "webhooks.invalid_trace_context",
@@ -156,6 +158,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.invalid_trace_context",
                 "webhooks.invalid_rate_limit",
                 "webhooks.invalid_url",
+                "webhooks.invalid_destination",
                 "webhooks.invalid_events",
             ],
         ),
@@ -1230,6 +1233,15 @@ async fn create_webhook_answers_as_documented() {
     let answer = api.send_json(Method::POST, path, &key, &traced).await;
     checker.check(&answer, 201, None);
     assert_eq!(answer.json["traceContext"], true);
+    for destination in [
+        json!({"type": "aws_sqs", "queueUrl": EMULATOR_QUEUE, "roleArn": RECEIVER_ROLE}),
+        json!({"type": "aws_eventbridge", "eventBusArn": RECEIVER_BUS, "roleArn": RECEIVER_ROLE}),
+    ] {
+        let body = json!({"destination": destination, "events": ["profile.updated"]}).to_string();
+        let answer = api.send_json(Method::POST, path, &key, &body).await;
+        checker.check(&answer, 201, None);
+        assert_eq!(answer.json["url"], Value::Null, "{}", answer.json);
+    }
 
     let text = api.request(Method::POST, path).key(&key).header("content-type", "text/plain").body(body.as_bytes());
     checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
@@ -1242,6 +1254,14 @@ async fn create_webhook_answers_as_documented() {
         (r#"{"url": "http://hooks.example.com/a", "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
         (r#"{"url": "https://169.254.169.254/", "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
         (r#"{"url": 7, "events": ["profile.updated"]}"#, "webhooks.invalid_url"),
+        (
+            r#"{"url": "https://hooks.example.com/a", "destination": {"type": "aws_sqs"}, "events": ["profile.updated"]}"#,
+            "webhooks.invalid_destination",
+        ),
+        (
+            r#"{"destination": {"type": "aws_sns", "roleArn": "arn:aws:iam::210987654321:role/r"}, "events": []}"#,
+            "webhooks.invalid_destination",
+        ),
         (r#"{"url": "https://hooks.example.com/a", "events": []}"#, "webhooks.invalid_events"),
         (r#"{"url": "https://hooks.example.com/a", "events": ["profile.deleted"]}"#, "webhooks.invalid_events"),
         (
@@ -1276,6 +1296,12 @@ async fn create_webhook_answers_as_documented() {
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }
+
+/// A queue of the local SQS emulator, the role and a bus in the receiver's account (contract
+/// section 17): what the local stack's settings take.
+const EMULATOR_QUEUE: &str = "http://127.0.0.1:9/210987654321/receiver.fifo";
+const RECEIVER_ROLE: &str = "arn:aws:iam::210987654321:role/career-webhooks-sender";
+const RECEIVER_BUS: &str = "arn:aws:events:us-east-1:210987654321:event-bus/receiver";
 
 /// Creates a subscription for the owner of `key` and returns its id.
 async fn create_subscription(api: &Api, key: &str) -> String {
@@ -1568,6 +1594,8 @@ async fn update_webhook_answers_as_documented() {
     let paused = api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await;
     checker.check(&paused, 200, None);
     assert_eq!(paused.json["disabledReason"], "manual");
+    // Boxed, so the test's future stays within a test thread's stack.
+    Box::pin(update_destination(&mut checker, &api, &key)).await;
 
     let body = r#"{"enabled": true}"#;
     for missing in ["/api/v1/webhooks", "/api/v1/webhooks?id="] {
@@ -1607,6 +1635,19 @@ async fn update_webhook_answers_as_documented() {
     let valid = RequestSpec::new(&UPDATE_WEBHOOK, path, Some(body));
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
+}
+
+/// PATCH of an AWS destination (contract section 17): a new role, and another type refused.
+async fn update_destination(checker: &mut Checker, api: &Api, key: &str) {
+    let to_queue = json!({"destination": {"type": "aws_sqs", "queueUrl": EMULATOR_QUEUE, "roleArn": RECEIVER_ROLE},
+        "events": ["profile.updated"]});
+    let created = api.send_json(Method::POST, "/api/v1/webhooks", key, &to_queue.to_string()).await;
+    let path = format!("/api/v1/webhooks?id={}", created.assert_status(201)["id"].as_str().unwrap());
+    let new_role = json!({"destination": {"roleArn": "arn:aws:iam::210987654321:role/another"}}).to_string();
+    checker.check(&api.send_json(Method::PATCH, &path, key, &new_role).await, 200, None);
+    let other_type = r#"{"destination": {"type": "aws_eventbridge"}}"#;
+    let answer = api.send_json(Method::PATCH, &path, key, other_type).await;
+    checker.check(&answer, 400, Some("webhooks.invalid_destination"));
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use crate::clock::Timestamp;
 use crate::delivery::log::DeliveryStatus;
 use crate::events::{Event, EventData, EventKind, MalformedRecord};
 use crate::ids::{DeliveryId, EventId, SubscriptionId, UserId};
-use crate::webhooks::{DisabledReason, LoggedUrl};
+use crate::webhooks::{DisabledReason, Target};
 
 /// What an event source's image of a subscription says about its health: the attributes
 /// the deliver function writes on a transition (`store::webhooks`).
@@ -21,7 +21,8 @@ use crate::webhooks::{DisabledReason, LoggedUrl};
 struct HealthImage {
     user_id: UserId,
     subscription_id: SubscriptionId,
-    url: String,
+    #[serde(flatten)]
+    target: Target,
     failing_since: Option<Timestamp>,
     failing_error: Option<String>,
     failing_status: Option<u16>,
@@ -73,7 +74,7 @@ pub fn reported(kind: EventKind) -> bool {
 /// `recovered` when a success stops the clock (enabling stops it too, and is no event).
 pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
     let Some((old, new)) = images::<HealthImage>(record)? else { return Ok(None) };
-    let url = LoggedUrl(&new.url).to_string();
+    let url = new.target.logged();
     let (user_id, subscription_id) = (new.user_id, new.subscription_id.clone());
     let (at, data) = match (&old, new.disabled_at, new.failing_since) {
         (old, Some(disabled_at), _) if old.disabled_at.is_none() => match new.disabled_reason {

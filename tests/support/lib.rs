@@ -563,7 +563,8 @@ impl RequestBuilder<'_> {
 /// The guard of the house rule that no test creates a subscription the delivery function
 /// could send to another machine: every subscription that an answer shows (created, changed
 /// or listed, so also one a test wrote straight to the table) must name a receiver on
-/// loopback. A refused request shows none, so its URL may be anything.
+/// loopback (or a queue of the local SQS emulator). A refused request shows none, so its
+/// URL may be anything.
 #[track_caller]
 pub fn assert_subscriptions_on_loopback(answer: &Answer) {
     let listed = answer.json.get("webhooks").and_then(Value::as_array);
@@ -572,6 +573,14 @@ pub fn assert_subscriptions_on_loopback(answer: &Answer) {
         let is_subscription = subscription["id"].as_str().is_some_and(|id| id.starts_with("whk_"));
         if let (true, Some(url)) = (is_subscription, subscription["url"].as_str()) {
             assert!(is_loopback(url), "a subscription to {url}: tests may only create subscriptions to loopback receivers they run (sink_url, receiver::Receiver)");
+        }
+        // An AWS destination's queue is the local emulator's (a bus is reached through the
+        // stack's EventBridge endpoint, which is local in every test).
+        if let (true, Some(queue)) = (is_subscription, subscription["destination"]["queueUrl"].as_str()) {
+            assert!(
+                is_loopback(queue),
+                "a subscription to the queue {queue}: tests may only use the local emulator's queues"
+            );
         }
     }
 }

@@ -225,6 +225,11 @@ function traceContext(subscription) {
   return subscription.traceContext ? 'On' : 'Off';
 }
 
+/** Where a subscription delivers: its URL, or its AWS destination's queue URL or bus ARN (contract section 17). */
+function receiver(subscription) {
+  return subscription.url ?? subscription.destination.queueUrl ?? subscription.destination.eventBusArn;
+}
+
 function renderSubscriptions(webhooks) {
   const container = $('subscriptions');
   if (webhooks.length === 0) {
@@ -233,16 +238,16 @@ function renderSubscriptions(webhooks) {
   }
   const rows = webhooks.map((subscription) => {
     const open = el('button', { type: 'button', 'data-focus-key': `open-${subscription.id}`,
-      'aria-label': `Manage ${subscription.url}` }, 'Manage');
+      'aria-label': `Manage ${receiver(subscription)}` }, 'Manage');
     open.addEventListener('click', () => openSubscription(subscription));
     return el('tr', { 'data-id': subscription.id },
-      el('td', { class: 'url' }, subscription.url),
+      el('td', { class: 'url' }, receiver(subscription)),
       el('td', {}, subscription.events.join(', ')),
       el('td', {}, stateBadge(subscription)),
       el('td', {}, traceContext(subscription)),
       el('td', {}, open));
   });
-  const columns = ['Receiver URL', 'Event kinds', 'State', 'Trace context', 'Actions'];
+  const columns = ['Receiver', 'Event kinds', 'State', 'Trace context', 'Actions'];
   const head = el('tr', {}, ...columns.map((name) => el('th', { scope: 'col' }, name)));
   keepingFocus(() => container.replaceChildren(el('table', {}, el('thead', {}, head), el('tbody', {}, ...rows))));
 }
@@ -286,7 +291,8 @@ async function copyValue(inputId, resultId, what) {
 function renderSummary(subscription) {
   const facts = [
     ['ID', el('code', {}, subscription.id)],
-    ['Receiver URL', el('span', { class: 'url' }, subscription.url)],
+    ['Receiver', el('span', { class: 'url' }, receiver(subscription))],
+    ...destinationFacts(subscription.destination),
     ['Event kinds', subscription.events.join(', ')],
     ['State', stateBadge(subscription)],
     ['Trace context', traceContext(subscription)],
@@ -295,7 +301,7 @@ function renderSummary(subscription) {
     ['Created', time(subscription.createdAt)],
   ];
   $('summary').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
-  $('detail-title').textContent = `Subscription ${subscription.url}`;
+  $('detail-title').textContent = `Subscription ${receiver(subscription)}`;
   $('pause').hidden = !subscription.enabled;
   $('resume').hidden = subscription.enabled;
   renderSigning(subscription);
@@ -323,8 +329,21 @@ async function toggleSigning(event) {
     on ? 'Asymmetric signing is on: copy the public key to your receiver.' : 'Asymmetric signing is off: the key pair is gone.');
 }
 
+/** The facts of an AWS destination that its owner's role trusts (none for a URL). */
+function destinationFacts(destination) {
+  if (!destination) return [];
+  return [
+    ['Destination type', destination.type === 'aws_sqs' ? 'SQS queue' : 'EventBridge bus'],
+    ['Role', el('code', {}, destination.roleArn)],
+    ['External ID', el('code', {}, destination.externalId)],
+    ['Sender role', el('code', {}, destination.senderRoleArn ?? 'not configured')],
+  ];
+}
+
 function fillEditForm(subscription) {
-  $('edit-url').value = subscription.url;
+  // A destination's queue and role change through the API; its URL field stays empty.
+  $('edit-url').value = subscription.url ?? '';
+  $('edit-url').disabled = subscription.url === null;
   $('edit-rate').value = subscription.maxDeliveriesPerSecond ?? '';
   for (const box of $('edit-form').querySelectorAll('input[name="events"]')) {
     box.checked = subscription.events.includes(box.value);
@@ -363,7 +382,7 @@ async function saveEdit(event) {
   const form = event.currentTarget;
   const changes = {};
   const url = $('edit-url').value.trim();
-  if (url !== state.current.url) changes.url = url;
+  if (state.current.url !== null && url !== state.current.url) changes.url = url;
   const events = checkedKinds(form);
   const same = events.length === state.current.events.length && events.every((kind) => state.current.events.includes(kind));
   if (!same) changes.events = events;
@@ -421,10 +440,11 @@ async function recover(event) {
 }
 
 async function confirmDelete() {
-  const { id, url } = state.current;
+  const { id } = state.current;
+  const target = receiver(state.current);
   const deleted = await act('Could not delete the subscription', () => state.api.deleteSubscription(id), $('confirm-delete'));
   $('delete-dialog').close();
-  if (deleted) await showList(`Deleted the subscription to ${url}.`);
+  if (deleted) await showList(`Deleted the subscription to ${target}.`);
 }
 
 // ------------------------------------------------------------------ deliveries
@@ -581,7 +601,7 @@ function wire() {
   $('resume').addEventListener('click', (event) => update('Could not resume the subscription', { enabled: true },
     event.currentTarget, 'Resumed: new deliveries are sent again. Recover a window to send the skipped ones.'));
   $('delete').addEventListener('click', () => {
-    $('delete-url').textContent = state.current.url;
+    $('delete-url').textContent = receiver(state.current);
     $('delete-dialog').showModal();
     $('cancel-delete').focus();
   });

@@ -72,11 +72,11 @@ pub enum ApiError {
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
     #[error(
-        "Nothing to change: send at least one of url, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond."
+        "Nothing to change: send at least one of url, destination, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond."
     )]
     WebhookNoChanges,
     #[error(
-        "'{}' cannot be changed; send only url, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond.",
+        "'{}' cannot be changed; send only url, destination, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond.",
         Excerpt(.0)
     )]
     WebhookUnknownField(String),

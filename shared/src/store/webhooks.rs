@@ -47,8 +47,8 @@ const DISABLED_REASON: &str = "disabledReason";
 const FAST_SINCE: &str = "fastSince";
 const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
 const ID: &str = "subscriptionId";
-/// Where it delivers: `url`, or `destination` (a map: `type`, `queueUrl` or `eventBusArn`,
-/// `roleArn`, `externalId`; contract section 17).
+/// Where it delivers ([`Target`]): `url`, or `destination` (a map: `type`, `queueUrl` or
+/// `eventBusArn`, `roleArn`, `externalId`; contract section 17).
 const URL: &str = "url";
 const DESTINATION: &str = "destination";
 
@@ -60,7 +60,7 @@ struct SubscriptionItem {
     user_id: UserId,
     subscription_id: SubscriptionId,
     #[serde(flatten)]
-    target: TargetItem,
+    target: Target,
     events: Vec<EventKind>,
     #[serde(flatten)]
     secrets: SecretsItem,
@@ -94,14 +94,6 @@ enum SecretsItem {
     },
 }
 
-/// The target's attribute: [`URL`] or [`DESTINATION`].
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(untagged)]
-enum TargetItem {
-    Url { url: String },
-    Aws { destination: AwsDestination },
-}
-
 impl From<SubscriptionItem> for Subscription {
     fn from(item: SubscriptionItem) -> Self {
         // A disabled item keeps the `failingSince` it had; enabling removes both. Every
@@ -115,10 +107,7 @@ impl From<SubscriptionItem> for Subscription {
         Subscription {
             user_id: item.user_id,
             id: item.subscription_id,
-            target: match item.target {
-                TargetItem::Url { url } => Target::Url(url),
-                TargetItem::Aws { destination } => Target::Aws(destination),
-            },
+            target: item.target,
             events: item.events,
             secrets: match item.secrets {
                 SecretsItem::Sealed { sealed_secrets } => SecretsAtRest::Sealed(SealedSecrets(sealed_secrets)),
@@ -144,10 +133,7 @@ impl From<&Subscription> for SubscriptionItem {
         SubscriptionItem {
             user_id: subscription.user_id.clone(),
             subscription_id: subscription.id.clone(),
-            target: match &subscription.target {
-                Target::Url(url) => TargetItem::Url { url: url.clone() },
-                Target::Aws(destination) => TargetItem::Aws { destination: destination.clone() },
-            },
+            target: subscription.target.clone(),
             events: subscription.events.clone(),
             secrets: match &subscription.secrets {
                 SecretsAtRest::Sealed(sealed) => SecretsItem::Sealed { sealed_secrets: sealed.0.clone() },

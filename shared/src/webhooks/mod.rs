@@ -307,12 +307,40 @@ pub struct Subscription {
 }
 
 /// Where a subscription delivers: over HTTP (sections 5 to 16) or into its owner's AWS
-/// account (section 17). Which of the two never changes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// account (section 17). Which of the two never changes. In the subscription's item (and
+/// its stream images) it is the attribute `url` or the map `destination`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "TargetAttribute", into = "TargetAttribute")]
 pub enum Target {
     /// The normalised URL ([`WebhookUrl`]).
     Url(String),
     Aws(AwsDestination),
+}
+
+/// [`Target`]'s attribute in an item.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum TargetAttribute {
+    Url { url: String },
+    Aws { destination: AwsDestination },
+}
+
+impl From<TargetAttribute> for Target {
+    fn from(attribute: TargetAttribute) -> Self {
+        match attribute {
+            TargetAttribute::Url { url } => Target::Url(url),
+            TargetAttribute::Aws { destination } => Target::Aws(destination),
+        }
+    }
+}
+
+impl From<Target> for TargetAttribute {
+    fn from(target: Target) -> Self {
+        match target {
+            Target::Url(url) => TargetAttribute::Url { url },
+            Target::Aws(destination) => TargetAttribute::Aws { destination },
+        }
+    }
 }
 
 impl From<&WebhookUrl> for Target {

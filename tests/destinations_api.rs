@@ -1,0 +1,187 @@
+//! `/api/v1/webhooks` with an AWS destination instead of a URL (contract section 17), through
+//! the function's handler against DynamoDB Local: what create, list and PATCH show, that the
+//! external id stays, and every validation case with its code, changing nothing.
+//!
+//! Queues are the local SQS emulator's form (`http://127.0.0.1:<port>/<account>/<name>`), so
+//! no subscription names a queue on another machine; the production setting's refusals are
+//! checked with [`Api::new`].
+
+use career_service::{sender_role_arn, unique_user, Api};
+use serde_json::{json, Value};
+
+use crate::api_webhooks::{create, list, listed, refused, update, without_secret};
+
+/// The receiver's account, another than the deployment's (`local_aws::template::ACCOUNT`).
+const ACCOUNT: &str = "210987654321";
+const INVALID: &str = "webhooks.invalid_destination";
+const MISSING: &str = "webhooks.missing_required_fields";
+
+fn queue(name: &str) -> String {
+    format!("http://127.0.0.1:9/{ACCOUNT}/{name}")
+}
+
+fn role(name: &str) -> String {
+    format!("arn:aws:iam::{ACCOUNT}:role/{name}")
+}
+
+fn bus(name: &str) -> String {
+    format!("arn:aws:events:us-east-1:{ACCOUNT}:event-bus/{name}")
+}
+
+fn sqs(queue_url: &str, role_arn: &str) -> Value {
+    json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn})
+}
+
+fn subscribing(destination: Value) -> Value {
+    json!({"destination": destination, "events": ["profile.updated"]})
+}
+
+/// Creates a subscription with `destination`; its create answer (checked to be a 201).
+async fn created(api: &Api, key: &str, destination: Value) -> Value {
+    create(api, key, &subscribing(destination)).await.assert_status(201).clone()
+}
+
+/// The service-generated external id: at least 32 characters that `sts:ExternalId` takes.
+#[track_caller]
+fn external_id(subscription: &Value) -> String {
+    let id = subscription["destination"]["externalId"].as_str().unwrap_or_else(|| panic!("{subscription}"));
+    assert!(id.len() >= 32, "{id}");
+    assert!(id.bytes().all(|b| b.is_ascii_alphanumeric() || b"+=,.@:/-_".contains(&b)), "{id}");
+    id.to_owned()
+}
+
+#[tokio::test]
+async fn create_and_list_show_the_destination_its_external_id_and_the_sender_role() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let fifo = created(&api, &key, sqs(&queue("events.fifo"), &role("career-sender"))).await;
+    assert_eq!(fifo["url"], Value::Null, "{fifo}");
+    assert!(fifo["secret"].as_str().is_some_and(|secret| secret.starts_with("whsec_")), "{fifo}");
+    let id = external_id(&fifo);
+    assert_eq!(
+        fifo["destination"],
+        json!({"type": "aws_sqs", "queueUrl": queue("events.fifo"), "roleArn": role("career-sender"),
+            "externalId": id, "senderRoleArn": sender_role_arn().as_str()})
+    );
+    let eventbridge = json!({"type": "aws_eventbridge", "eventBusArn": bus("career"), "roleArn": role("bus-sender")});
+    // `"url": null` is as absent, so a client may send the object's shape back.
+    let body = json!({"url": null, "destination": eventbridge, "events": ["profile.updated"]});
+    let on_bus = create(&api, &key, &body).await.assert_status(201).clone();
+    assert_eq!(on_bus["destination"]["eventBusArn"], bus("career"));
+    assert_eq!(on_bus["destination"]["senderRoleArn"], sender_role_arn().as_str());
+    assert_ne!(external_id(&on_bus), id, "unique per subscription");
+    assert_eq!(list(&api, &key).await, [without_secret(&fifo), without_secret(&on_bus)]);
+}
+
+#[tokio::test]
+async fn each_invalid_destination_is_refused_and_creates_nothing() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let first = created(&api, &key, sqs(&queue("first"), &role("sender"))).await;
+    let before = [without_secret(&first)];
+    let events = json!(["profile.updated"]);
+    for body in [
+        json!({"events": events}),
+        json!({"url": null, "destination": null, "events": events}),
+        // Missing fields come first, as for a url.
+        json!({"destination": sqs(&queue("q"), &role("r"))}),
+        json!({"destination": "aws_sqs", "events": null}),
+    ] {
+        refused(&api, &key, &body, MISSING, &before).await;
+    }
+    let other_account = "arn:aws:iam::333333333333:role/sender";
+    let with_external_id =
+        json!({"type": "aws_sqs", "queueUrl": queue("q"), "roleArn": role("r"), "externalId": "x".repeat(43)});
+    for destination in [
+        json!("aws_sqs"),
+        json!({"type": "aws_sns", "queueUrl": queue("q"), "roleArn": role("r")}),
+        json!({"queueUrl": queue("q"), "roleArn": role("r")}),
+        json!({"type": "aws_sqs", "roleArn": role("r")}),
+        json!({"type": "aws_sqs", "queueUrl": queue("q")}),
+        sqs("https://sqs.example.com/210987654321/q", &role("r")),
+        sqs(&format!("http://127.0.0.1:9/{ACCOUNT}/q?x=1"), &role("r")),
+        sqs(&format!("http://127.0.0.1:9/{ACCOUNT}/bad.name"), &role("r")),
+        sqs("http://127.0.0.1:9/2109/q", &role("r")),
+        sqs(&queue("q"), &format!("arn:aws:iam::{ACCOUNT}:user/r")),
+        sqs(&queue("q"), "arn:aws:iam::21098765432:role/r"),
+        sqs(&queue("q"), other_account),
+        sqs(&format!("http://10.0.0.1:9/{ACCOUNT}/q"), &role("r")),
+        json!({"type": "aws_eventbridge", "eventBusArn": queue("q"), "roleArn": role("r")}),
+        json!({"type": "aws_eventbridge", "eventBusArn": format!("arn:aws:events:us-east-1:{ACCOUNT}:rule/x"), "roleArn": role("r")}),
+        json!({"type": "aws_eventbridge", "eventBusArn": bus("b"), "roleArn": other_account}),
+        json!({"type": "aws_eventbridge", "eventBusArn": bus("b"), "queueUrl": queue("q"), "roleArn": role("r")}),
+        with_external_id,
+    ] {
+        refused(&api, &key, &subscribing(destination), INVALID, &before).await;
+    }
+    let both = json!({"url": "http://127.0.0.1:9/hook", "destination": sqs(&queue("q"), &role("r")), "events": events});
+    refused(&api, &key, &both, INVALID, &before).await;
+}
+
+/// On AWS (https only, no allowed network) an emulator's queue and a role in the deployment's
+/// own account are refused; the local stack takes both, so the whole path runs locally.
+#[tokio::test]
+async fn local_queues_and_the_deployments_own_account_only_in_the_local_stack() {
+    let own_account = sender_role_arn().account();
+    let own_role = format!("arn:aws:iam::{own_account}:role/receiver");
+    let own_bus = format!("arn:aws:events:us-east-1:{own_account}:event-bus/receiver");
+    let own_queue = format!("http://127.0.0.1:9/{own_account}/receiver");
+    let on_aws = Api::new();
+    let key = on_aws.full_key(&unique_user()).await;
+    let own = json!({"type": "aws_eventbridge", "eventBusArn": own_bus, "roleArn": own_role});
+    for destination in [own.clone(), sqs(&queue("q"), &role("r")), sqs(&own_queue, &own_role)] {
+        refused(&on_aws, &key, &subscribing(destination), INVALID, &[]).await;
+    }
+    let local = Api::loopback();
+    let key = local.full_key(&unique_user()).await;
+    let taken = created(&local, &key, sqs(&own_queue, &own_role)).await;
+    assert_eq!(taken["destination"]["roleArn"], own_role);
+    created(&local, &key, own).await;
+}
+
+#[tokio::test]
+async fn patch_changes_the_queue_and_role_under_the_same_checks_and_keeps_the_external_id() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let first = created(&api, &key, sqs(&queue("first"), &role("sender"))).await;
+    let (id, external) = (first["id"].as_str().unwrap(), external_id(&first));
+
+    let answer = update(&api, &key, id, &json!({"destination": {"roleArn": role("new-sender")}}).to_string()).await;
+    let changed = answer.assert_status(200).clone();
+    assert_eq!(changed["destination"]["roleArn"], role("new-sender"));
+    assert_eq!(changed["destination"]["queueUrl"], queue("first"));
+    let body = json!({"destination": {"type": "aws_sqs", "queueUrl": queue("second.fifo")}, "enabled": false});
+    let changed = update(&api, &key, id, &body.to_string()).await.assert_status(200).clone();
+    assert_eq!(changed["destination"]["queueUrl"], queue("second.fifo"));
+    assert_eq!(
+        (changed["destination"]["roleArn"].clone(), changed["enabled"].clone()),
+        (json!(role("new-sender")), json!(false))
+    );
+    assert_eq!(external_id(&changed), external, "the external id never changes");
+    assert_eq!(changed["destination"]["senderRoleArn"], sender_role_arn().as_str());
+    assert_eq!(listed(&api, &key, id).await, changed);
+
+    for body in [
+        json!({"destination": {"type": "aws_eventbridge"}}),
+        json!({"destination": {"eventBusArn": bus("b")}}),
+        json!({"destination": {"roleArn": "arn:aws:iam::333333333333:role/r"}}),
+        json!({"destination": {"queueUrl": "http://127.0.0.1:9/333333333333/q"}}),
+        json!({"destination": {"queueUrl": "https://sqs.example.com/210987654321/q"}}),
+        json!({"destination": {"externalId": "x".repeat(43)}}),
+        json!({"destination": "aws_sqs"}),
+        json!({"url": "http://127.0.0.1:9/hook"}),
+        json!({"url": "http://127.0.0.1:9/hook", "destination": {"roleArn": role("r")}}),
+    ] {
+        let answer = update(&api, &key, id, &body.to_string()).await;
+        answer.assert_error(400, INVALID);
+        assert_eq!(listed(&api, &key, id).await, changed, "after {body}");
+    }
+
+    // A subscription with a url gets no destination.
+    let hook = create(&api, &key, &json!({"url": "http://127.0.0.1:9/hook", "events": ["profile.updated"]})).await;
+    let hook = without_secret(hook.assert_status(201));
+    let hook_id = hook["id"].as_str().unwrap();
+    let body = json!({"destination": {"roleArn": role("r")}}).to_string();
+    update(&api, &key, hook_id, &body).await.assert_error(400, INVALID);
+    assert_eq!(listed(&api, &key, hook_id).await, hook);
+}
