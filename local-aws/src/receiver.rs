@@ -142,10 +142,17 @@ impl ReceiverAccount {
     }
 
     /// A bus named `name` with a rule that forwards every event of the service to the queue
-    /// `queue_url` (how a receiver observes its bus); the bus's ARN.
+    /// `queue_url` (how a receiver observes its bus), or the one made before; the bus's ARN.
     pub async fn create_bus_to(&self, name: &str, queue_url: &str) -> anyhow::Result<String> {
-        let created = self.events.create_event_bus().name(name).customize().mutate_request(in_account);
-        let arn = created.send().await.context("creating the bus")?.event_bus_arn.context("a bus has an ARN")?;
+        let created = self.events.create_event_bus().name(name).customize().mutate_request(in_account).send().await;
+        let arn = match created {
+            Ok(created) => created.event_bus_arn.context("a bus has an ARN")?,
+            // Made before (the rule and its target are put again, which changes nothing).
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_already_exists_exception()) => {
+                format!("arn:aws:events:{REGION}:{RECEIVER_ACCOUNT}:event-bus/{name}")
+            }
+            Err(err) => return Err(err).context("creating the bus"),
+        };
         let pattern = json!({"source": [career_core::delivery::aws_destination::EVENT_SOURCE]}).to_string();
         let rule = self.events.put_rule().name(format!("{name}-to-queue")).event_bus_name(name).event_pattern(pattern);
         rule.customize().mutate_request(in_account).send().await.context("creating the rule")?;
