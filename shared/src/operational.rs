@@ -213,6 +213,25 @@ mod tests {
     }
 
     #[test]
+    fn a_subscription_with_a_destination_is_named_by_its_queue() {
+        let queue = "https://sqs.eu-west-1.amazonaws.com/210987654321/career-events";
+        let destination = json!({"M": {"type": {"S": "aws_sqs"}, "queueUrl": {"S": queue},
+            "roleArn": {"S": "arn:aws:iam::210987654321:role/sender"},
+            "externalId": {"S": "Ab-_0123456789abcdefghijklmnopqrstuvwxyzABC"}}});
+        let with_destination = |extra: Value| {
+            let mut item = subscription(extra);
+            let item_map = item.as_object_mut().unwrap();
+            item_map.remove("url");
+            item_map.insert("destination".into(), destination.clone());
+            item
+        };
+        let failing = json!({"failingSince": {"S": SINCE}, "failingError": {"S": "the role may not send"}});
+        let event = event(with_destination(json!({})), with_destination(failing)).expect("an event");
+        assert_eq!(event.kind(), EventKind::EndpointFailing);
+        assert_eq!(serde_json::to_value(&event.data).unwrap()["url"], queue);
+    }
+
+    #[test]
     fn the_same_transition_is_the_same_event_and_another_is_another() {
         let first = event(subscription(json!({})), failing()).unwrap();
         assert_eq!(event(subscription(json!({})), failing()).unwrap().id, first.id);

@@ -291,7 +291,7 @@ async function copyValue(inputId, resultId, what) {
 function renderSummary(subscription) {
   const facts = [
     ['ID', el('code', {}, subscription.id)],
-    ['Receiver', el('span', { class: 'url' }, receiver(subscription))],
+    [subscription.url === null ? 'Destination' : 'Receiver URL', el('span', { class: 'url' }, receiver(subscription))],
     ...destinationFacts(subscription.destination),
     ['Event kinds', subscription.events.join(', ')],
     ['State', stateBadge(subscription)],
