@@ -6,6 +6,7 @@
 //! printed with their causes on one line (`{:#}`, as `main` does).
 
 pub mod admin;
+pub mod aws_receiver;
 pub mod demo;
 pub mod local;
 pub mod notifications;

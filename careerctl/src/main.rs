@@ -269,6 +269,31 @@ enum DemoCommand {
         #[arg(long, default_value_t = careerctl::demo::RECEIVER_PORT)]
         port: u16,
     },
+    /// Make a sample receiver in its own AWS account (111122223333) in the local stack's
+    /// emulators, for a subscription with a `destination` (docs/receiving-webhooks.md,
+    /// "Receiving in your own AWS account"): the queue NAME (with --eventbridge, also the bus
+    /// NAME and a rule forwarding to the queue) and, with --sender-role-arn and
+    /// --external-id (the subscription's), the role NAME-sender that trusts the service.
+    /// Prints {"destination", "queueUrl", "permissionsPolicy", "trustPolicy"}. Idempotent.
+    AwsReceiver {
+        #[arg(long, default_value = "webhooks")]
+        name: String,
+        /// Deliver to an EventBridge bus rather than the queue.
+        #[arg(long)]
+        eventbridge: bool,
+        /// The subscription's senderRoleArn.
+        #[arg(long, requires = "external_id")]
+        sender_role_arn: Option<String>,
+        /// The subscription's externalId.
+        #[arg(long, requires = "sender_role_arn")]
+        external_id: Option<String>,
+    },
+    /// Take up to 10 messages from the sample receiver's queue NAME; prints {"messages":
+    /// [{"body", "attributes"}]}, the attributes being the webhook headers.
+    AwsMessages {
+        #[arg(long, default_value = "webhooks")]
+        name: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -379,6 +404,10 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             let (settings, sealer) = sealing(&clients)?;
             json(careerctl::demo::seed(clients.dynamodb(), &settings, &sealer, &receiver_url).await)
         }
+        Command::Demo(DemoCommand::AwsReceiver { name, eventbridge, sender_role_arn, external_id }) => {
+            careerctl::aws_receiver::set_up(&clients, &name, eventbridge, sender_role_arn.zip(external_id)).await
+        }
+        Command::Demo(DemoCommand::AwsMessages { name }) => careerctl::aws_receiver::messages(&clients, &name).await,
         Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),
     }
 }

@@ -20,8 +20,10 @@ use aws_smithy_runtime_api::client::http::{
     http_client_fn, HttpClient, HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector,
 };
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
 use career_core::aws::AwsClients;
 use serde_json::Value as Json;
 use serde_yaml::Value;
@@ -127,12 +129,14 @@ impl Condition {
     }
 }
 
-/// A function's role: its policy statements and the function it runs.
+/// A role and its identity policy's statements: a function's, or a receiver's role that a
+/// function assumed (contract section 17).
 #[derive(Debug)]
 pub struct Role {
-    /// The function's logical id in the template.
+    /// The function's logical id in the template; for a receiver's role, the session's name.
     pub function: String,
-    pub role: String,
+    /// The role's ARN.
+    pub arn: String,
     pub statements: Vec<Statement>,
 }
 
@@ -155,6 +159,9 @@ pub type Denial = (String, String, String);
 #[derive(Default)]
 struct Registry {
     roles: RwLock<HashMap<String, Arc<Role>>>,
+    /// The keys STS gave for receivers' roles (moto's, by access key id): the role's ARN and
+    /// the session's name.
+    assumed: RwLock<HashMap<String, (String, String)>>,
     used: Mutex<BTreeSet<Grant>>,
     denied: Mutex<Vec<Denial>>,
 }
@@ -203,7 +210,9 @@ impl Roles {
         for function in template.resources_of("AWS::Serverless::Function") {
             let role_id = role_of(&function)?;
             let statements = role_statements(template, resolver, role_id)?;
-            let role = Role { function: function.logical_id.to_owned(), role: role_id.to_owned(), statements };
+            let arn = resolver.resources.get(role_id).and_then(|role| role.attributes.get("Arn")).cloned();
+            let arn = arn.with_context(|| format!("{role_id} has no ARN in this stack"))?;
+            let role = Role { function: function.logical_id.to_owned(), arn, statements };
             // DynamoDB Local takes access keys of letters and digits only.
             let key = format!("LOCALROLE{:010}", NEXT_KEY.fetch_add(1, Ordering::Relaxed));
             REGISTRY.roles.write().expect("registry").insert(key.clone(), Arc::new(role));
@@ -236,6 +245,10 @@ pub fn declared_grants(template_text: &str) -> anyhow::Result<Vec<(Grant, String
         for statement in policies.filter_map(|p| p.get("PolicyDocument")?.get("Statement")?.as_sequence()).flatten() {
             // Unresolved: only its id and its actions, which name no resource, are read here.
             let sid = statement.get("Sid").and_then(scalar).unwrap_or_default();
+            // A Deny statement takes away; it grants nothing to exercise.
+            if statement.get("Effect").and_then(Value::as_str) == Some("Deny") {
+                continue;
+            }
             let actions = match Patterns::of(statement, "Action")? {
                 Patterns::Listed(actions) => actions,
                 // Everything but some actions is no list of grants.
@@ -374,12 +387,32 @@ pub fn calls_of(target: &str, body: &Json) -> Option<Vec<Call>> {
         }
         "AmazonSQS" => {
             let action = operation.strip_suffix("Batch").unwrap_or(operation);
-            let queue = match text(body, "QueueUrl") {
-                Some(url) => url.rsplit('/').next()?.to_owned(),
-                None => text(body, "QueueName")?.to_owned(),
+            // A queue URL ends in /<account>/<name>: a receiver's queue is in its own account.
+            let (account, queue) = match text(body, "QueueUrl") {
+                Some(url) => {
+                    let mut parts = url.rsplit('/');
+                    let queue = parts.next()?;
+                    (parts.next()?, queue)
+                }
+                None => (ACCOUNT, text(body, "QueueName")?),
             };
-            let arn = format!("arn:aws:sqs:{}:{ACCOUNT}:{queue}", crate::template::REGION);
+            let arn = format!("arn:aws:sqs:{}:{account}:{queue}", crate::template::REGION);
             Some(vec![call(format!("sqs:{action}"), arn)])
+        }
+        "AWSEvents" if operation == "PutEvents" => {
+            // One call per bus its entries name (an ARN, as the delivery function gives; a name
+            // is a bus of the deployment's account).
+            let mut buses: Vec<String> = body
+                .get("Entries")?
+                .as_array()?
+                .iter()
+                .map(|entry| match text(entry, "EventBusName").unwrap_or("default") {
+                    arn if arn.starts_with("arn:") => arn.to_owned(),
+                    name => format!("arn:aws:events:{}:{ACCOUNT}:event-bus/{name}", crate::template::REGION),
+                })
+                .collect();
+            buses.dedup();
+            Some(buses.into_iter().map(|bus| call("events:PutEvents".to_owned(), bus)).collect())
         }
         "TrentService" => kms_calls(operation, body),
         _ => None,
@@ -445,11 +478,20 @@ fn kms_calls(operation: &str, body: &Json) -> Option<Vec<Call>> {
     Some(vec![Call { action: format!("kms:{operation}"), resource, context }])
 }
 
-/// The IAM calls of a request in AWS's Query protocol (SNS): a form-encoded body naming its
-/// `Action` and, for a topic's actions, the `TopicArn`. `None` for an action it does not map.
+/// The IAM calls of a request in AWS's Query protocol (SNS, STS): a form-encoded body naming
+/// its `Action` and, for a topic's actions, the `TopicArn`; for `AssumeRole`, the role, with
+/// the external id as the condition key `sts:ExternalId`. `None` for an action it does not map.
 pub fn query_calls_of(body: &[u8]) -> Option<Vec<Call>> {
     let form: HashMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
     let action = form.get("Action")?;
+    if action == "AssumeRole" {
+        let context = form.get("ExternalId").map(|id| ("sts:ExternalId".to_owned(), id.clone())).into_iter().collect();
+        return Some(vec![Call {
+            action: "sts:AssumeRole".to_owned(),
+            resource: form.get("RoleArn")?.clone(),
+            context,
+        }]);
+    }
     // PublishBatch is authorized as sns:Publish, as SendMessageBatch is as sqs:SendMessage.
     let action = match action.as_str() {
         "Publish" | "PublishBatch" => "Publish",
@@ -465,23 +507,30 @@ fn access_key(request: &HttpRequest) -> Option<&str> {
     authorization.split("Credential=").nth(1)?.split('/').next()
 }
 
-/// Evaluates `request` if it is signed by a role's keys: AWS's answer when the role refuses it.
-fn refusal(request: &HttpRequest) -> Option<HttpResponse> {
-    let role = access_key(request).and_then(|key| REGISTRY.roles.read().expect("registry").get(key).cloned())?;
+/// The calls `request` makes, as IAM authorizes them; `Err` with the operation's name for a
+/// request this emulation does not map.
+fn request_calls(request: &HttpRequest) -> Result<Vec<Call>, String> {
     let bytes = request.body().bytes().unwrap_or_default();
-    // The JSON protocol names its operation in a header; the Query protocol (SNS) in its body.
-    let (calls, operation) = match request.headers().get("x-amz-target") {
-        Some(target) => (calls_of(target, &serde_json::from_slice(bytes).unwrap_or(Json::Null)), target.to_owned()),
-        None => {
-            (query_calls_of(bytes), String::from_utf8_lossy(bytes).split('&').next().unwrap_or_default().to_owned())
+    // The JSON protocol names its operation in a header; the Query protocol (SNS, STS) in its body.
+    match request.headers().get("x-amz-target") {
+        Some(target) => calls_of(target, &serde_json::from_slice(bytes).unwrap_or(Json::Null)).ok_or(target.to_owned()),
+        None => query_calls_of(bytes)
+            .ok_or_else(|| String::from_utf8_lossy(bytes).split('&').next().unwrap_or_default().to_owned()),
+    }
+}
+
+/// Evaluates `calls` against `role`: AWS's answer when the role refuses one. A function's role
+/// records each grant it used (`record`).
+fn evaluate(role: &Role, calls: Result<Vec<Call>, String>, record: bool) -> Option<HttpResponse> {
+    let calls = match calls {
+        Ok(calls) => calls,
+        Err(operation) => {
+            return Some(refuse(role, &Call { action: operation, resource: "?".to_owned(), context: Vec::new() }))
         }
-    };
-    let Some(calls) = calls else {
-        return Some(refuse(&role, &Call { action: operation, resource: "?".to_owned(), context: Vec::new() }));
     };
     for call in &calls {
         match role.allows(call) {
-            Some(statement) => {
+            Some(statement) if record => {
                 let grant = (role.function.clone(), statement.sid.clone(), call.action.clone());
                 let line = format!("{}\t{}\t{}\n", grant.0, grant.1, grant.2);
                 if REGISTRY.used.lock().expect("registry").insert(grant) {
@@ -492,24 +541,32 @@ fn refusal(request: &HttpRequest) -> Option<HttpResponse> {
                     }
                 }
             }
-            None => return Some(refuse(&role, call)),
+            Some(_) => {}
+            None => return Some(refuse(role, call)),
         }
     }
     None
 }
 
+/// The session ARN of `role`'s calls, as AWS names the caller in a refusal.
+fn session_arn(role: &Role) -> String {
+    let account = role.arn.split(':').nth(4).unwrap_or(ACCOUNT);
+    let name = role.arn.rsplit('/').next().unwrap_or_default();
+    format!("arn:aws:sts::{account}:assumed-role/{name}/{}", role.function)
+}
+
 fn refuse(role: &Role, call: &Call) -> HttpResponse {
     let Call { action, resource, .. } = call;
     eprintln!(
-        "==> AccessDenied: {} called {action} on {resource}, which its role in template.yaml does not allow",
-        role.function
+        "==> AccessDenied: {} called {action} on {resource}, which its role ({}) does not allow",
+        role.function, role.arn
     );
     let denial = (role.function.clone(), action.clone(), resource.clone());
     REGISTRY.denied.lock().expect("registry").push(denial);
     let message = format!(
-        "User: arn:aws:sts::{ACCOUNT}:assumed-role/{}/{} is not authorized to perform: {action} on resource: \
-         {resource} because no identity-based policy allows the {action} action",
-        role.role, role.function
+        "User: {} is not authorized to perform: {action} on resource: {resource} because no identity-based \
+         policy allows the {action} action",
+        session_arn(role)
     );
     let body = serde_json::json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": message});
     let mut response = HttpResponse::new(StatusCode::try_from(400).expect("a status"), SdkBody::from(body.to_string()));
@@ -519,23 +576,234 @@ fn refuse(role: &Role, call: &Call) -> HttpResponse {
     response
 }
 
+/// STS's answer to an `AssumeRole` that the role's trust policy refuses (Query protocol, XML).
+fn refuse_assumption(role: &Role, call: &Call) -> HttpResponse {
+    eprintln!(
+        "==> AccessDenied: {} may not assume {}: its trust policy does not allow it",
+        role.function, call.resource
+    );
+    REGISTRY.denied.lock().expect("registry").push((role.function.clone(), call.action.clone(), call.resource.clone()));
+    let message = format!(
+        "User: {} is not authorized to perform: sts:AssumeRole on resource: {}",
+        session_arn(role),
+        call.resource
+    );
+    let body = format!(
+        "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>\
+         <Code>AccessDenied</Code><Message>{message}</Message></Error><RequestId>local</RequestId></ErrorResponse>"
+    );
+    let mut response = HttpResponse::new(StatusCode::try_from(403).expect("a status"), SdkBody::from(body));
+    response.headers_mut().insert("content-type", "text/xml");
+    response
+}
+
 /// `inner`, with every request evaluated first against the role whose keys signed it.
 pub fn enforcing(inner: SharedHttpClient) -> SharedHttpClient {
     http_client_fn(move |settings, components| {
-        SharedHttpConnector::new(Enforcing(inner.http_connector(settings, components)))
+        SharedHttpConnector::new(Enforcing {
+            connector: inner.http_connector(settings, components),
+            http: inner.clone(),
+        })
     })
 }
 
-#[derive(Debug)]
-struct Enforcing(SharedHttpConnector);
+#[derive(Clone, Debug)]
+struct Enforcing {
+    connector: SharedHttpConnector,
+    /// Unenforced, for reading receivers' roles from the IAM emulator.
+    http: SharedHttpClient,
+}
 
 impl HttpConnector for Enforcing {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        match refusal(&request) {
-            None => self.0.call(request),
-            Some(refused) => HttpConnectorFuture::ready(Ok(refused)),
+        let Some(key) = access_key(&request).map(str::to_owned) else { return self.connector.call(request) };
+        let role = REGISTRY.roles.read().expect("registry").get(&key).cloned();
+        if let Some(role) = role {
+            let calls = request_calls(&request);
+            let assumption = calls.as_ref().ok().and_then(|calls| calls.iter().find(|c| c.action == "sts:AssumeRole"));
+            let assumption = assumption.cloned();
+            if let Some(refused) = evaluate(&role, calls, true) {
+                return HttpConnectorFuture::ready(Ok(refused));
+            }
+            return match assumption {
+                Some(call) => HttpConnectorFuture::new(self.clone().assume(role, call, request)),
+                None => self.connector.call(request),
+            };
+        }
+        let assumed = REGISTRY.assumed.read().expect("registry").get(&key).cloned();
+        match assumed {
+            Some((arn, session)) => HttpConnectorFuture::new(self.clone().acting_as_receiver(arn, session, request)),
+            None => self.connector.call(request),
         }
     }
+}
+
+impl Enforcing {
+    /// A function's `AssumeRole` of a receiver's role: evaluated against that role's trust
+    /// policy (principal, `sts:ExternalId`) as the IAM emulator holds it, then, allowed, sent
+    /// to STS, whose keys are then known as that role's.
+    async fn assume(self, caller: Arc<Role>, call: Call, request: HttpRequest) -> Result<HttpResponse, ConnectorError> {
+        let endpoint = endpoint_of(&request)?;
+        let receiver = receiver_role(&self.http, &endpoint, &call.resource, "").await?;
+        if !receiver.is_some_and(|receiver| receiver.trusts(&caller.arn, &call)) {
+            return Ok(refuse_assumption(&caller, &call));
+        }
+        let session = url::form_urlencoded::parse(request.body().bytes().unwrap_or_default())
+            .find(|(name, _)| name == "RoleSessionName")
+            .map(|(_, value)| value.into_owned())
+            .unwrap_or_default();
+        let mut response = self.connector.call(request).await?;
+        let body = std::mem::replace(response.body_mut(), SdkBody::taken());
+        let bytes = ByteStream::new(body).collect().await.map_err(|err| ConnectorError::io(err.into()))?.into_bytes();
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some(key) = text.split("<AccessKeyId>").nth(1).and_then(|rest| rest.split('<').next()) {
+            REGISTRY.assumed.write().expect("registry").insert(key.trim().to_owned(), (call.resource.clone(), session));
+        }
+        *response.body_mut() = SdkBody::from(bytes);
+        Ok(response)
+    }
+
+    /// A call signed with a receiver's role's keys: evaluated against that role's permissions
+    /// as the IAM emulator holds them now (AWS evaluates each call against the current policy).
+    async fn acting_as_receiver(
+        self,
+        arn: String,
+        session: String,
+        request: HttpRequest,
+    ) -> Result<HttpResponse, ConnectorError> {
+        let endpoint = endpoint_of(&request)?;
+        let Some(receiver) = receiver_role(&self.http, &endpoint, &arn, &session).await? else {
+            let role = Role { function: session, arn, statements: Vec::new() };
+            return Ok(refuse(&role, &Call { action: "*".to_owned(), resource: "*".to_owned(), context: Vec::new() }));
+        };
+        match evaluate(&receiver.permissions, request_calls(&request), false) {
+            Some(refused) => Ok(refused),
+            None => self.connector.call(request).await,
+        }
+    }
+}
+
+/// `scheme://authority` of the emulator a request goes to.
+fn endpoint_of(request: &HttpRequest) -> Result<String, ConnectorError> {
+    let url = url::Url::parse(request.uri()).map_err(|err| ConnectorError::other(err.into(), None))?;
+    Ok(url.origin().ascii_serialization())
+}
+
+/// A receiver's role as the IAM emulator holds it: its trust policy and its permissions
+/// (inline policies).
+struct ReceiverRole {
+    /// Each statement with the AWS principals it names.
+    trust: Vec<(Vec<String>, Statement)>,
+    permissions: Role,
+}
+
+impl ReceiverRole {
+    /// Whether the trust policy lets `caller` (a role's ARN) make `call` (`sts:AssumeRole`,
+    /// with its `sts:ExternalId`): a statement naming it allows, none naming it denies.
+    fn trusts(&self, caller: &str, call: &Call) -> bool {
+        let applies = |(principals, statement): &&(Vec<String>, Statement)| {
+            principals.iter().any(|principal| names(principal, caller)) && statement.applies(call)
+        };
+        let mut applying = self.trust.iter().filter(applies);
+        !applying.clone().any(|(_, s)| !s.allow) && applying.any(|(_, s)| s.allow)
+    }
+}
+
+/// Whether a trust policy's AWS principal names the role `caller`: its ARN, its account (as
+/// `arn:aws:iam::<account>:root` or the bare id, which leaves the decision to the caller's
+/// identity policy, evaluated before), or anyone.
+fn names(principal: &str, caller: &str) -> bool {
+    let account = caller.split(':').nth(4).unwrap_or_default();
+    principal == "*"
+        || principal == caller
+        || principal == account
+        || principal == format!("arn:aws:iam::{account}:root")
+}
+
+/// A trust policy's statement: the AWS principals it names, and the rest evaluated as an
+/// identity statement on the role itself.
+fn trust_statement(statement: &Value) -> anyhow::Result<(Vec<String>, Statement)> {
+    let mut rest = statement.as_mapping().context("a statement is not a mapping")?.clone();
+    let principal = rest.remove("Principal").context("a trust policy's statement has no Principal")?;
+    let principals = match &principal {
+        Value::String(anyone) if anyone == "*" => vec!["*".to_owned()],
+        Value::Mapping(kinds) => kinds.get("AWS").map(list).transpose()?.unwrap_or_default(),
+        other => bail!("a Principal the local stack's IAM cannot evaluate: {other:?}"),
+    };
+    rest.insert(Value::from("Resource"), Value::from("*"));
+    Ok((principals, statement_of(&Value::Mapping(rest))?))
+}
+
+/// The role `arn` in the IAM emulator (in the account the ARN names), read now; `None` when
+/// there is no such role (STS then refuses, as AWS does, without saying so).
+async fn receiver_role(
+    http: &SharedHttpClient,
+    endpoint: &str,
+    arn: &str,
+    session: &str,
+) -> Result<Option<ReceiverRole>, ConnectorError> {
+    let failed = |err: anyhow::Error| ConnectorError::io(err.into());
+    let account = arn.split(':').nth(4).unwrap_or_default().to_owned();
+    let name = arn.rsplit('/').next().unwrap_or_default();
+    let config = aws_sdk_iam::Config::builder()
+        .behavior_version(aws_sdk_iam::config::BehaviorVersion::latest())
+        .region(aws_sdk_iam::config::Region::new(crate::template::REGION))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new("local", "local", None, None, "local stack"))
+        .http_client(http.clone())
+        .build();
+    let iam = aws_sdk_iam::Client::from_conf(config);
+    let in_account = |account: String| {
+        move |request: &mut HttpRequest| {
+            request.headers_mut().insert(crate::receiver::ACCOUNT_HEADER, account.clone());
+        }
+    };
+    let role = match iam.get_role().role_name(name).customize().mutate_request(in_account(account.clone())).send().await
+    {
+        Ok(found) => found.role,
+        Err(err) if err.as_service_error().is_some_and(|e| e.is_no_such_entity_exception()) => None,
+        Err(err) => return Err(failed(anyhow::Error::new(err).context("reading a receiver's role"))),
+    };
+    let Some(role) = role.filter(|role| role.arn() == arn) else { return Ok(None) };
+    let trust = policy_statements(role.assume_role_policy_document().unwrap_or_default())
+        .map_err(failed)?
+        .iter()
+        .map(trust_statement)
+        .collect::<anyhow::Result<_>>()
+        .map_err(failed)?;
+    let listed = iam.list_role_policies().role_name(name).customize().mutate_request(in_account(account.clone()));
+    let listed = listed.send().await.map_err(|err| failed(anyhow::Error::new(err).context("listing its policies")))?;
+    let mut statements = Vec::new();
+    for policy in listed.policy_names() {
+        let got = iam.get_role_policy().role_name(name).policy_name(policy);
+        let got = got.customize().mutate_request(in_account(account.clone())).send().await;
+        let got = got.map_err(|err| failed(anyhow::Error::new(err).context("reading its policy")))?;
+        for statement in policy_statements(got.policy_document()).map_err(failed)? {
+            statements.push(statement_of(&statement).map_err(failed)?);
+        }
+    }
+    let permissions = Role { function: session.to_owned(), arn: arn.to_owned(), statements };
+    Ok(Some(ReceiverRole { trust, permissions }))
+}
+
+/// The statements of a policy document as IAM returns it (URL-encoded, or as written).
+fn policy_statements(document: &str) -> anyhow::Result<Vec<Value>> {
+    let decoded = match document.trim_start().starts_with('{') {
+        true => document.to_owned(),
+        false => percent_encoding::percent_decode_str(document).decode_utf8()?.into_owned(),
+    };
+    let document: Json = serde_json::from_str(&decoded).context("a policy document is not JSON")?;
+    let statements = match document.get("Statement") {
+        Some(Json::Array(statements)) => statements.clone(),
+        Some(one) => vec![one.clone()],
+        None => Vec::new(),
+    };
+    statements.iter().map(|statement| Ok(serde_yaml::to_value(statement)?)).collect()
+}
+
+/// How many times STS gave keys for the receiver's role `arn` in this process so far.
+pub fn assumptions_of(arn: &str) -> usize {
+    REGISTRY.assumed.read().expect("registry").values().filter(|(role, _)| role == arn).count()
 }
 
 /// Every call refused in this process so far.
@@ -550,7 +818,7 @@ mod tests {
     fn role_result(statements: &str) -> anyhow::Result<Role> {
         let statements: Value = serde_yaml::from_str(statements).unwrap();
         let statements = statements.as_sequence().unwrap().iter().map(statement_of).collect::<Result<_, _>>()?;
-        Ok(Role { function: "F".into(), role: "R".into(), statements })
+        Ok(Role { function: "F".into(), arn: "arn:aws:iam::123456789012:role/R".into(), statements })
     }
 
     fn role(statements: &str) -> Role {
@@ -693,5 +961,68 @@ mod tests {
         assert!(role.allows(&calls[0]).is_some());
         let other = Call { resource: format!("{topic}-other"), ..calls[0].clone() };
         assert!(role.allows(&other).is_none());
+    }
+
+    fn assume(external_id: Option<&str>) -> Call {
+        let context = external_id.map(|id| ("sts:ExternalId".to_owned(), id.to_owned())).into_iter().collect();
+        Call { action: "sts:AssumeRole".into(), resource: "arn:aws:iam::111122223333:role/r".into(), context }
+    }
+
+    #[test]
+    fn a_trust_policy_lets_only_its_principal_assume_and_only_with_its_external_id() {
+        let sender = "arn:aws:iam::123456789012:role/career-DeliverFunctionRole";
+        let document = crate::receiver::trust_policy(sender, "right").to_string();
+        // IAM answers with the document URL-encoded; as written is read too.
+        let encoded: String = url::form_urlencoded::byte_serialize(document.as_bytes()).collect();
+        for document in [document.clone(), encoded.replace('+', "%20")] {
+            let trust =
+                policy_statements(&document).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+            let receiver = ReceiverRole { trust: trust.unwrap(), permissions: role("[]") };
+            assert!(receiver.trusts(sender, &assume(Some("right"))));
+            assert!(!receiver.trusts(sender, &assume(Some("wrong"))), "another external id");
+            assert!(!receiver.trusts(sender, &assume(None)), "no external id");
+            assert!(!receiver.trusts("arn:aws:iam::123456789012:role/career-Other", &assume(Some("right"))));
+        }
+        let account_wide = r#"{"Statement": [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+            "Action": "sts:AssumeRole"}, {"Effect": "Deny", "Principal": {"AWS": ["arn:aws:iam::123456789012:role/x"]},
+            "Action": "sts:*"}]}"#;
+        let trust =
+            policy_statements(account_wide).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+        let receiver = ReceiverRole { trust: trust.unwrap(), permissions: role("[]") };
+        assert!(receiver.trusts(sender, &assume(None)), "the account's root trusts its roles");
+        assert!(!receiver.trusts("arn:aws:iam::123456789012:role/x", &assume(None)), "a deny wins");
+        assert!(!receiver.trusts("arn:aws:iam::999999999999:role/y", &assume(None)));
+        let service = r#"{"Statement": {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}}"#;
+        let trust = policy_statements(service).unwrap().iter().map(trust_statement).collect::<anyhow::Result<Vec<_>>>();
+        assert!(!ReceiverRole { trust: trust.unwrap(), permissions: role("[]") }.trusts(sender, &assume(None)));
+    }
+
+    #[test]
+    fn assume_role_put_events_and_a_receivers_queue_are_the_calls_iam_authorizes() {
+        let body = "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fr\
+                    &RoleSessionName=s&DurationSeconds=900&ExternalId=right";
+        assert_eq!(query_calls_of(body.as_bytes()).unwrap(), [assume(Some("right"))]);
+        let send = serde_json::json!({"QueueUrl": "http://127.0.0.1:1/111122223333/orders", "MessageBody": "{}"});
+        let sqs = &calls_of("AmazonSQS.SendMessage", &send).unwrap()[0];
+        assert_eq!(sqs.resource, "arn:aws:sqs:us-east-1:111122223333:orders", "the queue's own account");
+        let bus = "arn:aws:events:us-east-1:111122223333:event-bus/orders";
+        let put = serde_json::json!({"Entries": [{"EventBusName": bus}, {"EventBusName": bus}, {"Source": "s"}]});
+        let calls = calls_of("AWSEvents.PutEvents", &put).unwrap();
+        let resources: Vec<&str> = calls.iter().map(|c| c.resource.as_str()).collect();
+        assert_eq!(resources, [bus, "arn:aws:events:us-east-1:123456789012:event-bus/default"]);
+        assert!(calls.iter().all(|c| c.action == "events:PutEvents"));
+    }
+
+    #[test]
+    fn the_delivery_role_may_assume_receivers_roles_but_none_of_its_own_account() {
+        let paper = crate::deploy_checks::resolved_on_paper(&career_core::config::TableNames::with_prefix("p-"));
+        let statements = role_statements(&Template::shipped(), &paper, "DeliverFunctionRole").unwrap();
+        let deliver =
+            Role { function: "DeliverFunction".into(), arn: "arn:aws:iam::123456789012:role/d".into(), statements };
+        let of = |account: &str| Call { resource: format!("arn:aws:iam::{account}:role/r"), ..assume(Some("x")) };
+        assert_eq!(deliver.allows(&of("111122223333")).map(|s| s.sid.as_str()), Some("AssumeReceiverRoles"));
+        assert!(deliver.allows(&of(ACCOUNT)).is_none(), "its own account's roles are denied");
+        let declared = declared_grants(crate::template::TEMPLATE).unwrap();
+        assert!(!declared.iter().any(|((_, sid, _), _)| sid == "NoRolesOfThisAccount"), "a deny grants nothing");
     }
 }

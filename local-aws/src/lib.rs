@@ -1,7 +1,8 @@
 //! `local-aws`: the emulation of AWS the local stack runs the functions on. It reads
 //! template.yaml (template), creates what it declares (resources), evaluates the functions'
 //! IAM roles on every call (iam), plays Lambda's event source mappings (event_sources and
-//! their pumps) and the HTTP API (gateway), and starts DynamoDB Local and moto (emulators).
+//! their pumps) and the HTTP API (gateway), and starts DynamoDB Local and moto (emulators), where a receiver's own AWS account lives
+//! beside the deployment's (receiver).
 //! It emulates only what AWS does: whatever the local stack does differently from Lambda
 //! lives here; the functions' code is the same. `careerctl local` starts it through
 //! [`stack::LocalStack`], and so do the integration tests.
@@ -15,6 +16,7 @@ pub mod emulators;
 pub mod event_sources;
 pub mod gateway;
 pub mod iam;
+pub mod receiver;
 pub mod resources;
 pub mod stack;
 pub mod template;

@@ -1,4 +1,5 @@
-//! The local stack: DynamoDB Local and moto (SQS, KMS and SNS) on free ports, with the service's
+//! The local stack: DynamoDB Local and moto (SQS, KMS and SNS; and STS, IAM and EventBridge
+//! for receivers' own accounts) on free ports, with the service's
 //! tables, queues and KMS key, and the SDK configuration that points clients at them. `careerctl local` and the
 //! integration tests start it the same way.
 
@@ -161,6 +162,10 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
         ("AWS_ENDPOINT_URL_SQS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_KMS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_SNS", moto.to_owned()),
+        // A receiver's own account (contract section 17): its role, queue and bus.
+        ("AWS_ENDPOINT_URL_STS", moto.to_owned()),
+        ("AWS_ENDPOINT_URL_IAM", moto.to_owned()),
+        ("AWS_ENDPOINT_URL_EVENTBRIDGE", moto.to_owned()),
         (career_core::runtime::TIMEOUT_FACTOR_VAR, TIMEOUT_FACTOR.to_string()),
     ]
 }

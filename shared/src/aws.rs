@@ -19,12 +19,20 @@ pub struct AwsClients {
     sqs: Arc<OnceLock<aws_sdk_sqs::Client>>,
     kms: Arc<OnceLock<aws_sdk_kms::Client>>,
     sns: Arc<OnceLock<aws_sdk_sns::Client>>,
+    sts: Arc<OnceLock<aws_sdk_sts::Client>>,
 }
 
 impl AwsClients {
     /// Builds nothing yet: each client is made from `sdk` when first asked for.
     pub fn new(sdk: SdkConfig) -> Self {
-        Self { sdk, dynamodb: Arc::default(), sqs: Arc::default(), kms: Arc::default(), sns: Arc::default() }
+        Self {
+            sdk,
+            dynamodb: Arc::default(),
+            sqs: Arc::default(),
+            kms: Arc::default(),
+            sns: Arc::default(),
+            sts: Arc::default(),
+        }
     }
 
     /// The configuration the clients are made from.
@@ -48,6 +56,12 @@ impl AwsClients {
         self.sns.get_or_init(|| aws_sdk_sns::Client::new(&self.sdk))
     }
 
+    /// STS's, which assumes the roles of destinations in receivers' accounts (contract
+    /// section 17).
+    pub fn sts(&self) -> &aws_sdk_sts::Client {
+        self.sts.get_or_init(|| aws_sdk_sts::Client::new(&self.sdk))
+    }
+
     /// The same clients, signing with `credentials`: those made already are made again on
     /// their own configuration (an interceptor stays), the others will be made with them.
     /// The local stack gives each function its role's keys this way.
@@ -66,8 +80,12 @@ impl AwsClients {
             clients = clients.with_kms(aws_sdk_kms::Client::from_conf(config.build()));
         }
         if let Some(client) = self.sns.get() {
-            let config = client.config().to_builder().credentials_provider(credentials);
+            let config = client.config().to_builder().credentials_provider(credentials.clone());
             clients.sns = Arc::new(OnceLock::from(aws_sdk_sns::Client::from_conf(config.build())));
+        }
+        if let Some(client) = self.sts.get() {
+            let config = client.config().to_builder().credentials_provider(credentials);
+            clients.sts = Arc::new(OnceLock::from(aws_sdk_sts::Client::from_conf(config.build())));
         }
         clients
     }

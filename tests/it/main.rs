@@ -13,6 +13,7 @@ mod delivery_cost;
 mod delivery_log;
 mod delivery_log_layout;
 mod deploy_rehearsal;
+mod destinations;
 mod destinations_api;
 mod docs;
 mod events;

@@ -15,6 +15,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
 use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::aws_sender::AwsSender;
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
@@ -34,7 +35,7 @@ use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceContext, TraceParent};
 use career_core::webhooks::rotation::SigningSecrets;
 use career_core::webhooks::sealing::Sealer;
-use career_core::webhooks::{DisabledReason, Subscription};
+use career_core::webhooks::{DisabledReason, Subscription, Target};
 use tracing::Instrument;
 
 pub struct Deps {
@@ -43,6 +44,8 @@ pub struct Deps {
     sealer: Sealer,
     queues: DeliveryQueues,
     sender: Sender,
+    /// Destinations in receivers' own AWS accounts (contract section 17).
+    aws: AwsSender,
     policy: Policy,
     metrics_namespace: String,
     /// The most groups of the main lane a subscription spreads over.
@@ -61,6 +64,7 @@ impl Deps {
             sealer: Sealer::new(clients, settings)?,
             queues: DeliveryQueues::with_dead_letter(clients, settings)?,
             sender: Sender::new(settings.webhook_urls.guard.clone()),
+            aws: AwsSender::new(clients),
             policy: Policy {
                 schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
                 disable_after: settings.webhook_disable_after,
@@ -455,10 +459,7 @@ async fn attempt_delivery(
     let span_id = SpanId::generate();
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
     let (started, started_at) = (Instant::now(), SystemTime::now());
-    let (outcome, body) = match subscription.target.url() {
-        Some(url) => send(deps, received.delivery(), url, &secrets, trace_headers).await,
-        None => (Outcome::NoAnswer(SendFailure::NoAwsSender), received.delivery().body()),
-    };
+    let (outcome, body) = send(deps, received.delivery(), &subscription.target, &secrets, trace_headers).await;
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
@@ -494,19 +495,24 @@ async fn attempt_delivery(
     }
 }
 
-/// Signs the delivery for this attempt and POSTs it (on the blocking pool: ureq blocks), with
-/// `trace_headers` beside the signed ones. Returns the outcome and the exact bytes sent.
+/// Signs the delivery for this attempt and POSTs it to its URL (on the blocking pool: ureq
+/// blocks) or sends it into its AWS destination, with `trace_headers` beside the signed ones.
+/// Returns the outcome and the exact bytes sent.
 async fn send(
     deps: &Deps,
     delivery: &DeliveryMessage,
-    url: &str,
+    target: &Target,
     secrets: &SigningSecrets,
     trace_headers: Vec<(&'static str, String)>,
 ) -> (Outcome, Vec<u8>) {
     let now = Timestamp::now();
     let mut signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
     signed.headers.extend(trace_headers);
-    let (sender, url) = (deps.sender.clone(), url.to_owned());
+    let url = match target {
+        Target::Url(url) => url.clone(),
+        Target::Aws(aws) => return (deps.aws.send(delivery, aws, &signed).await, signed.body),
+    };
+    let sender = deps.sender.clone();
     tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body)).await.unwrap_or_else(|err| {
         tracing::error!(error = %err, "the sending task failed");
         (Outcome::NoAnswer(SendFailure::TaskFailed), delivery.body())

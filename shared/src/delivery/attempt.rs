@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::aws_destination::DestinationFailure;
+
 /// Success is a 2xx within this long (contract section 5).
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -16,6 +18,9 @@ pub enum Outcome {
     Rejected(Answer),
     /// No HTTP answer, and why.
     NoAnswer(SendFailure),
+    /// A destination in the receiver's AWS account (contract section 17) did not take the
+    /// message: which call failed, and why.
+    NotTaken(DestinationFailure),
 }
 
 /// Why an attempt got no HTTP answer. Its text, the record's `lastError`, is a short
@@ -44,10 +49,6 @@ pub enum SendFailure {
     /// The blocking task that sends could not run to its end (a panic or a shutdown).
     #[error("the sending task failed")]
     TaskFailed,
-    /// A subscription with an AWS destination (contract section 17) met a delivery function
-    /// that cannot send there yet: a failed attempt, retried like any other.
-    #[error("this deployment cannot send to an AWS destination yet")]
-    NoAwsSender,
 }
 
 /// The receiver's answer: its status, the start of its body and its `Retry-After`.
@@ -64,7 +65,7 @@ impl Outcome {
     pub fn answer(&self) -> Option<&Answer> {
         match self {
             Outcome::Delivered(answer) | Outcome::Rejected(answer) => Some(answer),
-            Outcome::NoAnswer(_) => None,
+            Outcome::NoAnswer(_) | Outcome::NotTaken(_) => None,
         }
     }
 
@@ -74,6 +75,7 @@ impl Outcome {
             Outcome::Delivered(_) => None,
             Outcome::Rejected(answer) => Some(format!("answered {}", answer.status)),
             Outcome::NoAnswer(failure) => Some(failure.to_string()),
+            Outcome::NotTaken(failure) => Some(failure.to_string()),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! each in its own module.
 
 pub mod attempt;
+pub mod aws_destination;
+pub mod aws_sender;
 pub mod group_count;
 pub mod groups;
 pub mod log;
