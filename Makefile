@@ -34,10 +34,10 @@ test:
 # linters they install beside the compiler; then the tests that own a process beside the
 # unit tests and the one integration binary. Every step selects the whole workspace, so
 # each builds with the same features and none compiles anything again.
-# The tests that own a process: Cargo.toml's [[test]] entries but `it` and `iam_grants`
-# (which reads what every other test used), and careerctl's.
-PROCESS_TESTS := $(filter-out it iam_grants,$(shell sed -n '/^\[\[test\]\]/{n;s/^name = "\(.*\)"/\1/p}' Cargo.toml)) \
-	$(basename $(notdir $(wildcard careerctl/tests/*.rs)))
+# The tests that own a process: the files of tests/ (each a binary of its own; tests/it/ is
+# the integration binary) but `iam_grants` (which reads what every other test used), and
+# careerctl's.
+PROCESS_TESTS := $(filter-out iam_grants,$(basename $(notdir $(wildcard tests/*.rs careerctl/tests/*.rs))))
 # The integration tests mostly wait (on receivers and the emulators), so twice as many of them
 # run at once as the machine has cores: 4 on two cores, where more starve the emulators.
 IT_THREADS ?= $(shell echo $$(( 2 * $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2) )))
@@ -46,13 +46,19 @@ test-checks:
 	@scripts/install-local-deps.sh --test
 	@$(MAKE) --no-print-directory template-lint api-lint
 
+# --tests builds the test harnesses the manifests ask for (none where a target says
+# `test = false`) and `--bench service` make bench's; the process tests, which say `test =
+# false`, build by name (in a command of their own: beside --tests, Cargo drops them).
 test-build: fmt-check circles clippy
-	$(CARGO) test --workspace --all-targets --no-run
+	$(CARGO) test --workspace --tests --bench service --no-run
+	$(CARGO) test --workspace $(foreach t,$(PROCESS_TESTS),--test $(t)) --no-run
 
 # --no-fail-fast: a failing test binary does not keep the others from running (each step
 # still fails if any of its binaries did, and so does make test).
+# --tests: every unit test and the integration binary `it` (the process tests say `test =
+# false`; iam_grants's tests are ignored), and no empty harness.
 test-suite:
-	$(CARGO) test --workspace --no-fail-fast --lib --bins --test it -- --test-threads=$(IT_THREADS)
+	$(CARGO) test --workspace --no-fail-fast --tests -- --test-threads=$(IT_THREADS)
 
 test-processes:
 	$(CARGO) test --workspace --no-fail-fast $(foreach t,$(PROCESS_TESTS),--test $(t))
@@ -70,7 +76,7 @@ api-lint:
 	$(API_NODE)/redocly lint --config redocly.yaml openapi.yaml
 	$(API_NODE)/spectral lint --ruleset .spectral.yaml --fail-severity=warn openapi.yaml
 
-## api-check: only the API tools: Redocly and Spectral, then Schemathesis and a generated Python client against a stack of their own (tests/api_tools.rs)
+## api-check: only the API tools: Redocly and Spectral, then Schemathesis and a generated Python client against a stack of their own (tests/it/api_tools.rs)
 api-check: api-lint
 	@scripts/install-local-deps.sh
 	@scripts/install-local-deps.sh --api-tools

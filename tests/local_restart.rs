@@ -9,9 +9,8 @@ use std::time::Duration;
 use career_service::local_run::{ctrl_c, run_local, LocalDir, Running};
 use career_service::receiver::Receiver;
 use career_service::unique_user;
+use career_service::DEADLINE;
 use serde_json::Value;
-
-const SOON: Duration = career_service::DEADLINE;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() {
@@ -34,11 +33,11 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
 
     // The flaky receiver fails its first attempt, which goes to the retry lane to wait.
     stack.admin.update_profile(&flaky_user).await.unwrap();
-    flaky.wait_for(1, SOON).await;
+    flaky.wait_for(1, DEADLINE).await;
     // Three events for the slow receiver: the first in flight, then two queued behind it
     // (had they come together, one batch would have taken all three).
     stack.admin.update_profile(&slow_user).await.unwrap();
-    slow.wait_for(1, SOON).await;
+    slow.wait_for(1, DEADLINE).await;
     let (second, third) = tokio::join!(stack.admin.update_profile(&slow_user), stack.admin.update_profile(&slow_user));
     second.unwrap();
     third.unwrap();
@@ -66,12 +65,12 @@ async fn queued_and_retry_pending_deliveries_survive_a_ctrl_c_and_arrive_once() 
     let second_run = tokio::spawn(run_local(local_dir.path.clone(), settings));
     let restarted = Running::wait_for(&local_dir.path).await;
     assert!(!local_dir.path.join("data/queued-deliveries.json").exists(), "the snapshot was used up");
-    let deliveries = slow.wait_for(3, SOON).await;
+    let deliveries = slow.wait_for(3, DEADLINE).await;
     let mut ids: Vec<&str> = deliveries.iter().map(|d| d.header("x-webhook-delivery")).collect();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 3, "three different deliveries");
-    let retried = flaky.wait_for(2, SOON).await;
+    let retried = flaky.wait_for(2, DEADLINE).await;
     assert_eq!(retried[0].header("x-webhook-delivery"), retried[1].header("x-webhook-delivery"));
 
     // Nothing is left to send or to save, and nothing arrived twice.

@@ -345,7 +345,7 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             // The fan-out's own log lines (what it fanned out, why a record failed) beside the
             // progress lines, off stdout, which holds the summary.
             career_core::telemetry::init_writing_to(std::io::stderr);
-            let settings = Settings::from_env()?;
+            let settings = operator_settings()?;
             let fanout = career_fanout::Deps::new(&clients, &settings)?;
             let template = local_aws::template::Template::shipped();
             let fanout_function = local_aws::template::function::FANOUT;
@@ -383,9 +383,15 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
     }
 }
 
+/// The settings of the environment, with the local stack's table names where a variable is
+/// unset, as [`TableNames::from_env`] has them.
+fn operator_settings() -> anyhow::Result<Settings> {
+    Ok(Settings { tables: TableNames::from_env(), ..Settings::from_env()? })
+}
+
 /// The settings of the environment, and the sealer of webhook secrets they name.
 fn sealing(clients: &AwsClients) -> anyhow::Result<(Settings, Sealer)> {
-    let settings = Settings::from_env()?;
+    let settings = operator_settings()?;
     let sealer = Sealer::new(clients, &settings)?;
     Ok((settings, sealer))
 }

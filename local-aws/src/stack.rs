@@ -9,7 +9,7 @@ use anyhow::Context;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
-use career_core::config::{SecretSetting, Settings};
+use career_core::config::{SecretSetting, Settings, TableNames};
 
 use crate::deployment::Deployment;
 use crate::emulators::{Installed, LocalService};
@@ -17,9 +17,11 @@ use crate::resources::QueueUrls;
 use crate::template::{Template, REGION};
 
 /// The local stack's settings: the environment, with the local defaults of contract
-/// section 8 where a variable is not set.
+/// section 8 (and the local stack's table names) where a variable is not set.
 pub fn settings_from_env() -> anyhow::Result<Settings> {
     let mut settings = Settings::from_env()?;
+    // The stack's own tables: a function's settings come from the template's variables.
+    settings.tables = TableNames::from_env();
     let unset = |name: &str| std::env::var_os(name).is_none();
     if unset("ALLOW_HTTP_WEBHOOK_URLS") && unset("WEBHOOK_ALLOWED_NETWORKS") {
         settings.webhook_urls = career_core::webhooks::UrlPolicy::local_stack();

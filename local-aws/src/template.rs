@@ -99,6 +99,22 @@ impl Template {
         self.document.get("Parameters").and_then(|parameters| parameters.get(name)).is_some()
     }
 
+    /// The `Properties` of `function`'s events of type `kind`, by event name, as the template
+    /// writes them (unresolved).
+    pub fn events(&self, function: &str, kind: &str) -> anyhow::Result<Vec<(&str, &Value)>> {
+        let resource = self.resource(function)?;
+        let events =
+            resource.properties.and_then(|p| p.get("Events")).and_then(Value::as_mapping).into_iter().flatten();
+        let mut declared = Vec::new();
+        for (name, event) in events.filter(|(_, event)| event.get("Type").and_then(Value::as_str) == Some(kind)) {
+            let name = name.as_str().unwrap_or_default();
+            let properties =
+                event.get("Properties").with_context(|| format!("{function}'s event {name}: no Properties"))?;
+            declared.push((name, properties));
+        }
+        Ok(declared)
+    }
+
     /// The global function properties (`Globals.Function`).
     pub fn function_globals(&self) -> Option<&Mapping> {
         self.document.get("Globals")?.get("Function")?.as_mapping()

@@ -7,11 +7,14 @@ use std::time::Duration;
 use crate::delivery::group_count::Groups;
 use crate::webhooks::netguard::{Guard, Network, UrlPolicy};
 
+/// A setting the environment does not give, or gives wrong: a function stops at cold start
+/// with it, naming the variable.
 #[derive(Debug, thiserror::Error)]
-#[error("environment variable {name}: {problem}")]
-pub struct ConfigError {
-    name: &'static str,
-    problem: String,
+pub enum ConfigError {
+    #[error("environment variable {name} is not set: {needed}")]
+    Missing { name: &'static str, needed: &'static str },
+    #[error("environment variable {name}: {problem}")]
+    Invalid { name: &'static str, problem: String },
 }
 
 /// A setting that is a secret, such as the cursor signing key: its `Debug` never prints it,
@@ -36,19 +39,44 @@ impl std::fmt::Debug for SecretSetting {
 }
 
 impl ConfigError {
+    /// `name` is set to a value that cannot be used.
     pub fn new(name: &'static str, problem: impl Into<String>) -> Self {
-        Self { name, problem: problem.into() }
+        Self::Invalid { name, problem: problem.into() }
+    }
+
+    /// The variable the error is about.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Missing { name, .. } | Self::Invalid { name, .. } => name,
+        }
     }
 }
 
-/// Declares [`TableNames`] from one list of `field: environment variable, name after the
-/// prefix`, so a table is added in one line.
+/// Declares [`TableNames`] and [`Table`] from one list of `field: variant, environment
+/// variable, name after the prefix`, so a table is added in one line.
 macro_rules! table_names {
-    ($($field:ident: $variable:literal, $name:literal;)+) => {
-        /// The names of the service's tables; each defaults to the name the local stack uses.
+    ($($field:ident: $table:ident, $variable:literal, $name:literal;)+) => {
+        /// The names of one stack's tables. A function's own come from its environment
+        /// ([`Settings::from_env`]), where a table the template does not give it is unset:
+        /// it reads them through [`TableNames::require`].
         #[derive(Clone, Debug, PartialEq, Eq)]
         pub struct TableNames {
             $(pub $field: String,)+
+        }
+
+        /// A table of the service, as a function names the ones it needs.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Table {
+            $($table,)+
+        }
+
+        impl Table {
+            /// The environment variable that names the table.
+            pub fn variable(self) -> &'static str {
+                match self {
+                    $(Self::$table => $variable,)+
+                }
+            }
         }
 
         impl TableNames {
@@ -61,29 +89,68 @@ macro_rules! table_names {
                 Self { $($field: format!("{prefix}{}", $name),)+ }
             }
 
-            fn from_lookup(vars: &Lookup) -> Self {
-                let defaults = Self::with_prefix("career-");
-                Self { $($field: vars($variable).unwrap_or(defaults.$field),)+ }
+            fn name(&self, table: Table) -> &str {
+                match table {
+                    $(Table::$table => &self.$field,)+
+                }
+            }
+
+            /// The names the variables give, each the local stack's (`<prefix>…`) where its
+            /// variable is unset or blank when there is a `fallback`, and empty without one.
+            fn from_lookup(vars: &Lookup, fallback: Option<&str>) -> Self {
+                let defaults = fallback.map(Self::with_prefix);
+                Self {
+                    $($field: given(vars, $variable)
+                        .or_else(|| defaults.as_ref().map(|defaults| defaults.$field.clone()))
+                        .unwrap_or_default(),)+
+                }
             }
         }
     };
 }
 
 table_names! {
-    keys: "KEYS_TABLE", "api-keys";
-    rate_limits: "RATE_LIMIT_TABLE", "rate-limits";
-    alerts: "ALERTS_TABLE", "alerts";
-    preferences: "PREFERENCES_TABLE", "preferences";
-    webhooks: "WEBHOOKS_TABLE", "webhooks";
-    deliveries: "DELIVERIES_TABLE", "deliveries";
-    profiles: "PROFILES_TABLE", "profiles";
-    assessments: "ASSESSMENTS_TABLE", "assessments";
+    keys: Keys, "KEYS_TABLE", "api-keys";
+    rate_limits: RateLimits, "RATE_LIMIT_TABLE", "rate-limits";
+    alerts: Alerts, "ALERTS_TABLE", "alerts";
+    preferences: Preferences, "PREFERENCES_TABLE", "preferences";
+    webhooks: Webhooks, "WEBHOOKS_TABLE", "webhooks";
+    deliveries: Deliveries, "DELIVERIES_TABLE", "deliveries";
+    profiles: Profiles, "PROFILES_TABLE", "profiles";
+    assessments: Assessments, "ASSESSMENTS_TABLE", "assessments";
 }
 
+/// The local stack's table names are `career-…`.
+const LOCAL_PREFIX: &str = "career-";
+
 impl TableNames {
+    /// The names the environment gives, the local stack's where a variable is unset: for
+    /// careerctl and the local stack. A function reads its own from [`Settings::from_env`],
+    /// which has no fallback.
     pub fn from_env() -> Self {
-        Self::from_lookup(&|name| env::var(name).ok())
+        Self::from_lookup(&|name| env::var(name).ok(), Some(LOCAL_PREFIX))
     }
+
+    /// The names of `tables`, in their order; an unset variable is an error naming it, so a
+    /// function whose template does not give it a table it uses stops at cold start.
+    pub fn require<const N: usize>(&self, tables: [Table; N]) -> Result<[&str; N], ConfigError> {
+        let mut names = [""; N];
+        for (name, table) in names.iter_mut().zip(tables) {
+            *name = self.name(table);
+            if name.is_empty() {
+                return Err(ConfigError::Missing {
+                    name: table.variable(),
+                    needed: "the function's template gives it the name of every table it uses",
+                });
+            }
+        }
+        Ok(names)
+    }
+}
+
+/// The variable's value, when it is set and not blank.
+fn given(vars: &Lookup, name: &str) -> Option<String> {
+    vars(name).filter(|value| !value.trim().is_empty())
 }
 
 /// Behaviour settings that the contract makes configurable.
@@ -152,7 +219,7 @@ impl Settings {
 
     fn from_lookup(vars: &Lookup) -> Result<Self, ConfigError> {
         Ok(Self {
-            tables: TableNames::from_lookup(vars),
+            tables: TableNames::from_lookup(vars, None),
             rate_limit_per_minute: at_least_one(vars, "RATE_LIMIT_PER_MINUTE", 600)?,
             rate_limit_window: Duration::from_secs(60),
             webhook_urls: UrlPolicy {
@@ -179,8 +246,8 @@ impl Settings {
     /// they start, so that no list of variable names is kept anywhere else.
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
         let seconds = |wait: Duration| wait.as_secs_f64().to_string();
-        let mut vars: Vec<(&'static str, String)> =
-            self.tables.all().into_iter().map(|(name, table)| (name, table.to_owned())).collect();
+        let tables = self.tables.all().into_iter().filter(|(_, table)| !table.is_empty());
+        let mut vars: Vec<(&'static str, String)> = tables.map(|(name, table)| (name, table.to_owned())).collect();
         vars.extend([
             ("RATE_LIMIT_PER_MINUTE", self.rate_limit_per_minute.to_string()),
             ("ALLOW_HTTP_WEBHOOK_URLS", self.webhook_urls.allow_http.to_string()),
@@ -210,46 +277,40 @@ impl Settings {
     pub fn require_cursor_key(&self) -> Result<&str, ConfigError> {
         match self.cursor_signing_key.as_ref().map(SecretSetting::expose) {
             Some(key) if key.len() >= 32 => Ok(key),
-            _ => Err(ConfigError {
-                name: "CURSOR_SIGNING_KEY",
-                problem: "must be set to a secret of at least 32 characters".into(),
-            }),
+            _ => Err(ConfigError::new("CURSOR_SIGNING_KEY", "must be set to a secret of at least 32 characters")),
         }
     }
 
     pub fn require_secrets_kms_key(&self) -> Result<&str, ConfigError> {
-        self.secrets_kms_key_id.as_deref().ok_or(ConfigError {
+        self.secrets_kms_key_id.as_deref().ok_or(ConfigError::Missing {
             name: "SECRETS_KMS_KEY_ID",
-            problem: "must name the KMS key that protects the webhook secrets".into(),
+            needed: "the KMS key that protects the webhook secrets",
         })
     }
 
     pub fn require_queue_url(&self) -> Result<&str, ConfigError> {
-        self.delivery_queue_url.as_deref().ok_or(ConfigError {
-            name: "DELIVERY_QUEUE_URL",
-            problem: "must be set to the delivery queue's URL".into(),
-        })
+        self.delivery_queue_url
+            .as_deref()
+            .ok_or(ConfigError::Missing { name: "DELIVERY_QUEUE_URL", needed: "the delivery queue's URL" })
     }
 
     pub fn require_dead_letter_queue_url(&self) -> Result<&str, ConfigError> {
-        self.dead_letter_queue_url.as_deref().ok_or(ConfigError {
+        self.dead_letter_queue_url.as_deref().ok_or(ConfigError::Missing {
             name: "DEAD_LETTER_QUEUE_URL",
-            problem: "must be set to the delivery dead-letter queue's URL".into(),
+            needed: "the delivery dead-letter queue's URL",
         })
     }
 
     pub fn require_operator_topic_arn(&self) -> Result<&str, ConfigError> {
-        self.operator_topic_arn.as_deref().ok_or(ConfigError {
-            name: "OPERATOR_TOPIC_ARN",
-            problem: "must be set to the operator topic's ARN".into(),
-        })
+        self.operator_topic_arn
+            .as_deref()
+            .ok_or(ConfigError::Missing { name: "OPERATOR_TOPIC_ARN", needed: "the operator topic's ARN" })
     }
 
     pub fn require_retry_queue_url(&self) -> Result<&str, ConfigError> {
-        self.retry_queue_url.as_deref().ok_or(ConfigError {
-            name: "DELIVERY_RETRY_QUEUE_URL",
-            problem: "must be set to the retry queue's URL".into(),
-        })
+        self.retry_queue_url
+            .as_deref()
+            .ok_or(ConfigError::Missing { name: "DELIVERY_RETRY_QUEUE_URL", needed: "the retry queue's URL" })
     }
 }
 
@@ -262,10 +323,9 @@ where
     T::Err: std::fmt::Display,
 {
     match vars(name) {
-        Some(text) if !text.trim().is_empty() => text
-            .trim()
-            .parse()
-            .map_err(|e: T::Err| ConfigError { name, problem: format!("cannot parse {text:?}: {e}") }),
+        Some(text) if !text.trim().is_empty() => {
+            text.trim().parse().map_err(|e: T::Err| ConfigError::new(name, format!("cannot parse {text:?}: {e}")))
+        }
         _ => Ok(default),
     }
 }
@@ -274,7 +334,7 @@ where
 /// service rather than configure it).
 fn at_least_one(vars: &Lookup, name: &'static str, default: u32) -> Result<u32, ConfigError> {
     match parse_var(vars, name, default)? {
-        0 => Err(ConfigError { name, problem: "must be at least 1".into() }),
+        0 => Err(ConfigError::new(name, "must be at least 1")),
         count => Ok(count),
     }
 }
@@ -283,7 +343,7 @@ fn at_least_one(vars: &Lookup, name: &'static str, default: u32) -> Result<u32, 
 fn delivery_groups(vars: &Lookup) -> Result<Groups, ConfigError> {
     const NAME: &str = "DELIVERY_GROUPS_PER_SUBSCRIPTION";
     let count: u8 = parse_var(vars, NAME, 16)?;
-    Groups::new(count).ok_or_else(|| ConfigError { name: NAME, problem: format!("must be 1 to {}", Groups::MAX) })
+    Groups::new(count).ok_or_else(|| ConfigError::new(NAME, format!("must be 1 to {}", Groups::MAX)))
 }
 
 /// A comma-separated list of networks; unset or blank, none.
@@ -300,10 +360,8 @@ fn networks(vars: &Lookup, name: &'static str) -> Result<Vec<Network>, ConfigErr
 /// A duration given in (possibly fractional) seconds: finite and not negative.
 fn seconds(vars: &Lookup, name: &'static str, default: f64) -> Result<Duration, ConfigError> {
     let value: f64 = parse_var(vars, name, default)?;
-    Duration::try_from_secs_f64(value).map_err(|_| ConfigError {
-        name,
-        problem: format!("must be a finite, non-negative number of seconds, not {value}"),
-    })
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| ConfigError::new(name, format!("must be a finite, non-negative number of seconds, not {value}")))
 }
 
 #[cfg(test)]
@@ -326,8 +384,23 @@ mod tests {
         assert_eq!(settings.delivery_groups, Groups::new(16).unwrap());
         assert_eq!(settings.webhook_disable_after, Duration::from_secs(5 * 24 * 60 * 60));
         assert_eq!(settings.webhook_urls, UrlPolicy::default(), "https only, no allowed network");
-        assert_eq!(settings.tables, TableNames::with_prefix("career-"));
-        assert_eq!(settings.tables.deliveries, "career-deliveries");
+    }
+
+    #[test]
+    fn a_table_the_environment_does_not_name_has_no_default_and_is_an_error_when_required() {
+        let settings = settings_with(&[("DELIVERIES_TABLE", "stack-deliveries"), ("WEBHOOKS_TABLE", " ")]).unwrap();
+        assert_eq!(settings.tables.require([Table::Deliveries]).unwrap(), ["stack-deliveries"]);
+        let error = settings.tables.require([Table::Deliveries, Table::Webhooks]).unwrap_err();
+        assert_eq!(error.name(), "WEBHOOKS_TABLE");
+        assert!(error.to_string().starts_with("environment variable WEBHOOKS_TABLE is not set: "), "{error}");
+        let named: Vec<&str> = settings
+            .tables
+            .all()
+            .into_iter()
+            .filter(|(_, table)| !table.is_empty())
+            .map(|(variable, _)| variable)
+            .collect();
+        assert_eq!(named, ["DELIVERIES_TABLE"], "no table has a default name");
     }
 
     #[test]
@@ -359,7 +432,7 @@ mod tests {
         assert_eq!(settings_with(&[("DELIVERY_GROUPS_PER_SUBSCRIPTION", "1")]).unwrap().delivery_groups, Groups::ONE);
         for bad in ["0", "101", "-1", "many"] {
             let err = settings_with(&[("DELIVERY_GROUPS_PER_SUBSCRIPTION", bad)]).unwrap_err();
-            assert_eq!(err.name, "DELIVERY_GROUPS_PER_SUBSCRIPTION", "{bad}");
+            assert_eq!(err.name(), "DELIVERY_GROUPS_PER_SUBSCRIPTION", "{bad}");
         }
     }
 

@@ -1,11 +1,11 @@
-"""Schemathesis hooks for tests/api_tools.rs: the one place that names what Schemathesis is
+"""Schemathesis hooks for tests/it/api_tools.rs: the one place that names what Schemathesis is
 told beyond openapi.yaml, each with the reason the document cannot say it.
 
 1. Webhook targets. The fuzzer must never make the stack call a host other than the test's
    loopback receiver, so every `url` it sends on create or update that the service could accept
    (a string of at most 2048 characters) becomes the receiver's URL. A `url` that is too long or
    no string is sent as generated (rejected either way), so negative cases keep their meaning.
-   URL validation itself is covered by tests/api_webhooks.rs.
+   URL validation itself is covered by tests/it/api_webhooks.rs.
 2. The subscription limit. A user has at most 25 subscriptions (400 `webhooks.limit_exceeded`),
    which no schema can express; before a create, the oldest subscriptions beyond 15 are deleted.
 3. The opaque cursor. `cursor` is a string the service signed; any other string gets 400
@@ -20,11 +20,11 @@ told beyond openapi.yaml, each with the reason the document cannot say it.
    retention) and before `until`: relative to the time of the call, which no schema can say.
    The failure "positive data rejected" is dropped for exactly 400
    `webhooks.invalid_recover_window` to a recover call. Windows are covered by
-   tests/self_healing.rs and tests/openapi.rs.
+   tests/it/self_healing.rs and tests/it/openapi.rs.
 6. Signing keys. GET /api/v1/webhooks/signing-keys answers 400 `webhooks.asymmetric_signing_off`
    for a subscription whose `asymmetricSigning` is off: state, which no schema of the request can
    say. The failure "positive data rejected" is dropped for exactly that answer to that call.
-   The keys are covered by tests/receivers.rs and tests/openapi.rs.
+   The keys are covered by tests/it/receivers.rs and tests/it/openapi.rs.
 """
 
 import os

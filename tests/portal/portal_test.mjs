@@ -1,5 +1,5 @@
 // The portal in a real browser: Debian's Chromium driven by playwright-core, every view
-// checked by axe-core. tests/portal.rs starts the stack and a loopback receiver, issues the
+// checked by axe-core. tests/it/portal.rs starts the stack and a loopback receiver, issues the
 // links and runs this script; it prints progress on stderr and, when every step passed, one
 // JSON object on stdout for the Rust test to check against the receiver and the API.
 //
@@ -243,7 +243,7 @@ async function steps() {
   await accessible('a subscription with its deliveries');
 
   // Asymmetric signing turned on: the public key shown and copied, and a ping signed with it
-  // (tests/portal.rs verifies its v1a entry with the key the page showed).
+  // (tests/it/portal.rs verifies its v1a entry with the key the page showed).
   log('turning asymmetric signing on');
   check((await text('#signing-state')).startsWith('Off'), 'asymmetric signing is off at first');
   await page.getByRole('button', { name: 'Turn asymmetric signing on' }).click();

@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use local_aws::emulators::{free_port, wait_for_port};
+
+use crate::eventually;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
@@ -72,20 +73,16 @@ impl ScriptReceiver {
         receiver
     }
 
-    /// Waits until the receiver printed at least `count` lines (panics after `within`).
-    pub async fn wait_for_lines(&self, count: usize, within: Duration) -> Vec<String> {
-        let deadline = Instant::now() + within;
-        loop {
+    /// Waits until the receiver printed at least `count` lines.
+    pub async fn wait_for_lines(&self, count: usize) -> Vec<String> {
+        eventually(format!("{count} lines of the receiver"), || async {
             let lines = self.stdout.lock().unwrap().clone();
-            if lines.len() >= count {
-                return lines;
+            match lines.len() >= count {
+                true => Ok(lines),
+                false => Err((lines, self.stderr.lock().unwrap().clone())),
             }
-            if Instant::now() > deadline {
-                let stderr = self.stderr.lock().unwrap();
-                panic!("expected {count} lines within {within:?}, got {lines:?}; stderr: {stderr:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 

@@ -4,7 +4,7 @@ use career_core::alerts::{query_flag, AlertAction, ListFilter};
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, Table};
 use career_core::credentials::Scope;
 use career_core::ids::AlertId;
 use career_core::pagination::{page_size, CursorKey};
@@ -22,8 +22,8 @@ pub struct Deps {
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            front: Front::new(clients.dynamodb(), settings),
-            alerts: AlertTable::new(clients.dynamodb().clone(), &settings.tables.alerts),
+            front: Front::new(clients.dynamodb(), settings)?,
+            alerts: AlertTable::new(clients.dynamodb().clone(), settings.tables.require([Table::Alerts])?[0]),
             cursors: CursorKey::new(settings.require_cursor_key()?),
         })
     }

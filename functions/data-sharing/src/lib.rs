@@ -3,7 +3,7 @@
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, Table};
 use career_core::credentials::Scope;
 use career_core::preferences::PreferenceUpdate;
 use career_core::store::preferences::PreferenceTable;
@@ -18,8 +18,11 @@ pub struct Deps {
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            front: Front::new(clients.dynamodb(), settings),
-            preferences: PreferenceTable::new(clients.dynamodb().clone(), &settings.tables.preferences),
+            front: Front::new(clients.dynamodb(), settings)?,
+            preferences: PreferenceTable::new(
+                clients.dynamodb().clone(),
+                settings.tables.require([Table::Preferences])?[0],
+            ),
         })
     }
 }

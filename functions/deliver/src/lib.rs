@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, Table};
 use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
@@ -53,9 +53,11 @@ pub struct Deps {
 
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+        let [webhooks, deliveries, rate_limits] =
+            settings.tables.require([Table::Webhooks, Table::Deliveries, Table::RateLimits])?;
         Ok(Self {
-            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
             sealer: Sealer::new(clients, settings)?,
             queues: DeliveryQueues::with_dead_letter(clients, settings)?,
             sender: Sender::new(settings.webhook_urls.guard.clone()),
@@ -65,10 +67,7 @@ impl Deps {
             },
             metrics_namespace: settings.metrics_namespace.clone(),
             groups: settings.delivery_groups,
-            limiter: DeliveryLimiter::new(RateLimitTable::new(
-                clients.dynamodb().clone(),
-                &settings.tables.rate_limits,
-            )),
+            limiter: DeliveryLimiter::new(RateLimitTable::new(clients.dynamodb().clone(), rate_limits)),
         })
     }
 }

@@ -12,7 +12,7 @@ use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings, TableNames};
+use career_core::config::{ConfigError, Settings, Table, TableNames};
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan;
@@ -39,10 +39,11 @@ pub struct Deps {
 
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+        let [webhooks, deliveries] = settings.tables.require([Table::Webhooks, Table::Deliveries])?;
         Ok(Self {
             tables: settings.tables.clone(),
-            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
             queues: DeliveryQueues::new(clients, settings)?,
             operator: OperatorTopic::new(clients, settings)?,
             groups: settings.delivery_groups,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, Table};
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
 use career_core::store::deliveries::{DeliveryTable, Overdue};
@@ -42,7 +42,10 @@ pub struct Deps {
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Self {
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            deliveries: DeliveryTable::new(
+                clients.dynamodb().clone(),
+                settings.tables.require([Table::Deliveries])?[0],
+            ),
             queues: DeliveryQueues::new(clients, settings)?,
             sweep_after: settings.sweep_after,
         })

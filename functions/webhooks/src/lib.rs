@@ -10,7 +10,7 @@ pub mod portal;
 use career_core::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
-use career_core::config::{ConfigError, Settings};
+use career_core::config::{ConfigError, Settings, Table};
 use career_core::credentials::Scope;
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
@@ -59,10 +59,11 @@ pub struct Deps {
 
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+        let [webhooks, deliveries] = settings.tables.require([Table::Webhooks, Table::Deliveries])?;
         Ok(Self {
-            front: Front::new(clients.dynamodb(), settings),
-            webhooks: WebhookTable::new(clients.dynamodb().clone(), &settings.tables.webhooks),
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), &settings.tables.deliveries),
+            front: Front::new(clients.dynamodb(), settings)?,
+            webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
+            deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
             queues: DeliveryQueues::new(clients, settings)?,
             cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(clients, settings)?,
@@ -128,13 +129,6 @@ pub const RESOURCES: [Resource<Operation>; 9] = [
         operations: &[(Method::GET, Scope::ReadWebhooks, Operation::SigningKeys)],
     },
 ];
-
-/// True for the paths this function serves (API Gateway sends it `/api/v1/webhooks`,
-/// `/portal` and everything below each).
-pub fn serves(path: &str) -> bool {
-    let root = RESOURCES[0].path;
-    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')) || portal::serves(path)
-}
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
     if portal::serves(request.uri().path()) {
@@ -441,20 +435,6 @@ async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn serves_its_own_paths_and_the_portals_only() {
-        let served =
-            ["/api/v1/webhooks", "/api/v1/webhooks/", "/api/v1/webhooks/ping", "/api/v1/webhooks/x/y", "/portal"];
-        for path in served.into_iter().chain(RESOURCES.iter().map(|resource| resource.path)) {
-            assert!(serves(path), "{path}");
-        }
-        for path in
-            ["/api/v1/webhooksx", "/api/v1/webhook", "/api/v1/alerts", "/api/v1/data-sharing", "/api/v2/webhooks", "/"]
-        {
-            assert!(!serves(path), "{path}");
-        }
-    }
 
     #[test]
     fn each_path_is_one_resource_and_each_method_one_operation() {

@@ -84,25 +84,6 @@ const STREAM_PROPERTIES: &[&str] = &[
 /// A DynamoDB stream keeps its records for 24 hours.
 const STREAM_RETENTION_SECONDS: i64 = 86_400;
 
-/// The `Properties` of `function`'s events of type `kind`, by event name, as the template
-/// writes them (unresolved).
-fn declared_events<'t>(
-    template: &'t Template,
-    function: &str,
-    kind: &str,
-) -> anyhow::Result<Vec<(&'t str, &'t Value)>> {
-    let resource = template.resource(function)?;
-    let events = resource.properties.and_then(|p| p.get("Events")).and_then(Value::as_mapping).into_iter().flatten();
-    let mut declared = Vec::new();
-    for (name, event) in events.filter(|(_, event)| event.get("Type").and_then(Value::as_str) == Some(kind)) {
-        let name = name.as_str().unwrap_or_default();
-        let properties =
-            event.get("Properties").with_context(|| format!("{function}'s event {name}: no Properties"))?;
-        declared.push((name, properties));
-    }
-    Ok(declared)
-}
-
 /// The properties of `function`'s events of type `kind` that are enabled (`Enabled: false`
 /// means the mapping exists but does not poll), each checked to name only `known` properties.
 fn events(
@@ -113,7 +94,7 @@ fn events(
     known: &[&str],
 ) -> anyhow::Result<Vec<Value>> {
     let mut enabled = Vec::new();
-    for (name, properties) in declared_events(template, function, kind)? {
+    for (name, properties) in template.events(function, kind)? {
         let properties = resolver.resolve(properties).with_context(|| format!("{function}'s event {name}"))?;
         for (property, _) in properties.as_mapping().into_iter().flatten() {
             let property = property.as_str().unwrap_or_default();
@@ -231,7 +212,7 @@ pub fn stream_filters_by_table(
         resolver.resources.insert(table.logical_id.to_owned(), physical);
     }
     let mut filters = Vec::new();
-    for (_, properties) in declared_events(template, function, "DynamoDB")? {
+    for (_, properties) in template.events(function, "DynamoDB")? {
         let stream = properties.get("Stream").context("a stream source without a stream")?;
         filters.push((resolver.text(stream)?, self::filters(properties, check_stream_pattern)?));
     }

@@ -1,5 +1,5 @@
 //! Every error the API answers with, and its status, code and headers: the contract's
-//! table (section 1 and each operation's codes), here and nowhere else. `tests/openapi.rs`
+//! table (section 1 and each operation's codes), here and nowhere else. `tests/it/openapi.rs`
 //! checks it against `openapi.yaml` and the contract independently.
 
 use lambda_http::http::header::{HeaderName, ALLOW, RETRY_AFTER, WWW_AUTHENTICATE};

@@ -16,7 +16,7 @@ use super::reply::{error_response, insert};
 use super::route::route_of;
 use super::{ApiError, Call, Reply, Resource, MAX_BODY_BYTES};
 use crate::auth::{Authenticator, Principal};
-use crate::config::Settings;
+use crate::config::{ConfigError, Settings, Table};
 use crate::ids::{self, UserId};
 use crate::ratelimit::{RateLimitStatus, RateLimiter};
 use crate::store::keys::KeyTable;
@@ -38,13 +38,13 @@ struct Caller {
 }
 
 impl Front {
-    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Self {
-        let keys = KeyTable::new(dynamodb.clone(), &settings.tables.keys);
-        let counters = RateLimitTable::new(dynamodb.clone(), &settings.tables.rate_limits);
-        Self {
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, settings: &Settings) -> Result<Self, ConfigError> {
+        let [keys, counters] = settings.tables.require([Table::Keys, Table::RateLimits])?;
+        let (keys, counters) = (KeyTable::new(dynamodb.clone(), keys), RateLimitTable::new(dynamodb.clone(), counters));
+        Ok(Self {
             authenticator: Authenticator::new(keys),
             meter: Meter::new(RateLimiter::new(counters, settings.rate_limit_per_minute, settings.rate_limit_window)),
-        }
+        })
     }
 
     /// Answers `request` for the function's `resources`: the checks, then `operation`, then

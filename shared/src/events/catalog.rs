@@ -2,7 +2,7 @@
 //! description, the JSON Schema (2020-12) of its delivery body and an example body.
 //!
 //! `catalog.json` is the one definition. It is compiled in, and openapi.yaml's
-//! `webhooks` section must say the same (tests/openapi.rs compares the two, and checks
+//! `webhooks` section must say the same (tests/it/openapi.rs compares the two, and checks
 //! each example against its schema), so the API and the document cannot disagree.
 
 use std::sync::OnceLock;
@@ -71,7 +71,7 @@ mod tests {
     }
 
     /// Each example is a body the service could send for its kind (the schemas are checked
-    /// against the examples with a JSON Schema validator in tests/openapi.rs).
+    /// against the examples with a JSON Schema validator in tests/it/openapi.rs).
     #[test]
     fn each_example_is_an_event_of_its_kind() {
         for event_type in event_types() {

@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 
 use crate::aws::AwsClients;
 use crate::clock::Timestamp;
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, Settings, Table};
 use crate::ids::{SubscriptionId, UserId};
 use crate::random;
 use crate::store::data_key::DataKeyStore;
@@ -60,7 +60,7 @@ impl Sealer {
         Ok(Self {
             clients: clients.clone(),
             kms_key_id: settings.require_secrets_kms_key()?.to_owned(),
-            data_key: DataKeyStore::new(clients.dynamodb().clone(), &settings.tables.webhooks),
+            data_key: DataKeyStore::new(clients.dynamodb().clone(), settings.tables.require([Table::Webhooks])?[0]),
             cipher: OnceCell::new(),
         })
     }

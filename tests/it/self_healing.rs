@@ -24,13 +24,13 @@ use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
+use career_service::DEADLINE;
 use career_service::{clients, deliver_instance, dynamodb, eventually_within, typed, unique_user, Api};
 use lambda_http::http::Method;
 use local_aws::event_sources::pumps::run_queue_pump;
 use local_aws::template::function;
 use serde_json::{json, Value};
 
-const SOON: Duration = career_service::DEADLINE;
 const NO_DELAY: Duration = Duration::ZERO;
 /// The sweep window of the tests that run the sweep: shorter than their sends, so a sweep
 /// that took a delivery in flight, or one waiting in a backlog, would send it a second time.
@@ -54,7 +54,7 @@ async fn records_when(
     count: usize,
     done: impl Fn(&DeliveryRecord) -> bool,
 ) -> Vec<DeliveryRecord> {
-    records_within(pipeline, subscription, count, SOON, done).await
+    records_within(pipeline, subscription, count, DEADLINE, done).await
 }
 
 /// [`records_when`], waiting up to `within`.
@@ -135,7 +135,7 @@ async fn a_receiver_that_never_answers_gets_exactly_the_configured_attempts_then
     let attempts = pipeline.settings().max_delivery_attempts;
     assert_eq!((record[0].attempts, hanging.taken()), (attempts, attempts as usize));
     assert_eq!(record[0].last_error.as_deref(), Some("timed out after 10 s"));
-    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, SOON).await;
+    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, DEADLINE).await;
     let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
     assert_eq!(dead.delivery_id, record[0].id, "the delivery is in the dead-letter queue");
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
@@ -228,7 +228,7 @@ async fn a_healthy_sibling_does_not_wait_for_a_hanging_receiver_of_the_same_user
     pipeline.subscribe(&user, &healthy.url, &["profile.updated"]).await;
     events(&pipeline, &user, 4).await;
 
-    healthy.wait_for(4, SOON).await;
+    healthy.wait_for(4, DEADLINE).await;
     assert_eq!(hanging.closed(), 0, "all four arrived while the sibling's first attempts still hung");
 }
 
@@ -243,9 +243,9 @@ async fn a_healthy_sibling_does_not_wait_for_a_slow_but_successful_receiver_of_t
     pipeline.subscribe(&user, &healthy.url, &["profile.updated"]).await;
     events(&pipeline, &user, 4).await;
 
-    healthy.wait_for(4, SOON).await;
+    healthy.wait_for(4, DEADLINE).await;
     assert_eq!(slow.received().len(), 1, "all four arrived while the slow sibling's first answer was pending");
-    slow.wait_for(4, SOON).await;
+    slow.wait_for(4, DEADLINE).await;
 }
 
 /// `Retry-After: 3` on a 429 stretches a 1-second schedule's first wait to 3 s.
@@ -257,7 +257,7 @@ async fn a_429_with_retry_after_waits_as_long_as_the_receiver_asks() {
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     events(&pipeline, &user, 1).await;
 
-    let attempts = receiver.wait_for(2, SOON).await;
+    let attempts = receiver.wait_for(2, DEADLINE).await;
     let waited = attempts[1].at - attempts[0].at;
     assert!(waited >= Duration::from_secs(3), "the retry came after {waited:?}; the schedule alone says 0.8-1.2 s");
     let record = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
@@ -283,7 +283,7 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
         (&listed["webhooks"][0]["enabled"], &listed["webhooks"][0]["disabledReason"]),
         (&json!(false), &json!("gone"))
     );
-    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, SOON).await;
+    let dead = pipeline.peek(&pipeline.queues.dead_letter, 1, DEADLINE).await;
     let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
     assert_eq!(dead.delivery_id, failed[0].id, "the delivery is in the dead-letter queue");
 
@@ -454,7 +454,7 @@ async fn a_retry_of_a_delivery_waiting_in_its_lane_drops_the_waiting_copy_unsent
     let receiver = Receiver::start(&[200], HOLDS_THE_LANE).await;
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     events(&pipeline, &user, 1).await;
-    let first = receiver.wait_for(1, SOON).await[0].header("webhook-id").to_owned();
+    let first = receiver.wait_for(1, DEADLINE).await[0].header("webhook-id").to_owned();
     events(&pipeline, &user, 1).await;
     let both = records_when(&pipeline, &subscription, 2, |_| true).await;
     let waiting = both.iter().find(|r| r.id.as_str() != first).unwrap();
@@ -478,7 +478,7 @@ async fn a_retry_during_an_attempt_records_that_attempt_and_is_sent_right_after_
     let receiver = Receiver::start(&[200], HOLDS_THE_LANE).await;
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     events(&pipeline, &user, 1).await;
-    let delivery = receiver.wait_for(1, SOON).await[0].header("webhook-id").to_owned();
+    let delivery = receiver.wait_for(1, DEADLINE).await[0].header("webhook-id").to_owned();
     let retried = Instant::now();
     retry(&pipeline, &user, &delivery).await;
 
@@ -549,7 +549,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
     assert_eq!((swept.overdue, swept.requeued), (1, 1));
-    receiver.wait_for(1, SOON).await;
+    receiver.wait_for(1, DEADLINE).await;
     records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
 
     // The lost message turns up after all: its generation is not the record's any more.
@@ -640,7 +640,7 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     assert_eq!(answer.assert_status(202), &json!({"recovering": 3, "more": false}));
     assert_eq!(sqs_calls.since(0), ["SendMessageBatch"], "the three messages in one call");
 
-    let resent = receiver.wait_for(7, SOON).await;
+    let resent = receiver.wait_for(7, DEADLINE).await;
     let mut ids: Vec<&str> = resent[4..].iter().map(|r| r.header("webhook-id")).collect();
     ids.sort_unstable();
     let mut expected: Vec<&str> = window.iter().map(|r| r.id.as_str()).collect();

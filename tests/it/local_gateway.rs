@@ -1,18 +1,16 @@
-//! The local gateway (local-aws/src/gateway.rs) as a client on a socket sees it: its own
+//! The local gateway (local-aws/src/gateway/) as a client on a socket sees it: its own
 //! answers to bodies it cannot pass on, and connections that go idle.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_service::{clients_at, settings_without_kms_or_queues};
+use career_service::{clients_at, settings_without_kms_or_queues, DEADLINE};
 use local_aws::gateway::{self, ApiFunctions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Short, so the tests need not wait the real 30 s.
 const IDLE: Duration = Duration::from_millis(500);
-/// Long enough for any answer here; a connection still silently open after it hangs.
-const PATIENCE: Duration = Duration::from_secs(10);
 
 /// A gateway on a free loopback port. Nothing here reaches a function's storage or KMS, so
 /// its DynamoDB, KMS and SQS clients point at a port where nothing listens.
@@ -31,7 +29,7 @@ async fn gateway() -> String {
 /// Everything the server sends until it closes the connection.
 async fn read_until_closed(stream: &mut TcpStream) -> String {
     let mut received = Vec::new();
-    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut received)).await;
+    let read = tokio::time::timeout(DEADLINE, stream.read_to_end(&mut received)).await;
     assert!(read.is_ok(), "the connection is still open; received so far: {:?}", String::from_utf8_lossy(&received));
     String::from_utf8_lossy(&received).into_owned()
 }

@@ -8,7 +8,8 @@ use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use career_core::config::TableNames;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
-use career_service::{sqs, unique_user};
+use career_service::DEADLINE;
+use career_service::{eventually, sqs, unique_user};
 use local_aws::deployment::Deployment;
 use local_aws::template::{function, Template, TEMPLATE};
 
@@ -39,11 +40,15 @@ async fn refused_times(function: &str, action: &str, table: &str, times: usize) 
         let on_table = |resource: &String| resource.ends_with(&format!("table/{table}"));
         denials.iter().filter(|(f, a, resource)| f == function && a == action && on_table(resource)).count()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while refusals(&local_aws::iam::denials()) < times {
-        assert!(std::time::Instant::now() < deadline, "{function}'s {action} on {table} was not refused {times} times");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(format!("{function}'s {action} on {table} refused {times} times"), || async {
+        let refused = refusals(&local_aws::iam::denials());
+        if refused >= times {
+            Ok(())
+        } else {
+            Err(refused)
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -217,11 +222,13 @@ async fn main_lane_holds(pipeline: &Pipeline) -> usize {
 
 /// Waits until the main lane holds no message.
 async fn main_lane_empties(pipeline: &Pipeline) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while main_lane_holds(pipeline).await > 0 {
-        assert!(std::time::Instant::now() < deadline, "the main lane still holds messages");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the main lane empty", || async {
+        match main_lane_holds(pipeline).await {
+            0 => Ok(()),
+            held => Err(held),
+        }
+    })
+    .await;
 }
 
 /// Without `FunctionResponseTypes: [ReportBatchItemFailures]`, Lambda does not read the
@@ -296,13 +303,17 @@ async fn a_queue_filter_drops_what_it_does_not_pass() {
         career_service::dynamodb(),
         &pipeline.settings().tables.deliveries,
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while deliveries.list(&career_service::typed(&subscription), None, 10, None).await.unwrap().deliveries.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the profile's delivery was never recorded");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the profile's delivery recorded", || async {
+        let listed = deliveries.list(&career_service::typed(&subscription), None, 10, None).await.unwrap();
+        if listed.deliveries.is_empty() {
+            Err("no record")
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     pipeline.api.admin.complete_assessment(&user, None).await.unwrap();
-    let received = receiver.wait_for(1, Duration::from_secs(30)).await;
+    let received = receiver.wait_for(1, DEADLINE).await;
     assert_eq!(
         received[0].json()["type"],
         "assessment.completed",
@@ -327,7 +338,7 @@ async fn a_delivery_batch_that_outlasts_the_functions_timeout_is_not_deleted() {
     let user = unique_user();
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    receiver.wait_for(1, Duration::from_secs(30)).await;
+    receiver.wait_for(1, DEADLINE).await;
     // Past the receiver's answer (which the function, ended after 3 s, never reads), the
     // delivery is still in flight on the main lane and its record has no outcome.
     tokio::time::sleep(ANSWER_AFTER + Duration::from_secs(3)).await;

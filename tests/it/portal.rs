@@ -23,12 +23,12 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// The portal's files, their media types and their text in the repository.
 const FILES: [(&str, &str, &str); 6] = [
-    ("/portal", "text/html; charset=utf-8", include_str!("../functions/webhooks/portal/index.html")),
-    ("/portal/portal.js", "text/javascript; charset=utf-8", include_str!("../functions/webhooks/portal/portal.js")),
-    ("/portal/api.js", "text/javascript; charset=utf-8", include_str!("../functions/webhooks/portal/api.js")),
-    ("/portal/chart.js", "text/javascript; charset=utf-8", include_str!("../functions/webhooks/portal/chart.js")),
-    ("/portal/portal.css", "text/css; charset=utf-8", include_str!("../functions/webhooks/portal/portal.css")),
-    ("/portal/icon.svg", "image/svg+xml", include_str!("../functions/webhooks/portal/icon.svg")),
+    ("/portal", "text/html; charset=utf-8", include_str!("../../functions/webhooks/portal/index.html")),
+    ("/portal/portal.js", "text/javascript; charset=utf-8", include_str!("../../functions/webhooks/portal/portal.js")),
+    ("/portal/api.js", "text/javascript; charset=utf-8", include_str!("../../functions/webhooks/portal/api.js")),
+    ("/portal/chart.js", "text/javascript; charset=utf-8", include_str!("../../functions/webhooks/portal/chart.js")),
+    ("/portal/portal.css", "text/css; charset=utf-8", include_str!("../../functions/webhooks/portal/portal.css")),
+    ("/portal/icon.svg", "image/svg+xml", include_str!("../../functions/webhooks/portal/icon.svg")),
 ];
 
 /// `functions` behind the local gateway on a free loopback port; its base URL.

@@ -12,11 +12,10 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
-use career_service::{acting_as, clients, dynamodb, typed, unique_user};
+use career_service::{acting_as, clients, dynamodb, eventually, typed, unique_user, DEADLINE};
 use local_aws::template::function;
 use serde_json::{json, Value};
 
-const SOON: Duration = Duration::from_secs(30);
 const NO_DELAY: Duration = Duration::ZERO;
 /// How long to keep watching for what must not come.
 const QUIET: Duration = Duration::from_secs(3);
@@ -45,11 +44,15 @@ fn kinds(events: &[Value]) -> Vec<&str> {
 /// Waits until `receiver` got `count` distinct operational events, then a while longer to see
 /// that no other comes.
 async fn settled(receiver: &Receiver, count: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + SOON;
-    while operational(&receiver.received()).len() < count {
-        assert!(std::time::Instant::now() < deadline, "got {:?}", kinds(&operational(&receiver.received())));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(format!("{count} operational events"), || async {
+        let events = operational(&receiver.received());
+        if events.len() >= count {
+            Ok(())
+        } else {
+            Err(kinds(&events).into_iter().map(str::to_owned).collect::<Vec<_>>())
+        }
+    })
+    .await;
     tokio::time::sleep(QUIET).await;
     operational(&receiver.received())
 }
@@ -83,7 +86,7 @@ async fn a_failing_receiver_is_reported_failing_disabled_and_exhausted_once_each
     // Never to the subscription it is about, though it lists failing.
     assert!(operational(&failing.received()).is_empty());
 
-    let published = pipeline.notifications(3, SOON).await;
+    let published = pipeline.notifications(3, DEADLINE).await;
     let by_id = |events: Vec<Value>| {
         events
             .into_iter()
@@ -163,7 +166,7 @@ async fn a_users_only_subscription_is_not_told_but_the_operator_is() {
     let (only_id, _) = pipeline.subscribe(&user, &only.url, &["profile.updated", FAILING, EXHAUSTED]).await;
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let published = pipeline.notifications(2, SOON).await;
+    let published = pipeline.notifications(2, DEADLINE).await;
     let mut kinds: Vec<&str> = published.iter().map(|n| n.message["type"].as_str().unwrap()).collect();
     kinds.sort();
     assert_eq!(kinds, [EXHAUSTED, FAILING]);
@@ -228,7 +231,7 @@ async fn a_replayed_transition_record_is_one_event() {
     }
     let queued = pipeline.peek(&pipeline.queues.delivery, 2, Duration::from_secs(3)).await;
     assert_eq!(queued.len(), 1, "one delivery, queued once");
-    let published = pipeline.notifications(2, SOON).await;
+    let published = pipeline.notifications(2, DEADLINE).await;
     let ids: BTreeSet<&str> = published.iter().map(|n| n.message["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 1, "published at least once, always as the same event: {published:?}");
 }
@@ -270,7 +273,7 @@ async fn settled_records(
     published: &mut Published,
 ) -> Vec<DeliveryRecord> {
     let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
-    let deadline = Instant::now() + SOON * 2;
+    let deadline = Instant::now() + DEADLINE * 2;
     let records = || async {
         let mut all = Vec::new();
         for subscription in subscriptions {
@@ -387,7 +390,7 @@ async fn a_retry_stopped_by_a_pause_is_no_exhausted_event() {
     let (paused_id, _) = pipeline.subscribe(&user, &paused.url, &["profile.updated"]).await;
     pipeline.subscribe(&user, &watcher.url, &[EXHAUSTED]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    paused.wait_for(1, SOON).await;
+    paused.wait_for(1, DEADLINE).await;
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks?id={paused_id}");
     let answer = pipeline.api.send_json(lambda_http::http::Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;

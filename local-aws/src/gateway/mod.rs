@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 
 use crate::deployment::Deployment;
 use crate::stack::local_time_limit;
-use crate::template::function;
+use crate::template::{function, Template};
 
 /// API Gateway's own payload limit; larger bodies never reach a function.
 const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
@@ -26,46 +26,74 @@ const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
 /// middle of headers or a body) is closed, so idle or half-open clients cannot pile up.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+mod routes;
+
+use routes::Routes;
+
 /// The three API functions, routed as the SAM template routes them.
 pub struct ApiFunctions {
+    routes: Routes<Target>,
     alerts: career_alerts::Deps,
     data_sharing: career_data_sharing::Deps,
     webhooks: career_webhooks::Deps,
 }
 
+/// The functions whose handlers the gateway runs.
+#[derive(Clone, Copy)]
+enum Api {
+    Alerts,
+    DataSharing,
+    Webhooks,
+}
+
+/// Where a route leads: the function, and how long the gateway lets it take.
+struct Target {
+    api: Api,
+    time_limit: TimeLimit,
+}
+
 impl ApiFunctions {
     /// The three functions of `deployment` on `clients`, each acting as its role, with the
-    /// environment the template gives it on a stack whose settings are `local`.
+    /// environment the template gives it on a stack whose settings are `local`, on the routes
+    /// the template gives them.
     pub fn new(deployment: &Deployment, clients: &AwsClients, local: &Settings) -> anyhow::Result<Self> {
+        let template = &deployment.template;
+        let routes = Routes::of(template, |function| {
+            let api = match function {
+                function::ALERTS => Api::Alerts,
+                function::DATA_SHARING => Api::DataSharing,
+                function::WEBHOOKS => Api::Webhooks,
+                other => anyhow::bail!("the local gateway has no handler of {other}"),
+            };
+            Ok(Target { api, time_limit: time_limit(template, function)? })
+        })?;
         let instance = |function| -> anyhow::Result<(AwsClients, Settings)> {
             Ok((deployment.acting_as(function, clients), deployment.settings_of(function, local)?))
         };
         let (alerts, data_sharing, webhooks) =
             (instance(function::ALERTS)?, instance(function::DATA_SHARING)?, instance(function::WEBHOOKS)?);
         Ok(Self {
+            routes,
             alerts: career_alerts::Deps::new(&alerts.0, &alerts.1)?,
             data_sharing: career_data_sharing::Deps::new(&data_sharing.0, &data_sharing.1)?,
             webhooks: career_webhooks::Deps::new(&webhooks.0, &webhooks.1)?,
         })
     }
 
-    /// `ANY /api/v1/data-sharing`, `ANY /api/v1/webhooks`, `ANY /api/v1/webhooks/{proxy+}`,
-    /// `ANY /portal` and `ANY /portal/{proxy+}` go to their functions; every other request
-    /// (`ANY /api/v1/alerts` and `$default`) to the alerts function.
-    pub fn route(path: &str) -> &'static str {
-        match path {
-            path if path == career_data_sharing::RESOURCE.path => function::DATA_SHARING,
-            path if career_webhooks::serves(path) => function::WEBHOOKS,
-            _ => function::ALERTS,
+    /// The answer of the function the request is routed to, or API Gateway's 404 when no
+    /// route matches.
+    pub async fn handle(&self, request: Request) -> Response<Body> {
+        match self.routes.find(request.method(), request.uri().path()) {
+            Some(target) => self.call(target.api, request).await,
+            None => not_found().map(Body::Text),
         }
     }
 
-    /// The answer of the function the request is routed to.
-    pub async fn handle(&self, request: Request) -> Response<Body> {
-        match Self::route(request.uri().path()) {
-            function::DATA_SHARING => career_data_sharing::handle(&self.data_sharing, request).await,
-            function::WEBHOOKS => career_webhooks::handle(&self.webhooks, request).await,
-            _ => career_alerts::handle(&self.alerts, request).await,
+    async fn call(&self, api: Api, request: Request) -> Response<Body> {
+        match api {
+            Api::Alerts => career_alerts::handle(&self.alerts, request).await,
+            Api::DataSharing => career_data_sharing::handle(&self.data_sharing, request).await,
+            Api::Webhooks => career_webhooks::handle(&self.webhooks, request).await,
         }
     }
 }
@@ -73,19 +101,19 @@ impl ApiFunctions {
 /// API Gateway's integration timeout: an HTTP API waits at most this long for a function.
 const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a request may take, and the gateway's answer after that: Lambda ends a function at
-/// its timeout in template.yaml (API Gateway then answers 500), and API Gateway stops waiting
-/// at its integration timeout (503), whichever comes first. Both are the local stack's
-/// ([`local_time_limit`]), so their order is AWS's.
-fn time_limit(function: &str) -> (Duration, StatusCode, &'static str) {
-    static TIMEOUTS: std::sync::LazyLock<crate::template::Template> =
-        std::sync::LazyLock::new(crate::template::Template::shipped);
-    let timeout = TIMEOUTS.function_timeout(function).unwrap_or(INTEGRATION_TIMEOUT);
-    if timeout < INTEGRATION_TIMEOUT {
+/// How long a request may take, and the gateway's answer after that.
+type TimeLimit = (Duration, StatusCode, &'static str);
+
+/// Lambda ends a function at its timeout in template.yaml (API Gateway then answers 500), and
+/// API Gateway stops waiting at its integration timeout (503), whichever comes first. Both are
+/// the local stack's ([`local_time_limit`]), so their order is AWS's.
+fn time_limit(template: &Template, function: &str) -> anyhow::Result<TimeLimit> {
+    let timeout = template.function_timeout(function)?;
+    Ok(if timeout < INTEGRATION_TIMEOUT {
         (local_time_limit(timeout), StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
     } else {
         (local_time_limit(INTEGRATION_TIMEOUT), StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
-    }
+    })
 }
 
 /// Builds the request a function would get from API Gateway for this HTTP request.
@@ -158,8 +186,11 @@ async fn answer(
         Err(BodyError::Malformed) => return gateway_error(StatusCode::BAD_REQUEST, "Bad Request"),
         Err(BodyError::Idle) => return gateway_error(StatusCode::REQUEST_TIMEOUT, "Request Timeout"),
     };
-    let (limit, status, message) = time_limit(ApiFunctions::route(parts.uri.path()));
-    match tokio::time::timeout(limit, functions.handle(lambda_request(parts, body))).await {
+    let Some(target) = functions.routes.find(&parts.method, parts.uri.path()) else {
+        return not_found().map(|body| Full::new(Bytes::from(body)));
+    };
+    let (limit, status, message) = target.time_limit;
+    match tokio::time::timeout(limit, functions.call(target.api, lambda_request(parts, body))).await {
         Ok(response) => response.map(|body| Full::new(Bytes::from(body.to_vec()))),
         Err(_) => gateway_error(status, message),
     }
@@ -191,13 +222,23 @@ async fn read_body(body: Incoming, idle_timeout: Duration) -> Result<Bytes, Body
     }
 }
 
-/// An answer of the gateway itself, shaped like API Gateway's; the connection is closed
-/// after it, since what follows on it cannot be trusted to start a request.
-fn gateway_error(status: StatusCode, message: &str) -> http::Response<Full<Bytes>> {
-    let body = serde_json::json!({"message": message}).to_string();
-    let mut response = http::Response::new(Full::new(Bytes::from(body)));
+/// An answer of the gateway itself, shaped like API Gateway's.
+fn gateway_answer(status: StatusCode, message: &str) -> http::Response<String> {
+    let mut response = http::Response::new(serde_json::json!({"message": message}).to_string());
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// API Gateway's answer to a request no route matches.
+fn not_found() -> http::Response<String> {
+    gateway_answer(StatusCode::NOT_FOUND, "Not Found")
+}
+
+/// The gateway's answer to a request it could not pass on; the connection is closed after
+/// it, since what follows on it cannot be trusted to start a request.
+fn gateway_error(status: StatusCode, message: &str) -> http::Response<Full<Bytes>> {
+    let mut response = gateway_answer(status, message).map(|body| Full::new(Bytes::from(body)));
     response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     response
 }
@@ -208,15 +249,30 @@ mod tests {
 
     #[test]
     fn a_function_is_cut_off_at_its_template_timeout_within_the_integration_timeout() {
+        let shipped = Template::shipped();
         for function in [function::ALERTS, function::DATA_SHARING, function::WEBHOOKS] {
-            let (limit, status, _) = time_limit(function);
-            let template = crate::template::Template::shipped().function_timeout(function).unwrap();
+            let (limit, status, _) = time_limit(&shipped, function).unwrap();
+            let template = shipped.function_timeout(function).unwrap();
             assert_eq!(limit, local_time_limit(template.min(INTEGRATION_TIMEOUT)));
             let expected = if template < INTEGRATION_TIMEOUT { 500 } else { 503 };
             assert_eq!(status.as_u16(), expected);
         }
-        assert_eq!(ApiFunctions::route("/api/v1/webhooks/rotate-secret"), function::WEBHOOKS);
-        assert_eq!(ApiFunctions::route("/api/v1/data-sharing"), function::DATA_SHARING);
-        assert_eq!(ApiFunctions::route("/nowhere"), function::ALERTS);
+    }
+
+    #[test]
+    fn each_operation_is_routed_to_its_function() {
+        let routes = Routes::of(&Template::shipped(), |function| Ok(function.to_owned())).unwrap();
+        fn methods<Op>(resource: &career_core::api::Resource<Op>) -> (&'static str, Vec<&http::Method>) {
+            (resource.path, resource.operations.iter().map(|(method, _, _)| method).collect())
+        }
+        let operations = [(function::ALERTS, methods(&career_alerts::RESOURCE))]
+            .into_iter()
+            .chain([(function::DATA_SHARING, methods(&career_data_sharing::RESOURCE))])
+            .chain(career_webhooks::RESOURCES.iter().map(|resource| (function::WEBHOOKS, methods(resource))));
+        for (function, (path, methods)) in operations {
+            for method in methods {
+                assert_eq!(routes.find(method, path).map(String::as_str), Some(function), "{method} {path}");
+            }
+        }
     }
 }

@@ -2,12 +2,13 @@
 //! pump gives up on a batch the fan-out keeps failing and writes AWS's on-failure record to
 //! the stream failures queue; the replay re-runs its records, and the delivery arrives once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
-use career_service::{clients, function_settings, sqs, unique_user};
+use career_service::DEADLINE;
+use career_service::{clients, eventually, function_settings, sqs, unique_user};
 use careerctl::streams::{Replayed, Unrecovered};
 use local_aws::event_sources::on_failure::OnFailureRecord;
 use local_aws::template::{function, Template, TEMPLATE};
@@ -56,13 +57,17 @@ async fn in_queue(pipeline: &Pipeline, queue: &str) -> usize {
 
 /// Waits until the stream failures queue holds `count` messages, and returns their bodies
 /// (left in the queue, visible).
-async fn failures(pipeline: &Pipeline, count: usize, within: Duration) -> Vec<String> {
+async fn failures(pipeline: &Pipeline, count: usize) -> Vec<String> {
     let queue = &pipeline.queues.stream_failures;
-    let deadline = Instant::now() + within;
-    while pipeline.count(queue, QueueAttributeName::ApproximateNumberOfMessages).await < count {
-        assert!(Instant::now() < deadline, "the stream pump wrote no on-failure record");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(format!("{count} on-failure records of the stream pump"), || async {
+        let held = pipeline.count(queue, QueueAttributeName::ApproximateNumberOfMessages).await;
+        if held >= count {
+            Ok(())
+        } else {
+            Err(held)
+        }
+    })
+    .await;
     let received = sqs().receive_message().queue_url(queue).max_number_of_messages(10).visibility_timeout(0).send();
     let messages = received.await.expect("receive").messages.unwrap_or_default();
     messages.iter().map(|m| m.body().unwrap_or_default().to_owned()).collect()
@@ -77,7 +82,7 @@ async fn a_batch_the_fan_out_gave_up_on_is_replayed_and_delivered_once() {
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
     // Eleven tries (MaximumRetryAttempts 10), a second apart, then AWS's on-failure record.
-    let bodies = failures(&pipeline, 1, Duration::from_secs(120)).await;
+    let bodies = failures(&pipeline, 1).await;
     let record: OnFailureRecord = serde_json::from_str(&bodies[0]).expect("AWS's DynamoDB stream on-failure record");
     assert_eq!(record.request_context.condition, "RetryAttemptsExhausted");
     assert_eq!(record.request_context.approximate_invoke_count, 11);
@@ -93,7 +98,7 @@ async fn a_batch_the_fan_out_gave_up_on_is_replayed_and_delivered_once() {
     assert_eq!((replayed.recovered, replayed.records), (1, 1), "{replayed:?}");
     assert!(replayed.not_recovered.is_empty(), "{replayed:?}");
     assert_eq!(in_queue(&pipeline, &pipeline.queues.stream_failures).await, 0, "the recovered message is deleted");
-    let delivered = receiver.wait_for(1, Duration::from_secs(30)).await;
+    let delivered = receiver.wait_for(1, DEADLINE).await;
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0].json()["type"], "profile.updated");
     let log = pipeline.api.admin.list_deliveries(&subscription, None, 10, None).await.unwrap();

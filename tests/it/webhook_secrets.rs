@@ -23,6 +23,7 @@ use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::typed;
+use career_service::DEADLINE;
 use career_service::{clients, clients_logging_kms, dynamodb, sink_url, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
@@ -421,7 +422,7 @@ async fn the_delivery_function_calls_kms_once_per_cold_start() {
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());
     assert!(career_deliver::handle(&deliver, batch()).await.batch_item_failures.is_empty());
     assert_eq!(calls.since(0), ["Decrypt"], "six deliveries, one KMS call");
-    let received = receiver.wait_for(6, Duration::from_secs(5)).await;
+    let received = receiver.wait_for(6, DEADLINE).await;
     for delivery in &received {
         assert!(secrets.iter().any(|s| verify_hex(s, &delivery.body, delivery.header("x-webhook-signature"))));
         assert!(secrets.iter().any(|s| standard_signature_verifies(s, delivery)));
@@ -465,7 +466,7 @@ async fn a_delivery_signed_with_a_key_pair_makes_the_same_calls_as_one_without()
     }
     assert!(per_delivery.iter().all(|calls| calls == &per_delivery[0]), "{per_delivery:?}");
     assert!(per_delivery[0].1.is_empty(), "no KMS call once warm: {per_delivery:?}");
-    let received = receiver.wait_for(6, Duration::from_secs(5)).await;
+    let received = receiver.wait_for(6, DEADLINE).await;
     let v1a = received.iter().filter(|r| r.header("webhook-signature").contains(" v1a,")).count();
     assert_eq!(v1a, 3, "the deliveries to the subscription with a key pair carry a v1a entry");
 }
@@ -515,7 +516,7 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
 
     // Before the migration: delivered and verifiable with the secret as the receiver knows it.
     assert!(deliver_to(old_id.clone()).await.batch_item_failures.is_empty());
-    let first = receiver.wait_for(1, Duration::from_secs(5)).await.remove(0);
+    let first = receiver.wait_for(1, DEADLINE).await.remove(0);
     assert!(verify_hex(&old_secret, &first.body, first.header("x-webhook-signature")));
     let key = STANDARD.encode(WebhookSecret::parse(&old_secret).unwrap().key());
     assert!(standard_signature_verifies(&format!("whsec_{key}"), &first), "keyed with the 32 bytes it encodes");
@@ -531,7 +532,7 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
         assert!(!item.contains(secret.as_str()) && item.contains("sealedSecrets"), "{item}");
     }
     assert!(deliver_to(old_id.clone()).await.batch_item_failures.is_empty());
-    let second = receiver.wait_for(2, Duration::from_secs(5)).await.remove(1);
+    let second = receiver.wait_for(2, DEADLINE).await.remove(1);
     assert!(verify_hex(&old_secret, &second.body, second.header("x-webhook-signature")));
 
     // A rotation of a subscription of that era keeps its secret for the grace period.
@@ -539,7 +540,7 @@ async fn subscriptions_stored_before_sealing_keep_their_secret_and_get_it_sealed
     let rotated = rotate(&pipeline.api, &user_key, &other_id, None).await;
     let new_secret = rotated.assert_status(200)["secret"].as_str().unwrap().to_owned();
     assert!(deliver_to(other_id.clone()).await.batch_item_failures.is_empty());
-    let third = receiver.wait_for(3, Duration::from_secs(5)).await.remove(2);
+    let third = receiver.wait_for(3, DEADLINE).await.remove(2);
     let signatures: Vec<&str> = third.header("x-webhook-signature").split(' ').collect();
     assert_eq!(signatures.len(), 2);
     assert!(verify_hex(&new_secret, &third.body, signatures[0]));
@@ -568,7 +569,7 @@ async fn asymmetric_signing_on_a_subscription_of_before_sealing_seals_its_secret
     let mut batch = SqsEvent::default();
     batch.records.push(sqs_message(&DeliveryMessage::new(&profile_event(&user), &typed(&user), &typed(&id))));
     assert!(career_deliver::handle(&deliver, batch).await.batch_item_failures.is_empty());
-    let delivery = receiver.wait_for(1, Duration::from_secs(5)).await.remove(0);
+    let delivery = receiver.wait_for(1, DEADLINE).await.remove(0);
     assert!(verify_hex(&secret, &delivery.body, delivery.header("x-webhook-signature")));
     assert!(delivery.header("webhook-signature").contains(" v1a,"), "{}", delivery.header("webhook-signature"));
 }

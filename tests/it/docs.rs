@@ -93,27 +93,74 @@ fn anchors_and_links_are_read_as_github_renders_them() {
     assert_eq!(links("see [a](docs/a.md#x) and [b](#y)\n```\n[c](nowhere)\n```"), ["docs/a.md#x", "#y"]);
 }
 
-/// With `autotests = false`, a file of `tests/` that is neither a module of `tests/it.rs` nor a
-/// `[[test]]` of its own would never run: none is.
+/// Cargo runs each file of `tests/` as a binary of its own, but a file of `tests/it/` only
+/// when `tests/it/main.rs` declares it: every one is.
 #[test]
 fn every_file_of_tests_runs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let it = std::fs::read_to_string(root.join("tests/it.rs")).unwrap();
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let it = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let main = std::fs::read_to_string(it.join("main.rs")).unwrap();
     let mut idle = Vec::new();
-    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+    for entry in std::fs::read_dir(&it).unwrap() {
         let path = entry.unwrap().path();
-        let Some(name) =
-            path.file_stem().and_then(|n| n.to_str()).filter(|_| path.extension().is_some_and(|e| e == "rs"))
-        else {
-            continue;
-        };
-        let runs = name == "it"
-            || it.contains(&format!("mod {name};"))
-            || manifest.contains(&format!("path = \"tests/{name}.rs\""));
-        if !runs {
+        let name = path.file_stem().and_then(|n| n.to_str()).filter(|_| path.extension().is_some_and(|e| e == "rs"));
+        if let Some(name) = name.filter(|name| *name != "main" && !main.contains(&format!("mod {name};"))) {
             idle.push(name.to_owned());
         }
     }
-    assert!(idle.is_empty(), "files of tests/ that no binary runs: {idle:?} (add them to tests/it.rs)");
+    assert!(idle.is_empty(), "files of tests/it/ that no binary runs: {idle:?} (add `mod` lines to tests/it/main.rs)");
+}
+
+/// A crate target that says `test = false` has no unit test, and a library that says
+/// `doctest = false` no example in its docs: else they would never run.
+#[test]
+fn no_test_is_where_a_manifest_says_there_is_none() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = workspace.split("members = [").nth(1).unwrap().split(']').next().unwrap();
+    let mut hidden = Vec::new();
+    for member in members.split('"').skip(1).step_by(2) {
+        let manifest = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+        // Each target section's lines: `[lib]` or `[[bin]]`, then its keys.
+        for section in manifest.split("\n[").skip(1) {
+            let (header, keys) = section.split_once('\n').unwrap_or((section, ""));
+            let says = |key: &str| keys.lines().take_while(|line| !line.is_empty()).any(|line| line == key);
+            let bin =
+                keys.lines().find_map(|line| line.strip_prefix("path = \"")).map(|path| path.trim_end_matches('"'));
+            let sources: Vec<PathBuf> = match header {
+                "lib]" => rust_files(&root.join(member).join("src"))
+                    .into_iter()
+                    .filter(|file| !file.ends_with("main.rs"))
+                    .collect(),
+                "[bin]]" => vec![root.join(member).join(bin.unwrap())],
+                _ => continue,
+            };
+            for file in sources {
+                let text = std::fs::read_to_string(&file).unwrap();
+                if says("test = false") && text.contains("#[cfg(test)]") {
+                    hidden.push(format!("{}: a unit test, and `test = false`", file.display()));
+                }
+                let example = text.lines().any(|line| {
+                    let line = line.trim_start();
+                    (line.starts_with("///") || line.starts_with("//!")) && line.contains("```")
+                });
+                if says("doctest = false") && example {
+                    hidden.push(format!("{}: an example in the docs, and `doctest = false`", file.display()));
+                }
+            }
+        }
+    }
+    assert!(hidden.is_empty(), "tests that would never run: {hidden:#?}");
+}
+
+fn rust_files(folder: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
 }

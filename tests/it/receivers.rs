@@ -6,7 +6,6 @@
 //! receivers (Python's `cryptography`, Node's `node:crypto`: Ed25519 verifiers independent of
 //! the service's) are sent real deliveries through a rotation of the key pair.
 
-#[path = "receivers/readme_receiver.rs"]
 mod readme_receiver;
 
 use std::path::{Path, PathBuf};
@@ -20,13 +19,13 @@ use career_core::webhooks::signing::SigningKey;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::script_receiver::{project_dir, python, tsc, ScriptReceiver};
+use career_service::DEADLINE;
 use career_service::{clients, unique_user};
 use lambda_http::http::Method;
 use local_aws::gateway::{self, ApiFunctions};
 use serde_json::{json, Value};
 
-const SOON: Duration = Duration::from_secs(20);
-const GUIDE: &str = include_str!("../docs/receiving-webhooks.md");
+const GUIDE: &str = include_str!("../../docs/receiving-webhooks.md");
 
 /// The code of the guide's snippet `name`: the fenced block after `<!-- receiver: name -->`.
 fn snippet(name: &str) -> &'static str {
@@ -46,7 +45,7 @@ enum Library {
 
 impl Library {
     async fn start(self, dir: &Path, port: u16, env: &[(&str, &str)]) -> ScriptReceiver {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/receivers");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/receivers");
         match self {
             Library::Python => {
                 ScriptReceiver::start(&python(), &[&here.join("standardwebhooks_receiver.py")], dir, port, env).await
@@ -87,7 +86,7 @@ async fn the_library_verifies_every_attempt_and_follows_rotations(library: Libra
 
     // A first attempt that fails and its retry: the same id, each verified as it arrives.
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let lines = receiver.wait_for_lines(2, SOON).await;
+    let lines = receiver.wait_for_lines(2).await;
     let (first_attempt, retry) = (report(&lines[0]), report(&lines[1]));
     assert!(first_attempt.0.starts_with("dlv_"), "{lines:?}");
     assert_eq!((first_attempt.1.as_slice(), first_attempt.2), (&[true][..], 500), "{library:?}: {lines:?}");
@@ -98,14 +97,14 @@ async fn the_library_verifies_every_attempt_and_follows_rotations(library: Libra
     let second = rotate(&pipeline, &key, &id, "{}").await;
     keep(&[&second, &first]);
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let (_, verified, _) = report(&receiver.wait_for_lines(3, SOON).await[2]);
+    let (_, verified, _) = report(&receiver.wait_for_lines(3).await[2]);
     assert_eq!(verified, [true, true], "{library:?}: both secrets during the grace period");
 
     // Without a grace period the old secret fails at once.
     let third = rotate(&pipeline, &key, &id, r#"{"gracePeriodSeconds": 0}"#).await;
     keep(&[&third, &second]);
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let (_, verified, _) = report(&receiver.wait_for_lines(4, SOON).await[3]);
+    let (_, verified, _) = report(&receiver.wait_for_lines(4).await[3]);
     assert_eq!(verified, [true, false], "{library:?}: the new secret verifies, the old one no more");
 }
 
@@ -167,7 +166,7 @@ async fn the_readmes_receivers_verify_real_deliveries() {
     pipeline.api.admin.update_profile(&user).await.unwrap();
     for (name, receiver) in &receivers {
         // Its own subscription's delivery verifies; the other one's does not (and is retried).
-        let lines = receiver.wait_for_lines(2, SOON).await;
+        let lines = receiver.wait_for_lines(2).await;
         let verdicts = |word: &str| -> Vec<&str> {
             lines.iter().filter(|l| l.split(' ').nth(1) == Some(word)).map(|l| l.split(' ').next().unwrap()).collect()
         };
@@ -184,7 +183,7 @@ async fn the_readmes_rust_receiver_is_this_code_and_verifies_real_deliveries() {
     assert_eq!(
         snippet("rust-standardwebhooks"),
         source,
-        "docs/receiving-webhooks.md and tests/receivers/readme_receiver.rs differ"
+        "docs/receiving-webhooks.md and tests/it/receivers/readme_receiver.rs differ"
     );
 
     let pipeline = Pipeline::start(true).await;
@@ -192,7 +191,7 @@ async fn the_readmes_rust_receiver_is_this_code_and_verifies_real_deliveries() {
     let receiver = Receiver::start(&[204], Duration::ZERO).await;
     let (_, secret) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let delivery = receiver.wait_for(1, SOON).await.remove(0);
+    let delivery = receiver.wait_for(1, DEADLINE).await.remove(0);
     assert!(readme_receiver::verify(&secret, &delivery.headers, &delivery.body));
     let (_, other) = pipeline.subscribe(&unique_user(), &receiver.url, &["profile.updated"]).await;
     assert!(!readme_receiver::verify(&other, &delivery.headers, &delivery.body));
@@ -298,7 +297,7 @@ async fn the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation(na
     // One v1a entry after the v1 one; it verifies with the key, not with another key, and not
     // once the body is altered.
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let delivery = capture.wait_for(1, SOON).await.remove(0);
+    let delivery = capture.wait_for(1, DEADLINE).await.remove(0);
     let signature = delivery.header("webhook-signature").to_owned();
     assert_eq!((entries(&delivery, "v1").len(), entries(&delivery, "v1a").len()), (1, 1), "{signature}");
     assert!(signature.starts_with("v1,"), "v1 first: {signature}");
@@ -332,7 +331,7 @@ async fn the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation(na
         ]
     );
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let delivery = capture.wait_for(2, SOON).await.remove(1);
+    let delivery = capture.wait_for(2, DEADLINE).await.remove(1);
     let signature = delivery.header("webhook-signature").to_owned();
     let (v1, v1a) = (entries(&delivery, "v1"), entries(&delivery, "v1a"));
     assert_eq!((v1.len(), v1a.len()), (2, 2), "{signature}");
@@ -358,7 +357,7 @@ async fn the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation(na
     }
     assert_eq!(signing_keys(&pipeline, &key, id).await.len(), 1, "the previous key has expired");
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let delivery = capture.wait_for(3, SOON).await.remove(2);
+    let delivery = capture.wait_for(3, DEADLINE).await.remove(2);
     let signature = delivery.header("webhook-signature").to_owned();
     assert_eq!((entries(&delivery, "v1").len(), entries(&delivery, "v1a").len()), (1, 1), "{signature}");
     let pins_third = pinning(name, &[&third]).await;

@@ -2,18 +2,17 @@
 //! trace carried through the stream, the fan-out, the lanes and every attempt to the receiver,
 //! and each attempt's span line in the log.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use career_core::delivery::log::DeliveryStatus;
 use career_core::trace::TraceParent;
 use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
-use career_service::{unique_user, Api};
+use career_service::{eventually, unique_user, Api, DEADLINE};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const SOON: Duration = Duration::from_secs(20);
 const NO_DELAY: Duration = Duration::ZERO;
 /// The change's context, as the platform's writer sets it on the profile item.
 const CHANGE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -36,15 +35,14 @@ fn traceparent(received: &Received) -> TraceParent {
 
 /// Waits until the delivery's record has `status`.
 async fn until_status(pipeline: &Pipeline, user: &str, delivery_id: &str, status: DeliveryStatus) {
-    let deadline = Instant::now() + SOON;
-    loop {
+    eventually(format!("{delivery_id} {status:?}"), || async {
         let stored = career_service::delivery_record(&pipeline.settings().tables, user, delivery_id).await;
-        if stored.as_ref().is_some_and(|stored| stored.record.status == status) {
-            return;
+        match stored {
+            Some(stored) if stored.record.status == status => Ok(()),
+            other => Err(other.map(|s| s.record)),
         }
-        assert!(Instant::now() < deadline, "{delivery_id}: still {:?}", stored.map(|s| s.record));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 }
 
 /// The span lines among `logged` of the trace `trace_id`.
@@ -120,7 +118,7 @@ async fn a_traced_change_retried_once() -> (Vec<Received>, Vec<Received>) {
     subscribe(&pipeline.api, &user, &not_opted_in.url, false).await;
 
     pipeline.api.admin.update_profile_in_trace(&user, Some(CHANGE)).await.unwrap();
-    let (opted_in, not_opted_in) = (opted_in.wait_for(2, SOON).await, not_opted_in.wait_for(1, SOON).await);
+    let (opted_in, not_opted_in) = (opted_in.wait_for(2, DEADLINE).await, not_opted_in.wait_for(1, DEADLINE).await);
     for received in [&opted_in[1], &not_opted_in[0]] {
         let delivery = received.header("x-webhook-delivery");
         until_status(&pipeline, &user, delivery, DeliveryStatus::Succeeded).await;
@@ -138,7 +136,7 @@ async fn an_event_without_a_trace_starts_one_that_a_manual_retry_keeps() {
     subscribe(&pipeline.api, &user, &receiver.url, true).await;
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let first = receiver.wait_for(1, SOON).await.remove(0);
+    let first = receiver.wait_for(1, DEADLINE).await.remove(0);
     let started = traceparent(&first);
     let delivery = first.header("x-webhook-delivery").to_owned();
     until_status(&pipeline, &user, &delivery, DeliveryStatus::Succeeded).await;
@@ -146,7 +144,7 @@ async fn an_event_without_a_trace_starts_one_that_a_manual_retry_keeps() {
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks/deliveries/retry?id={delivery}");
     pipeline.api.request(Method::POST, &path).key(&key).send().await.assert_status(202);
-    let again = receiver.wait_for(2, SOON).await.remove(1);
+    let again = receiver.wait_for(2, DEADLINE).await.remove(1);
     assert_eq!(again.header("x-webhook-delivery"), delivery);
     let retried = traceparent(&again);
     assert_eq!(retried.trace_id, started.trace_id, "a manual retry stays in the delivery's trace");
@@ -154,7 +152,7 @@ async fn an_event_without_a_trace_starts_one_that_a_manual_retry_keeps() {
 
     // The next change, with no trace either, starts another.
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let next = receiver.wait_for(3, SOON).await.remove(2);
+    let next = receiver.wait_for(3, DEADLINE).await.remove(2);
     assert_ne!(next.header("x-webhook-delivery"), delivery);
     assert_ne!(traceparent(&next).trace_id, started.trace_id);
 }
@@ -170,14 +168,14 @@ async fn a_ping_continues_the_requests_trace_or_api_gateways() {
 
     let ping = pipeline.api.request(Method::POST, &path).key(&key).header("traceparent", CHANGE);
     ping.header("tracestate", "rojo=00f067aa0ba902b7").send().await.assert_status(202);
-    let traced = receiver.wait_for(1, SOON).await.remove(0);
+    let traced = receiver.wait_for(1, DEADLINE).await.remove(0);
     assert_eq!(traceparent(&traced).trace_id, TraceParent::parse(CHANGE).unwrap().trace_id);
     assert_eq!(traced.header("tracestate"), "rojo=00f067aa0ba902b7");
 
     let amzn = "Root=1-6b093886-29ec148cead50263f4d6d235;Parent=53995c3f42cd8ad8;Sampled=1";
     let ping = pipeline.api.request(Method::POST, &path).key(&key).header("x-amzn-trace-id", amzn);
     ping.header("traceparent", "00-not-a-traceparent").send().await.assert_status(202);
-    let gateway = receiver.wait_for(2, SOON).await.remove(1);
+    let gateway = receiver.wait_for(2, DEADLINE).await.remove(1);
     assert_eq!(traceparent(&gateway).trace_id.hex(), "6b09388629ec148cead50263f4d6d235", "the invalid one ignored");
     assert_eq!(gateway.header("tracestate"), "");
 }

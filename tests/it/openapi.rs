@@ -260,7 +260,7 @@ fn code_operations() -> Vec<(Method, &'static str, &'static str)> {
 /// The contract's table of operations (docs/contract.md): `(method, path, scope, success)` for
 /// every API operation (the portal's page, which needs no key, is left out).
 fn contract_table() -> Vec<(String, String, String, u16)> {
-    let contract = include_str!("../docs/contract.md");
+    let contract = include_str!("../../docs/contract.md");
     let table = contract.lines().skip_while(|line| !line.starts_with("| method | path | scope |")).skip(2);
     let rows = table.take_while(|line| line.starts_with('|'));
     rows.filter_map(|row| {

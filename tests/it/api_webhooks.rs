@@ -11,7 +11,8 @@ use career_core::clock::Timestamp;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::netguard::Guard;
 use career_core::webhooks::{DisabledReason, Health, UrlPolicy, WebhookUrl};
-use career_service::{assert_rfc3339_utc, sink_url, typed, unique_user, Answer, Api};
+use career_service::DEADLINE;
+use career_service::{assert_rfc3339_utc, eventually, sink_url, typed, unique_user, Answer, Api};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -963,7 +964,7 @@ async fn updates_reach_the_delivery_and_a_pause_skips() {
     use career_core::webhooks::signing::verify_hex;
     use career_service::pipeline::Pipeline;
     use career_service::receiver::Receiver;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let pipeline = Pipeline::start(true).await;
     let api = &pipeline.api;
@@ -976,7 +977,7 @@ async fn updates_reach_the_delivery_and_a_pause_skips() {
     changed.assert_status(200);
 
     api.admin.complete_assessment(&user, None).await.unwrap();
-    let delivered = new.wait_for(1, Duration::from_secs(20)).await.remove(0);
+    let delivered = new.wait_for(1, DEADLINE).await.remove(0);
     assert_eq!(delivered.json()["type"], "assessment.completed");
     assert!(verify_hex(secret, &delivered.body, delivered.header("x-webhook-signature")), "the secret create showed");
     assert_eq!(old.received().len(), 0, "nothing for the old URL");
@@ -985,22 +986,18 @@ async fn updates_reach_the_delivery_and_a_pause_skips() {
     update(api, &key, id, r#"{"enabled": false}"#).await.assert_status(200);
     api.admin.complete_assessment(&user, None).await.unwrap();
     let skipped_path = format!("{PATH}/deliveries?id={id}&status=skipped");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let skipped = loop {
+    let skipped = eventually("a skipped delivery", || async {
         let listed = api.get(&skipped_path, &key).await.assert_status(200)["deliveries"].clone();
-        if listed.as_array().is_some_and(|d| !d.is_empty()) {
-            break listed;
-        }
-        assert!(Instant::now() < deadline, "no skipped delivery");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        listed.as_array().is_some_and(|d| !d.is_empty()).then_some(listed.clone()).ok_or(listed)
+    })
+    .await;
     assert_eq!((&skipped[0]["eventType"], &skipped[0]["attempts"]), (&json!("assessment.completed"), &json!(0)));
     assert_eq!(new.received().len(), 1, "a paused subscription is sent nothing");
 
     // Resumed: sent again (a ping goes the same way as any event).
     update(api, &key, id, r#"{"enabled": true}"#).await.assert_status(200);
     api.request(Method::POST, &format!("{PATH}/ping?id={id}")).key(&key).send().await.assert_status(202);
-    let ping = new.wait_for(2, Duration::from_secs(20)).await.remove(1);
+    let ping = new.wait_for(2, DEADLINE).await.remove(1);
     assert_eq!(ping.json()["type"], "webhook.ping");
     assert!(verify_hex(secret, &ping.body, ping.header("x-webhook-signature")));
     assert_eq!((old.received().len(), new.received().len()), (0, 2));

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::SqsEvent;
@@ -31,7 +31,7 @@ use career_core::events::event_from_record;
 use career_core::webhooks::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
-use career_service::{clients, dynamodb};
+use career_service::{clients, dynamodb, eventually};
 use careerctl::demo::{self, Received, Seeded};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
@@ -40,11 +40,9 @@ use serde_json::{json, Value};
 
 /// The key every sample API event carries: `cak_` and 43 base64url characters.
 const PLACEHOLDER_KEY: &str = "cak_REPLACE-with-a-key-from-careerctl-keys-crea";
-const GUIDE: &str = include_str!("../docs/deploying.md");
+const GUIDE: &str = include_str!("../../docs/deploying.md");
 /// The line before the guide's table of samples and their answers.
 const TABLE_MARKER: &str = "<!-- sample answers";
-/// How long a delivery that a sample queued may take to reach the receiver.
-const SOON: Duration = Duration::from_secs(30);
 
 fn events_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("events")
@@ -286,20 +284,16 @@ impl Stack {
 
     /// The deliveries with this id the receiver got, once it has `count` of them.
     async fn wait_for_delivery(&self, id: &str, count: usize) -> Vec<Received> {
-        let deadline = Instant::now() + SOON;
-        loop {
+        eventually(format!("{count} deliveries {id}"), || async {
             let got: Vec<Received> =
                 self.received.lock().unwrap().iter().filter(|r| r.delivery_id == id).cloned().collect();
             if got.len() >= count {
-                return got;
+                Ok(got)
+            } else {
+                Err(got.len())
             }
-            assert!(
-                Instant::now() < deadline,
-                "the receiver got {} of {count} deliveries {id} within {SOON:?}",
-                got.len()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     async fn delivery_status(&self, id: &str) -> DeliveryStatus {
@@ -383,7 +377,7 @@ impl Stack {
                 serde_json::to_value(career_deliver::handle(&deps, batch).await)
             }
             other => panic!(
-                "{name}: docs/deploying.md names the function {other}, which tests/sample_events.rs cannot invoke: \
+                "{name}: docs/deploying.md names the function {other}, which tests/it/sample_events.rs cannot invoke: \
                  add it to Stack::invoke_api or Stack::invoke_batch"
             ),
         };

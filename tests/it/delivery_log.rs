@@ -2,17 +2,17 @@
 //! the queue and the delivery function to receivers on loopback, each attempt in the log;
 //! disabling a failing subscription, enabling it, manual retries and the dead-letter redrive.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::webhooks::signing::verify_hex;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
+use career_service::DEADLINE;
 use career_service::{eventually, sqs, unique_user};
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
-const SOON: Duration = career_service::DEADLINE;
 const NO_DELAY: Duration = Duration::ZERO;
 
 /// Waits until the delivery's record satisfies `done`.
@@ -37,6 +37,19 @@ async fn listed(pipeline: &Pipeline, key: &str, subscription: &str, status: &str
     let path = format!("/api/v1/webhooks/deliveries?id={subscription}&status={status}");
     let answer = pipeline.api.get(&path, key).await;
     answer.assert_status(200)["deliveries"].as_array().unwrap().clone()
+}
+
+/// The subscription's skipped deliveries, once there is one.
+async fn skipped_deliveries(pipeline: &Pipeline, key: &str, subscription: &str) -> Vec<Value> {
+    eventually("a skipped delivery", || async {
+        let skipped = listed(pipeline, key, subscription, "skipped").await;
+        if skipped.is_empty() {
+            Err("none")
+        } else {
+            Ok(skipped)
+        }
+    })
+    .await
 }
 
 async fn post(pipeline: &Pipeline, key: &str, path: &str) -> Value {
@@ -70,7 +83,7 @@ async fn a_success_is_logged_under_the_delivery_id_the_receiver_saw() {
     let receiver = Receiver::answering(&[200], "thanks", NO_DELAY).await;
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let received = receiver.wait_for(1, SOON).await.remove(0);
+    let received = receiver.wait_for(1, DEADLINE).await.remove(0);
     let id = delivery_id(&received);
 
     let record = record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Succeeded).await;
@@ -95,7 +108,7 @@ async fn a_receiver_failing_every_attempt_leaves_a_failed_record_with_its_last_a
     let receiver = Receiver::answering(&[500], "maintenance until 10:00", NO_DELAY).await;
     pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let attempts = receiver.wait_for(3, SOON).await;
+    let attempts = receiver.wait_for(3, DEADLINE).await;
     let id = delivery_id(&attempts[0]);
 
     let record = record_when(&pipeline, &user, &id, |r| r.status == DeliveryStatus::Failed).await;
@@ -114,33 +127,27 @@ async fn a_subscription_failing_past_the_window_is_disabled_and_comes_back_with_
     let (subscription, secret) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let key = pipeline.api.full_key(&user).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let attempts = receiver.wait_for(3, SOON).await;
+    let attempts = receiver.wait_for(3, DEADLINE).await;
     let failed = delivery_id(&attempts[0]);
     record_when(&pipeline, &user, &failed, |r| r.status == DeliveryStatus::Failed).await;
 
     // The last attempt came more than the window after the first failure: disabled.
-    let deadline = Instant::now() + SOON;
-    let shown = loop {
+    let shown = eventually("the subscription disabled", || async {
         let answer = pipeline.api.get("/api/v1/webhooks", &key).await;
         let shown = answer.assert_status(200)["webhooks"][0].clone();
-        if shown["enabled"] == false || Instant::now() > deadline {
-            break shown;
+        if shown["enabled"] == false {
+            Ok(shown)
+        } else {
+            Err(shown)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
     assert_eq!((&shown["enabled"], &shown["disabledReason"]), (&json!(false), &json!("failing")), "{shown}");
     assert!(shown["disabledAt"].is_string());
 
     // A new event is logged skipped and not sent.
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let deadline = Instant::now() + SOON;
-    let skipped = loop {
-        let skipped = listed(&pipeline, &key, &subscription, "skipped").await;
-        if !skipped.is_empty() || Instant::now() > deadline {
-            break skipped;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let skipped = skipped_deliveries(&pipeline, &key, &subscription).await;
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!((&skipped[0]["attempts"], &skipped[0]["lastAttemptAt"]), (&json!(0), &Value::Null));
     let skipped = skipped[0]["id"].as_str().unwrap().to_owned();
@@ -154,7 +161,7 @@ async fn a_subscription_failing_past_the_window_is_disabled_and_comes_back_with_
     assert_eq!(receiver.received().len(), 3);
     let retried = post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={failed}")).await;
     assert_eq!((retried["id"].as_str(), &retried["status"]), (Some(failed.as_str()), &json!("pending")));
-    let again = receiver.wait_for(4, SOON).await.remove(3);
+    let again = receiver.wait_for(4, DEADLINE).await.remove(3);
     assert_eq!(delivery_id(&again), failed, "the same delivery id");
     assert_eq!(again.body, attempts[0].body, "the same body bytes");
     assert!(verify_hex(&secret, &again.body, again.header("x-webhook-signature")), "signed anew");
@@ -163,7 +170,7 @@ async fn a_subscription_failing_past_the_window_is_disabled_and_comes_back_with_
 
     let retried = post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={skipped}")).await;
     assert_eq!(retried["status"], "pending");
-    let resent = receiver.wait_for(5, SOON).await.remove(4);
+    let resent = receiver.wait_for(5, DEADLINE).await.remove(4);
     assert_eq!(delivery_id(&resent), skipped);
     assert_eq!(resent.json()["type"], "profile.updated");
     record_when(&pipeline, &user, &skipped, |r| r.status == DeliveryStatus::Succeeded && r.attempts == 1).await;
@@ -180,7 +187,7 @@ async fn a_ping_arrives_signed_and_is_logged() {
     let queued = post(&pipeline, &key, &format!("/api/v1/webhooks/ping?id={subscription}")).await;
     assert_eq!(queued["status"], "pending");
 
-    let ping = receiver.wait_for(1, SOON).await.remove(0);
+    let ping = receiver.wait_for(1, DEADLINE).await.remove(0);
     assert!(verify_hex(&secret, &ping.body, ping.header("x-webhook-signature")));
     assert_eq!(ping.header("x-webhook-event"), "webhook.ping");
     assert_eq!(delivery_id(&ping), queued["id"].as_str().unwrap());
@@ -198,12 +205,12 @@ async fn redrive_moves_dead_lettered_deliveries_back_and_they_are_delivered() {
     let receiver = Receiver::start(&[503, 503, 503, 200], NO_DELAY).await;
     pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let attempts = receiver.wait_for(3, SOON).await;
+    let attempts = receiver.wait_for(3, DEADLINE).await;
     until_dead_lettered(&pipeline, 1).await;
 
     let moved = pipeline.api.admin.redrive(&sqs(), &pipeline.queues.dead_letter, &pipeline.queues.retry).await.unwrap();
     assert_eq!(moved, careerctl::admin::Redriven { moved: 1, dropped: 0 });
-    let delivered = receiver.wait_for(4, SOON).await.remove(3);
+    let delivered = receiver.wait_for(4, DEADLINE).await.remove(3);
     assert_eq!(delivery_id(&delivered), delivery_id(&attempts[0]));
     assert_eq!(delivered.body, attempts[0].body);
     record_when(&pipeline, &user, &delivery_id(&delivered), |r| r.status == DeliveryStatus::Succeeded).await;
@@ -221,7 +228,7 @@ async fn redrive_drops_a_dead_letter_whose_delivery_succeeded_since() {
     let receiver = Receiver::start(&[503, 503, 503, 200], NO_DELAY).await;
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let id = delivery_id(&receiver.wait_for(3, SOON).await[0]);
+    let id = delivery_id(&receiver.wait_for(3, DEADLINE).await[0]);
     until_dead_lettered(&pipeline, 1).await;
     let key = pipeline.api.key(&user, "write:webhooks").await;
     post(&pipeline, &key, &format!("/api/v1/webhooks/deliveries/retry?id={id}")).await;
@@ -250,7 +257,7 @@ async fn a_retry_pending_when_its_subscription_is_paused_ends_failed_and_a_new_d
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let key = pipeline.api.full_key(&user).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let sent = delivery_id(&receiver.wait_for(1, SOON).await[0]);
+    let sent = delivery_id(&receiver.wait_for(1, DEADLINE).await[0]);
     record_when(&pipeline, &user, &sent, |r| r.status == DeliveryStatus::Pending && r.attempts == 1).await;
 
     let path = format!("/api/v1/webhooks?id={subscription}");
@@ -270,15 +277,7 @@ async fn a_retry_pending_when_its_subscription_is_paused_ends_failed_and_a_new_d
     assert_eq!(failed, [serde_json::to_value(&stopped).unwrap()]);
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let deadline = Instant::now() + SOON;
-    let skipped = loop {
-        let skipped = listed(&pipeline, &key, &subscription, "skipped").await;
-        if !skipped.is_empty() {
-            break skipped;
-        }
-        assert!(Instant::now() < deadline, "no skipped delivery");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let skipped = skipped_deliveries(&pipeline, &key, &subscription).await;
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!((&skipped[0]["attempts"], &skipped[0]["lastResponseStatus"]), (&json!(0), &Value::Null));
     assert_eq!(skipped[0]["lastError"], "not sent: the subscription is disabled");

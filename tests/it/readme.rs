@@ -10,7 +10,7 @@ use std::time::Duration;
 use career_service::local_run::{run_local, LocalDir, Running};
 use local_aws::emulators::free_port;
 
-const README: &str = include_str!("../README.md");
+const README: &str = include_str!("../../README.md");
 
 /// The shell block of "Trying the operations".
 fn block() -> &'static str {

@@ -24,12 +24,12 @@ use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::typed;
-use career_service::{clients, dynamodb, sqs, unique_user};
+use career_service::DEADLINE;
+use career_service::{clients, dynamodb, eventually, sqs, unique_user};
 use local_aws::event_sources::pumps::sqs_event;
 use local_aws::template::function;
 use serde_json::json;
 
-const SOON: Duration = career_service::DEADLINE;
 const NO_DELAY: Duration = Duration::ZERO;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -46,8 +46,8 @@ async fn an_event_reaches_every_matching_subscription_of_its_user_and_nobody_els
     pipeline.subscribe(&bob, &bobs.url, &["profile.updated", "assessment.completed"]).await;
 
     let updated = pipeline.api.admin.update_profile(&alice).await.unwrap();
-    let first = profile_only.wait_for(1, SOON).await.remove(0);
-    let second = both.wait_for(1, SOON).await.remove(0);
+    let first = profile_only.wait_for(1, DEADLINE).await.remove(0);
+    let second = both.wait_for(1, DEADLINE).await.remove(0);
 
     for (delivery, secret) in [(&first, &profile_secret), (&second, &both_secret)] {
         assert!(verify_hex(secret, &delivery.body, delivery.header("x-webhook-signature")), "signature verifies");
@@ -69,17 +69,17 @@ async fn an_event_reaches_every_matching_subscription_of_its_user_and_nobody_els
     assert!(!verify_hex(&both_secret, &first.body, first.header("x-webhook-signature")));
 
     let assessment = pipeline.api.admin.complete_assessment(&alice, None).await.unwrap();
-    let completed = assessments_only.wait_for(1, SOON).await.remove(0);
+    let completed = assessments_only.wait_for(1, DEADLINE).await.remove(0);
     assert_eq!(completed.json()["data"], json!({"userId": alice, "assessmentId": assessment.assessment_id}));
-    both.wait_for(2, SOON).await;
+    both.wait_for(2, DEADLINE).await;
     // Completing it again is no transition, so no event: the next assessment's event, after
     // it in the table's stream and on each subscription's lane, is the next to arrive.
     let id = Some(assessment.assessment_id.to_string());
     pipeline.api.admin.complete_assessment(&alice, id).await.unwrap();
     let next = pipeline.api.admin.complete_assessment(&alice, None).await.unwrap();
-    let arrived = assessments_only.wait_for(2, SOON).await.remove(1);
+    let arrived = assessments_only.wait_for(2, DEADLINE).await.remove(1);
     assert_eq!(arrived.json()["data"]["assessmentId"], json!(next.assessment_id), "the repeat sent nothing");
-    both.wait_for(3, SOON).await;
+    both.wait_for(3, DEADLINE).await;
 
     pipeline.drained().await;
     assert_eq!(profile_only.received().len(), 1);
@@ -96,7 +96,7 @@ async fn a_receiver_that_fails_twice_gets_three_attempts_with_one_delivery_id() 
     let (subscription_id, secret) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
-    let attempts = receiver.wait_for(3, SOON).await;
+    let attempts = receiver.wait_for(3, DEADLINE).await;
     let delivery_ids: Vec<_> = attempts.iter().map(|a| a.header("x-webhook-delivery").to_owned()).collect();
     assert_eq!(delivery_ids, vec![delivery_ids[0].clone(); 3]);
     for attempt in &attempts {
@@ -117,8 +117,8 @@ async fn an_always_failing_delivery_ends_in_the_dead_letter_queue_after_the_last
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
-    let attempts = receiver.wait_for(3, SOON).await;
-    let dead = pipeline.peek(&pipeline.queues.dead_letter.clone(), 1, SOON).await;
+    let attempts = receiver.wait_for(3, DEADLINE).await;
+    let dead = pipeline.peek(&pipeline.queues.dead_letter.clone(), 1, DEADLINE).await;
     assert_eq!(dead.len(), 1);
     let message: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
     assert_eq!(message.subscription_id.as_str(), subscription_id);
@@ -135,7 +135,7 @@ async fn a_deleted_subscription_is_never_called_again() {
     let receiver = Receiver::start(&[500, 200], NO_DELAY).await;
     let (subscription_id, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    receiver.wait_for(1, SOON).await;
+    receiver.wait_for(1, DEADLINE).await;
 
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks?id={subscription_id}");
@@ -165,7 +165,7 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     let response = career_deliver::handle(&deliver, sqs_event(messages)).await;
     assert!(response.batch_item_failures.is_empty(), "the main lane is done with it");
     assert!(receiver.received().is_empty(), "nothing reached the private address");
-    let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
+    let handed_over = pipeline.peek(&pipeline.queues.retry, 1, DEADLINE).await;
     let retry: DeliveryMessage = serde_json::from_str(handed_over[0].body().unwrap()).unwrap();
     assert_eq!(attempts_of(&pipeline, &retry).await, 1, "the failed attempt went to the retry lane, counted");
 
@@ -256,10 +256,10 @@ async fn a_healthy_delivery_does_not_wait_behind_a_receiver_that_hangs() {
     for _ in 0..2 * main_lane.maximum_concurrency {
         pipeline.api.admin.update_profile(&stuck).await.unwrap();
     }
-    hanging.wait_for(1, SOON).await;
+    hanging.wait_for(1, DEADLINE).await;
 
     pipeline.api.admin.update_profile(&healthy_user).await.unwrap();
-    healthy.wait_for(1, SOON).await;
+    healthy.wait_for(1, DEADLINE).await;
     assert_eq!(hanging.closed(), 0, "the healthy delivery arrived while every hanging attempt was still waiting");
     assert!(hanging.taken() <= main_lane.batch_size as usize, "one batch of the hanging subscription at a time");
 
@@ -282,11 +282,11 @@ async fn the_failure_clock_starts_at_the_first_failure_and_stops_at_the_next_suc
     pipeline.api.admin.update_profile(&user).await.unwrap();
 
     // An attempt is made only once the previous failure is handled, clock included.
-    receiver.wait_for(2, SOON).await;
+    receiver.wait_for(2, DEADLINE).await;
     let started = failing_since().await.expect("the first failure started the clock");
-    receiver.wait_for(3, SOON).await;
+    receiver.wait_for(3, DEADLINE).await;
     assert_eq!(failing_since().await, Some(started), "a later failure leaves the clock as it is");
-    receiver.wait_for(4, SOON).await;
+    receiver.wait_for(4, DEADLINE).await;
     wait_for_failure_clock(&pipeline, &user, &subscription_id, false).await;
 }
 
@@ -297,7 +297,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     // The fan-out puts a new delivery on the retry lane...
     let fanout = fanout_of(&pipeline);
     fan_out_profile_change(&fanout, &user, "7").await;
-    let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
+    let on_retry_lane = pipeline.peek(&pipeline.queues.retry, 1, DEADLINE).await;
     assert_eq!(delivery(&on_retry_lane[0]).subscription_id.as_str(), subscription_id);
     assert_eq!(career_service::held(&sqs(), &pipeline.queues.delivery).await, 0, "nothing on the main lane");
 
@@ -308,7 +308,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
     let response = career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
     assert!(response.batch_item_failures.is_empty());
     assert!(receiver.received().is_empty(), "no attempt on the main lane");
-    let handed_over = pipeline.peek(&pipeline.queues.retry, 1, SOON).await;
+    let handed_over = pipeline.peek(&pipeline.queues.retry, 1, DEADLINE).await;
     assert_eq!(attempts_of(&pipeline, &delivery(&handed_over[0])).await, 0, "no attempt counted");
 }
 
@@ -322,7 +322,7 @@ async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_tog
         fan_out_profile_change(&fanout, &user, sequence).await;
     }
     let deliveries: Vec<DeliveryMessage> =
-        pipeline.peek(&pipeline.queues.retry, 4, SOON).await.iter().map(delivery).collect();
+        pipeline.peek(&pipeline.queues.retry, 4, DEADLINE).await.iter().map(delivery).collect();
     DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &deliveries).await.unwrap();
     let batch = career_service::receive_messages(&pipeline.queues.delivery, 4).await;
 
@@ -339,7 +339,7 @@ async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_tog
     let read = dynamodb_calls.since(0);
     assert_eq!(read.iter().filter(|call| *call == "GetItem").count(), 1, "the subscription read once: {read:?}");
     assert_eq!(sqs_calls.since(0), ["SendMessageBatch", "DeleteMessageBatch"], "one move, one deletion");
-    let handed_over = pipeline.peek(&pipeline.queues.retry, 4, SOON).await;
+    let handed_over = pipeline.peek(&pipeline.queues.retry, 4, DEADLINE).await;
     assert_eq!(handed_over.len(), 4);
     for message in &handed_over {
         assert_eq!(attempts_of(&pipeline, &delivery(message)).await, 0, "no attempt counted");
@@ -440,13 +440,16 @@ async fn fan_out_profile_change(fanout: &career_fanout::Deps, user: &str, sequen
 /// Waits until the subscription's failure clock runs (`running`) or not.
 async fn wait_for_failure_clock(pipeline: &Pipeline, user: &str, subscription_id: &str, running: bool) {
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let deadline = std::time::Instant::now() + 2 * SOON;
-    while table.get(&typed(user), &typed(subscription_id)).await.unwrap().unwrap().health.failing_since().is_some()
-        != running
-    {
-        assert!(std::time::Instant::now() < deadline, "the failure clock did not become running: {running}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(format!("the failure clock running: {running}"), || async {
+        let stored = table.get(&typed(user), &typed(subscription_id)).await.unwrap().unwrap();
+        let failing_since = stored.health.failing_since();
+        if failing_since.is_some() == running {
+            Ok(())
+        } else {
+            Err(failing_since)
+        }
+    })
+    .await;
 }
 
 fn record(sequence: &str, keys: serde_json::Value, name: &str, old: serde_json::Value) -> EventRecord {
