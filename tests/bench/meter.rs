@@ -329,6 +329,7 @@ pub fn item_bytes(item: &HashMap<String, AttributeValue>) -> usize {
             let digits = number.trim_start_matches('-').replace('.', "");
             digits.trim_matches('0').len().max(1).div_ceil(2) + 1
         }
+        AttributeValue::B(bytes) => bytes.as_ref().len(),
         AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
         _ => 0,
     };

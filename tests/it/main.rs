@@ -9,6 +9,7 @@ mod api_data_sharing;
 mod api_deliveries;
 mod api_tools;
 mod api_webhooks;
+mod delivery_cost;
 mod delivery_log;
 mod delivery_log_layout;
 mod deploy_rehearsal;

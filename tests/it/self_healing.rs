@@ -237,14 +237,19 @@ async fn a_healthy_sibling_does_not_wait_for_a_hanging_receiver_of_the_same_user
 async fn a_healthy_sibling_does_not_wait_for_a_slow_but_successful_receiver_of_the_same_user() {
     let pipeline = Pipeline::start(true).await;
     let user = unique_user();
-    let slow = Receiver::start(&[200], Duration::from_millis(9500)).await;
+    let answers_after = Duration::from_millis(9500);
+    let slow = Receiver::start(&[200], answers_after).await;
     let healthy = Receiver::start(&[200], NO_DELAY).await;
     pipeline.subscribe(&user, &slow.url, &["profile.updated"]).await;
     pipeline.subscribe(&user, &healthy.url, &["profile.updated"]).await;
     events(&pipeline, &user, 4).await;
 
-    healthy.wait_for(4, DEADLINE).await;
-    assert_eq!(slow.received().len(), 1, "all four arrived while the slow sibling's first answer was pending");
+    let arrived = healthy.wait_for(4, DEADLINE).await;
+    // The slow subscription's deliveries may arrive together (one batch of its message group,
+    // as the fan-out queues a stream batch's messages together) or one after another; either
+    // way its first answer comes `answers_after` its first arrival.
+    let first_slow_answer = slow.wait_for(1, DEADLINE).await[0].at + answers_after;
+    assert!(arrived[3].at < first_slow_answer, "all four arrived while the slow sibling's first answer was pending");
     slow.wait_for(4, DEADLINE).await;
 }
 
@@ -723,17 +728,20 @@ async fn recover_answers_its_codes() {
     }
 }
 
-/// A message alone in its batch is left for the event source mapping, which deletes it as
-/// the invocation returns (an early delete would be a second billed request); in a batch
-/// with others, each is deleted as soon as its own attempt is recorded, so none waits.
+/// A batch of one subscription's deliveries, or a message alone in its batch, is left for
+/// the event source mapping, which deletes it as the invocation returns (an early delete
+/// would be a second billed request and free no other subscription's message group); in a
+/// batch with another subscription's, each is deleted as soon as its own attempt is
+/// recorded, so none waits for the other's send.
 #[tokio::test]
-async fn only_a_message_that_shares_its_batch_is_deleted_early() {
+async fn only_a_batch_of_several_subscriptions_is_deleted_early() {
     // One message group a subscription, so that the messages queued in the first are sent
     // rather than moved to the others of a subscription whose receiver answers fast.
     let pipeline = Pipeline::with_settings(false, |s| s.delivery_groups = Groups::ONE).await;
     let user = unique_user();
-    let (subscription, _) =
-        pipeline.subscribe(&user, &format!("{}/hook", career_service::sink_url()), &["profile.updated"]).await;
+    let url = format!("{}/hook", career_service::sink_url());
+    let (first, _) = pipeline.subscribe(&user, &url, &["profile.updated"]).await;
+    let (second, _) = pipeline.subscribe(&user, &url, &["profile.updated"]).await;
     let calls = Calls::default();
     let settings = career_service::function_settings(function::DELIVER, pipeline.settings());
     let logged = career_service::clients_logging_sqs(&calls);
@@ -742,20 +750,22 @@ async fn only_a_message_that_shares_its_batch_is_deleted_early() {
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
     let table = deliveries(&pipeline);
     let lane = &pipeline.queues.delivery;
-    for batch in [1, 2] {
-        let messages: Vec<DeliveryMessage> = (0..batch)
-            .map(|_| DeliveryMessage::new(&Event::ping(&typed(&subscription)), &typed(&user), &typed(&subscription)))
-            .collect();
+    let alone: &[&str] = &[&first];
+    let one_subscription: &[&str] = &[&first, &first, &first];
+    let two_subscriptions: &[&str] = &[&first, &second];
+    for (batch, early) in [(alone, 0), (one_subscription, 0), (two_subscriptions, 2)] {
+        let messages: Vec<DeliveryMessage> =
+            batch.iter().map(|s| DeliveryMessage::new(&Event::ping(&typed(s)), &typed(&user), &typed(s))).collect();
         let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
         table.insert_new(&records, Timestamp::now()).await.unwrap();
         queues.send(Lane::Main, &messages).await.unwrap();
-        let received = career_service::receive_messages(lane, batch).await;
+        let received = career_service::receive_messages(lane, batch.len()).await;
         let mark = calls.len();
         let response =
             career_deliver::handle(&deliver, local_aws::event_sources::pumps::sqs_event(received.clone())).await;
         assert!(response.batch_item_failures.is_empty());
         let deletes = calls.since(mark).iter().filter(|call| *call == "DeleteMessage").count();
-        assert_eq!(deletes, if batch == 1 { 0 } else { batch }, "a batch of {batch}");
+        assert_eq!(deletes, early, "a batch of {batch:?}");
         // What the event source mapping then does: deletes the batch (already gone or not).
         for message in &received {
             let receipt = message.receipt_handle().unwrap_or_default();

@@ -81,10 +81,11 @@ impl Deps {
 /// `SendMessageBatch` to the retry lane, one `DeleteMessageBatch`). Every other turn goes
 /// on by itself from there, so none waits for another's send.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    // A message alone in its batch waits for no other: the event source mapping deletes it as
-    // this invocation returns, so an early delete would only be a second, billed request.
-    let early = event.records.len() > 1;
-    let received: Vec<Received> = event.records.iter().map(|message| Received::of(message, early)).collect();
+    let mut received: Vec<Received> = event.records.iter().map(Received::of).collect();
+    let early = deletes_early(received.iter().map(|r| r.delivery.as_ref().map(|d| &d.subscription_id)));
+    for received in &mut received {
+        received.receipt.early = early;
+    }
     let turns = load(deps, &received, Timestamp::now()).await;
     let received = &received;
     let mut handed_over = Vec::new();
@@ -122,6 +123,19 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     response
 }
 
+/// Whether a batch's messages are deleted one by one as each is settled, rather than by the
+/// event source mapping as the invocation returns: only when the batch holds deliveries of
+/// more than one subscription, so none waits for another subscription's send (contract
+/// section 12). A batch of one subscription's deliveries frees nothing by deleting early (its
+/// message groups are its own, and a group stays held while any of its messages is in
+/// flight), so an early delete would only be a second, billed request per message; a message
+/// alone in its batch likewise.
+fn deletes_early<'a>(subscriptions: impl Iterator<Item = Option<&'a SubscriptionId>>) -> bool {
+    let mut subscriptions = subscriptions.flatten();
+    let Some(first) = subscriptions.next() else { return false };
+    subscriptions.any(|other| other != first)
+}
+
 /// One received message: its lane, its receipt and the delivery it carries (`None` when its
 /// body cannot be read), with the span every line of its turn carries.
 struct Received<'a> {
@@ -134,9 +148,10 @@ struct Received<'a> {
 }
 
 impl<'a> Received<'a> {
-    fn of(message: &'a SqsMessage, early: bool) -> Self {
+    /// The message as received; whether its turn deletes it early is the batch's to say.
+    fn of(message: &'a SqsMessage) -> Self {
         let lane = Lane::of(message);
-        let receipt = Receipt { handle: message.receipt_handle.as_deref().unwrap_or_default(), early };
+        let receipt = Receipt { handle: message.receipt_handle.as_deref().unwrap_or_default(), early: false };
         let delivery = message.body.as_deref().and_then(|body| serde_json::from_str::<DeliveryMessage>(body).ok());
         let span = match &delivery {
             // Every line of this delivery's turn carries these fields once, from its span.
@@ -737,4 +752,20 @@ async fn stay(deps: &Deps, received: &Received<'_>, wait: Duration) -> bool {
         tracing::error!(error = %err, "scheduling the retry failed");
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_batch_of_several_subscriptions_deletes_early() {
+        let (a, b) = (SubscriptionId::generate(), SubscriptionId::generate());
+        let early = |ids: &[Option<&SubscriptionId>]| deletes_early(ids.iter().copied());
+        assert!(!early(&[]));
+        assert!(!early(&[Some(&a)]), "alone in its batch");
+        assert!(!early(&[Some(&a); 10]), "one subscription's batch");
+        assert!(!early(&[Some(&a), None]), "an unreadable message is no other subscription");
+        assert!(early(&[Some(&a), Some(&a), Some(&b)]));
+    }
 }

@@ -8,6 +8,8 @@
 //! retry lane for a subscription that is currently failing. Every delivery of an event
 //! carries the trace of the change (contract section 19), or of a trace the event starts.
 
+use std::collections::HashMap;
+
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use career_core::aws::AwsClients;
@@ -18,7 +20,8 @@ use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan;
 use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
-use career_core::events::{event_from_record, trace_of_record, Event, MalformedRecord};
+use career_core::events::{event_from_record, trace_of_record, Event, EventKind, MalformedRecord};
+use career_core::ids::UserId;
 use career_core::operational;
 use career_core::operator::{OperatorTopic, PublishError};
 use career_core::store::deliveries::DeliveryTable;
@@ -92,47 +95,110 @@ enum FanOutError {
     Publish(#[from] PublishError),
 }
 
-/// Handles records in order. A record that cannot be read is logged and skipped (a retry
-/// cannot fix it); on a failure that a retry can fix, processing stops and that record is
-/// reported, so the stream resumes from it without re-sending the records before it.
+/// Handles a batch's records in order, their deliveries together: each user's
+/// subscriptions to a kind are read once per batch, every record is written (with the
+/// markers that let the sweep find them, `store::deliveries::Marker`) before any message is
+/// queued, and the messages go ten to a `SendMessageBatch` call whatever event they come
+/// from, so a busy stream's deliveries share requests. A record that cannot be read is logged
+/// and skipped (a retry cannot fix it); on a failure that a retry can fix, the record the
+/// stream should resume from is reported: the first whose deliveries were not all queued, or
+/// whose operational event was not published, so the records before it are not sent again.
 pub async fn handle(deps: &Deps, event: StreamEvent) -> DynamoDbEventResponse {
     let mut response = DynamoDbEventResponse::default();
-    for record in &event.records {
-        if let Err(err) = fan_out(deps, record).await {
-            tracing::error!(event_id = %record.event_id, error = %err, "fan-out failed; the stream retries from this record");
-            let mut failure = DynamoDbBatchItemFailure::default();
-            failure.item_identifier = record.change.sequence_number.clone();
-            response.batch_item_failures.push(failure);
-            break;
-        }
+    // Boxed: the batch's future nests deep enough to pass the compiler's layout limit.
+    if let Some(index) = Box::pin(fan_out(deps, &event.records)).await {
+        let record = &event.records[index];
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = record.change.sequence_number.clone();
+        response.batch_item_failures.push(failure);
     }
     response
 }
 
-async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
-    let event = match Source::of(record, &deps.tables).event(record) {
-        Ok(Some(event)) => event,
-        Ok(None) => return Ok(()),
-        Err(malformed) => {
-            tracing::warn!(error = %malformed, "skipping a stream record");
-            return Ok(());
-        }
-    };
-    let Some(user_id) = event.user_id() else {
-        // Nobody can have subscribed to an event of no (or no valid) user.
-        tracing::warn!(event_id = %event.id, "skipping an event without a valid user id");
-        return Ok(());
-    };
-    let mut subscriptions = deps.webhooks.subscribed_to(user_id, event.kind()).await?;
-    subscriptions.retain(|s| Some(&s.id) != event.about());
+/// One event of the batch and the subscriptions it goes to.
+struct Fanned {
+    /// Its record's position in the batch.
+    index: usize,
+    event: Event,
+    user_id: UserId,
+    subscriptions: Vec<Subscription>,
+    trace: TraceContext,
+}
+
+/// Fans the batch out; the position of the record the stream retries from, if any.
+async fn fan_out(deps: &Deps, records: &[EventRecord]) -> Option<usize> {
+    let (fanned, stopped_at) = subscriptions_of(deps, records).await;
     let now = Timestamp::now();
-    // A record processed again may start another trace, but it queues nothing that its first
-    // processing recorded, so no delivery has two.
-    let trace = trace_of_record(record).unwrap_or_else(TraceContext::start);
+    if let Err(err) = deliver(deps, &fanned, now).await {
+        let index = fanned.first().map(|f| f.index).or(stopped_at)?;
+        tracing::error!(event_id = %records[index].event_id, error = %err, "fan-out failed; the stream retries from this record");
+        return Some(index);
+    }
+    // Last: a failure above retries the record, and the deliveries' records keep that from
+    // sending twice; the topic cannot, so it is published to once the deliveries are queued.
+    for fanned in &fanned {
+        if fanned.event.about().is_some() {
+            if let Err(err) = deps.operator.publish(&fanned.event).await {
+                let err = FanOutError::from(err);
+                tracing::error!(event_id = %records[fanned.index].event_id, error = %err, "fan-out failed; the stream retries from this record");
+                return Some(fanned.index);
+            }
+        }
+        let event = &fanned.event;
+        tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %fanned.user_id, trace_id = %fanned.trace.parent.trace_id.hex(), deliveries = fanned.subscriptions.len(), "event fanned out");
+    }
+    if let Some(index) = stopped_at {
+        tracing::error!(event_id = %records[index].event_id, "fan-out failed; the stream retries from this record");
+    }
+    stopped_at
+}
+
+/// The events of the batch's records and their subscriptions, each user's subscriptions to
+/// a kind read once, up to the first record whose subscriptions could not be read (whose
+/// position comes second).
+async fn subscriptions_of(deps: &Deps, records: &[EventRecord]) -> (Vec<Fanned>, Option<usize>) {
+    let mut read: HashMap<(UserId, EventKind), Vec<Subscription>> = HashMap::new();
+    let mut fanned = Vec::new();
+    for (index, record) in records.iter().enumerate() {
+        let event = match Source::of(record, &deps.tables).event(record) {
+            Ok(Some(event)) => event,
+            Ok(None) => continue,
+            Err(malformed) => {
+                tracing::warn!(error = %malformed, "skipping a stream record");
+                continue;
+            }
+        };
+        let Some(user_id) = event.user_id().cloned() else {
+            // Nobody can have subscribed to an event of no (or no valid) user.
+            tracing::warn!(event_id = %event.id, "skipping an event without a valid user id");
+            continue;
+        };
+        let key = (user_id.clone(), event.kind());
+        let mut subscriptions = match read.get(&key) {
+            Some(subscriptions) => subscriptions.clone(),
+            None => match deps.webhooks.subscribed_to(&key.0, key.1).await {
+                Ok(subscriptions) => read.entry(key).or_insert(subscriptions).clone(),
+                Err(err) => {
+                    tracing::error!(event_id = %event.id, error = %err, "reading the subscriptions failed");
+                    return (fanned, Some(index));
+                }
+            },
+        };
+        subscriptions.retain(|s| Some(&s.id) != event.about());
+        // A record processed again may start another trace, but it queues nothing that its
+        // first processing recorded, so no delivery has two.
+        let trace = trace_of_record(record).unwrap_or_else(TraceContext::start);
+        fanned.push(Fanned { index, event, user_id, subscriptions, trace });
+    }
+    (fanned, None)
+}
+
+/// Records every delivery of `fanned`, then queues those it recorded.
+async fn deliver(deps: &Deps, fanned: &[Fanned], now: Timestamp) -> Result<(), FanOutError> {
     // A first attempt for the main lane is created claimed, so its turn writes no claim
     // (delivery::plan::granted); the retry lane's copies claim for themselves.
-    let message = |s: &Subscription| {
-        let message = DeliveryMessage::new(&event, user_id, &s.id).traced(trace.clone());
+    let message = |fanned: &Fanned, s: &Subscription| {
+        let message = DeliveryMessage::new(&fanned.event, &fanned.user_id, &s.id).traced(fanned.trace.clone());
         match s.health.failing_since() {
             None => plan::created_claimed(message, now),
             Some(_) => message,
@@ -142,15 +208,17 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
         true => DeliveryStatus::Pending,
         false => DeliveryStatus::Skipped,
     };
+    let subscriptions: Vec<(&Fanned, &Subscription)> =
+        fanned.iter().flat_map(|f| f.subscriptions.iter().map(move |s| (f, s))).collect();
     let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
-        subscriptions.iter().map(|s| (message(s), status(s))).collect();
+        subscriptions.iter().map(|(f, s)| (message(f, s), status(s))).collect();
     let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
     let recorded = deps.deliveries.insert_new(&records, now).await?;
     // A disabled subscription is sent nothing: its record says `skipped` already. A delivery
     // that had its record already (this stream record processed again) is not queued again:
     // its first message, or the sweep if that was lost, sends it, and only once.
     let (mut main, mut retry) = (Vec::new(), Vec::new());
-    for ((subscription, (message, status)), new) in subscriptions.iter().zip(deliveries).zip(recorded) {
+    for (((_, subscription), (message, status)), new) in subscriptions.iter().zip(deliveries).zip(recorded) {
         match (new, status, subscription.health.failing_since().is_some()) {
             (false, _, _) | (_, DeliveryStatus::Skipped, _) => {}
             (true, _, true) => retry.push(message),
@@ -167,11 +235,5 @@ async fn fan_out(deps: &Deps, record: &EventRecord) -> Result<(), FanOutError> {
     }
     deps.queues.send_spread(&main).await?;
     deps.queues.send(Lane::Retry, &retry).await?;
-    // Last: a failure above retries the record, and the deliveries' records keep that from
-    // sending twice; the topic cannot, so it is published to once the deliveries are queued.
-    if event.about().is_some() {
-        deps.operator.publish(&event).await?;
-    }
-    tracing::info!(event_id = %event.id, kind = event.kind().as_str(), user_id = %user_id, trace_id = %trace.parent.trace_id.hex(), deliveries = subscriptions.len(), to_main_lane = main.len(), to_retry_lane = retry.len(), "event fanned out");
     Ok(())
 }

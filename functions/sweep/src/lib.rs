@@ -6,6 +6,10 @@
 //! index, so what it costs follows the overdue deliveries, not the log's size. On AWS a
 //! schedule runs it; `make run` runs it every 10 seconds.
 //!
+//! A first try that the fan-out created is in no due index entry of its own: the fan-out
+//! lists a batch's records in one marker (`store::deliveries::Marker`), and the sweep puts
+//! those of an overdue marker that are still `pending` in the index before it reads it.
+//!
 //! It takes only what is really lost. A delivery being attempted holds a claim on its record
 //! (`delivery::plan::Lease`) that the sweep's write respects. A delivery whose message waits
 //! in a lane backlog holds none, so the sweep tells it apart by the lanes' counts: as many
@@ -63,6 +67,8 @@ pub enum SweepError {
 /// What one run found and put back.
 #[derive(Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Swept {
+    /// Pending first tries found through their fan-out's marker and put in the due index.
+    pub indexed: usize,
     /// Pending deliveries found overdue.
     pub overdue: usize,
     /// Those left alone because their message may still wait on a lane.
@@ -101,7 +107,12 @@ pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     // Read the other way round, a delivery finishing in between would leave one more overdue
     // record than messages, and the sweep would take a waiting one as lost.
     let backlog = deps.queues.backlog().await;
-    let overdue = deps.deliveries.overdue(cutoff, PER_SHARD).await?;
+    let marked = index_marked(deps, cutoff).await?;
+    let indexed = marked.len();
+    let mut overdue = deps.deliveries.overdue(cutoff, PER_SHARD).await?;
+    // The index may already show what the markers' reading put in it.
+    overdue.retain(|found| !marked.iter().any(|m| m.key == found.key));
+    overdue.extend(marked.into_iter().filter(|found| found.next_attempt_at < cutoff));
     let found = overdue.len();
     let lost = lost(overdue, backlog?, cutoff - BACKLOG_PATIENCE);
     // The futures are made first: a stream that maps with a closure over `deps` is not
@@ -116,7 +127,22 @@ pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     // Claimed first: should this send fail, the records are due now and the next run but one
     // finds them again.
     deps.queues.send(Lane::Retry, &messages).await?;
-    Ok(Swept { overdue: found, waiting: found - lost.len(), requeued: messages.len() })
+    Ok(Swept { indexed, overdue: found, waiting: found - lost.len(), requeued: messages.len() })
+}
+
+/// Reads the fan-out's markers made before `cutoff`: each record one lists that is still
+/// `pending` and unindexed goes in the due index (so a later run finds it, should this one
+/// leave it), and the marker goes. The records it indexed.
+async fn index_marked(deps: &Deps, cutoff: Timestamp) -> Result<Vec<Overdue>, SweepError> {
+    let markers = deps.deliveries.markers_due(cutoff, PER_SHARD).await?;
+    let indexing: Vec<_> = markers.iter().map(|marker| deps.deliveries.index_marked(marker)).collect();
+    let indexed: Vec<Result<Vec<Overdue>, StoreError>> =
+        futures_util::stream::iter(indexing).buffer_unordered(CLAIMS_AT_ONCE).collect().await;
+    let mut found = Vec::new();
+    for records in indexed {
+        found.extend(records?);
+    }
+    Ok(found)
 }
 
 /// The overdue records taken as lost while the lanes hold `backlog` messages: all but the

@@ -16,16 +16,21 @@
 //!   recovery cost what they return.
 //! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): only
 //!   `pending` records, so the sweep reads what is overdue and nothing else, and its writes
-//!   spread over the shards at any event rate.
+//!   spread over the shards at any event rate. A first try the fan-out records is not in it:
+//!   one [`Marker`] per batch of records lets the sweep find those still pending when it is
+//!   overdue, so a first try that succeeds writes no index at all.
 //!
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 use aws_sdk_dynamodb::Client;
+use futures_util::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::body::KeptBody;
 use super::conditional::{applied, held};
 use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
@@ -44,6 +49,14 @@ const BY_STATUS: &str = "byStatus";
 pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index spreads its writes over.
 pub const DUE_SHARDS: u8 = 16;
+/// The partitions of the fan-out's markers, `fanout#<shard>`, one of [`DUE_SHARDS`]: apart
+/// from every subscription's log (`whk_…#k`), so no list reads them.
+const MARKER_PARTITION: &str = "fanout";
+/// How many records one marker lists at most: a send batch, and a marker under 1 KB (one
+/// write unit).
+pub const MARKER_RECORDS: usize = 10;
+/// How many records a fan-out writes at once.
+const PUTS_AT_ONCE: usize = 25;
 /// The attributes that writes name, beside the keys.
 const LOG_PARTITION: &str = "logPartition";
 const DELIVERY_ID: &str = "deliveryId";
@@ -95,10 +108,16 @@ struct DeliveryItem {
     last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<Timestamp>,
+    /// Written by no attempt since 2026-11-27 (a success's time is its `lastAttemptAt`); kept
+    /// on the records settled before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     succeeded_at: Option<Timestamp>,
-    /// The exact body that was signed and sent (a JSON text), for manual retries.
-    body: String,
+    /// The exact body that was signed and sent (a JSON text), for manual retries: as text
+    /// here, or deflated in `bodyDeflated` when that is smaller (see [`KeptBody`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_deflated: Option<serde_bytes::ByteBuf>,
     /// DynamoDB's TTL removes the record after it; stored as Unix seconds, as TTL wants.
     #[serde(with = "clock::unix_seconds")]
     expires_at: Timestamp,
@@ -138,7 +157,7 @@ impl DeliveryItem {
     fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Self {
         let pending = status == DeliveryStatus::Pending;
         let skipped = status == DeliveryStatus::Skipped;
-        DeliveryItem {
+        let item = DeliveryItem {
             log_partition: RecordKey::of(message).partition(),
             user_id: message.user_id.clone(),
             delivery_id: message.delivery_id.clone(),
@@ -154,7 +173,8 @@ impl DeliveryItem {
             last_error: skipped.then(|| NotSent { reason: SkipReason::Disabled, attempts: 0 }.to_string()),
             next_attempt_at: pending.then_some(at),
             succeeded_at: None,
-            body: String::from_utf8_lossy(body).into_owned(),
+            body: None,
+            body_deflated: None,
             expires_at: expires_at(at),
             status_key: status_key(&message.subscription_id, status),
             generation: message.generation,
@@ -163,12 +183,35 @@ impl DeliveryItem {
             due_shard: pending.then(|| due_shard(&message.delivery_id)),
             traceparent: message.trace.as_ref().map(|trace| trace.parent),
             tracestate: message.trace.as_ref().and_then(|trace| trace.state.clone()),
+        };
+        item.keeping(KeptBody::of(body))
+    }
+
+    /// The item with `body` as the body it keeps.
+    fn keeping(self, body: KeptBody) -> Self {
+        match body {
+            KeptBody::Text(text) => DeliveryItem { body: Some(text), body_deflated: None, ..self },
+            KeptBody::Deflated(bytes) => {
+                DeliveryItem { body: None, body_deflated: Some(serde_bytes::ByteBuf::from(bytes)), ..self }
+            }
         }
+    }
+
+    /// The body it keeps, as the text that was sent.
+    fn body_text(&self) -> Result<String, StoreError> {
+        let kept = match (&self.body, &self.body_deflated) {
+            (_, Some(deflated)) => KeptBody::Deflated(deflated.to_vec()),
+            (Some(text), None) => KeptBody::Text(text.clone()),
+            (None, None) => return Err(StoreError::Mapping(serde::de::Error::missing_field("body"))),
+        };
+        let bytes = kept.bytes().map_err(|err| StoreError::Mapping(serde::de::Error::custom(err)))?;
+        String::from_utf8(bytes).map_err(|err| StoreError::Mapping(serde::de::Error::custom(err)))
     }
 }
 
 impl DeliveryItem {
-    fn into_stored(self) -> StoredDelivery {
+    fn into_stored(self) -> Result<StoredDelivery, StoreError> {
+        let body = self.body_text()?;
         let (user_id, generation, lease_until) = (self.user_id.clone(), self.generation, self.lease_until);
         let trace = self.traceparent.map(|parent| TraceContext { parent, state: self.tracestate });
         let record = DeliveryRecord {
@@ -184,10 +227,14 @@ impl DeliveryItem {
             last_response_body: self.last_response_body,
             last_error: self.last_error,
             next_attempt_at: self.next_attempt_at,
-            succeeded_at: self.succeeded_at,
-            body: self.body,
+            // Compatibility: records settled before 2026-11-27 keep `succeededAt` until their
+            // TTL (30 days) ends them; since, a success's time is its last attempt's.
+            succeeded_at: self
+                .succeeded_at
+                .or(self.last_attempt_at.filter(|_| self.status == DeliveryStatus::Succeeded)),
+            body,
         };
-        StoredDelivery { record, user_id, generation, lease_until, trace }
+        Ok(StoredDelivery { record, user_id, generation, lease_until, trace })
     }
 }
 
@@ -215,6 +262,36 @@ impl StoredDelivery {
             trace: self.trace.clone(),
         })
     }
+}
+
+/// Where the sweep finds the records a fan-out created `pending` (contract section 12): one
+/// item listing them, written before them, in a partition of its own sorted by when they
+/// were created, instead of one due index entry per record. What the sweep reads and writes
+/// for it follows the markers, not the log's size.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MarkerItem {
+    log_partition: String,
+    /// `<created at>#<its first delivery id>`: a shard's markers made before a time are a
+    /// range of keys.
+    delivery_id: String,
+    /// `whk_…/dlv_…`, each record's key.
+    records: Vec<String>,
+    /// A marker the sweep never read (none runs) goes with its records.
+    #[serde(with = "clock::unix_seconds")]
+    expires_at: Timestamp,
+}
+
+fn marker_partition(shard: String) -> String {
+    format!("{MARKER_PARTITION}#{shard}")
+}
+
+/// A fan-out's marker the sweep found due: its key and the records it lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    partition: String,
+    sort: String,
+    pub records: Vec<RecordKey>,
 }
 
 /// A pending record the sweep found overdue: its key and when it was due.
@@ -266,6 +343,15 @@ impl RecordKey {
         log_partition(&self.subscription_id, second_last % LOG_SHARDS)
     }
 
+    /// A key as a marker lists it, `whk_…/dlv_…`.
+    fn parse(text: &str) -> Option<Self> {
+        let (subscription, delivery) = text.split_once('/')?;
+        Some(RecordKey {
+            subscription_id: SubscriptionId::parse(subscription)?,
+            delivery_id: DeliveryId::parse(delivery)?,
+        })
+    }
+
     /// The key as DynamoDB takes it.
     pub fn item(&self) -> Item {
         Item::from([(LOG_PARTITION.to_owned(), s(self.partition())), (DELIVERY_ID.to_owned(), s(&self.delivery_id))])
@@ -313,15 +399,127 @@ impl DeliveryTable {
     /// where it has no record yet, so a stream record processed again (a retried batch)
     /// changes nothing its first processing recorded, attempts and successes included. The
     /// answer says, for each, whether this call recorded it. At most one write per delivery,
-    /// all at once: a fan-out has at most 25 (one per subscription of a user).
+    /// [`PUTS_AT_ONCE`] at a time.
+    ///
+    /// The `pending` ones are not put in the due index: markers listing them, [`MARKER_RECORDS`]
+    /// to a marker, are written first, and the sweep reads a marker once it is overdue
+    /// ([`Self::index_marked`]). So a first try that succeeds writes no index entry, and a
+    /// batch of ten pays two writes (the marker's and its removal) instead of twenty.
     pub async fn insert_new(
         &self,
         messages: &[(&DeliveryMessage, DeliveryStatus)],
         at: Timestamp,
     ) -> Result<Vec<bool>, StoreError> {
-        let items: Vec<DeliveryItem> =
-            messages.iter().map(|(message, status)| DeliveryItem::new(message, &message.body(), *status, at)).collect();
-        futures_util::future::try_join_all(items.iter().map(|item| self.put_new(item))).await
+        let pending: Vec<RecordKey> = messages
+            .iter()
+            .filter(|(_, status)| *status == DeliveryStatus::Pending)
+            .map(|(message, _)| RecordKey::of(message))
+            .collect();
+        // First: a record the sweep could not find would be lost for good should its message be.
+        futures_util::future::try_join_all(pending.chunks(MARKER_RECORDS).map(|keys| self.put_marker(keys, at)))
+            .await?;
+        let items: Vec<DeliveryItem> = messages
+            .iter()
+            .map(|(message, status)| DeliveryItem {
+                due_shard: None,
+                ..DeliveryItem::new(message, &message.body(), *status, at)
+            })
+            .collect();
+        // The futures are made first: a stream that maps with a closure over `self` is not
+        // provably `Send`.
+        let puts: Vec<_> = items.iter().map(|item| self.put_new(item)).collect();
+        futures_util::stream::iter(puts).buffered(PUTS_AT_ONCE).try_collect().await
+    }
+
+    /// Writes the marker of `keys`, records about to be created `pending` at `at`.
+    async fn put_marker(&self, keys: &[RecordKey], at: Timestamp) -> Result<(), StoreError> {
+        let Some(first) = keys.first() else { return Ok(()) };
+        let marker = MarkerItem {
+            log_partition: marker_partition(due_shard(&first.delivery_id)),
+            delivery_id: format!("{at}#{}", first.delivery_id),
+            records: keys.iter().map(|key| format!("{}/{}", key.subscription_id, key.delivery_id)).collect(),
+            expires_at: expires_at(at),
+        };
+        self.client.put_item().table_name(&self.table).set_item(Some(serde_dynamo::to_item(marker)?)).send().await?;
+        Ok(())
+    }
+
+    /// The fan-out's markers made before `cutoff`, at most `limit` of each shard.
+    pub async fn markers_due(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Marker>, StoreError> {
+        let condition = "logPartition = :p AND deliveryId < :cutoff";
+        let items = self.each_shard_before(None, condition, |shard| marker_partition(shard.to_string()), cutoff, limit);
+        let mut found = Vec::new();
+        for item in items.await? {
+            let marker: MarkerItem = serde_dynamo::from_item(item)?;
+            let records = marker.records.iter().filter_map(|key| RecordKey::parse(key)).collect();
+            found.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, records });
+        }
+        Ok(found)
+    }
+
+    /// The items of each of the [`DUE_SHARDS`] partitions (of the table, or of `index`) that
+    /// `condition` keeps below `cutoff` (`:p` the partition, `:cutoff` the bound), at most
+    /// `limit` of each.
+    async fn each_shard_before(
+        &self,
+        index: Option<&str>,
+        condition: &str,
+        partition: impl Fn(u8) -> String,
+        cutoff: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut found = Vec::new();
+        for shard in 0..DUE_SHARDS {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(index.map(str::to_owned))
+                .key_condition_expression(condition)
+                .expression_attribute_values(":p", s(partition(shard)))
+                .expression_attribute_values(":cutoff", time(cutoff))
+                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                .send()
+                .await?;
+            found.extend(output.items.unwrap_or_default());
+        }
+        Ok(found)
+    }
+
+    /// Puts in the due index each record of `marker` that is still `pending` and in none
+    /// (its first try has not settled: its message is lost, waits in a backlog, or is being
+    /// attempted), so that the sweep finds it as it finds any overdue record, in this run
+    /// and the next; then removes the marker. The records it indexed. The records are read
+    /// eventually consistently: the write holds only while the record is still so.
+    pub async fn index_marked(&self, marker: &Marker) -> Result<Vec<Overdue>, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Found {
+            delivery_id: DeliveryId,
+            status: DeliveryStatus,
+            next_attempt_at: Option<Timestamp>,
+            due_shard: Option<String>,
+        }
+        let mut indexed = Vec::new();
+        for item in self.batch_items(&marker.records, BatchRead::Due).await? {
+            let found: Found = serde_dynamo::from_item(item)?;
+            let (DeliveryStatus::Pending, Some(next_attempt_at), None) =
+                (found.status, found.next_attempt_at, &found.due_shard)
+            else {
+                continue;
+            };
+            let Some(key) = marker.records.iter().find(|key| key.delivery_id == found.delivery_id) else { continue };
+            let unindexed =
+                Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())).and(Condition::absent(DUE_SHARD));
+            let expression = Expression::new().set(DUE_SHARD, s(due_shard(&key.delivery_id))).when(unindexed);
+            if applied(self.record_update(key).expression(expression).send().await)? {
+                indexed.push(Overdue { key: key.clone(), next_attempt_at });
+            }
+        }
+        let key =
+            Item::from([(LOG_PARTITION.to_owned(), s(&marker.partition)), (DELIVERY_ID.to_owned(), s(&marker.sort))]);
+        self.client.delete_item().table_name(&self.table).set_key(Some(key)).send().await?;
+        Ok(indexed)
     }
 
     /// Records one delivery that no attempt has touched yet (a ping), `pending` or `skipped`.
@@ -334,7 +532,7 @@ impl DeliveryTable {
     ) -> Result<DeliveryRecord, StoreError> {
         let item = DeliveryItem::new(message, &message.body(), status, at);
         if self.put_new(&item).await? {
-            return Ok(item.into_stored().record);
+            return Ok(item.into_stored()?.record);
         }
         let existing = self.get(&message.subscription_id, &message.delivery_id).await?;
         existing.map(|stored| stored.record).ok_or(StoreError::Contention)
@@ -449,10 +647,10 @@ impl DeliveryTable {
             }
             None => expression.remove(NEXT_ATTEMPT_AT).remove(DUE_SHARD),
         };
-        expression = match attempt.status {
-            DeliveryStatus::Succeeded => expression.set(SUCCEEDED_AT, time(attempt.at)),
-            _ => expression.remove(SUCCEEDED_AT),
-        };
+        // A success's time is its `lastAttemptAt`: not written twice, so a record with a 1 KB
+        // body stays under 1 KB as settled (see `into_stored`). A record of before (2026-11-27)
+        // loses the attribute it has.
+        expression = expression.remove(SUCCEEDED_AT);
         let held = match lease {
             Some(lease) => same_generation(message.generation).and(Condition::equals(LEASE_UNTIL, time(lease.until))),
             None => same_generation(message.generation),
@@ -585,23 +783,12 @@ impl DeliveryTable {
         struct Due {
             next_attempt_at: Timestamp,
         }
+        let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
+        let items = self.each_shard_before(Some(BY_DUE), condition, |shard| shard.to_string(), cutoff, limit);
         let mut found = Vec::new();
-        for shard in 0..DUE_SHARDS {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(BY_DUE)
-                .key_condition_expression("dueShard = :shard AND nextAttemptAt < :cutoff")
-                .expression_attribute_values(":shard", s(shard.to_string()))
-                .expression_attribute_values(":cutoff", time(cutoff))
-                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-                .send()
-                .await?;
-            for item in output.items.unwrap_or_default() {
-                let due: Due = serde_dynamo::from_item(item.clone())?;
-                found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
-            }
+        for item in items.await? {
+            let due: Due = serde_dynamo::from_item(item.clone())?;
+            found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
         }
         Ok(found)
     }
@@ -828,7 +1015,9 @@ impl DeliveryTable {
         }
         let output = query.send().await?;
         let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
-        found.extend(items.into_iter().map(|item| item.into_stored().record));
+        for item in items {
+            found.push(item.into_stored()?.record);
+        }
         match output.last_evaluated_key {
             Some(last) => {
                 shard.read_down_to = ReadDownTo::Id(RecordKey::from_item(&last)?.delivery_id);
@@ -839,30 +1028,52 @@ impl DeliveryTable {
         Ok(usize::try_from(output.scanned_count).unwrap_or_default())
     }
 
-    /// The records of `keys` that exist, in the order of `keys`, read strongly consistently,
-    /// at most [`BATCH_GET_MAX`] a call (keys DynamoDB leaves unprocessed are asked again).
+    /// The records of `keys` that exist, in the order of `keys`, read strongly consistently.
     async fn records(&self, keys: &[RecordKey]) -> Result<Vec<StoredDelivery>, StoreError> {
         let mut by_id = std::collections::HashMap::new();
+        for item in self.batch_items(keys, BatchRead::Whole).await? {
+            let stored = stored_of(item)?;
+            by_id.insert(stored.record.id.clone(), stored);
+        }
+        Ok(keys.iter().filter_map(|key| by_id.remove(&key.delivery_id)).collect())
+    }
+
+    /// The items of `keys` that exist, read as `read` says, at most [`BATCH_GET_MAX`] a call
+    /// (keys DynamoDB leaves unprocessed are asked again).
+    async fn batch_items(&self, keys: &[RecordKey], read: BatchRead) -> Result<Vec<Item>, StoreError> {
+        let mut found = Vec::new();
         for chunk in keys.chunks(BATCH_GET_MAX) {
             let items: Vec<Item> = chunk.iter().map(RecordKey::item).collect();
-            let items = KeysAndAttributes::builder().set_keys(Some(items)).consistent_read(true).build();
-            let mut request = Some(items.expect("keys are set"));
+            let items = KeysAndAttributes::builder().set_keys(Some(items));
+            let items = match read {
+                BatchRead::Whole => items.consistent_read(true),
+                BatchRead::Due => items
+                    .projection_expression("deliveryId, #status, nextAttemptAt, dueShard")
+                    .expression_attribute_names("#status", STATUS),
+            };
+            let mut request = Some(items.build().expect("keys are set"));
             let mut backoff = super::Backoff::new(UNPROCESSED_RETRIES);
             while let Some(keys) = request.take() {
                 let output = self.client.batch_get_item().request_items(&self.table, keys).send().await?;
-                let items = output.responses.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default();
-                for item in items {
-                    let stored = stored_of(item)?;
-                    by_id.insert(stored.record.id.clone(), stored);
-                }
+                found.extend(output.responses.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default());
                 request = output.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table));
                 if request.is_some() && !backoff.pause().await {
                     return Err(StoreError::Contention);
                 }
             }
         }
-        Ok(keys.iter().filter_map(|key| by_id.remove(&key.delivery_id)).collect())
+        Ok(found)
     }
+}
+
+/// How [`DeliveryTable::batch_items`] reads.
+#[derive(Clone, Copy)]
+enum BatchRead {
+    /// Whole records, strongly consistent.
+    Whole,
+    /// Only what the sweep needs (status, due time, due index key), eventually consistent
+    /// (half the read units).
+    Due,
 }
 
 /// One shard of a subscription's log as a list reads it, newest first, chunk after chunk.
@@ -903,6 +1114,11 @@ impl ReadDownTo {
 /// The start of every attempt's update, which creates the record if needed: `SET` the
 /// status, its index key, the expiry and (if the record is new) its identity and body.
 fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Expression {
+    // The same bytes make the same form, so a record keeps one body attribute.
+    let (body_name, body_value) = match KeptBody::of(body) {
+        KeptBody::Text(text) => ("body", s(text)),
+        KeptBody::Deflated(bytes) => ("bodyDeflated", AttributeValue::B(Blob::new(bytes))),
+    };
     let expression = match status_key(&message.subscription_id, status) {
         Some(key) => Expression::new().set(STATUS_KEY, s(key)),
         None => Expression::new().remove(STATUS_KEY),
@@ -915,7 +1131,7 @@ fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Ti
         .set_if_absent("eventId", s(&message.event.id))
         .set_if_absent("eventType", s(message.event.kind().as_str()))
         .set_if_absent("createdAt", time(at))
-        .set_if_absent("body", s(String::from_utf8_lossy(body)))
+        .set_if_absent(body_name, body_value)
 }
 
 /// Counts `attempt` in an attempt's update: one more attempt, when, and what it got (the
@@ -973,5 +1189,81 @@ fn state_of(item: Item) -> Result<RecordState, StoreError> {
 
 fn stored_of(item: Item) -> Result<StoredDelivery, StoreError> {
     let item: DeliveryItem = serde_dynamo::from_item(item)?;
-    Ok(item.into_stored())
+    item.into_stored()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    /// An item's size as DynamoDB counts it for the attribute kinds these items use.
+    fn size(item: &Item) -> usize {
+        fn value(v: &AttributeValue) -> usize {
+            match v {
+                AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
+                AttributeValue::B(b) => b.as_ref().len(),
+                AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value(v)).sum::<usize>(),
+                _ => 1,
+            }
+        }
+        item.iter().map(|(name, v)| name.len() + value(v)).sum()
+    }
+
+    #[test]
+    fn a_full_marker_is_one_write_unit_and_lists_keys_that_read_back() {
+        let keys: Vec<RecordKey> = (0..MARKER_RECORDS)
+            .map(|_| RecordKey { subscription_id: SubscriptionId::generate(), delivery_id: DeliveryId::generate() })
+            .collect();
+        let at = Timestamp::from_unix_seconds(1_795_766_400);
+        let marker = MarkerItem {
+            log_partition: marker_partition(due_shard(&keys[0].delivery_id)),
+            delivery_id: format!("{at}#{}", keys[0].delivery_id),
+            records: keys.iter().map(|key| format!("{}/{}", key.subscription_id, key.delivery_id)).collect(),
+            expires_at: expires_at(at),
+        };
+        let item: Item = serde_dynamo::to_item(&marker).unwrap();
+        assert!(size(&item) <= 1024, "{} bytes", size(&item));
+        let read: Vec<RecordKey> = marker.records.iter().filter_map(|key| RecordKey::parse(key)).collect();
+        assert_eq!(read, keys);
+        assert!(marker.log_partition.starts_with("fanout#"), "apart from every log partition");
+        assert!(RecordKey::from_item(&item).is_err(), "no marker reads as a record's key");
+    }
+
+    #[test]
+    fn a_record_keeps_a_long_body_deflated_and_reads_it_back_as_sent() {
+        let event = crate::events::Event::ping(&SubscriptionId::generate());
+        let mut message = DeliveryMessage::new(&event, &"u1".parse().unwrap(), &SubscriptionId::generate());
+        message.event.data = crate::events::EventData::EndpointFailing {
+            user_id: "u1".parse().unwrap(),
+            subscription_id: SubscriptionId::generate(),
+            url: "https://hooks.example.com/career/events".into(),
+            failing_since: Timestamp::from_unix_seconds(1_795_766_400),
+            last_error: "answered 503: the gateway returned an invalid response from the pool; ".repeat(12),
+            last_response_status: Some(503),
+        };
+        let body = message.body();
+        let item = DeliveryItem::new(&message, &body, DeliveryStatus::Pending, Timestamp::now());
+        let stored: Item = serde_dynamo::to_item(&item).unwrap();
+        assert!(!stored.contains_key("body"));
+        assert!(matches!(stored.get("bodyDeflated"), Some(AttributeValue::B(_))), "kept as binary: {stored:?}");
+        assert!(size(&stored) < 1024, "{} bytes for a {}-byte body", size(&stored), body.len());
+        assert_eq!(stored_of(stored).unwrap().record.body.as_bytes(), body.as_slice());
+    }
+
+    #[test]
+    fn a_success_shows_its_last_attempt_as_when_it_succeeded() {
+        let message = DeliveryMessage::new(
+            &crate::events::Event::ping(&SubscriptionId::generate()),
+            &"u1".parse().unwrap(),
+            &SubscriptionId::generate(),
+        );
+        let at = Timestamp::from_unix_seconds(1_795_766_400);
+        let item = DeliveryItem::new(&message, &message.body(), DeliveryStatus::Pending, at);
+        let settled = DeliveryItem { status: DeliveryStatus::Succeeded, last_attempt_at: Some(at), ..item };
+        assert_eq!(settled.into_stored().unwrap().record.succeeded_at, Some(at));
+        let item = DeliveryItem::new(&message, &message.body(), DeliveryStatus::Pending, at);
+        let failed = DeliveryItem { status: DeliveryStatus::Failed, last_attempt_at: Some(at), ..item };
+        assert_eq!(failed.into_stored().unwrap().record.succeeded_at, None);
+    }
 }

@@ -5,6 +5,7 @@
 //! scans; the one Scan is an operator's (`webhook_admin`).
 
 pub mod alerts;
+pub mod body;
 mod conditional;
 pub mod data_key;
 pub mod deliveries;
