@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use career_core::clock::Timestamp;
 use career_core::config::Settings;
@@ -22,7 +22,7 @@ use career_service::{clients_logging_kms, typed};
 
 use crate::counting::Calls;
 use crate::report::{Row, Section};
-use crate::stats::{fine, ratio, summarize, Summary};
+use crate::stats::{fine, ratio, summarize, time_each, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Secrets at rest";
@@ -133,16 +133,7 @@ async fn warm_openings(settings: &Settings, stored: &Subscription, n: usize) -> 
 }
 
 fn time_signing(message: &DeliveryMessage, secrets: &SigningSecrets, n: usize) -> Signing {
-    let time = |run: &dyn Fn()| {
-        let samples: Vec<Duration> = (0..n)
-            .map(|_| {
-                let started = Instant::now();
-                run();
-                started.elapsed()
-            })
-            .collect();
-        summarize(&samples)
-    };
+    let time = |run: &dyn Fn()| time_each(n, run);
     let body = serde_json::to_vec(&message.event).expect("events serialize");
     let (at, epoch) = (Timestamp::from_unix_seconds(1_795_766_400), Timestamp::from_unix_seconds(0));
     let one = SigningSecrets::new(secrets.current.clone(), false);

@@ -1,6 +1,6 @@
 //! Order statistics of latency samples and how the report prints them.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Summary {
@@ -20,6 +20,18 @@ pub fn summarize(samples: &[Duration]) -> Summary {
     let rank = |q: f64| sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
     let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2 };
     Summary { min: sorted[0], median, p90: rank(0.90), p99: rank(0.99), max: sorted[n - 1] }
+}
+
+/// `run` timed `n` times, one sample a run.
+pub fn time_each(n: usize, run: &dyn Fn()) -> Summary {
+    let samples: Vec<Duration> = (0..n)
+        .map(|_| {
+            let started = Instant::now();
+            run();
+            started.elapsed()
+        })
+        .collect();
+    summarize(&samples)
 }
 
 /// The middle of counts (page faults, throttled periods), `None` for none.

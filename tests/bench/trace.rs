@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventData};
@@ -16,7 +16,7 @@ use career_core::trace::{SpanId, TraceContext, TraceState};
 use career_service::typed;
 
 use crate::report::{Row, Section};
-use crate::stats::{fine, summarize, Summary};
+use crate::stats::{fine, time_each, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Trace context";
@@ -67,16 +67,7 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 }
 
 fn time(message: &DeliveryMessage, trace: &TraceContext, n: usize) -> Timings {
-    let time = |run: &dyn Fn()| {
-        let samples: Vec<Duration> = (0..n)
-            .map(|_| {
-                let started = Instant::now();
-                run();
-                started.elapsed()
-            })
-            .collect();
-        summarize(&samples)
-    };
+    let time = |run: &dyn Fn()| time_each(n, run);
     Timings {
         headers: time(&|| {
             std::hint::black_box(trace.headers(SpanId::generate()));

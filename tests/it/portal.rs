@@ -100,10 +100,11 @@ async fn the_portal_files_need_no_key_and_carry_the_security_headers() {
     assert_eq!((head.status, head.header("content-type"), head.body.as_str()), (200, Some(FILES[0].1), ""));
     assert_security_headers("HEAD /portal", &head);
 
+    // (`/portal/` is no path of the portal's: `/portal/{proxy+}` takes one segment or more, so
+    // the gateway hands it to `$default`, as local_gateway's tests show.)
     for (method, path, status, code) in [
         ("POST", "/portal", 405, "method_not_allowed"),
         ("DELETE", "/portal/portal.js", 405, "method_not_allowed"),
-        ("GET", "/portal/", 404, "not_found"),
         ("GET", "/portal/secrets.txt", 404, "not_found"),
         ("GET", "/portal/portal.js/x", 404, "not_found"),
     ] {
