@@ -257,7 +257,7 @@ fn the_deliveries_streams_filters_pass_exactly_the_kinds_whose_end_is_an_event()
 
 #[test]
 fn the_template_sets_none_of_the_hooks_of_the_tests_and_the_local_stack() {
-    use career_core::runtime::{EXTRA_ROOT_CERT_VAR, TIMEOUT_FACTOR_VAR};
+    use career_core::aws::runtime::{EXTRA_ROOT_CERT_VAR, TIMEOUT_FACTOR_VAR};
     let template = Template::shipped();
     let globals = template.function_globals().and_then(|g| g.get("Environment")).cloned();
     let own = template.resources_of("AWS::Serverless::Function").filter_map(|f| f.property("Environment").cloned());

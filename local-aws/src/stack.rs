@@ -40,7 +40,7 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
 pub const STACK_NAME: &str = "career";
 
 /// How many times AWS's its time limits the local stack gives the functions: their AWS calls'
-/// (`career_core::runtime::TIMEOUT_FACTOR_VAR`, which the stack sets for them) and their own
+/// (`career_core::aws::runtime::TIMEOUT_FACTOR_VAR`, which the stack sets for them) and their own
 /// (Lambda's timeout of each function, and API Gateway's: [`local_time_limit`]). The stack's
 /// emulators share a developer's machine with compilers, where DynamoDB Local's JVM stalls for
 /// seconds at a time; scaling every limit by one factor keeps their order, so what reaches a
@@ -166,7 +166,7 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
         ("AWS_ENDPOINT_URL_STS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_IAM", moto.to_owned()),
         ("AWS_ENDPOINT_URL_EVENTBRIDGE", moto.to_owned()),
-        (career_core::runtime::TIMEOUT_FACTOR_VAR, TIMEOUT_FACTOR.to_string()),
+        (career_core::aws::runtime::TIMEOUT_FACTOR_VAR, TIMEOUT_FACTOR.to_string()),
     ]
 }
 
@@ -176,7 +176,7 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
 /// Calls signed with a function role's keys are evaluated against that role (crate::iam).
 pub fn sdk_config(dynamodb: &str, moto: &str) -> anyhow::Result<SdkConfig> {
     let environment = aws_environment(dynamodb, moto).into_iter().map(|(name, value)| (name.to_owned(), value));
-    let sdk = career_core::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")?;
+    let sdk = career_core::aws::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")?;
     let http = sdk.http_client().context("the functions' SDK configuration has an HTTP client")?;
     Ok(sdk.to_builder().http_client(crate::iam::enforcing(http)).build())
 }

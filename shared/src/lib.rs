@@ -10,7 +10,6 @@
 //! runs (the local stack, its gateway and pumps, the admin commands) lives in `careerctl/`.
 
 pub mod alerts;
-pub mod api;
 pub mod auth;
 pub mod aws;
 pub mod clock;
@@ -21,12 +20,10 @@ pub mod events;
 pub mod excerpt;
 pub mod ids;
 pub mod operational;
-pub mod operator;
 pub mod pagination;
 pub mod preferences;
 pub mod random;
 pub mod ratelimit;
-pub mod runtime;
 pub mod store;
 pub mod telemetry;
 mod text;

@@ -196,7 +196,7 @@ fn distance_note(bench: &Bench, binaries: &[Startups], hello: &Summary, init_con
         "Distance: the functions start in {} (mean of the five medians) against {} for hello-world; the \
          target allows {}. Nothing is fetched over the network at init ({init_connections} connections), and \
          no certificate store is read: the functions trust only the Amazon Trust Services roots compiled into \
-         them (shared/src/runtime.rs). The gap is the rest of init: the binary is up to {} against {} for \
+         them (shared/src/aws/runtime.rs). The gap is the rest of init: the binary is up to {} against {} for \
          hello-world and touches more of it (page faults above, against {hello_faults} for hello-world), and \
          building the SDK clients (the `SdkConfig` itself is built by hand from Lambda's environment, with no \
          profile file or provider chain), next to the settings and the JSON logger. The SDK crates are without \

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_core::runtime::EXTRA_ROOT_CERT_VAR;
+use career_core::aws::runtime::EXTRA_ROOT_CERT_VAR;
 use career_service::pipeline::Pipeline;
 use career_service::tls::TlsTerminator;
 

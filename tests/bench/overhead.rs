@@ -423,7 +423,7 @@ fn render(n: usize, results: &[(Op, Measured)], cold_trips: f64, cold_breakdown:
             body,
             "\nOn a warm instance every operation makes exactly its two unavoidable DynamoDB calls: the key lookup \
              is served from the per-instance cache (60 s), and nothing else is read or written. A GET issues \
-             its two at the same time (shared/src/api/metering.rs `Metering::CountAlongside`: the read does \
+             its two at the same time (shared/src/aws/api/metering.rs `Metering::CountAlongside`: the read does \
              not wait for the rate-limit count, and a 429 drops it), so it waits for one round trip; its \
              target is the slower of the two bare calls timed alone. A write waits for the count before it \
              writes, because a refused write must change nothing: its target is the two bare calls in sequence."

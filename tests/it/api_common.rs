@@ -477,10 +477,10 @@ async fn an_unknown_key_is_remembered_briefly_without_a_read_per_request() {
     api.get("/api/v1/alerts", key.expose()).await.assert_status(200);
 }
 
-/// The SDK configuration the functions build on Lambda (shared/src/runtime.rs), against
+/// The SDK configuration the functions build on Lambda (shared/src/aws/runtime.rs), against
 /// DynamoDB Local behind a TLS terminator whose root is made at run time.
 async fn list_tables_through(environment: Vec<(String, String)>) -> Result<(), String> {
-    let sdk = career_core::runtime::sdk_config(environment).map_err(|e| e.to_string())?;
+    let sdk = career_core::aws::runtime::sdk_config(environment).map_err(|e| e.to_string())?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     client.list_tables().limit(1).send().await.map(|_| ()).map_err(|e| format!("{e:?}"))
 }
@@ -505,7 +505,7 @@ async fn on_lambda_only_aws_roots_are_trusted_unless_the_test_hook_names_another
     let refused = list_tables_through(environment(None)).await.expect_err("the run-time root is not trusted");
     assert!(refused.to_lowercase().contains("certificate") || refused.contains("Tls"), "{refused}");
     let root = terminator.root_pem.display().to_string();
-    list_tables_through(environment(Some((career_core::runtime::EXTRA_ROOT_CERT_VAR, root))))
+    list_tables_through(environment(Some((career_core::aws::runtime::EXTRA_ROOT_CERT_VAR, root))))
         .await
         .expect("trusted through the test hook");
 }

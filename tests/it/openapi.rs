@@ -251,7 +251,7 @@ const SIGNING_KEYS: Op = Op {
 
 /// Every operation the functions route: `(method, path, scope)`.
 fn code_operations() -> Vec<(Method, &'static str, &'static str)> {
-    fn of<Op: Copy>(resource: &career_core::api::Resource<Op>) -> Vec<(Method, &'static str, &'static str)> {
+    fn of<Op: Copy>(resource: &career_core::aws::api::Resource<Op>) -> Vec<(Method, &'static str, &'static str)> {
         resource.operations.iter().map(|(method, scope, _)| (method.clone(), resource.path, scope.as_str())).collect()
     }
     let mut all = of(&career_alerts::RESOURCE);

@@ -17,7 +17,7 @@ use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
 use career_core::delivery::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
-use career_core::runtime::Invocation;
+use career_core::aws::runtime::Invocation;
 use career_core::store::deliveries::{DeliveryTable, Overdue, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;

@@ -330,7 +330,7 @@ pub fn clients_at(dynamodb: &str, moto: &str) -> AwsClients {
 /// stack's (`local_aws::stack::TIMEOUT_FACTOR`): for a test of those limits.
 pub fn clients_with_limits_at(dynamodb: &str, moto: &str, factor: u32) -> AwsClients {
     let sdk = local_aws::stack::sdk_config(dynamodb, moto).unwrap_or_else(|e| panic!("{e:#}"));
-    AwsClients::new(sdk.to_builder().timeout_config(career_core::runtime::aws_timeouts(factor)).build())
+    AwsClients::new(sdk.to_builder().timeout_config(career_core::aws::runtime::aws_timeouts(factor)).build())
 }
 
 /// [`clients`] whose KMS client logs its calls in `calls`.

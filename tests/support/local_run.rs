@@ -163,5 +163,5 @@ async fn until_refused(what: &str, url: &str) {
 
 /// The AWS clients that the environment `env` describes.
 fn clients_of(env: &HashMap<String, String>) -> AwsClients {
-    AwsClients::new(career_core::runtime::sdk_config(env.clone()).expect("the stack's env file names credentials"))
+    AwsClients::new(career_core::aws::runtime::sdk_config(env.clone()).expect("the stack's env file names credentials"))
 }

@@ -1,7 +1,7 @@
 //! `/api/v1/alerts`: list alerts (GET) and set or clear their read and dismissed flags (PATCH).
 
 use career_core::alerts::{query_flag, AlertAction, ListFilter};
-use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};

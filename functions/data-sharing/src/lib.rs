@@ -1,6 +1,6 @@
 //! `/api/v1/data-sharing`: read (GET) and update (PUT) the user's data-sharing preferences.
 
-use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};

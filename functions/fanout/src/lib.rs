@@ -23,7 +23,7 @@ use career_core::delivery::DeliveryMessage;
 use career_core::events::{event_from_record, trace_of_record, Event, EventKind, MalformedRecord};
 use career_core::ids::UserId;
 use career_core::operational;
-use career_core::operator::{OperatorTopic, PublishError};
+use career_core::aws::operator::{OperatorTopic, PublishError};
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;

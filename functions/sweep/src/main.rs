@@ -1,4 +1,4 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    career_core::runtime::run_event_function(career_sweep::Deps::new, career_sweep::handle).await
+    career_core::aws::runtime::run_event_function(career_sweep::Deps::new, career_sweep::handle).await
 }

@@ -7,7 +7,7 @@
 
 pub mod portal;
 
-use career_core::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};

@@ -1,4 +1,4 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    career_core::runtime::run_api_function(career_webhooks::Deps::new, career_webhooks::handle).await
+    career_core::aws::runtime::run_api_function(career_webhooks::Deps::new, career_webhooks::handle).await
 }

@@ -3,7 +3,7 @@
 //! sends it to the API itself). The files are compiled into the function, so serving them
 //! reads nothing, at start or per request, and a cold start does no more work than before.
 
-use career_core::api::{self, ApiError};
+use career_core::aws::api::{self, ApiError};
 use lambda_http::http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};

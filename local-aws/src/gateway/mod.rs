@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn each_operation_is_routed_to_its_function() {
         let routes = Routes::of(&Template::shipped(), |function| Ok(function.to_owned())).unwrap();
-        fn methods<Op>(resource: &career_core::api::Resource<Op>) -> (&'static str, Vec<&http::Method>) {
+        fn methods<Op>(resource: &career_core::aws::api::Resource<Op>) -> (&'static str, Vec<&http::Method>) {
             (resource.path, resource.operations.iter().map(|(method, _, _)| method).collect())
         }
         let operations = [(function::ALERTS, methods(&career_alerts::RESOURCE))]

@@ -8,7 +8,8 @@
 //! - [`call`]: an admitted request as an operation sees it ([`Call`]);
 //! - [`strict_json`]: reading a request body as JSON, strictly;
 //! - [`metering`]: how a request is metered against its key's rate limit;
-//! - [`front`]: [`Front::serve`], the checks in the contract's order, and the request log.
+//! - [`front`]: [`Front::serve`], the checks in the contract's order, and the request log;
+//! - `trace`: the trace context of a request's headers ([`crate::trace::TraceContext::of_request`]).
 
 mod call;
 mod error;
@@ -17,6 +18,7 @@ mod metering;
 mod reply;
 mod route;
 mod strict_json;
+mod trace;
 
 pub use call::Call;
 pub use error::ApiError;

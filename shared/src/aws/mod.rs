@@ -1,4 +1,12 @@
-//! The AWS clients of one instance: a function's, the local stack's or a test's. They come
+//! The service's adapters: everything that talks to AWS or to the network, apart from the
+//! tables (`store`). The domain modules beside this folder import no AWS, Lambda or HTTP
+//! crate (`scripts/import-circles.py` checks it); the functions wire the two together.
+//!
+//! - `runtime`: running a function on Lambda (cold start: settings, clients, logging);
+//! - `api`: the HTTP boundary of the three API functions (API Gateway's requests);
+//! - `operator`: the operator's SNS topic;
+//!
+//! This file: the AWS clients of one instance: a function's, the local stack's or a test's. They come
 //! from one SDK configuration (on Lambda, `runtime::sdk_config` of the environment), which
 //! says each service's endpoint, and each client is built on first use and then shared, so
 //! a function builds only the clients it uses, once per instance, and asks for them by name
@@ -6,6 +14,10 @@
 //! only sometimes (the sealer's KMS, the webhooks function's queues) keeps a clone and asks
 //! for the client when it first uses it, so init does not build it (BENCHMARKS.md section 1
 //! gives what a client costs a cold start).
+
+pub mod api;
+pub mod operator;
+pub mod runtime;
 
 use std::sync::{Arc, OnceLock};
 
