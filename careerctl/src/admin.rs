@@ -411,7 +411,7 @@ async fn send_restarted<'m>(
 
 /// Deletes `messages` (moved, or known to be stale) from the queue `from`.
 async fn delete_messages<'m>(sqs: &Sqs, from: &str, messages: impl Iterator<Item = &'m Message>) -> anyhow::Result<()> {
-    let done = career_core::delivery::queue::delete_entries(messages.map(|message| message.receipt_handle.as_deref()));
+    let done = career_core::aws::queue::delete_entries(messages.map(|message| message.receipt_handle.as_deref()));
     if done.is_empty() {
         return Ok(());
     }

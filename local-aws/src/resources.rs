@@ -19,7 +19,7 @@ use serde_yaml::Value;
 
 use crate::template::{scalar, Physical, Resolver, Template, ACCOUNT};
 
-/// The delivery lanes (career_core::delivery::queue) and their dead-letter queues.
+/// The delivery lanes (career_core::aws::queue) and their dead-letter queues.
 #[derive(Clone, Debug, Default)]
 pub struct QueueUrls {
     /// The main lane: FIFO, one message group per subscription.

@@ -230,7 +230,7 @@ impl Stage {
         let done: Vec<Option<&str>> =
             records.iter().filter(|(id, _)| !stays(id)).map(|(_, receipt)| receipt.as_deref()).collect();
         if !done.is_empty() {
-            let entries = career_core::delivery::queue::delete_entries(done.iter().copied());
+            let entries = career_core::aws::queue::delete_entries(done.iter().copied());
             let deleted =
                 self.meter.sqs.delete_message_batch().queue_url(queue).set_entries(Some(entries)).send().await;
             deleted.map_err(|e| format!("DeleteMessageBatch: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;

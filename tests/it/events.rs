@@ -8,7 +8,7 @@ use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::RecordUpdate;
-use career_core::delivery::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
 use career_core::ids;

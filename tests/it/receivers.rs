@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use career_core::clock::Timestamp;
-use career_core::delivery::sender::Sender;
+use career_core::aws::sender::Sender;
 use career_core::delivery::SignedDelivery;
 use career_core::webhooks::signing::SigningKey;
 use career_service::pipeline::Pipeline;

@@ -25,7 +25,7 @@ use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::SqsEvent;
 use career_core::credentials::ApiKey;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::queue::Lane;
+use career_core::aws::queue::Lane;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::event_from_record;
 use career_core::webhooks::sealing::Sealer;

@@ -14,7 +14,7 @@ use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
-use career_core::delivery::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::aws::runtime::Invocation;

@@ -1,7 +1,7 @@
 //! The delivery function: for each batch, claim and load every message (each subscription
 //! read once) → plan → for each message, sign and send → plan → execute. The decisions are
 //! career_core::delivery::plan's; this file only does the I/O they name. It consumes both
-//! lanes (career_core::delivery::queue), each through its own event source mapping; the
+//! lanes (career_core::aws::queue), each through its own event source mapping; the
 //! messages of a batch are sent concurrently, and each leaves its lane as soon as its own
 //! attempt is recorded (contract section 12), so none waits for another's send. A failing
 //! subscription's deliveries leave the main lane together, unsent, in one move; so do those
@@ -15,16 +15,16 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
 use career_core::delivery::attempt::{Outcome, SendFailure};
-use career_core::delivery::aws_sender::AwsSender;
+use career_core::aws::aws_sender::AwsSender;
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
-use career_core::delivery::queue::{self, DeliveryQueues, Lane, QueueError};
+use career_core::aws::queue::{self, DeliveryQueues, Lane, QueueError};
 use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
-use career_core::delivery::sender::Sender;
+use career_core::aws::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::{DeliveryTable, RecordKey};

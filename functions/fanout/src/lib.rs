@@ -18,7 +18,7 @@ use career_core::config::{ConfigError, Settings, Table, TableNames};
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan;
-use career_core::delivery::queue::{DeliveryQueues, Lane, QueueError};
+use career_core::aws::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{event_from_record, trace_of_record, Event, EventKind, MalformedRecord};
 use career_core::ids::UserId;

@@ -15,7 +15,7 @@ use career_core::credentials::Scope;
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::{self, NotSent, SkipReason};
-use career_core::delivery::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::catalog::event_types;

@@ -4,6 +4,9 @@
 //!
 //! - `runtime`: running a function on Lambda (cold start: settings, clients, logging);
 //! - `api`: the HTTP boundary of the three API functions (API Gateway's requests);
+//! - `queue`: the delivery lanes (SQS);
+//! - `sender`: a delivery's HTTPS request (through the private-network guard);
+//! - `aws_sender`: a delivery into the receiver's own AWS account (STS, then SQS or EventBridge);
 //! - `operator`: the operator's SNS topic;
 //!
 //! This file: the AWS clients of one instance: a function's, the local stack's or a test's. They come
@@ -16,8 +19,11 @@
 //! gives what a client costs a cold start).
 
 pub mod api;
+pub mod aws_sender;
 pub mod operator;
+pub mod queue;
 pub mod runtime;
+pub mod sender;
 
 use std::sync::{Arc, OnceLock};
 

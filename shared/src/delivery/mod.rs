@@ -1,19 +1,17 @@
 //! Webhook delivery (contract section 5, "Delivery"): the queue message, the signed
-//! request, the retry schedule, the guarded HTTP sender and the delivery log (section 9),
-//! each in its own module.
+//! request, the retry schedule, each turn's decisions and the delivery log (section 9), each
+//! in its own module. The queues and the senders that carry them out are `crate::aws`'s.
 
 pub mod attempt;
 pub mod aws_destination;
-pub mod aws_sender;
 pub mod group_count;
 pub mod groups;
+pub mod lane;
 pub mod log;
 pub mod plan;
-pub mod queue;
 pub mod rate;
 pub mod recovery;
 pub mod retry;
-pub mod sender;
 
 use serde::{Deserialize, Serialize};
 

@@ -27,7 +27,7 @@ use super::attempt::{Outcome, TIMEOUT};
 use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::clock::Timestamp;
-use crate::delivery::queue::Lane;
+use crate::delivery::lane::Lane;
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::operational;

@@ -12,7 +12,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ERROR_PAUSE;
 use crate::event_sources::{failed_items, queue_message_passes, QueueSource};
-use career_core::delivery::queue::delete_entries;
+use career_core::aws::queue::delete_entries;
 
 /// Receives from one delivery lane, with the delivery function's role (its event source
 /// mapping does on AWS), and hands each batch to the delivery handler, up to the source's

@@ -106,8 +106,8 @@ impl From<crate::webhooks::sealing::SealError> for ApiError {
     }
 }
 
-impl From<crate::delivery::queue::QueueError> for ApiError {
-    fn from(err: crate::delivery::queue::QueueError) -> Self {
+impl From<crate::aws::queue::QueueError> for ApiError {
+    fn from(err: crate::aws::queue::QueueError) -> Self {
         ApiError::Internal(Box::new(err))
     }
 }

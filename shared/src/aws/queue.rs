@@ -5,7 +5,7 @@
 //!   failing. It is a FIFO queue, and SQS hands out no message of a group while another of
 //!   that group is in flight. A subscription's deliveries spread over several groups
 //!   (`whk_…#k`) only while its receiver answers fast, and keep one otherwise
-//!   ([`super::groups`]): a receiver that hangs or answers slowly holds at most one batch
+//!   ([`crate::delivery::groups`]): a receiver that hangs or answers slowly holds at most one batch
 //!   (one consumer) of the main lane once that is known, and a hanging one only for one
 //!   timeout, after which its failure clock sends its deliveries to the retry lane. FIFO
 //!   order is not otherwise relied on, nor is FIFO de-duplication (every message gets a
@@ -32,6 +32,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName, Sen
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
 use crate::delivery::group_count::{self, Groups};
+pub use crate::delivery::lane::Lane;
 use crate::delivery::DeliveryMessage;
 use crate::random;
 
@@ -51,16 +52,6 @@ pub enum QueueError {
 
 fn sqs_error(err: impl std::error::Error) -> QueueError {
     QueueError::Sqs(DisplayErrorContext(err).to_string())
-}
-
-crate::text::wire_names! {
-    /// Which of the two queues a delivery waits in (its name in log lines).
-    pub enum Lane: "lane" {
-        /// First attempts to subscriptions that are not failing.
-        Main = "main",
-        /// Retries, and every delivery to a subscription that is currently failing.
-        Retry = "retry",
-    }
 }
 
 impl Lane {

@@ -5,8 +5,8 @@
 use std::io::{self, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use super::attempt::{response_excerpt, Answer, Outcome, SendFailure, MAX_RESPONSE_BODY_BYTES, TIMEOUT};
-use super::SignedDelivery;
+use crate::delivery::attempt::{response_excerpt, Answer, Outcome, SendFailure, MAX_RESPONSE_BODY_BYTES, TIMEOUT};
+use crate::delivery::SignedDelivery;
 use crate::webhooks::netguard;
 
 #[derive(Clone)]

@@ -18,12 +18,12 @@ use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::MessageAttributeValue;
 use aws_types::region::Region;
 
-use super::attempt::{Answer, Outcome};
-use super::aws_destination::{
+use crate::delivery::attempt::{Answer, Outcome};
+use crate::delivery::aws_destination::{
     classify, event_detail, still_fresh, AwsError, DestinationFailure, QueueMessage, Step, EVENT_SOURCE,
     SESSION_SECONDS,
 };
-use super::{DeliveryMessage, SignedDelivery};
+use crate::delivery::{DeliveryMessage, SignedDelivery};
 use crate::aws::AwsClients;
 use crate::ids::SubscriptionId;
 use crate::webhooks::destination::{session_name, AwsDestination, Destination};
