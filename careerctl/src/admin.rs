@@ -20,7 +20,7 @@ use career_core::store::keys::KeyTable;
 use career_core::store::profiles_assessments::PlatformTables;
 use career_core::store::webhooks::{NewSecrets, Replaced, WebhookTable};
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::SecretsAtRest;
 use futures_util::StreamExt;
 use serde::Serialize;

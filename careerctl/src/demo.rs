@@ -27,7 +27,7 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::{Created, WebhookTable};
 use career_core::store::StoreError;
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::signing::verify_hex;
 use career_core::webhooks::{Subscription, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER};
 use http_body_util::{BodyExt, Full};

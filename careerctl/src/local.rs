@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use career_core::aws::AwsClients;
 use career_core::config::Settings;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

@@ -13,7 +13,7 @@ use career_core::config::{Settings, TableNames};
 use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::aws::runtime::{aws_timeouts, timeout_factor, TIMEOUT_FACTOR_VAR};
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
 use clap::{Parser, Subcommand};

@@ -14,7 +14,7 @@ use career_core::events::Event;
 use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::rotation::{GracePeriod, SigningSecrets};
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::signing;
 use career_core::webhooks::{SecretsAtRest, Subscription, WebhookSecret};
 use career_service::pipeline::Pipeline;
@@ -222,7 +222,7 @@ fn render(cold: &FirstOpenings, warm: &WarmOpenings, signing: &Signing, warm_n: 
     let _ = writeln!(
         md,
         "The data key of the sealed secrets is decrypted once per function instance, on its first use of a \
-         secret (`career_core::webhooks::sealing::Sealer`). Measured in-process against DynamoDB Local and moto's KMS on \
+         secret (`career_core::store::sealing::Sealer`). Measured in-process against DynamoDB Local and moto's KMS on \
          loopback, with KMS clients that count their calls (`tests/support/calls.rs`).\n"
     );
     let _ = writeln!(md, "| What | Median | p90 | Min |\n|---|---|---|---|");

@@ -15,7 +15,7 @@ use career_core::ids;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::signing::verify_hex;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::acting_as;

@@ -28,7 +28,7 @@ use career_core::delivery::log::DeliveryStatus;
 use career_core::aws::queue::Lane;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::event_from_record;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
 use career_service::{clients, dynamodb, eventually};

@@ -16,7 +16,7 @@ use career_core::events::Event;
 use career_core::ids;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::signing::{sign_standard, verify_hex};
 use career_core::webhooks::WebhookSecret;
 use career_service::calls::Calls;

@@ -34,7 +34,7 @@ use career_core::store::StoreError;
 use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceContext, TraceParent};
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::{DisabledReason, Subscription, Target};
 use tracing::Instrument;
 

@@ -28,7 +28,7 @@ use career_core::store::{Backoff, StoreError};
 use career_core::trace::TraceContext;
 use career_core::webhooks::destination::{AwsDestination, Destination, DestinationPolicy, InvalidDestination, RoleArn};
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
-use career_core::webhooks::sealing::Sealer;
+use career_core::store::sealing::Sealer;
 use career_core::webhooks::UrlPolicy;
 use career_core::webhooks::{
     asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,

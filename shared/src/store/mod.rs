@@ -1,6 +1,7 @@
 //! The DynamoDB tables: one small type per table (the webhooks table has three: its
 //! subscriptions, the sealed secrets' data key, and operators' reads), items mapped with
-//! serde_dynamo, every change a single conditional or atomic write built with `expression`.
+//! serde_dynamo, every change a single conditional or atomic write built with `expression`;
+//! and the secrets at rest (`sealing`: AES-GCM under the data key that KMS keeps).
 //! Every user-owned item lives in its owner's partition, so no request and no delivery
 //! scans; the one Scan is an operator's (`webhook_admin`).
 
@@ -14,6 +15,7 @@ pub mod keys;
 pub mod preferences;
 pub mod profiles_assessments;
 pub mod rate_limits;
+pub mod sealing;
 mod webhook_admin;
 pub mod webhooks;
 

@@ -6,7 +6,6 @@ pub mod destination;
 pub mod disabled_reason;
 pub mod netguard;
 pub mod rotation;
-pub mod sealing;
 pub mod signing;
 
 use std::net::IpAddr;

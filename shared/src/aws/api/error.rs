@@ -100,8 +100,8 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<crate::webhooks::sealing::SealError> for ApiError {
-    fn from(err: crate::webhooks::sealing::SealError) -> Self {
+impl From<crate::store::sealing::SealError> for ApiError {
+    fn from(err: crate::store::sealing::SealError) -> Self {
         ApiError::Internal(Box::new(err))
     }
 }
