@@ -121,7 +121,7 @@ pub(crate) fn resolved_on_paper(tables: &career_core::config::TableNames) -> Res
 }
 
 /// A change of an item of `source` that is its event, as the stream delivers it.
-fn firing_record(source: &career_core::events::EventSource) -> aws_lambda_events::dynamodb::EventRecord {
+fn firing_record(source: &career_core::store::stream::EventSource) -> aws_lambda_events::dynamodb::EventRecord {
     let (item, old) = match source.kind {
         career_core::events::EventKind::AssessmentCompleted => {
             (serde_json::json!({"status": {"S": "completed"}}), serde_json::json!({"status": {"S": "started"}}))
@@ -147,7 +147,7 @@ fn every_event_source_has_its_tables_stream_on_the_fan_out_and_its_filters_pass_
     let sources =
         crate::event_sources::stream_sources(&Template::shipped(), &resolved_on_paper(&tables), function::FANOUT)
             .unwrap();
-    for source in &career_core::events::EVENT_SOURCES {
+    for source in &career_core::store::stream::EVENT_SOURCES {
         let table = (source.table)(&tables);
         let stream = sources.iter().find(|s| s.stream_arn.contains(&format!("table/{table}/stream")));
         let stream =
@@ -158,7 +158,7 @@ fn every_event_source_has_its_tables_stream_on_the_fan_out_and_its_filters_pass_
         let passes = stream.filters.is_empty()
             || stream.filters.iter().any(|pattern| crate::event_sources::matches_pattern(pattern, &json));
         assert!(passes, "{}: the template's filters drop its event", source.kind.as_str());
-        let event = career_core::events::event_from_record(&record).unwrap();
+        let event = career_core::store::stream::event_from_record(&record).unwrap();
         assert_eq!(event.map(|e| e.kind()), Some(source.kind));
     }
 }
@@ -249,7 +249,7 @@ fn the_deliveries_streams_filters_pass_exactly_the_kinds_whose_end_is_an_event()
         // As the pump (and Lambda) match it: the record as it is passed on.
         let json = serde_json::to_value(&record).unwrap();
         let passes = stream.filters.iter().any(|pattern| crate::event_sources::matches_pattern(pattern, &json));
-        let event = career_core::operational::from_delivery_record(&record).unwrap();
+        let event = career_core::store::stream::operational::from_delivery_record(&record).unwrap();
         assert_eq!(passes, event.is_some(), "{}: the template's filters and the fan-out disagree", kind.as_str());
         assert_eq!(passes, career_core::operational::reported(kind), "{}", kind.as_str());
     }

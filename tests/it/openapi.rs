@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use career_core::credentials::Scopes;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::events::catalog::event_types;
-use career_core::events::event_from_record;
+use career_core::store::stream::event_from_record;
 use career_core::trace::{SpanId, TraceContext};
 use career_core::webhooks::rotation::ActiveSecrets;
 use career_core::webhooks::signing::SigningKey;
@@ -1859,7 +1859,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
 /// One event of each operational kind, as the fan-out makes them from the webhooks and
 /// deliveries tables' stream records (contract section 15).
 fn operational_events() -> Vec<career_core::events::Event> {
-    use career_core::operational::{from_delivery_record, from_subscription_record};
+    use career_core::store::stream::operational::{from_delivery_record, from_subscription_record};
     let modify = |old: Value, new: Value| -> aws_lambda_events::dynamodb::EventRecord {
         serde_json::from_value(json!({
             "awsRegion": "us-east-1", "eventID": "e-1", "eventName": "MODIFY", "eventSource": "aws:dynamodb",

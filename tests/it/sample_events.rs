@@ -27,7 +27,7 @@ use career_core::credentials::ApiKey;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::aws::queue::Lane;
 use career_core::delivery::DeliveryMessage;
-use career_core::events::event_from_record;
+use career_core::store::stream::event_from_record;
 use career_core::store::sealing::Sealer;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;

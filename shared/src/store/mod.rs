@@ -16,6 +16,7 @@ pub mod preferences;
 pub mod profiles_assessments;
 pub mod rate_limits;
 pub mod sealing;
+pub mod stream;
 mod webhook_admin;
 pub mod webhooks;
 
