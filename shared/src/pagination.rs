@@ -6,7 +6,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
 use crate::ids::UserId;
-use crate::webhooks::signing;
+use crate::mac;
 
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
 pub const MAX_PAGE_SIZE: u32 = 100;
@@ -34,7 +34,7 @@ impl CursorKey {
     /// A cursor after `last_id` on `list`, a name that says which list with which filters.
     pub fn seal(&self, user_id: &UserId, list: &str, last_id: &impl AsRef<str>) -> String {
         let last_id = last_id.as_ref();
-        let tag = signing::hmac_sha256(&self.0, &message(user_id, list, last_id));
+        let tag = mac::hmac_sha256(&self.0, &message(user_id, list, last_id));
         let mut bytes = last_id.as_bytes().to_vec();
         bytes.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(bytes)
@@ -54,7 +54,7 @@ impl CursorKey {
         }
         let (id, tag) = bytes.split_at(bytes.len() - TAG_LEN);
         let id = std::str::from_utf8(id).map_err(|_| InvalidCursor)?;
-        if !signing::verify(&self.0, &message(user_id, list, id), tag) {
+        if !mac::verify(&self.0, &message(user_id, list, id), tag) {
             return Err(InvalidCursor);
         }
         parse(id).ok_or(InvalidCursor)
