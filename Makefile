@@ -63,10 +63,11 @@ test-suite:
 test-processes:
 	$(CARGO) test --workspace --no-fail-fast $(foreach t,$(PROCESS_TESTS),--test $(t))
 
-## lint: cargo fmt --check, no import circle, clippy with warnings as errors, the template checks and the OpenAPI linters
+## lint: cargo fmt --check, no import circle and no AWS crate in the domain, clippy with warnings as errors, the template checks and the OpenAPI linters
 lint: fmt-check circles clippy template-lint api-lint
 
-## circles: no two source files of a crate import each other, directly or round a circle
+## circles: no two source files of a crate import each other, directly or round a circle, and no file
+## of the domain (shared/src but store/ and aws/) imports an AWS, Lambda or HTTP crate
 circles:
 	python3 scripts/import-circles.py
 

@@ -1,16 +1,30 @@
 #!/usr/bin/env python3
-"""Import circles between the source files of each crate of the workspace (`make lint`).
+"""Import circles between the source files of each crate of the workspace, and AWS, Lambda
+or HTTP crates imported by the domain (`make lint`, `make test`).
 
 A file that names `crate::a::b` (in a `use` or in a path) depends on the file of the longest
 module prefix that exists (a/b.rs, a/b/mod.rs, a.rs or a/mod.rs). A set of files that depend
 on each other in a circle is a room nobody can read in an order; it is reported, and the
 exit status is 1. Not counted: a module folder whose mod.rs and its own files use each
 other (one room), and unit tests (`#[cfg(test)] mod tests { ... }` to the end of a file).
+
+The domain is shared/src (career-core) but for its adapters: store/ (the tables, their
+streams and the secrets at rest) and aws/ (the Lambda runtime, the API boundary, the queues,
+the senders, the operator's topic). A domain file that names a crate of ADAPTER_CRATES (in
+a `use` or in a path, its unit tests included) is reported, and the exit status is 1.
 usage: import-circles.py [WORKSPACE]"""
 import os
 import re
 import sys
 
+DOMAIN_CRATE = "shared"
+ADAPTER_FOLDERS = ("store", "aws")
+# The AWS SDK (aws_sdk_*, aws_config, aws_types, aws_smithy_*), the Lambda crates, the
+# DynamoDB item mapping, and the HTTP clients and types.
+ADAPTER_CRATES = re.compile(
+    r"(?<![\w:])(aws_sdk_\w+|aws_config|aws_types|aws_smithy_\w+|aws_lambda_events|lambda_\w+|serde_dynamo"
+    r"|ureq|reqwest|http|http_body|http_body_util|hyper|hyper_util)::"
+)
 PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
 GROUP = re.compile(r"\buse\s+crate::\{([^}]*)\}")
 
@@ -39,6 +53,21 @@ def dependencies(src):
             if target and target != f and os.path.basename(target) not in ("lib.rs", "main.rs"):
                 graph[f].add(target)
     return graph
+
+
+def adapter_imports(src):
+    """(file, crate) for each domain file of `src` that names an adapter crate."""
+    found = []
+    for d, dirs, fs in os.walk(src):
+        if d == src:
+            dirs[:] = [x for x in dirs if x not in ADAPTER_FOLDERS]
+        for f in sorted(x for x in fs if x.endswith(".rs")):
+            path = os.path.join(d, f)
+            with open(path, errors="replace") as source:
+                text = re.sub(r"//[^\n]*", "", source.read())
+            for crate in sorted({m.group(1) for m in ADAPTER_CRATES.finditer(text)}):
+                found.append((path, crate))
+    return found
 
 
 def circles(graph):
@@ -97,7 +126,12 @@ def main():
                     count += 1
                     print("import circle:", ", ".join(os.path.relpath(f, root) for f in component))
     print(f"{count} import circles")
-    return 1 if count else 0
+    domain = os.path.join(root, DOMAIN_CRATE, "src")
+    imports = adapter_imports(domain) if os.path.isdir(domain) else []
+    for path, crate in imports:
+        print(f"domain file imports an adapter crate: {os.path.relpath(path, root)} ({crate})")
+    print(f"{len(imports)} adapter crate imports in the domain (shared/src but store/ and aws/)")
+    return 1 if count or imports else 0
 
 
 if __name__ == "__main__":
