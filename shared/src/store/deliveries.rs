@@ -40,6 +40,7 @@ use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SkipReason
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
+use crate::operational::DeliveryState;
 use crate::trace::{TraceContext, TraceParent, TraceState};
 
 /// How many partitions a subscription's log spreads its writes over.
@@ -90,22 +91,13 @@ struct DeliveryItem {
     /// with [`DeliveryTable::import`].
     #[serde(default)]
     log_partition: String,
-    user_id: UserId,
-    delivery_id: DeliveryId,
-    subscription_id: SubscriptionId,
-    event_id: EventId,
-    event_type: EventKind,
+    #[serde(flatten)]
+    summary: RecordSummary,
     created_at: Timestamp,
-    status: DeliveryStatus,
-    attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_attempt_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_response_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_response_body: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<Timestamp>,
     /// Written by no attempt since 2026-11-27 (a success's time is its `lastAttemptAt`); kept
@@ -150,6 +142,42 @@ struct DeliveryItem {
     tracestate: Option<TraceState>,
 }
 
+/// What a record says of its delivery: whose it is, of which event to which subscription,
+/// its status and its last attempt's time and error. An exhausted delivery's operational
+/// event carries it, read from the stream's images (as a `DeliveryState`), which need no
+/// other attribute.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RecordSummary {
+    user_id: UserId,
+    delivery_id: DeliveryId,
+    subscription_id: SubscriptionId,
+    event_id: EventId,
+    event_type: EventKind,
+    status: DeliveryStatus,
+    attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_attempt_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
+}
+
+impl From<RecordSummary> for DeliveryState {
+    fn from(summary: RecordSummary) -> Self {
+        DeliveryState {
+            user_id: summary.user_id,
+            delivery_id: summary.delivery_id,
+            subscription_id: summary.subscription_id,
+            event_id: summary.event_id,
+            event_type: summary.event_type,
+            status: summary.status,
+            attempts: summary.attempts,
+            last_attempt_at: summary.last_attempt_at,
+            last_error: summary.last_error,
+        }
+    }
+}
+
 impl DeliveryItem {
     /// A record no attempt has touched: `pending` (due now) or `skipped` (its subscription
     /// is disabled). Its `createdAt` is its event's, the time inside its id, so a time window
@@ -159,18 +187,20 @@ impl DeliveryItem {
         let skipped = status == DeliveryStatus::Skipped;
         let item = DeliveryItem {
             log_partition: RecordKey::of(message).partition(),
-            user_id: message.user_id.clone(),
-            delivery_id: message.delivery_id.clone(),
-            subscription_id: message.subscription_id.clone(),
-            event_id: message.event.id.clone(),
-            event_type: message.event.kind(),
+            summary: RecordSummary {
+                user_id: message.user_id.clone(),
+                delivery_id: message.delivery_id.clone(),
+                subscription_id: message.subscription_id.clone(),
+                event_id: message.event.id.clone(),
+                event_type: message.event.kind(),
+                status,
+                attempts: 0,
+                last_attempt_at: None,
+                last_error: skipped.then(|| NotSent { reason: SkipReason::Disabled, attempts: 0 }.to_string()),
+            },
             created_at: message.event.created_at,
-            status,
-            attempts: 0,
-            last_attempt_at: None,
             last_response_status: None,
             last_response_body: None,
-            last_error: skipped.then(|| NotSent { reason: SkipReason::Disabled, attempts: 0 }.to_string()),
             next_attempt_at: pending.then_some(at),
             succeeded_at: None,
             body: None,
@@ -212,29 +242,30 @@ impl DeliveryItem {
 impl DeliveryItem {
     fn into_stored(self) -> Result<StoredDelivery, StoreError> {
         let body = self.body_text()?;
-        let (user_id, generation, lease_until) = (self.user_id.clone(), self.generation, self.lease_until);
+        let (generation, lease_until) = (self.generation, self.lease_until);
         let trace = self.traceparent.map(|parent| TraceContext { parent, state: self.tracestate });
+        let summary = self.summary;
         let record = DeliveryRecord {
-            id: self.delivery_id,
-            subscription_id: self.subscription_id,
-            event_id: self.event_id,
-            event_type: self.event_type,
+            id: summary.delivery_id,
+            subscription_id: summary.subscription_id,
+            event_id: summary.event_id,
+            event_type: summary.event_type,
             created_at: self.created_at,
-            status: self.status,
-            attempts: self.attempts,
-            last_attempt_at: self.last_attempt_at,
+            status: summary.status,
+            attempts: summary.attempts,
+            last_attempt_at: summary.last_attempt_at,
             last_response_status: self.last_response_status,
             last_response_body: self.last_response_body,
-            last_error: self.last_error,
+            last_error: summary.last_error,
             next_attempt_at: self.next_attempt_at,
             // Compatibility: records settled before 2026-11-27 keep `succeededAt` until their
             // TTL (30 days) ends them; since, a success's time is its last attempt's.
             succeeded_at: self
                 .succeeded_at
-                .or(self.last_attempt_at.filter(|_| self.status == DeliveryStatus::Succeeded)),
+                .or(summary.last_attempt_at.filter(|_| summary.status == DeliveryStatus::Succeeded)),
             body,
         };
-        Ok(StoredDelivery { record, user_id, generation, lease_until, trace })
+        Ok(StoredDelivery { record, user_id: summary.user_id, generation, lease_until, trace })
     }
 }
 
@@ -560,11 +591,13 @@ impl DeliveryTable {
     /// (kept 35 days); its records' TTL (30 days) has ended them by then anyway.
     pub async fn import(&self, item: Item) -> Result<bool, StoreError> {
         let mut item: DeliveryItem = serde_dynamo::from_item(item)?;
-        let key = RecordKey { subscription_id: item.subscription_id.clone(), delivery_id: item.delivery_id.clone() };
+        let summary = &item.summary;
+        let key =
+            RecordKey { subscription_id: summary.subscription_id.clone(), delivery_id: summary.delivery_id.clone() };
+        let pending = summary.status == DeliveryStatus::Pending;
+        item.status_key = status_key(&summary.subscription_id, summary.status);
+        item.due_shard = pending.then(|| due_shard(&summary.delivery_id));
         item.log_partition = key.partition();
-        item.status_key = status_key(&item.subscription_id, item.status);
-        let pending = item.status == DeliveryStatus::Pending;
-        item.due_shard = pending.then(|| due_shard(&item.delivery_id));
         if pending && item.next_attempt_at.is_none() {
             item.next_attempt_at = Some(item.created_at);
         }
@@ -1260,10 +1293,12 @@ mod tests {
         );
         let at = Timestamp::from_unix_seconds(1_795_766_400);
         let item = DeliveryItem::new(&message, &message.body(), DeliveryStatus::Pending, at);
-        let settled = DeliveryItem { status: DeliveryStatus::Succeeded, last_attempt_at: Some(at), ..item };
+        let summary = RecordSummary { status: DeliveryStatus::Succeeded, last_attempt_at: Some(at), ..item.summary };
+        let settled = DeliveryItem { summary, ..item };
         assert_eq!(settled.into_stored().unwrap().record.succeeded_at, Some(at));
         let item = DeliveryItem::new(&message, &message.body(), DeliveryStatus::Pending, at);
-        let failed = DeliveryItem { status: DeliveryStatus::Failed, last_attempt_at: Some(at), ..item };
+        let summary = RecordSummary { status: DeliveryStatus::Failed, last_attempt_at: Some(at), ..item.summary };
+        let failed = DeliveryItem { summary, ..item };
         assert_eq!(failed.into_stored().unwrap().record.succeeded_at, None);
     }
 }

@@ -17,6 +17,7 @@ use crate::delivery::groups::Pace;
 use crate::delivery::log::AttemptRecord;
 use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
+use crate::operational::SubscriptionState;
 use crate::webhooks::destination::AwsDestination;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
@@ -52,15 +53,12 @@ const ID: &str = "subscriptionId";
 const URL: &str = "url";
 const DESTINATION: &str = "destination";
 
-/// A subscription as the table holds it. Its health is three attributes: `failingSince`
-/// while the failure clock runs, `disabledAt` and `disabledReason` while it is disabled.
+/// A subscription as the table holds it.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SubscriptionItem {
-    user_id: UserId,
-    subscription_id: SubscriptionId,
     #[serde(flatten)]
-    target: Target,
+    name: SubscriptionName,
     events: Vec<EventKind>,
     #[serde(flatten)]
     secrets: SecretsItem,
@@ -69,16 +67,71 @@ struct SubscriptionItem {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     trace_context: bool,
     created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    failing_since: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    disabled_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    disabled_reason: Option<DisabledReason>,
+    #[serde(flatten)]
+    health: HealthAttributes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_deliveries_per_second: Option<DeliveryRate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fast_since: Option<Timestamp>,
+}
+
+/// What names a subscription in its item: its key, and where it delivers.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SubscriptionName {
+    user_id: UserId,
+    subscription_id: SubscriptionId,
+    #[serde(flatten)]
+    target: Target,
+}
+
+/// A subscription's health attributes: `failingSince` while the failure clock runs,
+/// `disabledAt` and `disabledReason` while it is disabled, all a subscription reads of them.
+/// The deliver function also writes, on each transition,
+/// the failure's error and status and the time of the success that stopped the clock, which
+/// only the operational events read (from the stream's images, [`HealthImage`]).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HealthAttributes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failing_since: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failing_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failing_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recovered_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disabled_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disabled_reason: Option<DisabledReason>,
+}
+
+/// A subscription's stream image as far as its health goes: the attributes of the item that
+/// name it and its health, only those, so an image is read whatever else its item holds.
+#[derive(Debug, Deserialize)]
+pub(crate) struct HealthImage {
+    #[serde(flatten)]
+    name: SubscriptionName,
+    #[serde(flatten)]
+    health: HealthAttributes,
+}
+
+impl From<HealthImage> for SubscriptionState {
+    fn from(image: HealthImage) -> Self {
+        let (name, health) = (image.name, image.health);
+        SubscriptionState {
+            user_id: name.user_id,
+            subscription_id: name.subscription_id,
+            target: name.target,
+            failing_since: health.failing_since,
+            failing_error: health.failing_error,
+            failing_status: health.failing_status,
+            recovered_at: health.recovered_at,
+            disabled_at: health.disabled_at,
+            disabled_reason: health.disabled_reason,
+        }
+    }
 }
 
 /// The secrets' attribute: `sealedSecrets`, or `secret` in plain text from before sealing.
@@ -99,15 +152,17 @@ impl From<SubscriptionItem> for Subscription {
         // A disabled item keeps the `failingSince` it had; enabling removes both. Every
         // disable writes `disabledAt` and `disabledReason` together (the reason defaults only
         // for safety).
-        let health = match (item.disabled_at, item.failing_since) {
-            (Some(at), _) => Health::Disabled { at, reason: item.disabled_reason.unwrap_or(DisabledReason::Failing) },
+        let health = match (item.health.disabled_at, item.health.failing_since) {
+            (Some(at), _) => {
+                Health::Disabled { at, reason: item.health.disabled_reason.unwrap_or(DisabledReason::Failing) }
+            }
             (None, Some(since)) => Health::Failing { since },
             (None, None) => Health::Active,
         };
         Subscription {
-            user_id: item.user_id,
-            id: item.subscription_id,
-            target: item.target,
+            user_id: item.name.user_id,
+            id: item.name.subscription_id,
+            target: item.name.target,
             events: item.events,
             secrets: match item.secrets {
                 SecretsItem::Sealed { sealed_secrets } => SecretsAtRest::Sealed(SealedSecrets(sealed_secrets)),
@@ -131,9 +186,11 @@ impl From<&Subscription> for SubscriptionItem {
             Health::Disabled { at, reason } => (None, Some(*at), Some(*reason)),
         };
         SubscriptionItem {
-            user_id: subscription.user_id.clone(),
-            subscription_id: subscription.id.clone(),
-            target: subscription.target.clone(),
+            name: SubscriptionName {
+                user_id: subscription.user_id.clone(),
+                subscription_id: subscription.id.clone(),
+                target: subscription.target.clone(),
+            },
             events: subscription.events.clone(),
             secrets: match &subscription.secrets {
                 SecretsAtRest::Sealed(sealed) => SecretsItem::Sealed { sealed_secrets: sealed.0.clone() },
@@ -142,9 +199,8 @@ impl From<&Subscription> for SubscriptionItem {
             public_keys: subscription.public_keys.clone(),
             trace_context: subscription.trace_context,
             created_at: subscription.created_at,
-            failing_since,
-            disabled_at,
-            disabled_reason,
+            // A subscription holds no failure's error or recovery: its transitions write them.
+            health: HealthAttributes { failing_since, disabled_at, disabled_reason, ..HealthAttributes::default() },
             max_deliveries_per_second: subscription.max_deliveries_per_second,
             fast_since: subscription.fast_since,
         }

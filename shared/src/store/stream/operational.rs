@@ -1,50 +1,16 @@
 //! The webhooks and deliveries tables' stream records (contract section 15): each MODIFY
-//! record's images read as the states that `operational` decides an event of. Each
-//! transition is one conditional write, so one stream record.
+//! record's images read, with the tables' own declarations of the attributes
+//! (`webhooks::HealthImage`, `deliveries::RecordSummary`), as the states that `operational`
+//! decides an event of. Each transition is one conditional write, so one stream record.
 
 use aws_lambda_events::dynamodb::EventRecord;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 
-use crate::clock::Timestamp;
-use crate::delivery::log::DeliveryStatus;
-use crate::events::{Event, EventKind};
-use crate::ids::{DeliveryId, EventId, SubscriptionId, UserId};
-use crate::operational::{self, DeliveryState, SubscriptionState};
+use crate::events::Event;
+use crate::operational;
+use crate::store::deliveries::RecordSummary;
 use crate::store::stream::MalformedRecord;
-use crate::webhooks::{DisabledReason, Target};
-
-/// A subscription's image as far as its health goes: the attributes the deliver function
-/// writes on a transition (`store::webhooks`).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HealthImage {
-    user_id: UserId,
-    subscription_id: SubscriptionId,
-    #[serde(flatten)]
-    target: Target,
-    failing_since: Option<Timestamp>,
-    failing_error: Option<String>,
-    failing_status: Option<u16>,
-    recovered_at: Option<Timestamp>,
-    disabled_at: Option<Timestamp>,
-    disabled_reason: Option<DisabledReason>,
-}
-
-/// The attributes of a delivery record that an exhausted delivery's event carries.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DeliveryImage {
-    user_id: UserId,
-    delivery_id: DeliveryId,
-    subscription_id: SubscriptionId,
-    event_id: EventId,
-    event_type: EventKind,
-    status: DeliveryStatus,
-    attempts: u32,
-    last_attempt_at: Option<Timestamp>,
-    last_error: Option<String>,
-}
+use crate::store::webhooks::HealthImage;
 
 /// The event a change of a subscription item stands for ([`operational::of_subscription_change`]).
 pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
@@ -54,40 +20,8 @@ pub fn from_subscription_record(record: &EventRecord) -> Result<Option<Event>, M
 
 /// The event a change of a delivery record stands for ([`operational::of_delivery_change`]).
 pub fn from_delivery_record(record: &EventRecord) -> Result<Option<Event>, MalformedRecord> {
-    let Some((old, new)) = images::<DeliveryImage>(record)? else { return Ok(None) };
+    let Some((old, new)) = images::<RecordSummary>(record)? else { return Ok(None) };
     Ok(operational::of_delivery_change(old.into(), new.into(), record.change.approximate_creation_date_time.into()))
-}
-
-impl From<HealthImage> for SubscriptionState {
-    fn from(image: HealthImage) -> Self {
-        SubscriptionState {
-            user_id: image.user_id,
-            subscription_id: image.subscription_id,
-            target: image.target,
-            failing_since: image.failing_since,
-            failing_error: image.failing_error,
-            failing_status: image.failing_status,
-            recovered_at: image.recovered_at,
-            disabled_at: image.disabled_at,
-            disabled_reason: image.disabled_reason,
-        }
-    }
-}
-
-impl From<DeliveryImage> for DeliveryState {
-    fn from(image: DeliveryImage) -> Self {
-        DeliveryState {
-            user_id: image.user_id,
-            delivery_id: image.delivery_id,
-            subscription_id: image.subscription_id,
-            event_id: image.event_id,
-            event_type: image.event_type,
-            status: image.status,
-            attempts: image.attempts,
-            last_attempt_at: image.last_attempt_at,
-            last_error: image.last_error,
-        }
-    }
 }
 
 /// The old and new images of a MODIFY record; `None` for an insert or a removal, which are
@@ -106,6 +40,8 @@ fn images<T: DeserializeOwned>(record: &EventRecord) -> Result<Option<(T, T)>, M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::EventKind;
+    use crate::ids::SubscriptionId;
     use crate::operational::{reported, KINDS};
     use serde_json::{json, Value};
 
