@@ -176,7 +176,8 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
 /// Calls signed with a function role's keys are evaluated against that role (crate::iam).
 pub fn sdk_config(dynamodb: &str, moto: &str) -> anyhow::Result<SdkConfig> {
     let environment = aws_environment(dynamodb, moto).into_iter().map(|(name, value)| (name.to_owned(), value));
-    let sdk = career_core::aws::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")?;
+    let sdk =
+        career_core::aws::runtime::sdk_config(environment).context("configuring the local stack's AWS clients")?;
     let http = sdk.http_client().context("the functions' SDK configuration has an HTTP client")?;
     Ok(sdk.to_builder().http_client(crate::iam::enforcing(http)).build())
 }

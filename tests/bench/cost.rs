@@ -351,7 +351,8 @@ fn failing_record(tables: &TableNames, user: &str, about: &str, url: &str, since
 /// The body a receiver gets for a stream record of a subscription's failure.
 fn failing_body(record: &Value) -> Result<usize, String> {
     let record: EventRecord = serde_json::from_value(record.clone()).map_err(|e| e.to_string())?;
-    let event = career_core::store::stream::operational::from_subscription_record(&record).map_err(|e| e.to_string())?;
+    let event =
+        career_core::store::stream::operational::from_subscription_record(&record).map_err(|e| e.to_string())?;
     let event = event.ok_or("the record makes no event")?;
     Ok(serde_json::to_vec(&event).map_err(|e| e.to_string())?.len())
 }

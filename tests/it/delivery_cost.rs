@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::clock::Timestamp;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventData};
 use career_core::ids::EventId;

@@ -4,18 +4,18 @@
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::RecordUpdate;
-use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
 use career_core::ids;
 use career_core::store::deliveries::DeliveryTable;
+use career_core::store::sealing::Sealer;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::store::sealing::Sealer;
 use career_core::webhooks::signing::verify_hex;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::acting_as;

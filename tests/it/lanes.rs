@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::clock::Timestamp;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::store::deliveries::DeliveryTable;

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use career_core::clock::Timestamp;
 use career_core::aws::sender::Sender;
+use career_core::clock::Timestamp;
 use career_core::delivery::SignedDelivery;
 use career_core::webhooks::signing::SigningKey;
 use career_service::pipeline::Pipeline;

@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::SqsEvent;
+use career_core::aws::queue::Lane;
 use career_core::credentials::ApiKey;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::aws::queue::Lane;
 use career_core::delivery::DeliveryMessage;
-use career_core::store::stream::event_from_record;
 use career_core::store::sealing::Sealer;
+use career_core::store::stream::event_from_record;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
 use career_service::{clients, dynamodb, eventually};

@@ -8,16 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use career_core::aws::queue::{DeliveryQueues, Lane};
+use career_core::aws::runtime::Invocation;
 use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
-use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
-use career_core::aws::runtime::Invocation;
 use career_core::store::deliveries::{DeliveryTable, Overdue, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;

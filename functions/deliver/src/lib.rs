@@ -11,30 +11,30 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use career_core::aws::aws_sender::AwsSender;
+use career_core::aws::queue::{self, DeliveryQueues, Lane, QueueError};
+use career_core::aws::sender::Sender;
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
 use career_core::delivery::attempt::{Outcome, SendFailure};
-use career_core::aws::aws_sender::AwsSender;
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
 };
-use career_core::aws::queue::{self, DeliveryQueues, Lane, QueueError};
 use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
-use career_core::aws::sender::Sender;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::{DeliveryTable, RecordKey};
 use career_core::store::rate_limits::RateLimitTable;
+use career_core::store::sealing::Sealer;
 use career_core::store::webhooks::WebhookTable;
 use career_core::store::StoreError;
 use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceContext, TraceParent};
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::store::sealing::Sealer;
 use career_core::webhooks::{DisabledReason, Subscription, Target};
 use tracing::Instrument;
 

@@ -18,10 +18,10 @@
 
 use std::time::Duration;
 
+use career_core::aws::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
-use career_core::aws::queue::{DeliveryQueues, Lane, QueueError};
 use career_core::delivery::DeliveryMessage;
 use career_core::store::deliveries::{DeliveryTable, Overdue};
 use career_core::store::StoreError;

@@ -8,6 +8,7 @@
 pub mod portal;
 
 use career_core::aws::api::{ApiError, Call, Front, Reply, Resource};
+use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
@@ -15,7 +16,6 @@ use career_core::credentials::Scope;
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::{self, NotSent, SkipReason};
-use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::catalog::event_types;
@@ -23,12 +23,12 @@ use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
+use career_core::store::sealing::Sealer;
 use career_core::store::webhooks::{Created, NewDestination, NewSecrets, Replaced, Replacing, WebhookTable};
 use career_core::store::{Backoff, StoreError};
 use career_core::trace::TraceContext;
 use career_core::webhooks::destination::{AwsDestination, Destination, DestinationPolicy, InvalidDestination, RoleArn};
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
-use career_core::store::sealing::Sealer;
 use career_core::webhooks::UrlPolicy;
 use career_core::webhooks::{
     asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,

@@ -18,13 +18,13 @@ use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::MessageAttributeValue;
 use aws_types::region::Region;
 
+use crate::aws::AwsClients;
 use crate::delivery::attempt::{Answer, Outcome};
 use crate::delivery::aws_destination::{
     classify, event_detail, still_fresh, AwsError, DestinationFailure, QueueMessage, Step, EVENT_SOURCE,
     SESSION_SECONDS,
 };
 use crate::delivery::{DeliveryMessage, SignedDelivery};
-use crate::aws::AwsClients;
 use crate::ids::SubscriptionId;
 use crate::webhooks::destination::{session_name, AwsDestination, Destination};
 
