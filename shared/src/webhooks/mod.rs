@@ -403,7 +403,7 @@ impl Health {
 /// A subscription's signing secrets as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SecretsAtRest {
-    /// `rotation::SigningSecrets` as `sealing::Sealer` sealed them.
+    /// `rotation::SigningSecrets` as `store::sealing::Sealer` sealed them.
     Sealed(SealedSecrets),
     /// A plain-text secret stored before secrets were sealed, until `careerctl webhooks
     /// seal-secrets` (or a rotation) seals it.
