@@ -1025,4 +1025,36 @@ mod tests {
         let declared = declared_grants(crate::template::TEMPLATE).unwrap();
         assert!(!declared.iter().any(|((_, sid, _), _)| sid == "NoRolesOfThisAccount"), "a deny grants nothing");
     }
+
+    /// Contract section 17: a receiver's queue or bus is reached only with the credentials STS
+    /// gives for the receiver's role. No role of the template may send there with its own
+    /// credentials, and only the delivery role may assume a receiver's role.
+    #[test]
+    fn no_role_of_the_template_reaches_a_receivers_queue_or_bus_with_its_own_credentials() {
+        let paper = crate::deploy_checks::resolved_on_paper(&career_core::config::TableNames::with_prefix("p-"));
+        let template = Template::shipped();
+        let receiver = "111122223333";
+        let calls = [
+            ("sqs:SendMessage", format!("arn:aws:sqs:us-east-1:{receiver}:orders")),
+            ("sqs:SendMessage", format!("arn:aws:sqs:eu-west-1:{receiver}:orders.fifo")),
+            ("events:PutEvents", format!("arn:aws:events:us-east-1:{receiver}:event-bus/orders")),
+            ("events:PutEvents", "arn:aws:events:us-east-1:123456789012:event-bus/default".to_owned()),
+        ];
+        let mut roles = 0;
+        for resource in template.resources().filter(|resource| resource.kind == "AWS::IAM::Role") {
+            let role_id = resource.logical_id;
+            let statements = role_statements(&template, &paper, role_id).unwrap();
+            let role =
+                Role { function: role_id.into(), arn: format!("arn:aws:iam::{ACCOUNT}:role/{role_id}"), statements };
+            for (action, target) in &calls {
+                let call = Call { action: (*action).to_owned(), resource: target.clone(), context: Vec::new() };
+                assert!(role.allows(&call).is_none(), "{role_id} may {action} on {target} with its own credentials");
+            }
+            let assumption = Call { resource: format!("arn:aws:iam::{receiver}:role/r"), ..assume(Some("x")) };
+            let may_assume = role.allows(&assumption).is_some();
+            assert_eq!(may_assume, role_id == "DeliverFunctionRole", "{role_id} may assume a receiver's role");
+            roles += 1;
+        }
+        assert!(roles >= 6, "the template's function roles were read: {roles}");
+    }
 }

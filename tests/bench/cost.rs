@@ -858,7 +858,7 @@ impl Line {
     }
 }
 
-fn usd(value: f64) -> String {
+pub fn usd(value: f64) -> String {
     if value >= 10.0 {
         format!("${value:.1}")
     } else if value >= 0.1 {
@@ -877,7 +877,7 @@ fn bytes(value: usize) -> String {
 
 /// The memory sizes of the functions the rows invoke: each function's own `MemorySize`, or
 /// the template's global one.
-fn memory_sizes() -> Result<HashMap<&'static str, f64>, String> {
+pub fn memory_sizes() -> Result<HashMap<&'static str, f64>, String> {
     let template = Template::shipped();
     let mut sizes = HashMap::new();
     for name in [function::FANOUT, function::DELIVER, function::WEBHOOKS, function::SWEEP] {

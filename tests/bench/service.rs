@@ -3,7 +3,7 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace,destinations`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
 //! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare), and
@@ -17,6 +17,7 @@ mod cost;
 mod counting;
 mod cpu_time;
 mod delivery;
+mod destinations;
 mod end_to_end;
 mod footprint;
 mod healing;
@@ -166,6 +167,9 @@ fn main() {
         }
         if wanted("trace") {
             sections.push(section(14, trace::TITLE, trace::run(bench.clone())).await);
+        }
+        if wanted("destinations") {
+            sections.push(section(15, destinations::TITLE, destinations::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();

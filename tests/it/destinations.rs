@@ -68,12 +68,12 @@ impl Subscribed {
 }
 
 /// The ARN of the receiver's role `name`.
-fn role_arn(name: &str) -> String {
+pub(crate) fn role_arn(name: &str) -> String {
     format!("arn:aws:iam::{}:role/{name}", local_aws::receiver::RECEIVER_ACCOUNT)
 }
 
 /// Waits for at least `count` messages on the receiver's queue and takes them.
-async fn take(account: &ReceiverAccount, queue_url: &str, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
+pub(crate) async fn take(account: &ReceiverAccount, queue_url: &str, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
     let taken = std::sync::Mutex::new(Vec::new());
     eventually(format!("{count} message(s) on the receiver's queue"), || async {
         let fetched = account.take(queue_url).await.map_err(|err| format!("{err:#}"))?;
@@ -110,7 +110,7 @@ async fn record_until(
 }
 
 /// Whether `body` verifies with `secret` under `headers`, with the Standard Webhooks library.
-fn verifies(secret: &str, headers: &[(&str, &str)], body: &str) -> bool {
+pub(crate) fn verifies(secret: &str, headers: &[(&str, &str)], body: &str) -> bool {
     let mut map = http::HeaderMap::new();
     for (name, value) in headers {
         map.insert(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
@@ -120,12 +120,12 @@ fn verifies(secret: &str, headers: &[(&str, &str)], body: &str) -> bool {
 }
 
 /// A message's string attribute `name`.
-fn attribute<'a>(message: &'a aws_sdk_sqs::types::Message, name: &str) -> &'a str {
+pub(crate) fn attribute<'a>(message: &'a aws_sdk_sqs::types::Message, name: &str) -> &'a str {
     let attributes = message.message_attributes().expect("message attributes");
     attributes.get(name).and_then(|value| value.string_value()).unwrap_or_else(|| panic!("no attribute {name}"))
 }
 
-const STANDARD_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook-signature"];
+pub(crate) const STANDARD_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook-signature"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_pings_and_nothing_paused() {

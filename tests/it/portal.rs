@@ -1,8 +1,9 @@
 //! The webhook portal (contract section 14). Its files as a browser gets them from the local
 //! gateway: no key needed, the security headers on every answer. Then the page itself in
 //! headless Chromium (tests/portal/portal_test.mjs, with playwright-core and axe-core from
-//! `scripts/install-local-deps.sh --browser`) against the pipeline and a loopback receiver,
-//! and what it did checked against the receiver and the API.
+//! `scripts/install-local-deps.sh --browser`) against the pipeline, a loopback receiver and
+//! a queue in the receiver's own AWS account, and what it did checked against the receiver,
+//! the queue and the API.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,8 +16,12 @@ use career_core::webhooks::signing::{self, PublicKey};
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{settings_without_kms_or_queues, unique_user};
+use lambda_http::http::Method;
 use local_aws::gateway::{self, ApiFunctions};
+use local_aws::receiver::ReceiverAccount;
 use serde_json::Value;
+
+use crate::destinations;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
                    frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -156,6 +161,11 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     std::fs::create_dir_all(&artefacts).unwrap();
     let screenshot = artefacts.join("portal.png");
     let _ = std::fs::remove_file(&screenshot);
+    // A queue in the receiver's own AWS account for the page's destination subscription, and
+    // the role to name for it (made below, with the policies the page showed).
+    let account = ReceiverAccount::new(&career_service::clients());
+    let queue_name = format!("portal-{}", &user[user.len() - 8..]);
+    let queue_url = account.create_queue(&queue_name).await.expect("the receiver's queue");
     let profile = std::env::temp_dir().join(format!("career-portal-chromium-{}", unique_user()));
     std::fs::create_dir_all(&profile).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/portal/portal_test.mjs");
@@ -166,6 +176,8 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
         .env("PORTAL_LINK", &link)
         .env("EXPIRED_LINK", link.replace(&key, &expired))
         .env("RECEIVER_URL", &receiver.url)
+        .env("QUEUE_URL", &queue_url)
+        .env("ROLE_ARN", destinations::role_arn(&queue_name))
         .env("SCREENSHOT", &screenshot)
         .env("PROFILE_DIR", &profile)
         .kill_on_drop(true)
@@ -223,7 +235,23 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let png = std::fs::read(&screenshot).expect("the screenshot");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
 
-    // The page deleted the subscription through the API.
+    // The receiver's role given exactly the two policies the page let them copy is enough: a
+    // ping of the destination subscription arrives on the queue, signed with the secret the
+    // page showed.
+    let policy = |name: &str| serde_json::from_str::<Value>(&text(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (trust, permissions) = (policy("trustPolicy"), policy("permissionsPolicy"));
+    account.replace_role(&queue_name, &trust, &permissions).await.expect("the receiver's role");
+    let destination = text("destinationId");
+    let ping = pipeline.api.request(Method::POST, &format!("/api/v1/webhooks/ping?id={destination}")).key(&key).send();
+    ping.await.assert_status(202);
+    let pinged = destinations::take(&account, &queue_url, 1).await.remove(0);
+    assert_eq!(destinations::attribute(&pinged, "X-Webhook-Event"), "webhook.ping");
+    let headers = destinations::STANDARD_HEADERS.map(|name| (name, destinations::attribute(&pinged, name)));
+    assert!(destinations::verifies(&text("destinationSecret"), &headers, pinged.body().unwrap()), "{headers:?}");
+    let deleted = pipeline.api.request(Method::DELETE, &format!("/api/v1/webhooks?id={destination}")).key(&key).send();
+    deleted.await.assert_status(200);
+
+    // The page deleted the URL subscription through the API.
     let listed = pipeline.api.get("/api/v1/webhooks", &key).await;
     assert_eq!(listed.assert_status(200)["webhooks"], serde_json::json!([]));
 }

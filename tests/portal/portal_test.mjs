@@ -5,7 +5,8 @@
 //
 // Environment: PORTAL_NODE_MODULES (where playwright-core and axe-core are installed),
 // CHROMIUM (the browser), PORTAL_LINK and EXPIRED_LINK (`…/portal#key=cak_…`), RECEIVER_URL
-// (the loopback receiver), SCREENSHOT (where to save the picture) and PROFILE_DIR (a fresh,
+// (the loopback receiver), QUEUE_URL and ROLE_ARN (a queue of the receiver's AWS account in the
+// local emulators, and the role, not made yet, to name for it), SCREENSHOT (where to save the picture) and PROFILE_DIR (a fresh,
 // empty directory for the browser's profile).
 
 import { createRequire } from 'node:module';
@@ -23,6 +24,8 @@ const axe = require('axe-core');
 const PORTAL_LINK = env('PORTAL_LINK');
 const EXPIRED_LINK = env('EXPIRED_LINK');
 const RECEIVER_URL = env('RECEIVER_URL');
+const QUEUE_URL = env('QUEUE_URL');
+const ROLE_ARN = env('ROLE_ARN');
 const ORIGIN = new URL(PORTAL_LINK).origin;
 /** How long a wait for the page or a delivery may take before the step fails. */
 const PATIENCE_MS = 30_000;
@@ -301,6 +304,51 @@ async function steps() {
   await visible('#list-view');
   await notice('Deleted the subscription');
   await page.locator('#subscriptions .empty').waitFor();
+
+  // A subscription into the receiver's own AWS account (contract section 17): the form's
+  // queue and role, then straight to the role's policies, ready to copy. tests/it/portal.rs
+  // gives the role exactly the policies copied here and checks that a ping then arrives.
+  log('creating a subscription to an SQS queue');
+  check(await page.locator('#create-queue').isHidden(), 'no queue field for a URL');
+  await create.getByLabel('An SQS queue in your AWS account').check();
+  check(await page.locator('#create-url').isHidden(), 'no URL field for a queue');
+  await page.fill('#create-queue', QUEUE_URL);
+  await page.fill('#create-role', ROLE_ARN);
+  await create.getByLabel('profile.updated').check();
+  await create.getByRole('button', { name: 'Create subscription' }).click();
+  await visible('#secret-dialog');
+  summary.destinationSecret = await page.inputValue('#secret-value');
+  check(/^whsec_/.test(summary.destinationSecret), `a secret: ${summary.destinationSecret}`);
+  await page.getByRole('button', { name: 'I have stored it' }).click();
+  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  await notice('give your role the policies below');
+  await visible('#aws-panel');
+  summary.destinationId = await fact('#summary', 'ID');
+  check((await fact('#summary', 'Destination')) === QUEUE_URL, 'the queue is the destination');
+  check((await fact('#summary', 'Role')) === ROLE_ARN, 'the role');
+  summary.externalId = await fact('#summary', 'External ID');
+  summary.senderRoleArn = await fact('#summary', 'Sender role');
+  check(/^[A-Za-z0-9_-]{43}$/.test(summary.externalId), `an external id: ${summary.externalId}`);
+  check(await page.locator('#edit-url').isDisabled(), 'a destination has no URL to change');
+  const copied = {};
+  for (const [name, button, result] of [['trustPolicy', 'Copy trust policy', '#copy-trust-result'],
+    ['permissionsPolicy', 'Copy permissions policy', '#copy-permissions-result'],
+    ['kmsStatement', 'Copy KMS statement', '#copy-kms-result']]) {
+    await page.getByRole('button', { name: button }).click();
+    await page.locator(result).filter({ hasText: 'Copied' }).waitFor();
+    copied[name] = await page.evaluate(() => navigator.clipboard.readText());
+  }
+  summary.trustPolicy = copied.trustPolicy;
+  summary.permissionsPolicy = copied.permissionsPolicy;
+  const trust = JSON.parse(copied.trustPolicy).Statement[0];
+  check(trust.Principal.AWS === summary.senderRoleArn, `the trust policy names the sender role: ${copied.trustPolicy}`);
+  check(trust.Condition.StringEquals['sts:ExternalId'] === summary.externalId, 'and the external id shown');
+  const kms = JSON.parse(copied.kmsStatement);
+  check(kms.Principal.AWS === ROLE_ARN && kms.Action.includes('kms:GenerateDataKey'), `the KMS statement: ${copied.kmsStatement}`);
+  await accessible('an AWS destination with its role\'s policies');
+  await page.getByRole('button', { name: '← All subscriptions' }).click();
+  await visible('#list-view');
+  check((await text('#subscriptions tbody')).includes(QUEUE_URL), 'the list shows the queue');
 
   // Signing out forgets the key; signing in again by typing it (keyboard only).
   log('signing out and in again');

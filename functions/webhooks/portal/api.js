@@ -67,10 +67,13 @@ export class Api {
     return this.call('GET', '/api/v1/webhooks/event-types');
   }
 
-  /** `maxDeliveriesPerSecond`: an integer, or `null` for no limit (section 18). */
-  createSubscription(url, events, asymmetricSigning, traceContext, maxDeliveriesPerSecond) {
+  /**
+   * `target`: `{ url }`, or `{ destination }` in the owner's AWS account (section 17);
+   * `maxDeliveriesPerSecond`: an integer, or `null` for no limit (section 18).
+   */
+  createSubscription(target, events, asymmetricSigning, traceContext, maxDeliveriesPerSecond) {
     return this.call('POST', '/api/v1/webhooks', {
-      body: { url, events, asymmetricSigning, traceContext, maxDeliveriesPerSecond },
+      body: { ...target, events, asymmetricSigning, traceContext, maxDeliveriesPerSecond },
     });
   }
 

@@ -263,6 +263,32 @@ async function showList(notice) {
   else clearMessages();
 }
 
+// ------------------------------------------------------------------ creating
+
+/** Which target the create form is set to: `url`, `aws_sqs` or `aws_eventbridge`. */
+function createTargetType() {
+  return $('create-form').querySelector('input[name="target"]:checked').value;
+}
+
+/** Shows (and requires) the create form's fields for its target only. */
+function showCreateTarget() {
+  const type = createTargetType();
+  const fields = { 'create-url': type === 'url', 'create-queue': type === 'aws_sqs',
+    'create-bus': type === 'aws_eventbridge', 'create-role': type !== 'url' };
+  for (const [id, shown] of Object.entries(fields)) {
+    $(`${id}-field`).hidden = !shown;
+    $(id).required = shown;
+  }
+}
+
+/** The create form's target as the API takes it: `{ url }` or `{ destination }` (contract section 17). */
+function createTarget() {
+  const type = createTargetType();
+  if (type === 'url') return { url: $('create-url').value.trim() };
+  const where = type === 'aws_sqs' ? { queueUrl: $('create-queue').value.trim() } : { eventBusArn: $('create-bus').value.trim() };
+  return { destination: { type, ...where, roleArn: $('create-role').value.trim() } };
+}
+
 // ------------------------------------------------------------------ secrets
 
 function showSecret(title, secret, expiry) {
@@ -305,6 +331,7 @@ function renderSummary(subscription) {
   $('pause').hidden = !subscription.enabled;
   $('resume').hidden = subscription.enabled;
   renderSigning(subscription);
+  renderAwsPanel(subscription);
 }
 
 /** Asymmetric signing (contract section 16): the public key to pin, and the switch. */
@@ -338,6 +365,64 @@ function destinationFacts(destination) {
     ['External ID', el('code', {}, destination.externalId)],
     ['Sender role', el('code', {}, destination.senderRoleArn ?? 'not configured')],
   ];
+}
+
+/**
+ * The policies a destination's owner gives its role (contract section 17), as JSON to paste:
+ * the trust policy (the sender role, with this subscription's external id only), the
+ * permissions policy (the one action on the queue or bus), and, for a queue, the statement an
+ * encrypted queue's key policy needs.
+ */
+function destinationPolicies(destination) {
+  const policy = (...statements) => ({ Version: '2012-10-17', Statement: statements });
+  const trust = policy({
+    Effect: 'Allow',
+    Principal: { AWS: destination.senderRoleArn },
+    Action: 'sts:AssumeRole',
+    Condition: { StringEquals: { 'sts:ExternalId': destination.externalId } },
+  });
+  const queue = destination.type === 'aws_sqs';
+  const permissions = policy({
+    Effect: 'Allow',
+    Action: queue ? 'sqs:SendMessage' : 'events:PutEvents',
+    Resource: queue ? queueArn(destination.queueUrl, destination.roleArn) : destination.eventBusArn,
+  });
+  const kms = queue ? {
+    Sid: 'WebhooksSenderRole',
+    Effect: 'Allow',
+    Principal: { AWS: destination.roleArn },
+    Action: ['kms:GenerateDataKey', 'kms:Decrypt'],
+    Resource: '*',
+  } : null;
+  const text = (value) => JSON.stringify(value, null, 2);
+  return { trust: text(trust), permissions: text(permissions), kms: kms && text(kms) };
+}
+
+/**
+ * The ARN of the queue at `queueUrl` (`https://sqs.<region>.amazonaws.com/<account>/<name>`),
+ * in the role's partition (the API checked they match). A local emulator's URL names no region:
+ * `*` stands for it.
+ */
+function queueArn(queueUrl, roleArn) {
+  const url = new URL(queueUrl);
+  const [account, name] = url.pathname.split('/').slice(1);
+  const region = url.hostname.match(/^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/)?.[1] ?? '*';
+  return `arn:${roleArn.split(':')[1]}:sqs:${region}:${account}:${name}`;
+}
+
+/** The panel of a destination's role policies, ready to copy (hidden for a URL). */
+function renderAwsPanel(subscription) {
+  const { destination } = subscription;
+  $('aws-panel').hidden = !destination;
+  for (const result of ['copy-trust-result', 'copy-permissions-result', 'copy-kms-result']) $(result).textContent = '';
+  if (!destination) return;
+  const policies = destinationPolicies(destination);
+  $('aws-role').textContent = destination.roleArn;
+  $('aws-target-kind').textContent = destination.type === 'aws_sqs' ? 'queue' : 'event bus';
+  $('trust-policy').value = policies.trust;
+  $('permissions-policy').value = policies.permissions;
+  $('kms-block').hidden = !policies.kms;
+  $('kms-statement').value = policies.kms ?? '';
 }
 
 function fillEditForm(subscription) {
@@ -582,17 +667,29 @@ function wire() {
     enter();
   });
   $('sign-out').addEventListener('click', () => signOut());
+  for (const choice of $('create-form').querySelectorAll('input[name="target"]')) {
+    choice.addEventListener('change', showCreateTarget);
+  }
   $('create-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     const form = event.currentTarget;
     const created = await act('Could not create the subscription',
-      () => state.api.createSubscription($('create-url').value.trim(), checkedKinds(form), $('create-asymmetric').checked,
+      () => state.api.createSubscription(createTarget(), checkedKinds(form), $('create-asymmetric').checked,
         $('create-trace').checked, rateLimit($('create-rate'))),
       form.querySelector('button[type="submit"]'));
     if (!created) return;
     form.reset();
-    await showList(`Created the subscription to ${created.url}.`);
-    showSecret('Your signing secret', created.secret, `It signs every delivery to ${created.url}.`);
+    showCreateTarget();
+    const { secret, ...subscription } = created;
+    const target = receiver(subscription);
+    if (subscription.destination) {
+      // Straight to its role's policies: nothing arrives until the role has them.
+      await openSubscription(subscription);
+      showNotice(`Created the subscription to ${target}: give your role the policies below.`);
+    } else {
+      await showList(`Created the subscription to ${target}.`);
+    }
+    showSecret('Your signing secret', secret, `It signs every delivery to ${target}.`);
   });
   $('back').addEventListener('click', () => showList());
   $('ping').addEventListener('click', ping);
@@ -627,6 +724,10 @@ function wire() {
   });
   $('copy-secret').addEventListener('click', () => copyValue('secret-value', 'copy-result', 'secret'));
   $('copy-public-key').addEventListener('click', () => copyValue('public-key', 'copy-key-result', 'public key'));
+  $('copy-trust-policy').addEventListener('click', () => copyValue('trust-policy', 'copy-trust-result', 'trust policy'));
+  $('copy-permissions-policy').addEventListener('click',
+    () => copyValue('permissions-policy', 'copy-permissions-result', 'permissions policy'));
+  $('copy-kms-statement').addEventListener('click', () => copyValue('kms-statement', 'copy-kms-result', 'KMS statement'));
   $('signing-toggle').addEventListener('click', toggleSigning);
   // The secret leaves the page with the dialog, however it is closed (Escape included).
   const forgetSecret = () => {
