@@ -155,13 +155,12 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     let url = receiver.url.replace("127.0.0.1", "localhost");
     pipeline.subscribe(&user, &url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    fan_out_the_streams(&pipeline).await;
+    let messages = fan_out_the_streams_and_take(&pipeline, 1).await;
 
     // ...and delivered with the protection on.
     let mut guarded = pipeline.settings().clone();
     guarded.webhook_urls = career_core::webhooks::UrlPolicy::default();
     let deliver = career_service::deliver_instance(&guarded);
-    let messages = take(&pipeline, 1).await;
     let response = career_deliver::handle(&deliver, sqs_event(messages)).await;
     assert!(response.batch_item_failures.is_empty(), "the main lane is done with it");
     assert!(receiver.received().is_empty(), "nothing reached the private address");
@@ -503,12 +502,16 @@ async fn take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Mess
     messages
 }
 
-/// Runs the stream pump just long enough to fan out what the streams hold.
-async fn fan_out_the_streams(pipeline: &Pipeline) {
+/// Runs the stream pump until `count` messages it fanned out are taken from the main lane
+/// (see [`take`]), however long the streams take on a loaded machine.
+async fn fan_out_the_streams_and_take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
     let fanout_clients = acting_as(function::FANOUT, pipeline.settings(), &clients());
     let fanout_settings = career_service::function_settings(function::FANOUT, pipeline.settings());
     let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
     let pump = local_aws::event_sources::pumps::run_stream_pump(fanout_clients, sources, &fanout, None);
-    let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+    tokio::select! {
+        () = pump => unreachable!("the stream pump runs until dropped"),
+        taken = take(pipeline, count) => taken,
+    }
 }
