@@ -94,8 +94,8 @@ async fn a_rate_limit_holds_across_instances_and_an_unlimited_sibling_is_not_hel
     assert!(most_sent_in_one_second(&limited_arrivals) <= 2, "more than 2 attempts started in one second");
     let limited_receipts = receipts(&limited_arrivals);
     assert_eq!((limited_receipts.len(), limited_arrivals.len()), (UPDATES, UPDATES), "every delivery once");
-    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
-    let records = table.list(&typed(&limited), None, 100, None).await.unwrap().deliveries;
+    // An attempt is recorded after its answer: the records are read once none is pending.
+    let records = pipeline.settled(&limited).await;
     assert_eq!(records.len(), UPDATES);
     assert!(records.iter().all(|r| r.attempts == 1), "waiting spent no attempt: {records:?}");
 
