@@ -155,13 +155,12 @@ async fn a_host_that_resolves_to_a_private_address_is_refused_at_send_time() {
     let url = receiver.url.replace("127.0.0.1", "localhost");
     pipeline.subscribe(&user, &url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    fan_out_the_streams(&pipeline).await;
+    let messages = fan_out_the_streams_and_take(&pipeline, 1).await;
 
     // ...and delivered with the protection on.
     let mut guarded = pipeline.settings().clone();
     guarded.webhook_urls = career_core::webhooks::UrlPolicy::default();
     let deliver = career_service::deliver_instance(&guarded);
-    let messages = take(&pipeline, 1).await;
     let response = career_deliver::handle(&deliver, sqs_event(messages)).await;
     assert!(response.batch_item_failures.is_empty(), "the main lane is done with it");
     assert!(receiver.received().is_empty(), "nothing reached the private address");
@@ -251,14 +250,19 @@ async fn a_healthy_delivery_does_not_wait_behind_a_receiver_that_hangs() {
     let healthy = Receiver::start(&[200], NO_DELAY).await;
     let (stuck_subscription, _) = pipeline.subscribe(&stuck, &hanging.url, &["profile.updated"]).await;
     pipeline.subscribe(&healthy_user, &healthy.url, &["profile.updated"]).await;
-    // More deliveries to the hanging receiver than a lane has consumers.
+    // More deliveries to the hanging receiver than a lane has consumers, fanned out as one
+    // stream batch (the stream pump's polling would only add time to what follows).
     let main_lane = &career_service::queue_sources(function::DELIVER, pipeline.settings())[0];
-    for _ in 0..2 * main_lane.maximum_concurrency {
-        pipeline.api.admin.update_profile(&stuck).await.unwrap();
-    }
+    let fanout = fanout_of(&pipeline);
+    let sequences: Vec<String> = (1..=2 * main_lane.maximum_concurrency).map(|n| n.to_string()).collect();
+    fan_out_profile_changes(&fanout, &stuck, &sequences).await;
     hanging.wait_for(1, DEADLINE).await;
 
-    pipeline.api.admin.update_profile(&healthy_user).await.unwrap();
+    // The healthy change goes straight to the fan-out too: between the first hanging attempt
+    // and the healthy arrival lie only the fan-out's call and one turn of the delivery
+    // function, so a loaded machine does not let the hanging attempts time out (the contract's
+    // 10 s) before a healthy delivery that did not wait behind them could arrive.
+    fan_out_profile_change(&fanout, &healthy_user, "100").await;
     healthy.wait_for(1, DEADLINE).await;
     assert_eq!(hanging.closed(), 0, "the healthy delivery arrived while every hanging attempt was still waiting");
     assert!(hanging.taken() <= main_lane.batch_size as usize, "one batch of the hanging subscription at a time");
@@ -434,9 +438,20 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
 
 /// Hands the fan-out handler one stream batch: `user`'s profile `prf_<sequence>` created.
 async fn fan_out_profile_change(fanout: &career_fanout::Deps, user: &str, sequence: &str) {
-    let keys = json!({"userId": {"S": user}, "profileId": {"S": format!("prf_{sequence}")}});
+    fan_out_profile_changes(fanout, user, &[sequence]).await
+}
+
+/// A profile of `user` created for each of `sequences`, fanned out as one stream batch.
+async fn fan_out_profile_changes(fanout: &career_fanout::Deps, user: &str, sequences: &[impl AsRef<str>]) {
     let mut batch = StreamEvent::default();
-    batch.records = vec![record(sequence, keys, "INSERT", json!(null))];
+    batch.records = sequences
+        .iter()
+        .map(|sequence| {
+            let sequence = sequence.as_ref();
+            let keys = json!({"userId": {"S": user}, "profileId": {"S": format!("prf_{sequence}")}});
+            record(sequence, keys, "INSERT", json!(null))
+        })
+        .collect();
     assert!(career_fanout::handle(fanout, batch).await.batch_item_failures.is_empty());
 }
 
@@ -487,12 +502,16 @@ async fn take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Mess
     messages
 }
 
-/// Runs the stream pump just long enough to fan out what the streams hold.
-async fn fan_out_the_streams(pipeline: &Pipeline) {
+/// Runs the stream pump until `count` messages it fanned out are taken from the main lane
+/// (see [`take`]), however long the streams take on a loaded machine.
+async fn fan_out_the_streams_and_take(pipeline: &Pipeline, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
     let fanout_clients = acting_as(function::FANOUT, pipeline.settings(), &clients());
     let fanout_settings = career_service::function_settings(function::FANOUT, pipeline.settings());
     let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).unwrap();
     let sources = career_service::stream_sources(function::FANOUT, pipeline.settings());
     let pump = local_aws::event_sources::pumps::run_stream_pump(fanout_clients, sources, &fanout, None);
-    let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+    tokio::select! {
+        () = pump => unreachable!("the stream pump runs until dropped"),
+        taken = take(pipeline, count) => taken,
+    }
 }

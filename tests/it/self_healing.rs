@@ -77,10 +77,14 @@ async fn records_within(
     .await
 }
 
-/// One profile change of `user` after another, `count` events.
+/// `count` profile changes of `user`, `count` events, written at once: their deliveries are
+/// queued close together however slow each write is on a loaded machine (the sibling tests
+/// below hold a hanging or slow receiver's first attempt against the 10-second send timeout,
+/// and one write after another would spend that time before the last event exists).
 async fn events(pipeline: &Pipeline, user: &str, count: usize) {
-    for _ in 0..count {
-        pipeline.api.admin.update_profile(user).await.unwrap();
+    let writes = (0..count).map(|_| pipeline.api.admin.update_profile(user));
+    for written in futures_util::future::join_all(writes).await {
+        written.unwrap();
     }
 }
 

@@ -123,8 +123,9 @@ async fn a_traced_change_retried_once() -> (Vec<Received>, Vec<Received>) {
         let delivery = received.header("x-webhook-delivery");
         until_status(&pipeline, &user, delivery, DeliveryStatus::Succeeded).await;
     }
-    // The span line follows the attempt's record without waiting on anything.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Each attempt's span line is written before its message leaves the lane (or goes back to
+    // it for the retry), so once the lanes are empty every line is in the capture.
+    pipeline.drained().await;
     (opted_in, not_opted_in)
 }
 

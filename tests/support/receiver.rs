@@ -37,6 +37,8 @@ impl Received {
 pub struct Receiver {
     pub url: String,
     received: Arc<Mutex<Vec<Received>>>,
+    /// Requests accepted and not yet answered (or given up by the sender), now and at most.
+    open_requests: Arc<OpenRequests>,
     /// Whether answers go out (see [`Receiver::holding`]).
     open: tokio::sync::watch::Sender<bool>,
 }
@@ -86,14 +88,17 @@ impl Receiver {
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let statuses: Arc<Vec<u16>> = Arc::new(statuses.to_vec());
-        let log = received.clone();
+        let open_requests: Arc<OpenRequests> = Arc::default();
+        let (log, gauge) = (received.clone(), open_requests.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (log, statuses, opened) = (log.clone(), statuses.clone(), opened.clone());
+                let (log, gauge, statuses, opened) = (log.clone(), gauge.clone(), statuses.clone(), opened.clone());
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                         let (log, statuses, mut opened) = (log.clone(), statuses.clone(), opened.clone());
+                        let pending = OpenRequest::of(&gauge);
                         async move {
+                            let _pending = pending;
                             let (parts, body) = request.into_parts();
                             let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                             let at = Instant::now();
@@ -119,11 +124,18 @@ impl Receiver {
                 });
             }
         });
-        Receiver { url, received, open }
+        Receiver { url, received, open_requests, open }
     }
 
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
+    }
+
+    /// The most requests this receiver had open at one moment: accepted and neither answered
+    /// yet nor given up by the sender. What a sender had in flight at once, counted where it
+    /// is true however slowly the machine runs (unlike arrivals within some span of time).
+    pub fn most_open(&self) -> usize {
+        self.open_requests.most.load(Ordering::SeqCst)
     }
 
     /// Waits until at least `count` requests arrived (panics after `within`).
@@ -137,6 +149,31 @@ impl Receiver {
             }
         })
         .await
+    }
+}
+
+/// A receiver's count of its open requests.
+#[derive(Default)]
+struct OpenRequests {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+/// One open request: counted from its arrival until it is answered or dropped (the sender
+/// closed the connection first).
+struct OpenRequest(Arc<OpenRequests>);
+
+impl OpenRequest {
+    fn of(gauge: &Arc<OpenRequests>) -> Self {
+        let now = gauge.now.fetch_add(1, Ordering::SeqCst) + 1;
+        gauge.most.fetch_max(now, Ordering::SeqCst);
+        OpenRequest(gauge.clone())
+    }
+}
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
