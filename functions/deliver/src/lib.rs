@@ -274,9 +274,6 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
         match before {
             Before::Send { attempt } => {
                 let subscription = subscription.expect("a send has a subscription");
-                if let Some(wait) = over_rate(deps, &subscription).await {
-                    return wait_for_rate(deps, received, lease, wait).await;
-                }
                 attempt_delivery(deps, received, &subscription, attempt, lease).await
             }
             Before::Stale => {
@@ -452,6 +449,10 @@ async fn attempt_delivery(
         // Too late to send under the claim; its next turn comes when the claim has ended.
         tracing::warn!("the claim ran short before the send; nothing sent");
         return stay(deps, received, lease.until.since(Timestamp::now())).await;
+    }
+    // Counted last before the send, so the attempt starts within the limit's margin of its count.
+    if let Some(wait) = over_rate(deps, subscription).await {
+        return wait_for_rate(deps, received, lease, wait).await;
     }
     // Each attempt is a span of the delivery's trace (contract section 19); a message queued
     // before trace context has none, so its attempt starts one.

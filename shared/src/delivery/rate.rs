@@ -1,8 +1,9 @@
 //! A subscription's `maxDeliveriesPerSecond` (contract section 18): at most that many
 //! attempts start in any one-second window, across every instance of the delivery function.
-//! Each attempt is counted before its send in the subscription's bucket of the rate-limit
+//! Each attempt is counted just before its send in the subscription's bucket of the rate-limit
 //! table, on the same sliding window as the API keys' limit (`ratelimit`); a delivery over the
-//! limit is not sent and goes back to its lane to wait, its attempt not spent.
+//! limit, or whose count answered too late to start within the window, is not sent and goes
+//! back to its lane to wait, its attempt not spent.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,10 +15,14 @@ use crate::store::rate_limits::RateLimitTable;
 use crate::store::StoreError;
 use crate::webhooks::DeliveryRate;
 
-/// The window each limit is counted over: a tenth longer than the contract's second, because
-/// a request reaches its receiver a few milliseconds after its attempt starts, and not always
-/// the same few, so the receiver too sees no second with more than the limit.
-pub const WINDOW: Duration = Duration::from_millis(1100);
+/// How long after its count starts an admitted attempt may still start. A count's answer
+/// that comes later is not used (the attempt waits, its place in the window spent): a
+/// one-second span of starts then holds only attempts counted within one `WINDOW`.
+const MARGIN: Duration = Duration::from_millis(100);
+/// The window each limit is counted over: the contract's second and the margin, so no second
+/// of attempt starts, however late each count's answer came within the margin, holds more
+/// than the limit.
+pub const WINDOW: Duration = Duration::from_secs(1).saturating_add(MARGIN);
 /// The shortest wait of a delivery over the limit: SQS counts visibility in whole seconds,
 /// and a wait of none would hand the message straight back.
 const SHORTEST_WAIT: Duration = Duration::from_secs(1);
@@ -48,8 +53,13 @@ impl DeliveryLimiter {
         if let Some(wait) = self.still_refused(subscription, rate) {
             return Ok(Admission::Wait(wait));
         }
+        let asked = Instant::now();
         let status = self.window.count(&bucket(subscription), rate.per_second()).await?;
         if !status.exceeded {
+            if asked.elapsed() > MARGIN {
+                tracing::info!("the rate limit's count answered too late to start the attempt within its window");
+                return Ok(Admission::Wait(SHORTEST_WAIT));
+            }
             return Ok(Admission::Admitted);
         }
         let reset = Duration::from_secs(status.reset_seconds);
