@@ -108,7 +108,8 @@ impl Units {
 /// Units as DynamoDB reports them: whole, halves (eventually consistent reads) or finer.
 pub fn figure(units: f64) -> String {
     if (units - units.round()).abs() < 1e-9 {
-        format!("{}", units.round())
+        // `+ 0.0` turns a negative zero (the sum of no units is one) into 0, printed without a sign.
+        format!("{}", units.round() + 0.0)
     } else {
         format!("{units:.1}")
     }

@@ -158,3 +158,42 @@ async fn a_fast_receiver_spreads_over_message_groups_and_a_slow_one_keeps_to_one
     assert!(slow <= 10, "a slow receiver had {slow} requests in flight");
     assert!(fast > 10, "a fast receiver had at most {fast} requests in flight");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_receive_from_the_main_lane_fills_its_batch_from_one_message_group_first() {
+    // As SQS does (its "FIFO queue delivery logic"), and as the local stack's emulator must, or
+    // a batch of a subscription spread over its groups holds several of them until it ends.
+    let pipeline = Pipeline::start(false).await;
+    let (user, subscription) = (typed(unique_user()), career_core::ids::SubscriptionId::generate());
+    let messages: Vec<DeliveryMessage> =
+        (0..20).map(|_| DeliveryMessage::new(&Event::ping(&subscription), &user, &subscription)).collect();
+    // Sent in turn to the subscription's groups 0 and 1, one message each.
+    let interleaved: Vec<(&DeliveryMessage, u8)> = messages.iter().zip([0, 1].into_iter().cycle()).collect();
+    let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
+    assert!(queues.regroup(&interleaved).await.unwrap().is_empty(), "the lane took every message");
+    let sqs = career_service::sqs();
+    let receive = || async {
+        let received = sqs
+            .receive_message()
+            .queue_url(&pipeline.queues.delivery)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId)
+            .send()
+            .await
+            .unwrap();
+        received
+            .messages
+            .unwrap_or_default()
+            .iter()
+            .map(|m| {
+                m.attributes()
+                    .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId))
+                    .cloned()
+                    .unwrap()
+            })
+            .collect::<Vec<String>>()
+    };
+    let group = |index: u8| career_core::delivery::groups::group_id(&subscription, index);
+    assert_eq!(receive().await, vec![group(0); 10], "the oldest message's group, all ten of it");
+    assert_eq!(receive().await, vec![group(1); 10], "then the next group's, the first one being in flight");
+}

@@ -130,10 +130,11 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
 /// Whether a batch's messages are deleted one by one as each is settled, rather than by the
 /// event source mapping as the invocation returns: only when the batch holds deliveries of
 /// more than one subscription, so none waits for another subscription's send (contract
-/// section 12). A batch of one subscription's deliveries frees nothing by deleting early (its
-/// message groups are its own, and a group stays held while any of its messages is in
-/// flight), so an early delete would only be a second, billed request per message; a message
-/// alone in its batch likewise.
+/// section 12). A batch of one subscription's deliveries holds only its own message groups,
+/// and SQS fills a batch from one group as far as it can (a group stays held while any of its
+/// messages is in flight), so an early delete would at most free another of its groups a
+/// little sooner, for a second, billed request per message; a message alone in its batch
+/// frees nothing by it.
 fn deletes_early<'a>(subscriptions: impl Iterator<Item = Option<&'a SubscriptionId>>) -> bool {
     let mut subscriptions = subscriptions.flatten();
     let Some(first) = subscriptions.next() else { return false };

@@ -1,4 +1,4 @@
-"""moto's server as the local stack runs it, standing in for SQS and KMS, with five changes
+"""moto's server as the local stack runs it, standing in for SQS and KMS, with six changes
 made on moto's internals (pinned by scripts/install-local-deps.sh).
 
 - With --kms-state DIR, its KMS keys are made of a key id and key material kept in DIR, so
@@ -13,6 +13,14 @@ made on moto's internals (pinned by scripts/install-local-deps.sh).
   the poll to end (up to a second per delivery to one subscription); and while the only
   visible messages are in busy groups it spins. This one asks again whenever the queue
   changes (a message added, deleted or made visible) and sleeps otherwise.
+- A receive from a FIFO queue that takes as many messages of one group as it can, as SQS's
+  does ("FIFO queue delivery logic" in the SQS Developer Guide: it returns as many messages
+  with the same message group ID as possible, and messages of other groups only to fill the
+  rest). moto takes the visible messages in the order they were sent, whatever their group,
+  so a batch from a backlog spread over a subscription's groups held one message of each of
+  several groups, and every one of those groups waited for the whole batch (Lambda deletes
+  a batch as its invocation returns): a subscription spread over 16 groups had two or three
+  batches in flight where SQS gives it one per group.
 - SQS's 12-hour limit on a message's visibility as SQS counts it: from the message's latest
   receive (moto counts from its send, and so refuses a retry lane's late waits that SQS takes).
 - Requests whose cost does not grow with the queue's depth, as on SQS. moto reads one
@@ -157,8 +165,18 @@ def receivable(message, now):
 
 
 def visible_messages(queue):
+    """The messages a receive may take, in the order it takes them: on a FIFO queue each
+    group's together, the groups in the order of their oldest visible message (a group's own
+    messages keep theirs), so moto's receive, which skips the groups in flight, fills its batch
+    from one group before it takes another's."""
     now = time.time() * 1000
-    return [message for message in queue._messages if receivable(message, now)]
+    visible = [message for message in queue._messages if receivable(message, now)]
+    if not queue.fifo_queue:
+        return visible
+    first = {}
+    for position, message in enumerate(visible):
+        first.setdefault(message.group_id, position)
+    return sorted(visible, key=lambda message: first[message.group_id])
 
 
 SQSBackend.receive_message = receive_message
