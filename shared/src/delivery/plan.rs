@@ -210,31 +210,47 @@ impl SubscriptionState {
     }
 }
 
-/// What one received message found.
+impl AsRef<SubscriptionState> for SubscriptionState {
+    fn as_ref(&self) -> &SubscriptionState {
+        self
+    }
+}
+
+/// What one received message found; `S` is the subscription as its turn read it, handed
+/// back in the decision to send to it (what the plan reads of it is `S`'s
+/// [`SubscriptionState`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub struct Found<S = SubscriptionState> {
     pub lane: Lane,
     /// The generation the message carries.
     pub generation: u32,
     /// The kind of event the message carries.
     pub kind: EventKind,
     pub claim: Claim,
-    pub subscription: Option<SubscriptionState>,
+    pub subscription: Option<S>,
 }
 
-/// What to do before sending.
+/// What to do before sending: a message's own step, or a place in its batch's hand-over.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Before {
-    /// Sign and send: attempt number `attempt` (1-based) of its round.
-    Send { attempt: u32 },
+pub enum Before<S> {
+    /// Taken by the message's turn alone.
+    Step(Step<S>),
+    /// First attempts to a failing subscription wait on the retry lane, not the main one
+    /// (the claim is given up first, so the handed-over copy can take it at once); a batch's
+    /// are moved together.
+    HandOver,
+}
+
+/// A message's own step before sending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<S> {
+    /// Sign and send to `subscription`: attempt number `attempt` (1-based) of its round.
+    Send { attempt: u32, subscription: S },
     /// Another generation owns the record, or it is settled: dropped unsent.
     Stale,
     /// The subscription is disabled or deleted, or no longer lists the kind: nothing is
     /// sent, and the record ends as [`NotSent`] says.
     NotSent(NotSent),
-    /// First attempts to a failing subscription wait on the retry lane, not the main one
-    /// (the claim is given up first, so the handed-over copy can take it at once).
-    HandOver,
     /// Not to be attempted now (due later, or another turn holds its claim): back on its lane
     /// for this long, after which it finds the record as that turn left it.
     NotYet(Duration),
@@ -287,45 +303,47 @@ pub struct Policy {
     pub disable_after: Duration,
 }
 
-pub fn before_send(found: &Found, now: Timestamp, policy: &Policy) -> Before {
+pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp, policy: &Policy) -> Before<S> {
     let unwritten = RecordState::unwritten();
     let record = match &found.claim {
         Claim::Held { record, .. } => record,
         Claim::Unwritten => &unwritten,
-        Claim::Refused(record) => return refused(found.generation, record, now),
+        Claim::Refused(record) => return Before::Step(refused(found.generation, record, now)),
     };
     // A claim holds only for the message's pending generation; checked again, so that the
     // decision does not rest on how the store words its condition.
     if record.is_stale_for(found.generation) {
-        return Before::Stale;
+        return Before::Step(Step::Stale);
     }
-    let not_sent = |reason| Before::NotSent(NotSent { reason, attempts: record.attempts });
-    let Some(subscription) = &found.subscription else { return not_sent(SkipReason::Deleted) };
-    if !subscription.enabled {
+    let not_sent = |reason| Before::Step(Step::NotSent(NotSent { reason, attempts: record.attempts }));
+    let Some(subscription) = found.subscription else { return not_sent(SkipReason::Deleted) };
+    let state = subscription.as_ref();
+    if !state.enabled {
         return not_sent(SkipReason::Disabled);
     }
-    if !subscription.receives {
+    if !state.receives {
         return not_sent(SkipReason::NotListed(found.kind));
     }
-    if found.lane == Lane::Main && subscription.failing_since.is_some() {
+    if found.lane == Lane::Main && state.failing_since.is_some() {
         return Before::HandOver;
     }
     // A lowered DELIVERY_MAX_ATTEMPTS makes a waiting delivery's next attempt its last.
-    Before::Send { attempt: (record.round_attempts + 1).min(policy.schedule.max_attempts) }
+    let attempt = (record.round_attempts + 1).min(policy.schedule.max_attempts);
+    Before::Step(Step::Send { attempt, subscription })
 }
 
 /// Why a claim was refused, from the record as read after it.
-fn refused(generation: u32, record: &RecordState, now: Timestamp) -> Before {
+fn refused<S>(generation: u32, record: &RecordState, now: Timestamp) -> Step<S> {
     if record.is_stale_for(generation) {
-        return Before::Stale;
+        return Step::Stale;
     }
     if let Some(until) = record.lease_until.filter(|until| *until > now) {
-        return Before::NotYet(until.since(now));
+        return Step::NotYet(until.since(now));
     }
     match record.next_attempt_at {
-        Some(due) if due > due_by(now) => Before::NotYet(due.since(now)),
+        Some(due) if due > due_by(now) => Step::NotYet(due.since(now)),
         // It changed between the claim and the read (its claim just ended): look again soon.
-        _ => Before::NotYet(EARLY_TOLERANCE),
+        _ => Step::NotYet(EARLY_TOLERANCE),
     }
 }
 
@@ -532,6 +550,10 @@ mod tests {
         }
     }
 
+    fn send(attempt: u32, subscription: Option<SubscriptionState>) -> Before<SubscriptionState> {
+        Before::Step(Step::Send { attempt, subscription: subscription.unwrap() })
+    }
+
     const HEALTHY: Option<SubscriptionState> =
         Some(SubscriptionState { enabled: true, failing_since: None, receives: true });
 
@@ -545,20 +567,20 @@ mod tests {
         let leased = Claim::Refused(RecordState { lease_until: Some(at(25)), ..pending(2, 1) });
         let lapsed = Claim::Refused(RecordState { lease_until: Some(at(-1)), ..pending(2, 1) });
         let secs = Duration::from_secs;
-        let not_sent = |reason, attempts| Before::NotSent(NotSent { reason, attempts });
+        let not_sent = |reason, attempts| Before::Step(Step::NotSent(NotSent { reason, attempts }));
         let table = [
-            (found(Lane::Main, 0, Claim::Unwritten, HEALTHY), Before::Send { attempt: 1 }, "no record yet"),
-            (found(Lane::Main, 2, held(pending(2, 0)), HEALTHY), Before::Send { attempt: 1 }, "claimed"),
-            (found(Lane::Retry, 2, held(pending(2, 1)), failing.clone()), Before::Send { attempt: 2 }, "a retry"),
-            (found(Lane::Retry, 2, held(pending(2, 7)), HEALTHY), Before::Send { attempt: 3 }, "attempts lowered"),
-            (found(Lane::Retry, 1, Claim::Refused(pending(2, 1)), HEALTHY), Before::Stale, "an older generation"),
-            (found(Lane::Retry, 3, Claim::Refused(pending(2, 1)), HEALTHY), Before::Stale, "a newer generation"),
-            (found(Lane::Retry, 2, settled(DeliveryStatus::Succeeded), HEALTHY), Before::Stale, "succeeded"),
-            (found(Lane::Retry, 2, settled(DeliveryStatus::Failed), HEALTHY), Before::Stale, "dead-lettered"),
-            (found(Lane::Retry, 2, settled(DeliveryStatus::Skipped), HEALTHY), Before::Stale, "skipped"),
-            (found(Lane::Retry, 2, later, HEALTHY), Before::NotYet(secs(60)), "early"),
-            (found(Lane::Retry, 2, leased, HEALTHY), Before::NotYet(secs(25)), "another turn holds it"),
-            (found(Lane::Retry, 2, lapsed, HEALTHY), Before::NotYet(EARLY_TOLERANCE), "changed since the claim"),
+            (found(Lane::Main, 0, Claim::Unwritten, HEALTHY), send(1, HEALTHY), "no record yet"),
+            (found(Lane::Main, 2, held(pending(2, 0)), HEALTHY), send(1, HEALTHY), "claimed"),
+            (found(Lane::Retry, 2, held(pending(2, 1)), failing.clone()), send(2, failing.clone()), "a retry"),
+            (found(Lane::Retry, 2, held(pending(2, 7)), HEALTHY), send(3, HEALTHY), "attempts lowered"),
+            (found(Lane::Retry, 1, Claim::Refused(pending(2, 1)), HEALTHY), Before::Step(Step::Stale), "an older generation"),
+            (found(Lane::Retry, 3, Claim::Refused(pending(2, 1)), HEALTHY), Before::Step(Step::Stale), "a newer generation"),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Succeeded), HEALTHY), Before::Step(Step::Stale), "succeeded"),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Failed), HEALTHY), Before::Step(Step::Stale), "dead-lettered"),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Skipped), HEALTHY), Before::Step(Step::Stale), "skipped"),
+            (found(Lane::Retry, 2, later, HEALTHY), Before::Step(Step::NotYet(secs(60))), "early"),
+            (found(Lane::Retry, 2, leased, HEALTHY), Before::Step(Step::NotYet(secs(25))), "another turn holds it"),
+            (found(Lane::Retry, 2, lapsed, HEALTHY), Before::Step(Step::NotYet(EARLY_TOLERANCE)), "changed since the claim"),
             (found(Lane::Main, 2, held(pending(2, 0)), None), not_sent(SkipReason::Deleted, 0), "deleted"),
             (
                 found(Lane::Main, 2, held(pending(2, 0)), disabled.clone()),
@@ -579,7 +601,7 @@ mod tests {
             (found(Lane::Main, 2, held(pending(2, 0)), failing), Before::HandOver, "failing, main lane"),
         ];
         for (found, expected, case) in table {
-            assert_eq!(before_send(&found, at(0), &policy()), expected, "{case}");
+            assert_eq!(before_send(found, at(0), &policy()), expected, "{case}");
         }
     }
 
@@ -613,30 +635,30 @@ mod tests {
         let restarted_reclaimed = RecordState { generation: 3, ..reclaimed.clone() };
         let held = Claim::Held { record: created.clone(), lease };
         let table = [
-            (Some(created.clone()), held.clone(), None, Before::Send { attempt: 1 }, "as created: sent"),
-            (Some(restarted.clone()), Claim::Refused(restarted.clone()), Some(lease), Before::Stale, "retried"),
-            (Some(settled.clone()), Claim::Refused(settled.clone()), None, Before::Stale, "settled"),
+            (Some(created.clone()), held.clone(), None, send(1, HEALTHY), "as created: sent"),
+            (Some(restarted.clone()), Claim::Refused(restarted.clone()), Some(lease), Before::Step(Step::Stale), "retried"),
+            (Some(settled.clone()), Claim::Refused(settled.clone()), None, Before::Step(Step::Stale), "settled"),
             (
                 Some(restarted_reclaimed.clone()),
                 Claim::Refused(restarted_reclaimed.clone()),
                 None,
-                Before::Stale,
+                Before::Step(Step::Stale),
                 "retried, its claim taken by another since: that turn hands over",
             ),
             (
                 Some(reclaimed.clone()),
                 Claim::Refused(reclaimed.clone()),
                 None,
-                Before::NotYet(Duration::from_secs(5)),
+                Before::Step(Step::NotYet(Duration::from_secs(5))),
                 "another turn holds it",
             ),
-            (None, Claim::Unwritten, None, Before::Stale, "no record, though its generation had one"),
+            (None, Claim::Unwritten, None, Before::Step(Step::Stale), "no record, though its generation had one"),
         ];
         for (record, claim, unused, before, case) in table {
             let found_claim = created_claim(lease, message.generation, record);
             assert_eq!(found_claim, claim, "{case}");
             assert_eq!(unused_claim(&message, &found_claim), unused, "{case}: unused claim");
-            assert_eq!(before_send(&found(Lane::Main, 2, found_claim, HEALTHY), at(0), &policy()), before, "{case}");
+            assert_eq!(before_send(found(Lane::Main, 2, found_claim, HEALTHY), at(0), &policy()), before, "{case}");
         }
         let unclaimed = DeliveryMessage { claimed_until: None, ..message };
         assert_eq!(unused_claim(&unclaimed, &Claim::Refused(restarted)), None, "a copy without a creation claim");
