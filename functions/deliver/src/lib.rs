@@ -367,10 +367,7 @@ fn moves_to(deps: &Deps, received: &Received<'_>, turn: &Turn) -> Option<(u8, Op
 /// moved to its own group unsent: one `SendMessageBatch`, the copies carrying the claims
 /// their turns hold (the main lane hands each to one consumer at a time, and the original is
 /// not sent), then one `DeleteMessageBatch`. In the same order: what became of each.
-async fn regroup_together(
-    deps: &Deps,
-    regrouped: Vec<(&Received<'_>, u8, Option<Lease>)>,
-) -> Vec<Disposition> {
+async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option<Lease>)>) -> Vec<Disposition> {
     if regrouped.is_empty() {
         return Vec::new();
     }
@@ -720,12 +717,7 @@ fn log_span(
 /// nothing: the record says `skipped`, or `failed` if earlier attempts were sent, and why.
 /// Either way the message leaves its lane (a delivery stopped so is not dead-lettered: no
 /// attempt ran out).
-async fn record_not_sent(
-    deps: &Deps,
-    received: &Received<'_>,
-    not_sent: plan::NotSent,
-    now: Timestamp,
-) -> Disposition {
+async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::NotSent, now: Timestamp) -> Disposition {
     let delivery = received.delivery();
     match deps.deliveries.record_not_sent(delivery, &delivery.body(), now, not_sent).await {
         Ok(_) => {
@@ -800,17 +792,4 @@ async fn stay(deps: &Deps, received: &Received<'_>, wait: Duration) -> Dispositi
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_batch_of_several_subscriptions_deletes_early() {
-        let (a, b) = (SubscriptionId::generate(), SubscriptionId::generate());
-        let early = |ids: &[Option<&SubscriptionId>]| deletes_early(ids.iter().copied());
-        assert!(!early(&[]));
-        assert!(!early(&[Some(&a)]), "alone in its batch");
-        assert!(!early(&[Some(&a); 10]), "one subscription's batch");
-        assert!(!early(&[Some(&a), None]), "an unreadable message is no other subscription");
-        assert!(early(&[Some(&a), Some(&a), Some(&b)]));
-    }
-}
+mod tests;
