@@ -21,7 +21,7 @@ use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
-    self, After, Answered, Before, Found, Lease, MessageFate, Policy, Step, SubscriptionChange, SubscriptionState,
+    self, After, Before, Found, Lease, MessageFate, Policy, Step, SubscriptionChange, SubscriptionState,
 };
 use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
@@ -491,14 +491,12 @@ async fn attempt_delivery(
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
-    let answer = outcome.answer();
-    let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
     let failing_since = subscription.health.failing_since();
     let kind = received.delivery().event.kind();
-    let after = plan::after_send(attempt, kind, answered, failing_since, now, &deps.policy, jitter());
-    let pace = groups::pace_after(answered, took, subscription.fast_since.is_some());
+    let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
+    let pace = groups::pace_after(&outcome, took, subscription.fast_since.is_some());
     let (recorded, ()) = tokio::join!(
-        record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now),
+        record(deps, received.delivery(), subscription, &body, &after, lease),
         set_pace(deps, subscription, pace, now),
     );
     report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
@@ -559,21 +557,20 @@ enum Recorded {
     Not,
 }
 
-/// The attempt's write (its outcome and the bytes sent), under the turn's claim, and the
+/// The attempt's write (its record and the bytes sent), under the turn's claim, and the
 /// subscription's when the plan changes it (independent, so together).
 async fn record(
     deps: &Deps,
     delivery: &DeliveryMessage,
     subscription: &Subscription,
-    (outcome, body): (&Outcome, &[u8]),
+    body: &[u8],
     after: &After,
     lease: Option<Lease>,
-    now: Timestamp,
 ) -> Result<Recorded, StoreError> {
-    let attempt = after.record.attempt(outcome, now);
+    let attempt = &after.record;
     let (recorded, changed) = tokio::join!(
-        deps.deliveries.record_attempt(delivery, body, &attempt, lease),
-        change_subscription(deps, subscription, after.subscription, &attempt),
+        deps.deliveries.record_attempt(delivery, body, attempt, lease),
+        change_subscription(deps, subscription, after.subscription, attempt),
     );
     if let Err(err) = changed {
         tracing::error!(error = %err, "updating the subscription's failure clock failed");
@@ -582,7 +579,7 @@ async fn record(
         return Ok(Recorded::AsPlanned);
     }
     match lease {
-        Some(lease) if hand_on(deps, delivery, lease, Some(&attempt)).await? => Ok(Recorded::HandedOn),
+        Some(lease) if hand_on(deps, delivery, lease, Some(attempt)).await? => Ok(Recorded::HandedOn),
         _ => Ok(Recorded::Not),
     }
 }
@@ -676,16 +673,11 @@ fn report(
         %receiver,
         attempt,
         latency_ms,
-        error = attempt_error(outcome, after).unwrap_or_default(),
+        error = after.record.error.as_deref().unwrap_or_default(),
         retry_in_seconds = retry_in,
         emf = %metrics,
         "delivery failed"
     );
-}
-
-/// Why the attempt failed, as its record says; `None` for a success.
-fn attempt_error(outcome: &Outcome, after: &After) -> Option<String> {
-    after.record.error.map(str::to_owned).or_else(|| outcome.error())
 }
 
 /// Logs the attempt as an OpenTelemetry span (contract section 19), `(parent, span id, start)`
@@ -706,7 +698,7 @@ fn log_span(
         number: attempt,
         url: subscription.target.logged(),
         status: outcome.answer().map(|answer| answer.status),
-        error: attempt_error(outcome, after),
+        error: after.record.error.clone(),
     };
     let end = start + Duration::from_secs_f64(duration_ms / 1000.0);
     let span = telemetry::attempt_span(parent, span_id, start, end, &attempt);
