@@ -18,7 +18,7 @@ use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::credentials::Scopes;
 use career_core::delivery::attempt::{Outcome, SendFailure};
-use career_core::delivery::plan::RecordUpdate;
+use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::ids::{AlertId, DeliveryId, SubscriptionId, UserId};
@@ -161,7 +161,7 @@ async fn seed_failed_delivery(
         trace: None,
     };
     let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
-    let attempt = RecordUpdate::retry_at(None).attempt(&refused, Timestamp::now());
+    let attempt = AttemptRecord::failed(&refused, None, Timestamp::now());
     deliveries.record_attempt(&message, &message.body(), &attempt, None).await.map(drop)
 }
 

@@ -14,7 +14,6 @@ use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
-use career_core::delivery::plan::RecordUpdate;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::ids::{SubscriptionId, UserId};
@@ -280,7 +279,7 @@ fn profile_event(user: &str, profile: &str, sequence: u64) -> Result<Event, Stri
 /// A first attempt that got 200.
 fn succeeded_attempt() -> AttemptRecord {
     let answer = Answer { status: 200, body: String::new(), retry_after: None };
-    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), Timestamp::now())
+    AttemptRecord::succeeded(&Outcome::Delivered(answer), Timestamp::now())
 }
 
 // ---------------------------------------------------------------------------------------

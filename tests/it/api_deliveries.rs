@@ -5,8 +5,7 @@
 use std::time::Duration;
 
 use career_core::delivery::attempt::{Answer, Outcome, SendFailure};
-use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::RecordUpdate;
+use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::{DeliveryTable, RecordKey};
@@ -47,11 +46,10 @@ async fn seed(api: &Api, user: &str, subscription: &str, outcome: Outcome, retry
     tokio::time::sleep(Duration::from_millis(3)).await;
     let message = DeliveryMessage::new(&profile_event(user), &typed(user), &typed(subscription));
     let now = clock::Timestamp::now();
-    let update = match (&outcome, retry_in) {
-        (Outcome::Delivered(_), _) => RecordUpdate::succeeded(),
-        (_, wait) => RecordUpdate::retry_at(wait.map(|wait| now + wait)),
+    let attempt = match (&outcome, retry_in) {
+        (Outcome::Delivered(_), _) => AttemptRecord::succeeded(&outcome, now),
+        (_, wait) => AttemptRecord::failed(&outcome, wait.map(|wait| now + wait), now),
     };
-    let attempt = update.attempt(&outcome, now);
     deliveries(api).record_attempt(&message, &message.body(), &attempt, None).await.expect("attempt recorded");
     message.delivery_id.to_string()
 }

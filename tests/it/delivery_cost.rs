@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::clock::Timestamp;
-use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventData};
 use career_core::ids::EventId;
@@ -48,7 +48,7 @@ async fn the_sweep_finds_lost_first_tries_through_their_batch_marker() {
     let created_at = Timestamp::now();
     let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
     deliveries(&pipeline).insert_new(&records, created_at).await.unwrap();
-    let delivered = career_core::delivery::plan::RecordUpdate::succeeded().attempt(
+    let delivered = AttemptRecord::succeeded(
         &career_core::delivery::attempt::Outcome::Delivered(career_core::delivery::attempt::Answer {
             status: 204,
             body: String::new(),

@@ -7,8 +7,7 @@ use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use career_core::aws::queue::{DeliveryQueues, Lane};
 use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Answer, Outcome};
-use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::RecordUpdate;
+use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::EventKind;
 use career_core::ids;
@@ -208,7 +207,7 @@ async fn a_stream_batch_with_a_malformed_record_still_fans_out_the_others_and_a_
     let first = messages.iter().map(delivery).find(|d| d.event.kind().as_str() == "profile.updated").unwrap();
     let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
     let answer = Answer { status: 204, body: String::new(), retry_after: None };
-    let success = RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), Timestamp::now());
+    let success = AttemptRecord::succeeded(&Outcome::Delivered(answer), Timestamp::now());
     assert!(table.record_attempt(&first, &first.body(), &success, None).await.unwrap());
     let mut again = StreamEvent::default();
     again.records = vec![profile];

@@ -1386,13 +1386,12 @@ async fn subscribed(api: &Api) -> (String, String, String) {
 /// A delivery of the subscription with one failed attempt in the log; its id.
 async fn failed_once(api: &Api, user: &str, subscription: &str) -> String {
     use career_core::delivery::attempt::{Answer as Received, Outcome};
-    use career_core::delivery::plan::RecordUpdate;
+    use career_core::delivery::log::AttemptRecord;
     let event = career_core::events::Event::ping(&typed(subscription));
     let message = DeliveryMessage::new(&event, &typed(user), &typed(subscription));
     let outcome = Outcome::Rejected(Received { status: 503, body: "down for maintenance".into(), retry_after: None });
     let now = career_core::clock::Timestamp::now();
-    let next = RecordUpdate::retry_at(Some(now + std::time::Duration::from_secs(30)));
-    let attempt = next.attempt(&outcome, now);
+    let attempt = AttemptRecord::failed(&outcome, Some(now + std::time::Duration::from_secs(30)), now);
     let table =
         career_core::store::deliveries::DeliveryTable::new(career_service::dynamodb(), &api.settings.tables.deliveries);
     table.record_attempt(&message, &message.body(), &attempt, None).await.unwrap();

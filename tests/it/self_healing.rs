@@ -14,8 +14,8 @@ use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::groups::Groups;
-use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
-use career_core::delivery::plan::{Claim, Lease, RecordUpdate, GONE_ERROR};
+use career_core::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
+use career_core::delivery::plan::{Claim, Lease, GONE_ERROR};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::store::deliveries::{DeliveryTable, Overdue, RecordKey};
@@ -327,7 +327,7 @@ async fn a_claimed_record_is_taken_by_no_one_else_until_its_claim_ends() {
         other => panic!("a second claim: {other:?}"),
     }
     assert_eq!(table.claim_overdue(&overdue, now, now).await.unwrap(), None, "the sweep leaves it alone");
-    let failed = RecordUpdate::retry_at(Some(queued)).attempt(&Outcome::NoAnswer(SendFailure::TimedOut), now);
+    let failed = AttemptRecord::failed(&Outcome::NoAnswer(SendFailure::TimedOut), Some(queued), now);
     assert!(table.record_attempt(&message, &message.body(), &failed, Some(lease)).await.unwrap());
     assert!(matches!(table.claim(&message, Lease::from(now), now).await.unwrap(), Claim::Held { .. }), "ended");
 
@@ -421,9 +421,9 @@ async fn a_claim_that_a_manual_retry_meets_is_handed_on_by_its_holder() {
     }
 }
 
-fn delivered(at: Timestamp) -> career_core::delivery::log::AttemptRecord {
+fn delivered(at: Timestamp) -> AttemptRecord {
     let answer = career_core::delivery::attempt::Answer { status: 204, body: String::new(), retry_after: None };
-    RecordUpdate::succeeded().attempt(&Outcome::Delivered(answer), at)
+    AttemptRecord::succeeded(&Outcome::Delivered(answer), at)
 }
 
 /// How long a receiver that holds a lane takes to answer 200: long enough that a second

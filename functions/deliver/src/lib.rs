@@ -21,7 +21,7 @@ use career_core::delivery::attempt::{Outcome, SendFailure};
 use career_core::delivery::groups::{self, Groups, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
-    self, After, Answered, Before, Found, Lease, MessageFate, Policy, SubscriptionChange, SubscriptionState,
+    self, After, Before, Found, Lease, MessageFate, Policy, Step, SubscriptionChange, SubscriptionState,
 };
 use career_core::delivery::rate::{Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
@@ -90,17 +90,15 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     for received in &mut received {
         received.receipt.early = early;
     }
-    let turns = load(deps, &received, Timestamp::now()).await;
+    let loaded = load(deps, &received, Timestamp::now()).await;
     let received = &received;
     let mut handed_over = Vec::new();
     let mut regrouped = Vec::new();
     let mut own_turns = Vec::new();
-    for (index, turn) in turns.into_iter().enumerate() {
-        match turn {
-            Turn::Decided { before: Before::HandOver, lease, .. } => {
-                handed_over.push((index, (&received[index], lease)))
-            }
-            turn => match moves_to(deps, &received[index], &turn) {
+    for (index, next) in loaded.into_iter().enumerate() {
+        match next {
+            Next::HandOver(lease) => handed_over.push((index, (&received[index], lease))),
+            Next::Own(turn) => match moves_to(deps, &received[index], &turn) {
                 Some((group, lease)) => regrouped.push((index, (&received[index], group, lease))),
                 None => own_turns.push(async move { (index, take_turn(deps, &received[index], turn).await) }),
             },
@@ -113,18 +111,29 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         hand_over_together(deps, handed_over),
         regroup_together(deps, regrouped)
     );
-    let mut stays = vec![false; received.len()];
+    let mut dispositions = vec![Disposition::Acknowledged; received.len()];
     let moves = indices.into_iter().zip(handed).chain(regrouped_indices.into_iter().zip(moved));
-    for (index, stays_on_lane) in own.into_iter().chain(moves) {
-        stays[index] = stays_on_lane;
+    for (index, disposition) in own.into_iter().chain(moves) {
+        dispositions[index] = disposition;
     }
     let mut response = SqsBatchResponse::default();
-    for (message, _) in event.records.iter().zip(stays).filter(|(_, stays)| *stays) {
+    let stays = event.records.iter().zip(dispositions).filter(|(_, disposition)| *disposition == Disposition::Stays);
+    for (message, _) in stays {
         let mut failure = BatchItemFailure::default();
         failure.item_identifier = message.message_id.clone().unwrap_or_default();
         response.batch_item_failures.push(failure);
     }
     response
+}
+
+/// What becomes of a received message once its turn is over, as the batch answer tells the
+/// event source mapping: each one that stays is one of the answer's item failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Disposition {
+    /// It leaves its lane: deleted at once, or with its batch.
+    Acknowledged,
+    /// It stays on its lane, visible again when the wait its turn set is over.
+    Stays,
 }
 
 /// Whether a batch's messages are deleted one by one as each is settled, rather than by the
@@ -188,21 +197,40 @@ struct Receipt<'a> {
     early: bool,
 }
 
-/// What a message's turn found before acting.
+/// What a message's turn found: a turn of its own, or a place in its batch's hand-over to
+/// the retry lane, with the claim it gives up.
+enum Next {
+    Own(Turn),
+    HandOver(Option<Lease>),
+}
+
+/// A subscription as a turn read it, with what the plan reads of it.
+struct Seen {
+    state: SubscriptionState,
+    subscription: Box<Subscription>,
+}
+
+impl AsRef<SubscriptionState> for Seen {
+    fn as_ref(&self) -> &SubscriptionState {
+        &self.state
+    }
+}
+
+/// What a message's own turn found before acting.
 enum Turn {
     /// Its body cannot be read: it is dropped.
     Unreadable,
     /// Its claim or its subscription could not be read: it is tried again later.
     NotLoaded,
-    /// The plan's decision, with the subscription and the turn's claim on the record (for a
-    /// stale copy, the creation claim it holds unused, `plan::unused_claim`).
-    Decided { before: Before, subscription: Option<Box<Subscription>>, lease: Option<Lease> },
+    /// The plan's step, with the turn's claim on the record (for a stale copy, the creation
+    /// claim it holds unused, `plan::unused_claim`).
+    Decided { step: Step<Seen>, lease: Option<Lease> },
 }
 
 /// Every message's claim on its record and its subscription, read together; each
 /// subscription once. A first attempt that comes early holds the claim its record was
 /// created with, and writes nothing to hold it.
-async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Turn> {
+async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Next> {
     let mut keys: Vec<(&UserId, &SubscriptionId)> =
         received.iter().filter_map(|r| r.delivery.as_ref()).map(|d| (&d.user_id, &d.subscription_id)).collect();
     keys.sort();
@@ -229,20 +257,20 @@ async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Tur
         .iter()
         .zip(claims)
         .map(|(r, claim)| {
-            let (Some(delivery), Some(claim)) = (&r.delivery, claim) else { return Turn::Unreadable };
+            let (Some(delivery), Some(claim)) = (&r.delivery, claim) else { return Next::Own(Turn::Unreadable) };
             let _entered = r.span.enter();
             let subscription = match &subscriptions[&(&delivery.user_id, &delivery.subscription_id)] {
                 Ok(subscription) => subscription.clone().map(Box::new),
                 Err(err) => {
                     tracing::error!(error = %err, "loading the delivery's subscription failed");
-                    return Turn::NotLoaded;
+                    return Next::Own(Turn::NotLoaded);
                 }
             };
             let claim = match claim {
                 Ok(claim) => claim,
                 Err(err) => {
                     tracing::error!(error = %err, "claiming the delivery failed");
-                    return Turn::NotLoaded;
+                    return Next::Own(Turn::NotLoaded);
                 }
             };
             let kind = delivery.event.kind();
@@ -251,33 +279,34 @@ async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Tur
                 generation: delivery.generation,
                 kind,
                 claim,
-                subscription: subscription.as_ref().map(|s| SubscriptionState::of(s, kind)),
+                subscription: subscription.map(|s| Seen { state: SubscriptionState::of(&s, kind), subscription: s }),
             };
             // A stale copy may hold its record's creation claim unused: it gives it up.
             let lease = found.claim.lease().or_else(|| plan::unused_claim(delivery, &found.claim));
-            Turn::Decided { before: plan::before_send(&found, now, &deps.policy), subscription, lease }
+            match plan::before_send(found, now, &deps.policy) {
+                Before::Step(step) => Next::Own(Turn::Decided { step, lease }),
+                Before::HandOver => Next::HandOver(lease),
+            }
         })
         .collect()
 }
 
-/// Takes one message's turn from what it found; `true` when the message stays on its lane.
-/// Hand-overs are not taken here: `handle` moves a batch's together.
-async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
+/// Takes one message's turn from what it found.
+async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> Disposition {
     let span = received.span.clone();
     async move {
-        let (before, subscription, lease) = match turn {
+        let (step, lease) = match turn {
             Turn::Unreadable => return acknowledge(deps, received.lane, received.receipt).await,
             // Tried again after the retry base (rather than the queue's visibility timeout,
             // for which a main-lane group would wait).
             Turn::NotLoaded => return stay(deps, received, deps.policy.schedule.base).await,
-            Turn::Decided { before, subscription, lease } => (before, subscription, lease),
+            Turn::Decided { step, lease } => (step, lease),
         };
-        match before {
-            Before::Send { attempt } => {
-                let subscription = subscription.expect("a send has a subscription");
-                attempt_delivery(deps, received, &subscription, attempt, lease).await
+        match step {
+            Step::Send { attempt, subscription } => {
+                attempt_delivery(deps, received, &subscription.subscription, attempt, lease).await
             }
-            Before::Stale => {
+            Step::Stale => {
                 tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
                 if let Some(lease) = lease {
                     if let Err(err) = hand_on(deps, received.delivery(), lease, None).await {
@@ -286,9 +315,8 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> bool {
                 }
                 acknowledge(deps, received.lane, received.receipt).await
             }
-            Before::NotSent(not_sent) => record_not_sent(deps, received, not_sent, Timestamp::now()).await,
-            Before::HandOver => unreachable!("handle moves a batch's hand-overs together"),
-            Before::NotYet(wait) => stay(deps, received, wait).await,
+            Step::NotSent(not_sent) => record_not_sent(deps, received, not_sent, Timestamp::now()).await,
+            Step::NotYet(wait) => stay(deps, received, wait).await,
         }
     }
     .instrument(span)
@@ -313,7 +341,7 @@ async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration>
 /// Sends a delivery over its subscription's limit back to its lane to wait, its attempt not
 /// spent: the claim its turn wrote is given up (one it holds from its record's creation, it
 /// keeps: the message carries it back), so its next turn can claim at once.
-async fn wait_for_rate(deps: &Deps, received: &Received<'_>, lease: Option<Lease>, wait: Duration) -> bool {
+async fn wait_for_rate(deps: &Deps, received: &Received<'_>, lease: Option<Lease>, wait: Duration) -> Disposition {
     tracing::info!(wait_seconds = wait.as_secs_f64(), "over the subscription's rate limit; the delivery waits");
     let delivery = received.delivery();
     if let Some(lease) = lease.filter(|lease| Some(lease.until) != delivery.claimed_until) {
@@ -327,7 +355,7 @@ async fn wait_for_rate(deps: &Deps, received: &Received<'_>, lease: Option<Lease
 /// The group a main-lane message about to be sent moves to instead, with its turn's claim:
 /// when its subscription's groups now give it another one ([`groups::regroup`]).
 fn moves_to(deps: &Deps, received: &Received<'_>, turn: &Turn) -> Option<(u8, Option<Lease>)> {
-    let Turn::Decided { before: Before::Send { .. }, subscription: Some(subscription), lease } = turn else {
+    let Turn::Decided { step: Step::Send { subscription: Seen { subscription, .. }, .. }, lease } = turn else {
         return None;
     };
     let spread =
@@ -339,9 +367,8 @@ fn moves_to(deps: &Deps, received: &Received<'_>, turn: &Turn) -> Option<(u8, Op
 /// The batch's main-lane deliveries whose subscription now spreads over other groups, each
 /// moved to its own group unsent: one `SendMessageBatch`, the copies carrying the claims
 /// their turns hold (the main lane hands each to one consumer at a time, and the original is
-/// not sent), then one `DeleteMessageBatch`. In the same order: `true` for each one that
-/// stays where it is.
-async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option<Lease>)>) -> Vec<bool> {
+/// not sent), then one `DeleteMessageBatch`. In the same order: what became of each.
+async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option<Lease>)>) -> Vec<Disposition> {
     if regrouped.is_empty() {
         return Vec::new();
     }
@@ -366,8 +393,8 @@ async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option
 
 /// The batch's deliveries to failing subscriptions, each with its turn's claim, moved to
 /// the retry lane together: their claims given up, then one `SendMessageBatch` and one
-/// `DeleteMessageBatch`. In the same order: `true` for each one that stays on the main lane.
-async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option<Lease>)>) -> Vec<bool> {
+/// `DeleteMessageBatch`. In the same order: what became of each.
+async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option<Lease>)>) -> Vec<Disposition> {
     if handed_over.is_empty() {
         return Vec::new();
     }
@@ -394,29 +421,29 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
 /// The end of a batch's move off the main lane, once the messages were sent on (`sent`: the
 /// position and SQS's reason of each it did not take): each one taken leaves the main lane (one
 /// `DeleteMessageBatch`, when its batch holds others), each one refused stays, to be tried
-/// again after the retry base. In the same order: `true` for each one that stays.
+/// again after the retry base. In the same order: what became of each.
 async fn leave_main_lane(
     deps: &Deps,
     received: &[&Received<'_>],
     sent: Result<Vec<(usize, String)>, QueueError>,
     failed: &'static str,
-) -> Vec<bool> {
+) -> Vec<Disposition> {
     let refused = match sent {
         Ok(refused) => refused,
         Err(err) => (0..received.len()).map(|position| (position, err.to_string())).collect(),
     };
-    let mut stays = Vec::new();
+    let mut dispositions = Vec::new();
     let mut moved = Vec::new();
     for (position, received) in received.iter().enumerate() {
         match refused.iter().find(|(refused, _)| *refused == position) {
             Some((_, reason)) => {
                 let span = received.span.clone();
                 span.in_scope(|| tracing::error!(error = %reason, "{failed}"));
-                stays.push(stay(deps, received, deps.policy.schedule.base).instrument(span).await);
+                dispositions.push(stay(deps, received, deps.policy.schedule.base).instrument(span).await);
             }
             None => {
                 moved.push(received.receipt.handle);
-                stays.push(false);
+                dispositions.push(Disposition::Acknowledged);
             }
         }
     }
@@ -427,7 +454,7 @@ async fn leave_main_lane(
             tracing::warn!(error = %err, "deleting the moved messages early failed; they go with their batch");
         }
     }
-    stays
+    dispositions
 }
 
 /// Opens the secrets, signs and sends, then records and executes the plan for the answer.
@@ -438,7 +465,7 @@ async fn attempt_delivery(
     subscription: &Subscription,
     attempt: u32,
     lease: Option<Lease>,
-) -> bool {
+) -> Disposition {
     let secrets = match deps.sealer.open(subscription).await {
         Ok(secrets) => secrets,
         Err(err) => {
@@ -465,14 +492,12 @@ async fn attempt_delivery(
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
-    let answer = outcome.answer();
-    let answered = Answered::of(answer.map(|a| a.status), answer.and_then(|a| a.retry_after.as_deref()), now);
     let failing_since = subscription.health.failing_since();
     let kind = received.delivery().event.kind();
-    let after = plan::after_send(attempt, kind, answered, failing_since, now, &deps.policy, jitter());
-    let pace = groups::pace_after(answered, took, subscription.fast_since.is_some());
+    let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
+    let pace = groups::pace_after(&outcome, took, subscription.fast_since.is_some());
     let (recorded, ()) = tokio::join!(
-        record(deps, received.delivery(), subscription, (&outcome, &body), &after, lease, now),
+        record(deps, received.delivery(), subscription, &body, &after, lease),
         set_pace(deps, subscription, pace, now),
     );
     report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
@@ -533,21 +558,20 @@ enum Recorded {
     Not,
 }
 
-/// The attempt's write (its outcome and the bytes sent), under the turn's claim, and the
+/// The attempt's write (its record and the bytes sent), under the turn's claim, and the
 /// subscription's when the plan changes it (independent, so together).
 async fn record(
     deps: &Deps,
     delivery: &DeliveryMessage,
     subscription: &Subscription,
-    (outcome, body): (&Outcome, &[u8]),
+    body: &[u8],
     after: &After,
     lease: Option<Lease>,
-    now: Timestamp,
 ) -> Result<Recorded, StoreError> {
-    let attempt = after.record.attempt(outcome, now);
+    let attempt = &after.record;
     let (recorded, changed) = tokio::join!(
-        deps.deliveries.record_attempt(delivery, body, &attempt, lease),
-        change_subscription(deps, subscription, after.subscription, &attempt),
+        deps.deliveries.record_attempt(delivery, body, attempt, lease),
+        change_subscription(deps, subscription, after.subscription, attempt),
     );
     if let Err(err) = changed {
         tracing::error!(error = %err, "updating the subscription's failure clock failed");
@@ -556,7 +580,7 @@ async fn record(
         return Ok(Recorded::AsPlanned);
     }
     match lease {
-        Some(lease) if hand_on(deps, delivery, lease, Some(&attempt)).await? => Ok(Recorded::HandedOn),
+        Some(lease) if hand_on(deps, delivery, lease, Some(attempt)).await? => Ok(Recorded::HandedOn),
         _ => Ok(Recorded::Not),
     }
 }
@@ -650,16 +674,11 @@ fn report(
         %receiver,
         attempt,
         latency_ms,
-        error = attempt_error(outcome, after).unwrap_or_default(),
+        error = after.record.error.as_deref().unwrap_or_default(),
         retry_in_seconds = retry_in,
         emf = %metrics,
         "delivery failed"
     );
-}
-
-/// Why the attempt failed, as its record says; `None` for a success.
-fn attempt_error(outcome: &Outcome, after: &After) -> Option<String> {
-    after.record.error.map(str::to_owned).or_else(|| outcome.error())
 }
 
 /// Logs the attempt as an OpenTelemetry span (contract section 19), `(parent, span id, start)`
@@ -680,7 +699,7 @@ fn log_span(
         number: attempt,
         url: subscription.target.logged(),
         status: outcome.answer().map(|answer| answer.status),
-        error: attempt_error(outcome, after),
+        error: after.record.error.clone(),
     };
     let end = start + Duration::from_secs_f64(duration_ms / 1000.0);
     let span = telemetry::attempt_span(parent, span_id, start, end, &attempt);
@@ -691,7 +710,7 @@ fn log_span(
 /// nothing: the record says `skipped`, or `failed` if earlier attempts were sent, and why.
 /// Either way the message leaves its lane (a delivery stopped so is not dead-lettered: no
 /// attempt ran out).
-async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::NotSent, now: Timestamp) -> bool {
+async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::NotSent, now: Timestamp) -> Disposition {
     let delivery = received.delivery();
     match deps.deliveries.record_not_sent(delivery, &delivery.body(), now, not_sent).await {
         Ok(_) => {
@@ -709,8 +728,8 @@ async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::N
     }
 }
 
-/// Executes the plan's fate for a recorded attempt; `true` when the message stays.
-async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> bool {
+/// Executes the plan's fate for a recorded attempt.
+async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> Disposition {
     match (fate, received.lane) {
         (MessageFate::Acknowledge, lane) => acknowledge(deps, lane, received.receipt).await,
         (MessageFate::RetryIn(wait), Lane::Retry) => stay(deps, received, wait).await,
@@ -728,8 +747,8 @@ async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> bool
 }
 
 /// Moves the message to the retry lane (received after `delay`) and deletes it from the
-/// main lane; `true` when it stays where it is.
-async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> bool {
+/// main lane.
+async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> Disposition {
     let handed = deps.queues.hand_over(&[(received.delivery(), delay)]).await;
     match handed.map(|refused| refused.into_iter().next()) {
         Ok(None) => acknowledge(deps, received.lane, received.receipt).await,
@@ -744,39 +763,26 @@ async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> boo
     }
 }
 
-/// Deletes the message from its lane now, not with its batch; always `false` (it does not
-/// stay). Should the early delete fail, the message is still not reported, so the event
+/// Deletes the message from its lane now, when its batch holds others (else it goes with its
+/// batch). Should the early delete fail, the message is still not reported, so the event
 /// source mapping (or the local pump) deletes it with its batch.
-async fn acknowledge(deps: &Deps, lane: Lane, receipt: Receipt<'_>) -> bool {
+async fn acknowledge(deps: &Deps, lane: Lane, receipt: Receipt<'_>) -> Disposition {
     if !receipt.early {
-        return false;
+        return Disposition::Acknowledged;
     }
     if let Err(err) = deps.queues.delete(lane, receipt.handle).await {
         tracing::warn!(error = %err, "deleting the message early failed; it goes with its batch");
     }
-    false
+    Disposition::Acknowledged
 }
 
-/// Leaves the message on its lane, visible again after `wait`; always `true` (it stays).
-async fn stay(deps: &Deps, received: &Received<'_>, wait: Duration) -> bool {
+/// Leaves the message on its lane, visible again after `wait`.
+async fn stay(deps: &Deps, received: &Received<'_>, wait: Duration) -> Disposition {
     if let Err(err) = deps.queues.retry_after(received.lane, received.receipt.handle, wait).await {
         tracing::error!(error = %err, "scheduling the retry failed");
     }
-    true
+    Disposition::Stays
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_batch_of_several_subscriptions_deletes_early() {
-        let (a, b) = (SubscriptionId::generate(), SubscriptionId::generate());
-        let early = |ids: &[Option<&SubscriptionId>]| deletes_early(ids.iter().copied());
-        assert!(!early(&[]));
-        assert!(!early(&[Some(&a)]), "alone in its batch");
-        assert!(!early(&[Some(&a); 10]), "one subscription's batch");
-        assert!(!early(&[Some(&a), None]), "an unreadable message is no other subscription");
-        assert!(early(&[Some(&a), Some(&a), Some(&b)]));
-    }
-}
+mod tests;

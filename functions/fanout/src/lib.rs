@@ -238,3 +238,6 @@ async fn deliver(deps: &Deps, fanned: &[Fanned], now: Timestamp) -> Result<(), F
     deps.queues.send(Lane::Retry, &retry).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,7 +21,7 @@ use std::time::Duration;
 pub use crate::delivery::group_count::{group_id, index_in, Groups};
 
 use crate::clock::Timestamp;
-use crate::delivery::plan::Answered;
+use crate::delivery::attempt::Outcome;
 use crate::ids::DeliveryId;
 use crate::webhooks::{DeliveryRate, Health};
 
@@ -71,14 +71,15 @@ pub enum Pace {
     Slow,
 }
 
-/// The change after an attempt `answered` in `took`, to a subscription whose receiver was
-/// known as fast (`fast`) or not. Only a 2xx tells its pace: a failure starts the failure
+/// The change after an attempt that got `outcome` in `took`, to a subscription whose receiver
+/// was known as fast (`fast`) or not. Only a 2xx tells its pace: a failure starts the failure
 /// clock, which keeps the subscription on one group (and its deliveries on the retry lane)
 /// until a success, whose pace decides again.
-pub fn pace_after(answered: Answered, took: Duration, fast: bool) -> Pace {
-    match answered {
-        Answered::Delivered if took < FAST_ANSWER && !fast => Pace::Fast,
-        Answered::Delivered if took >= SLOW_ANSWER && fast => Pace::Slow,
+pub fn pace_after(outcome: &Outcome, took: Duration, fast: bool) -> Pace {
+    let delivered = matches!(outcome.answer().map(|answer| answer.status), Some(200..=299));
+    match delivered {
+        true if took < FAST_ANSWER && !fast => Pace::Fast,
+        true if took >= SLOW_ANSWER && fast => Pace::Slow,
         _ => Pace::Unchanged,
     }
 }
@@ -172,23 +173,31 @@ mod tests {
     #[test]
     fn only_a_2xx_tells_the_pace_with_a_band_between_fast_and_slow() {
         let ms = Duration::from_millis;
-        let delivered = Answered::Delivered;
-        let rejected = Answered::Rejected { retry_after: None };
+        use crate::delivery::attempt::{Answer, SendFailure};
+        let answer = |status| Answer { status, body: String::new(), retry_after: None };
+        let delivered = || Outcome::Delivered(answer(204));
+        let rejected = || Outcome::Rejected(answer(500));
         let cases = [
-            (delivered, ms(50), false, Pace::Fast, "fast, first time"),
-            (delivered, ms(1999), false, Pace::Fast, "just within"),
-            (delivered, ms(50), true, Pace::Unchanged, "fast, known fast"),
-            (delivered, ms(2500), false, Pace::Unchanged, "in the band, not fast"),
-            (delivered, ms(2500), true, Pace::Unchanged, "in the band, fast"),
-            (delivered, ms(3000), true, Pace::Slow, "slow"),
-            (delivered, ms(9500), false, Pace::Unchanged, "slow, known not fast"),
-            (rejected, ms(50), false, Pace::Unchanged, "a quick 500: the failure clock's"),
-            (rejected, ms(50), true, Pace::Unchanged, "a quick 500, fast"),
-            (Answered::NoAnswer, ms(10_000), true, Pace::Unchanged, "hanging: the failure clock's"),
-            (Answered::Gone, ms(50), true, Pace::Unchanged, "gone: disabled"),
+            (delivered(), ms(50), false, Pace::Fast, "fast, first time"),
+            (delivered(), ms(1999), false, Pace::Fast, "just within"),
+            (delivered(), ms(50), true, Pace::Unchanged, "fast, known fast"),
+            (delivered(), ms(2500), false, Pace::Unchanged, "in the band, not fast"),
+            (delivered(), ms(2500), true, Pace::Unchanged, "in the band, fast"),
+            (delivered(), ms(3000), true, Pace::Slow, "slow"),
+            (delivered(), ms(9500), false, Pace::Unchanged, "slow, known not fast"),
+            (rejected(), ms(50), false, Pace::Unchanged, "a quick 500: the failure clock's"),
+            (rejected(), ms(50), true, Pace::Unchanged, "a quick 500, fast"),
+            (
+                Outcome::NoAnswer(SendFailure::TimedOut),
+                ms(10_000),
+                true,
+                Pace::Unchanged,
+                "hanging: the failure clock's",
+            ),
+            (Outcome::Rejected(answer(410)), ms(50), true, Pace::Unchanged, "gone: disabled"),
         ];
-        for (answered, took, fast, expected, case) in cases {
-            assert_eq!(pace_after(answered, took, fast), expected, "{case}");
+        for (outcome, took, fast, expected, case) in cases {
+            assert_eq!(pace_after(&outcome, took, fast), expected, "{case}");
         }
     }
 }

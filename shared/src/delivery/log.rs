@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::attempt::Outcome;
 use crate::clock::Timestamp;
 use crate::events::EventKind;
 use crate::ids::{DeliveryId, EventId, SubscriptionId};
@@ -48,8 +49,9 @@ pub struct DeliveryRecord {
     pub body: String,
 }
 
-/// What one attempt changes in its record.
-#[derive(Clone, Debug, PartialEq)]
+/// What one attempt changes in its record: what the log stores of its [`Outcome`], and what
+/// the delivery plan decided of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecord {
     pub at: Timestamp,
     pub status: DeliveryStatus,
@@ -59,4 +61,23 @@ pub struct AttemptRecord {
     pub next_attempt_at: Option<Timestamp>,
     /// Moves the record's generation on (after a success), so no other copy sends again.
     pub advance_generation: bool,
+}
+
+impl AttemptRecord {
+    /// The attempt that got `outcome` at `at` succeeded: the generation moves on.
+    pub fn succeeded(outcome: &Outcome, at: Timestamp) -> Self {
+        AttemptRecord { status: DeliveryStatus::Succeeded, advance_generation: true, ..Self::failed(outcome, None, at) }
+    }
+
+    /// The attempt that got `outcome` at `at` failed: tried again at `next`, or none is left.
+    pub fn failed(outcome: &Outcome, next: Option<Timestamp>, at: Timestamp) -> Self {
+        AttemptRecord {
+            at,
+            status: if next.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Failed },
+            response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
+            error: outcome.error(),
+            next_attempt_at: next,
+            advance_generation: false,
+        }
+    }
 }

@@ -210,31 +210,47 @@ impl SubscriptionState {
     }
 }
 
-/// What one received message found.
+impl AsRef<SubscriptionState> for SubscriptionState {
+    fn as_ref(&self) -> &SubscriptionState {
+        self
+    }
+}
+
+/// What one received message found; `S` is the subscription as its turn read it, handed
+/// back in the decision to send to it (what the plan reads of it is `S`'s
+/// [`SubscriptionState`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub struct Found<S = SubscriptionState> {
     pub lane: Lane,
     /// The generation the message carries.
     pub generation: u32,
     /// The kind of event the message carries.
     pub kind: EventKind,
     pub claim: Claim,
-    pub subscription: Option<SubscriptionState>,
+    pub subscription: Option<S>,
 }
 
-/// What to do before sending.
+/// What to do before sending: a message's own step, or a place in its batch's hand-over.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Before {
-    /// Sign and send: attempt number `attempt` (1-based) of its round.
-    Send { attempt: u32 },
+pub enum Before<S> {
+    /// Taken by the message's turn alone.
+    Step(Step<S>),
+    /// First attempts to a failing subscription wait on the retry lane, not the main one
+    /// (the claim is given up first, so the handed-over copy can take it at once); a batch's
+    /// are moved together.
+    HandOver,
+}
+
+/// A message's own step before sending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<S> {
+    /// Sign and send to `subscription`: attempt number `attempt` (1-based) of its round.
+    Send { attempt: u32, subscription: S },
     /// Another generation owns the record, or it is settled: dropped unsent.
     Stale,
     /// The subscription is disabled or deleted, or no longer lists the kind: nothing is
     /// sent, and the record ends as [`NotSent`] says.
     NotSent(NotSent),
-    /// First attempts to a failing subscription wait on the retry lane, not the main one
-    /// (the claim is given up first, so the handed-over copy can take it at once).
-    HandOver,
     /// Not to be attempted now (due later, or another turn holds its claim): back on its lane
     /// for this long, after which it finds the record as that turn left it.
     NotYet(Duration),
@@ -287,74 +303,47 @@ pub struct Policy {
     pub disable_after: Duration,
 }
 
-pub fn before_send(found: &Found, now: Timestamp, policy: &Policy) -> Before {
+pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp, policy: &Policy) -> Before<S> {
     let unwritten = RecordState::unwritten();
     let record = match &found.claim {
         Claim::Held { record, .. } => record,
         Claim::Unwritten => &unwritten,
-        Claim::Refused(record) => return refused(found.generation, record, now),
+        Claim::Refused(record) => return Before::Step(refused(found.generation, record, now)),
     };
     // A claim holds only for the message's pending generation; checked again, so that the
     // decision does not rest on how the store words its condition.
     if record.is_stale_for(found.generation) {
-        return Before::Stale;
+        return Before::Step(Step::Stale);
     }
-    let not_sent = |reason| Before::NotSent(NotSent { reason, attempts: record.attempts });
-    let Some(subscription) = &found.subscription else { return not_sent(SkipReason::Deleted) };
-    if !subscription.enabled {
+    let not_sent = |reason| Before::Step(Step::NotSent(NotSent { reason, attempts: record.attempts }));
+    let Some(subscription) = found.subscription else { return not_sent(SkipReason::Deleted) };
+    let state = subscription.as_ref();
+    if !state.enabled {
         return not_sent(SkipReason::Disabled);
     }
-    if !subscription.receives {
+    if !state.receives {
         return not_sent(SkipReason::NotListed(found.kind));
     }
-    if found.lane == Lane::Main && subscription.failing_since.is_some() {
+    if found.lane == Lane::Main && state.failing_since.is_some() {
         return Before::HandOver;
     }
     // A lowered DELIVERY_MAX_ATTEMPTS makes a waiting delivery's next attempt its last.
-    Before::Send { attempt: (record.round_attempts + 1).min(policy.schedule.max_attempts) }
+    let attempt = (record.round_attempts + 1).min(policy.schedule.max_attempts);
+    Before::Step(Step::Send { attempt, subscription })
 }
 
 /// Why a claim was refused, from the record as read after it.
-fn refused(generation: u32, record: &RecordState, now: Timestamp) -> Before {
+fn refused<S>(generation: u32, record: &RecordState, now: Timestamp) -> Step<S> {
     if record.is_stale_for(generation) {
-        return Before::Stale;
+        return Step::Stale;
     }
     if let Some(until) = record.lease_until.filter(|until| *until > now) {
-        return Before::NotYet(until.since(now));
+        return Step::NotYet(until.since(now));
     }
     match record.next_attempt_at {
-        Some(due) if due > due_by(now) => Before::NotYet(due.since(now)),
+        Some(due) if due > due_by(now) => Step::NotYet(due.since(now)),
         // It changed between the claim and the read (its claim just ended): look again soon.
-        _ => Before::NotYet(EARLY_TOLERANCE),
-    }
-}
-
-/// What came of a send, as far as the decisions care.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answered {
-    /// A 2xx.
-    Delivered,
-    /// `410 Gone`: the receiver says the endpoint is gone for good.
-    Gone,
-    /// Any other answer; `retry_after` when a 429 or 503 carried a readable `Retry-After`.
-    Rejected { retry_after: Option<Duration> },
-    /// No HTTP answer.
-    NoAnswer,
-}
-
-impl Answered {
-    /// `retry_after` is the answer's `Retry-After` header, read at `now` (delta-seconds or an
-    /// HTTP date); only 429 and 503 answers are heeded.
-    pub fn of(status: Option<u16>, retry_after: Option<&str>, now: Timestamp) -> Self {
-        match status {
-            None => Answered::NoAnswer,
-            Some(200..=299) => Answered::Delivered,
-            Some(410) => Answered::Gone,
-            Some(429 | 503) => {
-                Answered::Rejected { retry_after: retry_after.and_then(|header| parse_retry_after(header, now)) }
-            }
-            Some(_) => Answered::Rejected { retry_after: None },
-        }
+        _ => Step::NotYet(EARLY_TOLERANCE),
     }
 }
 
@@ -366,41 +355,6 @@ pub fn parse_retry_after(header: &str, now: Timestamp) -> Option<Duration> {
         return Some(Duration::from_secs(header.parse().unwrap_or(u64::MAX)));
     }
     Some(Timestamp::parse_http_date(header)?.since(now))
-}
-
-/// What an attempt writes to its record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordUpdate {
-    pub status: DeliveryStatus,
-    pub next_attempt_at: Option<Timestamp>,
-    /// Moves the generation on, so that no other copy of the message sends again.
-    pub advance_generation: bool,
-    /// Said instead of the answer's own error (a 410's consequence).
-    pub error: Option<&'static str>,
-}
-
-impl RecordUpdate {
-    pub fn succeeded() -> Self {
-        RecordUpdate { status: DeliveryStatus::Succeeded, next_attempt_at: None, advance_generation: true, error: None }
-    }
-
-    /// Failed, with the next attempt at `next`, or none left.
-    pub fn retry_at(next: Option<Timestamp>) -> Self {
-        let status = if next.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Failed };
-        RecordUpdate { status, next_attempt_at: next, advance_generation: false, error: None }
-    }
-
-    /// The record's write for the attempt that got `outcome` at `at`.
-    pub fn attempt(&self, outcome: &Outcome, at: Timestamp) -> AttemptRecord {
-        AttemptRecord {
-            at,
-            status: self.status,
-            response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
-            error: self.error.map(str::to_owned).or_else(|| outcome.error()),
-            next_attempt_at: self.next_attempt_at,
-            advance_generation: self.advance_generation,
-        }
-    }
 }
 
 /// What an attempt changes in its subscription; the item is written only when not `Unchanged`.
@@ -429,7 +383,7 @@ pub enum MessageFate {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct After {
-    pub record: RecordUpdate,
+    pub record: AttemptRecord,
     pub subscription: SubscriptionChange,
     pub message: MessageFate,
 }
@@ -437,8 +391,10 @@ pub struct After {
 /// The lastError of an attempt a 410 answered.
 pub const GONE_ERROR: &str = "answered 410; subscription disabled";
 
-/// The plan after attempt number `attempt` of a delivery of `kind` got `answered` at `now`.
-/// `jitter` is a random number in `[0, 1)` for the schedule's wait.
+/// The plan after attempt number `attempt` of a delivery of `kind` got `outcome` at `now`.
+/// `jitter` is a random number in `[0, 1)` for the schedule's wait. A 2xx is a success, a
+/// `410 Gone` says the endpoint is gone for good, and only a 429's or a 503's `Retry-After`
+/// is heeded.
 ///
 /// A delivery of an operational event changes nothing but its own record (contract section
 /// 15): its subscription's failure clock, recovery and disabling (a 410's too) follow the
@@ -448,32 +404,34 @@ pub const GONE_ERROR: &str = "answered 410; subscription disabled";
 pub fn after_send(
     attempt: u32,
     kind: EventKind,
-    answered: Answered,
+    outcome: &Outcome,
     failing_since: Option<Timestamp>,
     now: Timestamp,
     policy: &Policy,
     jitter: f64,
 ) -> After {
-    let after = match answered {
-        Answered::Delivered => After {
-            record: RecordUpdate::succeeded(),
+    let answer = outcome.answer();
+    let after = match answer.map(|answer| answer.status) {
+        Some(200..=299) => After {
+            record: AttemptRecord::succeeded(outcome, now),
             subscription: match failing_since {
                 Some(_) => SubscriptionChange::Recovered,
                 None => SubscriptionChange::Unchanged,
             },
             message: MessageFate::Acknowledge,
         },
-        Answered::Gone => After {
-            record: RecordUpdate { error: Some(GONE_ERROR), ..RecordUpdate::retry_at(None) },
+        Some(410) => After {
+            record: AttemptRecord { error: Some(GONE_ERROR.to_owned()), ..AttemptRecord::failed(outcome, None, now) },
             subscription: SubscriptionChange::Disable(DisabledReason::Gone),
             message: MessageFate::DeadLetter,
         },
-        Answered::Rejected { .. } | Answered::NoAnswer => {
+        status => {
             let scheduled = policy.schedule.wait_after(attempt, jitter);
-            let asked = match answered {
-                Answered::Rejected { retry_after } => retry_after.map(|wait| wait.min(MAX_RETRY_AFTER)),
+            let asked = match status {
+                Some(429 | 503) => answer.and_then(|answer| answer.retry_after.as_deref()),
                 _ => None,
             };
+            let asked = asked.and_then(|header| parse_retry_after(header, now)).map(|wait| wait.min(MAX_RETRY_AFTER));
             let wait = scheduled.map(|wait| asked.map_or(wait, |asked| wait.max(asked)));
             let subscription = match failing_since {
                 None => SubscriptionChange::StartFailing,
@@ -488,14 +446,15 @@ pub fn after_send(
             };
             let next = wait.map(|wait| now + wait);
             let message = wait.map_or(MessageFate::DeadLetter, MessageFate::RetryIn);
-            After { record: RecordUpdate::retry_at(next), subscription, message }
+            After { record: AttemptRecord::failed(outcome, next, now), subscription, message }
         }
     };
     if operational::reported(kind) {
         return after;
     }
     // A 410 disables nothing here, so its lastError is the answer's own.
-    After { record: RecordUpdate { error: None, ..after.record }, subscription: SubscriptionChange::Unchanged, ..after }
+    let record = AttemptRecord { error: outcome.error(), ..after.record };
+    After { record, subscription: SubscriptionChange::Unchanged, ..after }
 }
 
 #[cfg(test)]
@@ -532,6 +491,10 @@ mod tests {
         }
     }
 
+    fn send(attempt: u32, subscription: Option<SubscriptionState>) -> Before<SubscriptionState> {
+        Before::Step(Step::Send { attempt, subscription: subscription.unwrap() })
+    }
+
     const HEALTHY: Option<SubscriptionState> =
         Some(SubscriptionState { enabled: true, failing_since: None, receives: true });
 
@@ -545,20 +508,40 @@ mod tests {
         let leased = Claim::Refused(RecordState { lease_until: Some(at(25)), ..pending(2, 1) });
         let lapsed = Claim::Refused(RecordState { lease_until: Some(at(-1)), ..pending(2, 1) });
         let secs = Duration::from_secs;
-        let not_sent = |reason, attempts| Before::NotSent(NotSent { reason, attempts });
+        let not_sent = |reason, attempts| Before::Step(Step::NotSent(NotSent { reason, attempts }));
         let table = [
-            (found(Lane::Main, 0, Claim::Unwritten, HEALTHY), Before::Send { attempt: 1 }, "no record yet"),
-            (found(Lane::Main, 2, held(pending(2, 0)), HEALTHY), Before::Send { attempt: 1 }, "claimed"),
-            (found(Lane::Retry, 2, held(pending(2, 1)), failing.clone()), Before::Send { attempt: 2 }, "a retry"),
-            (found(Lane::Retry, 2, held(pending(2, 7)), HEALTHY), Before::Send { attempt: 3 }, "attempts lowered"),
-            (found(Lane::Retry, 1, Claim::Refused(pending(2, 1)), HEALTHY), Before::Stale, "an older generation"),
-            (found(Lane::Retry, 3, Claim::Refused(pending(2, 1)), HEALTHY), Before::Stale, "a newer generation"),
-            (found(Lane::Retry, 2, settled(DeliveryStatus::Succeeded), HEALTHY), Before::Stale, "succeeded"),
-            (found(Lane::Retry, 2, settled(DeliveryStatus::Failed), HEALTHY), Before::Stale, "dead-lettered"),
-            (found(Lane::Retry, 2, settled(DeliveryStatus::Skipped), HEALTHY), Before::Stale, "skipped"),
-            (found(Lane::Retry, 2, later, HEALTHY), Before::NotYet(secs(60)), "early"),
-            (found(Lane::Retry, 2, leased, HEALTHY), Before::NotYet(secs(25)), "another turn holds it"),
-            (found(Lane::Retry, 2, lapsed, HEALTHY), Before::NotYet(EARLY_TOLERANCE), "changed since the claim"),
+            (found(Lane::Main, 0, Claim::Unwritten, HEALTHY), send(1, HEALTHY), "no record yet"),
+            (found(Lane::Main, 2, held(pending(2, 0)), HEALTHY), send(1, HEALTHY), "claimed"),
+            (found(Lane::Retry, 2, held(pending(2, 1)), failing.clone()), send(2, failing.clone()), "a retry"),
+            (found(Lane::Retry, 2, held(pending(2, 7)), HEALTHY), send(3, HEALTHY), "attempts lowered"),
+            (
+                found(Lane::Retry, 1, Claim::Refused(pending(2, 1)), HEALTHY),
+                Before::Step(Step::Stale),
+                "an older generation",
+            ),
+            (
+                found(Lane::Retry, 3, Claim::Refused(pending(2, 1)), HEALTHY),
+                Before::Step(Step::Stale),
+                "a newer generation",
+            ),
+            (
+                found(Lane::Retry, 2, settled(DeliveryStatus::Succeeded), HEALTHY),
+                Before::Step(Step::Stale),
+                "succeeded",
+            ),
+            (
+                found(Lane::Retry, 2, settled(DeliveryStatus::Failed), HEALTHY),
+                Before::Step(Step::Stale),
+                "dead-lettered",
+            ),
+            (found(Lane::Retry, 2, settled(DeliveryStatus::Skipped), HEALTHY), Before::Step(Step::Stale), "skipped"),
+            (found(Lane::Retry, 2, later, HEALTHY), Before::Step(Step::NotYet(secs(60))), "early"),
+            (found(Lane::Retry, 2, leased, HEALTHY), Before::Step(Step::NotYet(secs(25))), "another turn holds it"),
+            (
+                found(Lane::Retry, 2, lapsed, HEALTHY),
+                Before::Step(Step::NotYet(EARLY_TOLERANCE)),
+                "changed since the claim",
+            ),
             (found(Lane::Main, 2, held(pending(2, 0)), None), not_sent(SkipReason::Deleted, 0), "deleted"),
             (
                 found(Lane::Main, 2, held(pending(2, 0)), disabled.clone()),
@@ -579,7 +562,7 @@ mod tests {
             (found(Lane::Main, 2, held(pending(2, 0)), failing), Before::HandOver, "failing, main lane"),
         ];
         for (found, expected, case) in table {
-            assert_eq!(before_send(&found, at(0), &policy()), expected, "{case}");
+            assert_eq!(before_send(found, at(0), &policy()), expected, "{case}");
         }
     }
 
@@ -613,30 +596,36 @@ mod tests {
         let restarted_reclaimed = RecordState { generation: 3, ..reclaimed.clone() };
         let held = Claim::Held { record: created.clone(), lease };
         let table = [
-            (Some(created.clone()), held.clone(), None, Before::Send { attempt: 1 }, "as created: sent"),
-            (Some(restarted.clone()), Claim::Refused(restarted.clone()), Some(lease), Before::Stale, "retried"),
-            (Some(settled.clone()), Claim::Refused(settled.clone()), None, Before::Stale, "settled"),
+            (Some(created.clone()), held.clone(), None, send(1, HEALTHY), "as created: sent"),
+            (
+                Some(restarted.clone()),
+                Claim::Refused(restarted.clone()),
+                Some(lease),
+                Before::Step(Step::Stale),
+                "retried",
+            ),
+            (Some(settled.clone()), Claim::Refused(settled.clone()), None, Before::Step(Step::Stale), "settled"),
             (
                 Some(restarted_reclaimed.clone()),
                 Claim::Refused(restarted_reclaimed.clone()),
                 None,
-                Before::Stale,
+                Before::Step(Step::Stale),
                 "retried, its claim taken by another since: that turn hands over",
             ),
             (
                 Some(reclaimed.clone()),
                 Claim::Refused(reclaimed.clone()),
                 None,
-                Before::NotYet(Duration::from_secs(5)),
+                Before::Step(Step::NotYet(Duration::from_secs(5))),
                 "another turn holds it",
             ),
-            (None, Claim::Unwritten, None, Before::Stale, "no record, though its generation had one"),
+            (None, Claim::Unwritten, None, Before::Step(Step::Stale), "no record, though its generation had one"),
         ];
         for (record, claim, unused, before, case) in table {
             let found_claim = created_claim(lease, message.generation, record);
             assert_eq!(found_claim, claim, "{case}");
             assert_eq!(unused_claim(&message, &found_claim), unused, "{case}: unused claim");
-            assert_eq!(before_send(&found(Lane::Main, 2, found_claim, HEALTHY), at(0), &policy()), before, "{case}");
+            assert_eq!(before_send(found(Lane::Main, 2, found_claim, HEALTHY), at(0), &policy()), before, "{case}");
         }
         let unclaimed = DeliveryMessage { claimed_until: None, ..message };
         assert_eq!(unused_claim(&unclaimed, &Claim::Refused(restarted)), None, "a copy without a creation claim");
@@ -692,54 +681,58 @@ mod tests {
         }
     }
 
+    /// An answer of `status`, with its `Retry-After` header if any.
+    fn answered(status: u16, retry_after: Option<&str>) -> Outcome {
+        use crate::delivery::attempt::Answer;
+        let answer = Answer { status, body: String::new(), retry_after: retry_after.map(str::to_owned) };
+        match status {
+            200..=299 => Outcome::Delivered(answer),
+            _ => Outcome::Rejected(answer),
+        }
+    }
+
+    fn no_answer() -> Outcome {
+        Outcome::NoAnswer(crate::delivery::attempt::SendFailure::TimedOut)
+    }
+
     #[test]
     fn only_429_and_503_carry_their_retry_after() {
-        let now = at(0);
-        let three = Some(Duration::from_secs(3));
-        assert_eq!(Answered::of(Some(204), Some("3"), now), Answered::Delivered);
-        assert_eq!(Answered::of(Some(410), None, now), Answered::Gone);
-        assert_eq!(Answered::of(Some(429), Some("3"), now), Answered::Rejected { retry_after: three });
-        assert_eq!(Answered::of(Some(503), Some("3"), now), Answered::Rejected { retry_after: three });
-        assert_eq!(Answered::of(Some(500), Some("3"), now), Answered::Rejected { retry_after: None });
-        assert_eq!(Answered::of(Some(429), None, now), Answered::Rejected { retry_after: None });
-        assert_eq!(Answered::of(None, None, now), Answered::NoAnswer);
+        use MessageFate::*;
+        let secs = Duration::from_secs;
+        // Jitter 0.5 gives the schedule's exact wait: 30 s after attempt 1.
+        let fate =
+            |outcome: Outcome| after_send(1, EventKind::ProfileUpdated, &outcome, None, at(0), &policy(), 0.5).message;
+        assert_eq!(fate(answered(204, Some("300"))), Acknowledge);
+        assert_eq!(fate(answered(410, Some("300"))), DeadLetter);
+        assert_eq!(fate(answered(429, Some("300"))), RetryIn(secs(300)));
+        assert_eq!(fate(answered(503, Some("300"))), RetryIn(secs(300)));
+        assert_eq!(fate(answered(500, Some("300"))), RetryIn(secs(30)));
+        assert_eq!(fate(answered(429, None)), RetryIn(secs(30)));
+        assert_eq!(fate(no_answer()), RetryIn(secs(30)));
     }
 
     #[test]
     fn after_an_answer_the_record_the_subscription_and_the_message_follow_it() {
         let policy = policy();
         // Jitter 0.5 gives the schedule's exact wait: 30 s after attempt 1, 120 s after 2.
-        let plan = |attempt, answered, failing_since: Option<i64>, now| {
-            after_send(attempt, EventKind::ProfileUpdated, answered, failing_since.map(at), at(now), &policy, 0.5)
+        let plan = |attempt, outcome: Outcome, failing_since: Option<i64>, now| {
+            after_send(attempt, EventKind::ProfileUpdated, &outcome, failing_since.map(at), at(now), &policy, 0.5)
         };
-        let pending_until = |seconds: i64| RecordUpdate {
-            status: DeliveryStatus::Pending,
-            next_attempt_at: Some(at(seconds)),
-            advance_generation: false,
-            error: None,
-        };
-        let failed = RecordUpdate {
-            status: DeliveryStatus::Failed,
-            next_attempt_at: None,
-            advance_generation: false,
-            error: None,
-        };
-        let succeeded = RecordUpdate {
-            status: DeliveryStatus::Succeeded,
-            next_attempt_at: None,
-            advance_generation: true,
-            error: None,
-        };
-        let retry_after = |seconds| Answered::Rejected { retry_after: Some(Duration::from_secs(seconds)) };
-        let rejected = Answered::Rejected { retry_after: None };
+        // What the record is left as: its status, its next attempt, and whether the generation moves on.
+        let pending_until = |seconds: i64| (DeliveryStatus::Pending, Some(at(seconds)), false);
+        let failed = (DeliveryStatus::Failed, None, false);
+        let succeeded = (DeliveryStatus::Succeeded, None, true);
+        let retry_after = |seconds: u32| answered(429, Some(&seconds.to_string()));
+        let rejected = || answered(500, None);
+        let delivered = || answered(204, None);
         let secs = Duration::from_secs;
         use MessageFate::*;
         use SubscriptionChange::*;
         let table = [
-            ("success", plan(1, Answered::Delivered, None, 0), succeeded.clone(), Unchanged, Acknowledge),
-            ("success stops the clock", plan(2, Answered::Delivered, Some(-10), 0), succeeded, Recovered, Acknowledge),
-            ("first failure", plan(1, rejected, None, 0), pending_until(30), StartFailing, RetryIn(secs(30))),
-            ("no answer", plan(2, Answered::NoAnswer, Some(-10), 0), pending_until(120), Unchanged, RetryIn(secs(120))),
+            ("success", plan(1, delivered(), None, 0), succeeded, Unchanged, Acknowledge),
+            ("success stops the clock", plan(2, delivered(), Some(-10), 0), succeeded, Recovered, Acknowledge),
+            ("first failure", plan(1, rejected(), None, 0), pending_until(30), StartFailing, RetryIn(secs(30))),
+            ("no answer", plan(2, no_answer(), Some(-10), 0), pending_until(120), Unchanged, RetryIn(secs(120))),
             (
                 "Retry-After longer",
                 plan(1, retry_after(300), None, 0),
@@ -761,52 +754,58 @@ mod tests {
                 StartFailing,
                 RetryIn(secs(3600)),
             ),
-            ("Retry-After on the last", plan(3, retry_after(300), Some(-10), 0), failed.clone(), Unchanged, DeadLetter),
-            ("last attempt", plan(3, rejected, Some(-100), 0), failed.clone(), Unchanged, DeadLetter),
+            ("Retry-After on the last", plan(3, retry_after(300), Some(-10), 0), failed, Unchanged, DeadLetter),
+            ("last attempt", plan(3, rejected(), Some(-100), 0), failed, Unchanged, DeadLetter),
             (
                 "last, failing too long",
-                plan(3, rejected, Some(-101), 0),
-                failed.clone(),
+                plan(3, rejected(), Some(-101), 0),
+                failed,
                 Disable(DisabledReason::Failing),
                 DeadLetter,
             ),
             (
                 "not last, failing long",
-                plan(2, rejected, Some(-500), 0),
+                plan(2, rejected(), Some(-500), 0),
                 pending_until(120),
                 Unchanged,
                 RetryIn(secs(120)),
             ),
-            (
-                "410",
-                plan(1, Answered::Gone, None, 0),
-                RecordUpdate { error: Some(GONE_ERROR), ..failed },
-                Disable(DisabledReason::Gone),
-                DeadLetter,
-            ),
+            ("410", plan(1, answered(410, None), None, 0), failed, Disable(DisabledReason::Gone), DeadLetter),
         ];
         for (case, after, record, subscription, message) in table {
-            assert_eq!(after, After { record, subscription, message }, "{case}");
+            let written = (after.record.status, after.record.next_attempt_at, after.record.advance_generation);
+            assert_eq!((written, after.subscription, after.message), (record, subscription, message), "{case}");
         }
+        let gone = plan(1, answered(410, None), None, 0);
+        assert_eq!(gone.record.error.as_deref(), Some(GONE_ERROR), "a 410's consequence, instead of its own error");
     }
 
     #[test]
     fn a_delivery_of_an_operational_event_changes_nothing_but_its_record() {
         let policy = policy();
         for kind in operational::KINDS {
-            let plan = |attempt, answered, failing_since: Option<i64>| {
-                after_send(attempt, kind, answered, failing_since.map(at), at(0), &policy, 0.5)
+            let plan = |attempt, outcome: &Outcome, failing_since: Option<i64>| {
+                after_send(attempt, kind, outcome, failing_since.map(at), at(0), &policy, 0.5)
             };
-            let rejected = Answered::Rejected { retry_after: None };
+            let (rejected, delivered, gone) = (answered(500, None), answered(204, None), answered(410, None));
             let cases = [
-                (plan(1, rejected, None), DeliveryStatus::Pending, MessageFate::RetryIn(Duration::from_secs(30))),
-                (plan(3, rejected, Some(-101)), DeliveryStatus::Failed, MessageFate::DeadLetter),
-                (plan(2, Answered::Delivered, Some(-10)), DeliveryStatus::Succeeded, MessageFate::Acknowledge),
-                (plan(1, Answered::Gone, None), DeliveryStatus::Failed, MessageFate::DeadLetter),
+                (
+                    plan(1, &rejected, None),
+                    &rejected,
+                    DeliveryStatus::Pending,
+                    MessageFate::RetryIn(Duration::from_secs(30)),
+                ),
+                (plan(3, &rejected, Some(-101)), &rejected, DeliveryStatus::Failed, MessageFate::DeadLetter),
+                (plan(2, &delivered, Some(-10)), &delivered, DeliveryStatus::Succeeded, MessageFate::Acknowledge),
+                (plan(1, &gone, None), &gone, DeliveryStatus::Failed, MessageFate::DeadLetter),
             ];
-            for (after, status, message) in cases {
+            for (after, outcome, status, message) in cases {
                 assert_eq!(after.subscription, SubscriptionChange::Unchanged, "{}: {after:?}", kind.as_str());
-                assert_eq!((after.record.status, after.message, after.record.error), (status, message, None));
+                // A 410 disables nothing, so its record says the answer's own error.
+                assert_eq!(
+                    (after.record.status, after.message, after.record.error),
+                    (status, message, outcome.error())
+                );
             }
         }
     }
@@ -816,7 +815,7 @@ mod tests {
         use crate::delivery::attempt::{Answer, SendFailure};
         let at: Timestamp = "2026-11-21T08:00:00.000Z".parse().unwrap();
         let rejected = Outcome::Rejected(Answer { status: 500, body: "oops".into(), retry_after: None });
-        let pending = RecordUpdate::retry_at(Some(at + Duration::from_secs(30))).attempt(&rejected, at);
+        let pending = AttemptRecord::failed(&rejected, Some(at + Duration::from_secs(30)), at);
         assert_eq!(
             pending,
             AttemptRecord {
@@ -829,14 +828,16 @@ mod tests {
             }
         );
         let refused = Outcome::NoAnswer(SendFailure::ConnectionRefused);
-        let failed = RecordUpdate::retry_at(None).attempt(&refused, at);
+        let failed = AttemptRecord::failed(&refused, None, at);
         assert_eq!((failed.status, failed.response, failed.next_attempt_at), (DeliveryStatus::Failed, None, None));
         assert_eq!(failed.error.as_deref(), Some("connection refused"));
         let gone = Outcome::Rejected(Answer { status: 410, body: String::new(), retry_after: None });
-        let update = RecordUpdate { error: Some(GONE_ERROR), ..RecordUpdate::retry_at(None) };
-        assert_eq!(update.attempt(&gone, at).error.as_deref(), Some("answered 410; subscription disabled"));
+        let policy = policy();
+        let after = after_send(1, EventKind::ProfileUpdated, &gone, None, at, &policy, 0.5);
+        assert_eq!(after.record.error.as_deref(), Some("answered 410; subscription disabled"));
+        assert_eq!(after.record.response, Some((410, String::new())));
         let delivered = Outcome::Delivered(Answer { status: 204, body: String::new(), retry_after: None });
-        let succeeded = RecordUpdate::succeeded().attempt(&delivered, at);
+        let succeeded = AttemptRecord::succeeded(&delivered, at);
         assert_eq!(
             (succeeded.status, succeeded.error, succeeded.next_attempt_at, succeeded.advance_generation),
             (DeliveryStatus::Succeeded, None, None, true)
