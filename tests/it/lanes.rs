@@ -113,8 +113,10 @@ async fn a_rate_limit_holds_across_instances_and_an_unlimited_sibling_is_not_hel
 /// A burst of first attempts, all queued in one message group (as pings and manual retries
 /// are), to a subscription whose receiver answers after `answer`, once its first delivery
 /// showed whether that is `fast`: the most requests its receiver had open at once (accepted
-/// and not yet answered), and whether each arrived once.
-async fn burst_in_flight(answer: Duration, fast: bool, burst: usize) -> (usize, bool) {
+/// and not yet answered), whether each arrived once, and whether the subscription's pace was
+/// still `fast` at the end (a starved machine can stretch an answer past the slow mark, and
+/// the service then rightly keeps the subscription to one group).
+async fn burst_in_flight(answer: Duration, fast: bool, burst: usize) -> (usize, bool, bool) {
     let pipeline = Pipeline::start(true).await;
     let receiver = Receiver::start(&[200], answer).await;
     let user = unique_user();
@@ -123,12 +125,13 @@ async fn burst_in_flight(answer: Duration, fast: bool, burst: usize) -> (usize, 
     pipeline.api.admin.update_profile(&user).await.unwrap();
     receiver.wait_for(1, DEADLINE).await;
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let is_fast = || async { webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap().fast_since };
     eventually("the receiver's pace recorded", || async {
-        let stored = webhooks.get(&typed(&user), &typed(&subscription)).await.unwrap().unwrap();
-        if stored.fast_since.is_some() == fast {
+        let fast_since = is_fast().await;
+        if fast_since.is_some() == fast {
             Ok(())
         } else {
-            Err(stored.fast_since)
+            Err(fast_since)
         }
     })
     .await;
@@ -144,19 +147,31 @@ async fn burst_in_flight(answer: Duration, fast: bool, burst: usize) -> (usize, 
     DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &messages).await.unwrap();
     let arrivals = receiver.wait_for(burst + 1, DEADLINE).await;
     let once = receipts(&arrivals).values().all(|n| *n == 1) && arrivals.len() == burst + 1;
-    (receiver.most_open(), once)
+    let pace_kept = is_fast().await.is_some() == fast;
+    (receiver.most_open(), once, pace_kept)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fast_receiver_spreads_over_message_groups_and_a_slow_one_keeps_to_one() {
     const BURST: usize = 40;
-    let (fast, fast_once) = burst_in_flight(Duration::from_millis(1000), true, BURST).await;
-    let (slow, slow_once) = burst_in_flight(Duration::from_millis(3500), false, BURST).await;
+    // A burst during which the machine stretched a 1 s answer to the slow mark says nothing of
+    // how a fast receiver spreads (its subscription went back to one group, as it should):
+    // it is tried again on a new subscription, a few times at most.
+    let mut tries = 0;
+    let (fast, fast_once) = loop {
+        tries += 1;
+        let (fast, once, pace_kept) = burst_in_flight(Duration::from_millis(1000), true, BURST).await;
+        if pace_kept || tries == 3 {
+            break (fast, once);
+        }
+        eprintln!("the fast receiver's answers were stretched to the slow mark; its burst again");
+    };
+    let (slow, slow_once, _) = burst_in_flight(Duration::from_millis(3500), false, BURST).await;
     assert!(fast_once && slow_once, "every delivery once");
     // One group is one batch (10 messages) in flight at a time: the slow receiver's drains at
     // that rate, the fast one's moved to the groups its subscription now spreads over.
     assert!(slow <= 10, "a slow receiver had {slow} requests in flight");
-    assert!(fast > 10, "a fast receiver had at most {fast} requests in flight");
+    assert!(fast > 10, "a fast receiver had at most {fast} requests in flight (bursts: {tries})");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
