@@ -85,10 +85,20 @@ impl Deps {
 /// `SendMessageBatch` to the retry lane, one `DeleteMessageBatch`). Every other turn goes
 /// on by itself from there, so none waits for another's send.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let mut received: Vec<Received> = event.records.iter().map(Received::of).collect();
-    let early = deletes_early(received.iter().map(|r| r.delivery.as_ref().map(|d| &d.subscription_id)));
-    for received in &mut received {
-        received.receipt.early = early;
+    let (mut received, mut unreadable, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+    for (position, message) in event.records.iter().enumerate() {
+        match Received::of(message) {
+            Ok(message) => {
+                received.push(message);
+                positions.push(position);
+            }
+            Err(message) => unreadable.push(message),
+        }
+    }
+    let early = deletes_early(received.iter().map(|r| &r.delivery.subscription_id));
+    let receipts = received.iter_mut().map(|r| &mut r.receipt).chain(unreadable.iter_mut().map(|u| &mut u.receipt));
+    for receipt in receipts {
+        receipt.early = early;
     }
     let loaded = load(deps, &received, Timestamp::now()).await;
     let received = &received;
@@ -106,15 +116,18 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     }
     let (indices, handed_over): (Vec<usize>, Vec<_>) = handed_over.into_iter().unzip();
     let (regrouped_indices, regrouped): (Vec<usize>, Vec<_>) = regrouped.into_iter().unzip();
-    let (own, handed, moved) = tokio::join!(
+    let dropped = unreadable.iter().map(|message| acknowledge(deps, message.lane, message.receipt));
+    let (own, handed, moved, _) = tokio::join!(
         futures_util::future::join_all(own_turns),
         hand_over_together(deps, handed_over),
-        regroup_together(deps, regrouped)
+        regroup_together(deps, regrouped),
+        futures_util::future::join_all(dropped)
     );
-    let mut dispositions = vec![Disposition::Acknowledged; received.len()];
+    // An unreadable message is dropped: it leaves its lane.
+    let mut dispositions = vec![Disposition::Acknowledged; event.records.len()];
     let moves = indices.into_iter().zip(handed).chain(regrouped_indices.into_iter().zip(moved));
     for (index, disposition) in own.into_iter().chain(moves) {
-        dispositions[index] = disposition;
+        dispositions[positions[index]] = disposition;
     }
     let mut response = SqsBatchResponse::default();
     let stays = event.records.iter().zip(dispositions).filter(|(_, disposition)| *disposition == Disposition::Stays);
@@ -144,48 +157,47 @@ enum Disposition {
 /// messages is in flight), so an early delete would at most free another of its groups a
 /// little sooner, for a second, billed request per message; a message alone in its batch
 /// frees nothing by it.
-fn deletes_early<'a>(subscriptions: impl Iterator<Item = Option<&'a SubscriptionId>>) -> bool {
-    let mut subscriptions = subscriptions.flatten();
+fn deletes_early<'a>(mut subscriptions: impl Iterator<Item = &'a SubscriptionId>) -> bool {
     let Some(first) = subscriptions.next() else { return false };
     subscriptions.any(|other| other != first)
 }
 
-/// One received message: its lane, its receipt and the delivery it carries (`None` when its
-/// body cannot be read), with the span every line of its turn carries.
+/// One received message whose body is a delivery: its lane, its receipt and the delivery,
+/// with the span every line of its turn carries.
 struct Received<'a> {
     lane: Lane,
     /// Its group among its subscription's, on the main lane.
     group: Option<u8>,
     receipt: Receipt<'a>,
-    delivery: Option<DeliveryMessage>,
+    delivery: DeliveryMessage,
     span: tracing::Span,
+}
+
+/// A received message whose body cannot be read as a delivery: it is dropped.
+struct Unreadable<'a> {
+    lane: Lane,
+    receipt: Receipt<'a>,
 }
 
 impl<'a> Received<'a> {
     /// The message as received; whether its turn deletes it early is the batch's to say.
-    fn of(message: &'a SqsMessage) -> Self {
+    fn of(message: &'a SqsMessage) -> Result<Self, Unreadable<'a>> {
         let lane = Lane::of(message);
         let receipt = Receipt { handle: message.receipt_handle.as_deref().unwrap_or_default(), early: false };
-        let delivery = message.body.as_deref().and_then(|body| serde_json::from_str::<DeliveryMessage>(body).ok());
-        let span = match &delivery {
-            // Every line of this delivery's turn carries these fields once, from its span.
-            Some(delivery) => tracing::info_span!(
-                "delivery",
-                delivery_id = %delivery.delivery_id,
-                subscription_id = %delivery.subscription_id,
-                lane = lane.as_str(),
-                generation = delivery.generation,
-            ),
-            None => {
-                tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
-                tracing::Span::none()
-            }
+        let body = message.body.as_deref().map(serde_json::from_str::<DeliveryMessage>);
+        let Some(Ok(delivery)) = body else {
+            tracing::warn!(message_id = ?message.message_id, "dropping a delivery message that cannot be read");
+            return Err(Unreadable { lane, receipt });
         };
-        Received { lane, group: queue::group_of(message), receipt, delivery, span }
-    }
-
-    fn delivery(&self) -> &DeliveryMessage {
-        self.delivery.as_ref().expect("a turn that acts has a readable delivery")
+        // Every line of this delivery's turn carries these fields once, from its span.
+        let span = tracing::info_span!(
+            "delivery",
+            delivery_id = %delivery.delivery_id,
+            subscription_id = %delivery.subscription_id,
+            lane = lane.as_str(),
+            generation = delivery.generation,
+        );
+        Ok(Received { lane, group: queue::group_of(message), receipt, delivery, span })
     }
 }
 
@@ -218,8 +230,6 @@ impl AsRef<SubscriptionState> for Seen {
 
 /// What a message's own turn found before acting.
 enum Turn {
-    /// Its body cannot be read: it is dropped.
-    Unreadable,
     /// Its claim or its subscription could not be read: it is tried again later.
     NotLoaded,
     /// The plan's step, with the turn's claim on the record (for a stale copy, the creation
@@ -232,12 +242,12 @@ enum Turn {
 /// created with, and writes nothing to hold it.
 async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Next> {
     let mut keys: Vec<(&UserId, &SubscriptionId)> =
-        received.iter().filter_map(|r| r.delivery.as_ref()).map(|d| (&d.user_id, &d.subscription_id)).collect();
+        received.iter().map(|r| (&r.delivery.user_id, &r.delivery.subscription_id)).collect();
     keys.sort();
     keys.dedup();
     let reads = keys.iter().map(|(user_id, id)| deps.webhooks.get(user_id, id));
     let claims = received.iter().map(|r| async move {
-        let delivery = r.delivery.as_ref()?;
+        let delivery = &r.delivery;
         let claim = async {
             match plan::granted(delivery, r.lane, now) {
                 // A read, not a write: whether a manual retry restarted the record since.
@@ -248,7 +258,7 @@ async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Nex
                 None => deps.deliveries.claim(delivery, Lease::from(now), now).await,
             }
         };
-        Some(claim.instrument(r.span.clone()).await)
+        claim.instrument(r.span.clone()).await
     });
     let (subscriptions, claims) =
         tokio::join!(futures_util::future::join_all(reads), futures_util::future::join_all(claims));
@@ -257,7 +267,7 @@ async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Nex
         .iter()
         .zip(claims)
         .map(|(r, claim)| {
-            let (Some(delivery), Some(claim)) = (&r.delivery, claim) else { return Next::Own(Turn::Unreadable) };
+            let delivery = &r.delivery;
             let _entered = r.span.enter();
             let subscription = match &subscriptions[&(&delivery.user_id, &delivery.subscription_id)] {
                 Ok(subscription) => subscription.clone().map(Box::new),
@@ -296,7 +306,6 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> Disposit
     let span = received.span.clone();
     async move {
         let (step, lease) = match turn {
-            Turn::Unreadable => return acknowledge(deps, received.lane, received.receipt).await,
             // Tried again after the retry base (rather than the queue's visibility timeout,
             // for which a main-lane group would wait).
             Turn::NotLoaded => return stay(deps, received, deps.policy.schedule.base).await,
@@ -309,7 +318,7 @@ async fn take_turn(deps: &Deps, received: &Received<'_>, turn: Turn) -> Disposit
             Step::Stale => {
                 tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
                 if let Some(lease) = lease {
-                    if let Err(err) = hand_on(deps, received.delivery(), lease, None).await {
+                    if let Err(err) = hand_on(deps, &received.delivery, lease, None).await {
                         tracing::warn!(error = %err, "giving up the unused claim failed; the new round waits for it");
                     }
                 }
@@ -343,7 +352,7 @@ async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration>
 /// keeps: the message carries it back), so its next turn can claim at once.
 async fn wait_for_rate(deps: &Deps, received: &Received<'_>, lease: Option<Lease>, wait: Duration) -> Disposition {
     tracing::info!(wait_seconds = wait.as_secs_f64(), "over the subscription's rate limit; the delivery waits");
-    let delivery = received.delivery();
+    let delivery = &received.delivery;
     if let Some(lease) = lease.filter(|lease| Some(lease.until) != delivery.claimed_until) {
         if let Err(err) = deps.deliveries.release(delivery, lease).await {
             tracing::warn!(error = %err, "giving up the claim failed; the delivery waits for it");
@@ -360,7 +369,7 @@ fn moves_to(deps: &Deps, received: &Received<'_>, turn: &Turn) -> Option<(u8, Op
     };
     let spread =
         Groups::of(&subscription.health, subscription.fast_since, subscription.max_deliveries_per_second, deps.groups);
-    let group = groups::regroup(received.group?, &received.delivery().delivery_id, spread)?;
+    let group = groups::regroup(received.group?, &received.delivery.delivery_id, spread)?;
     Some((group, *lease))
 }
 
@@ -376,7 +385,7 @@ async fn regroup_together(deps: &Deps, regrouped: Vec<(&Received<'_>, u8, Option
         .iter()
         .map(|(received, _, lease)| DeliveryMessage {
             claimed_until: lease.map(|lease| lease.until),
-            ..received.delivery().clone()
+            ..received.delivery.clone()
         })
         .collect();
     let messages: Vec<(&DeliveryMessage, u8)> =
@@ -403,7 +412,7 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
             tracing::info!("subscription failing; delivery handed to the retry lane");
             // Kept, the claim would only make the handed-over copy wait for it to end.
             if let Some(lease) = lease {
-                if let Err(err) = deps.deliveries.release(received.delivery(), *lease).await {
+                if let Err(err) = deps.deliveries.release(&received.delivery, *lease).await {
                     tracing::warn!(error = %err, "giving up the claim failed; the handed-over copy waits for it");
                 }
             }
@@ -412,7 +421,7 @@ async fn hand_over_together(deps: &Deps, handed_over: Vec<(&Received<'_>, Option
     });
     futures_util::future::join_all(releases).await;
     let messages: Vec<(&DeliveryMessage, Duration)> =
-        handed_over.iter().map(|(received, _)| (received.delivery(), Duration::ZERO)).collect();
+        handed_over.iter().map(|(received, _)| (&received.delivery, Duration::ZERO)).collect();
     let sent = deps.queues.hand_over(&messages).await;
     let received: Vec<&Received<'_>> = handed_over.iter().map(|(received, _)| *received).collect();
     leave_main_lane(deps, &received, sent, "handing the delivery to the retry lane failed").await
@@ -484,25 +493,25 @@ async fn attempt_delivery(
     }
     // Each attempt is a span of the delivery's trace (contract section 19); a message queued
     // before trace context has none, so its attempt starts one.
-    let trace = received.delivery().trace.clone().unwrap_or_else(TraceContext::start);
+    let trace = received.delivery.trace.clone().unwrap_or_else(TraceContext::start);
     let span_id = SpanId::generate();
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
     let (started, started_at) = (Instant::now(), SystemTime::now());
-    let (outcome, body) = send(deps, received.delivery(), &subscription.target, &secrets, trace_headers).await;
+    let (outcome, body) = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers).await;
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
     let failing_since = subscription.health.failing_since();
-    let kind = received.delivery().event.kind();
+    let kind = received.delivery.event.kind();
     let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
     let pace = groups::pace_after(&outcome, took, subscription.fast_since.is_some());
     let (recorded, ()) = tokio::join!(
-        record(deps, received.delivery(), subscription, &body, &after, lease),
+        record(deps, &received.delivery, subscription, &body, &after, lease),
         set_pace(deps, subscription, pace, now),
     );
-    report(deps, received.delivery(), subscription, &outcome, &after, attempt, latency_ms);
+    report(deps, &received.delivery, subscription, &outcome, &after, attempt, latency_ms);
     let span = (&trace.parent, span_id, started_at);
-    log_span(received.delivery(), subscription, &outcome, &after, attempt, span, latency_ms);
+    log_span(&received.delivery, subscription, &outcome, &after, attempt, span, latency_ms);
     match recorded {
         // The attempt stands as recorded; the message follows the plan.
         Ok(Recorded::AsPlanned) => settle(deps, received, after.message).await,
@@ -711,7 +720,7 @@ fn log_span(
 /// Either way the message leaves its lane (a delivery stopped so is not dead-lettered: no
 /// attempt ran out).
 async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::NotSent, now: Timestamp) -> Disposition {
-    let delivery = received.delivery();
+    let delivery = &received.delivery;
     match deps.deliveries.record_not_sent(delivery, &delivery.body(), now, not_sent).await {
         Ok(_) => {
             let kind = delivery.event.kind().as_str();
@@ -734,7 +743,7 @@ async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> Disp
         (MessageFate::Acknowledge, lane) => acknowledge(deps, lane, received.receipt).await,
         (MessageFate::RetryIn(wait), Lane::Retry) => stay(deps, received, wait).await,
         (MessageFate::RetryIn(wait), Lane::Main) => hand_over(deps, received, wait).await,
-        (MessageFate::DeadLetter, lane) => match deps.queues.dead_letter(received.delivery()).await {
+        (MessageFate::DeadLetter, lane) => match deps.queues.dead_letter(&received.delivery).await {
             Ok(()) => acknowledge(deps, lane, received.receipt).await,
             Err(err) => {
                 // Visible again at once; its next turn finds the record failed and drops it,
@@ -749,7 +758,7 @@ async fn settle(deps: &Deps, received: &Received<'_>, fate: MessageFate) -> Disp
 /// Moves the message to the retry lane (received after `delay`) and deletes it from the
 /// main lane.
 async fn hand_over(deps: &Deps, received: &Received<'_>, delay: Duration) -> Disposition {
-    let handed = deps.queues.hand_over(&[(received.delivery(), delay)]).await;
+    let handed = deps.queues.hand_over(&[(&received.delivery, delay)]).await;
     match handed.map(|refused| refused.into_iter().next()) {
         Ok(None) => acknowledge(deps, received.lane, received.receipt).await,
         Ok(Some((_, reason))) => {

@@ -101,12 +101,44 @@ fn visible_again(receipt: &str, seconds: std::ops::RangeInclusive<i32>) -> Rule 
 #[test]
 fn only_a_batch_of_several_subscriptions_deletes_early() {
     let (a, b) = (SubscriptionId::generate(), SubscriptionId::generate());
-    let early = |ids: &[Option<&SubscriptionId>]| deletes_early(ids.iter().copied());
+    let early = |ids: &[&SubscriptionId]| deletes_early(ids.iter().copied());
     assert!(!early(&[]));
-    assert!(!early(&[Some(&a)]), "alone in its batch");
-    assert!(!early(&[Some(&a); 10]), "one subscription's batch");
-    assert!(!early(&[Some(&a), None]), "an unreadable message is no other subscription");
-    assert!(early(&[Some(&a), Some(&a), Some(&b)]));
+    assert!(!early(&[&a]), "alone in its batch");
+    assert!(!early(&[&a; 10]), "one subscription's batch");
+    assert!(early(&[&a, &a, &b]));
+}
+
+/// The message as a turn holds it, for a body that is a delivery.
+fn readable(message: &SqsMessage) -> Received<'_> {
+    Received::of(message).unwrap_or_else(|_| panic!("{:?} is a delivery", message.body))
+}
+
+/// A message whose body is no delivery is dropped (never reported, so it leaves its lane),
+/// and the batch's answer still names the readable messages that stay, not their neighbours.
+#[tokio::test]
+async fn an_unreadable_message_is_dropped_and_the_batch_answer_names_the_message_that_stays() {
+    let mut unreadable = SqsMessage::default();
+    unreadable.message_id = Some("m0".into());
+    unreadable.receipt_handle = Some("receipt-m0".into());
+    unreadable.body = Some("{not a delivery".into());
+    assert!(Received::of(&unreadable).is_err());
+    let (message, _) = message("m1", None);
+    let throttled = mock!(aws_sdk_dynamodb::Client::update_item)
+        .match_requests(|request| request.table_name() == Some(DELIVERIES))
+        .then_error(|| {
+            UpdateItemError::ProvisionedThroughputExceededException(
+                ProvisionedThroughputExceededException::builder()
+                    .meta(service_error("ProvisionedThroughputExceededException"))
+                    .build(),
+            )
+        });
+    let (subscription, stays) = (no_subscription(), visible_again("receipt-m1", 30..=30));
+    let deps = deps(&[&throttled, &subscription], &[&stays]);
+
+    let response = handle(&deps, event(&[&unreadable, &message])).await;
+
+    assert_eq!(item_failures(&response), ["m1"]);
+    assert_eq!(stays.num_calls(), 1);
 }
 
 /// A claim the table throttles is no answer: the message stays on its lane, tried again
@@ -209,7 +241,7 @@ async fn a_partly_refused_hand_over_keeps_only_the_refused_messages_on_the_main_
         });
     let stays = visible_again("receipt-m2", 30..=30);
     let deps = deps(&[], &[&sent, &deleted, &stays]);
-    let mut received = [Received::of(&taken), Received::of(&refused)];
+    let mut received = [readable(&taken), readable(&refused)];
     for received in &mut received {
         received.receipt.early = true;
     }
@@ -231,7 +263,7 @@ async fn a_failed_dead_letter_send_leaves_the_message_visible_again_at_once() {
         .then_error(|| SendMessageError::InvalidAddress(InvalidAddress::builder().build()));
     let stays = visible_again("receipt-m1", 0..=0);
     let deps_refused = deps(&[], &[&refused, &stays]);
-    let received = Received::of(&message);
+    let received = readable(&message);
 
     assert_eq!(settle(&deps_refused, &received, MessageFate::DeadLetter).await, Disposition::Stays);
     assert_eq!((refused.num_calls(), stays.num_calls()), (1, 1));
