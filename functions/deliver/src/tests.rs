@@ -87,6 +87,19 @@ fn no_subscription() -> Rule {
         .then_output(|| GetItemOutput::builder().build())
 }
 
+/// The claim's write, throttled by the table.
+fn throttled_claim() -> Rule {
+    mock!(aws_sdk_dynamodb::Client::update_item)
+        .match_requests(|request| request.table_name() == Some(DELIVERIES))
+        .then_error(|| {
+            UpdateItemError::ProvisionedThroughputExceededException(
+                ProvisionedThroughputExceededException::builder()
+                    .meta(service_error("ProvisionedThroughputExceededException"))
+                    .build(),
+            )
+        })
+}
+
 /// Made visible again after `seconds`: the message stays on its lane that long.
 fn visible_again(receipt: &str, seconds: std::ops::RangeInclusive<i32>) -> Rule {
     let receipt = receipt.to_owned();
@@ -123,15 +136,7 @@ async fn an_unreadable_message_is_dropped_and_the_batch_answer_names_the_message
     unreadable.body = Some("{not a delivery".into());
     assert!(Received::of(&unreadable).is_err());
     let (message, _) = message("m1", None);
-    let throttled = mock!(aws_sdk_dynamodb::Client::update_item)
-        .match_requests(|request| request.table_name() == Some(DELIVERIES))
-        .then_error(|| {
-            UpdateItemError::ProvisionedThroughputExceededException(
-                ProvisionedThroughputExceededException::builder()
-                    .meta(service_error("ProvisionedThroughputExceededException"))
-                    .build(),
-            )
-        });
+    let throttled = throttled_claim();
     let (subscription, stays) = (no_subscription(), visible_again("receipt-m1", 30..=30));
     let deps = deps(&[&throttled, &subscription], &[&stays]);
 
@@ -146,15 +151,7 @@ async fn an_unreadable_message_is_dropped_and_the_batch_answer_names_the_message
 #[tokio::test]
 async fn a_throttled_claim_leaves_the_message_on_its_lane_for_the_retry_base() {
     let (message, _) = message("m1", None);
-    let throttled = mock!(aws_sdk_dynamodb::Client::update_item)
-        .match_requests(|request| request.table_name() == Some(DELIVERIES))
-        .then_error(|| {
-            UpdateItemError::ProvisionedThroughputExceededException(
-                ProvisionedThroughputExceededException::builder()
-                    .meta(service_error("ProvisionedThroughputExceededException"))
-                    .build(),
-            )
-        });
+    let throttled = throttled_claim();
     let (subscription, stays) = (no_subscription(), visible_again("receipt-m1", 30..=30));
     let deps = deps(&[&throttled, &subscription], &[&stays]);
 
