@@ -1251,15 +1251,15 @@ fn render(
     let mut unmet_notes = vec![format!(
         "Where the units go is in the section's first table, by table and index. A record keeps the body it \
          sends: with a 1 KB body it is {} as settled, so each write of the whole item costs {} units (with a 10 KB \
-         body, {} and {} units). A first try writes its record {} times, its create and its settle{}, and spends \
-         {} units on indexes. The floor column is a record-first design's least at the same size{}.",
+         body, {} and {} units). A first try writes the deliveries table {} times, its record's create and its \
+         settle{}, and spends {} units on indexes. The floor column is a record-first design's least at the same size{}.",
         bytes(one_kb.record.1),
         figure(write_units(one_kb.record.1)),
         bytes(ten_kb.record.1),
         figure(write_units(ten_kb.record.1)),
         count(one_kb.record_writes),
         match one_kb.record_writes - 2.0 {
-            more if more > 1e-9 => format!(" and {} more (a claim of the record before the send)", count(more)),
+            more if more > 1e-9 => format!(" and {} more (its fan-out batch's marker, which a batch of one delivery shares with none)", count(more)),
             _ => String::new(),
         },
         figure(one_kb.index_writes),
