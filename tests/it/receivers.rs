@@ -9,7 +9,7 @@
 mod readme_receiver;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use career_core::aws::sender::Sender;
@@ -118,8 +118,8 @@ async fn node_standardwebhooks_verifies_every_attempt_and_follows_rotations() {
     the_library_verifies_every_attempt_and_follows_rotations(Library::Node).await;
 }
 
-/// The guide's snippet `name`, written into `dir` as a receiver would save it, and the
-/// command that runs it.
+/// The guide's snippet `name`, written into `dir` as a receiver would save it (the TypeScript
+/// one compiled once, in a directory of its own), and the command that runs it.
 fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     let write = |file: &str| {
         let path = dir.join(file);
@@ -129,22 +129,31 @@ fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     match name {
         "python-seed" | "python-standardwebhooks" | "python-v1a" => (python(), vec![write("receiver.py")]),
         "node-seed" | "node-v1a" => (PathBuf::from("node"), vec![write("receiver.js")]),
-        "typescript-standardwebhooks" => {
-            let source = write("receiver.ts");
-            let compiled = std::process::Command::new(tsc())
-                .args(["--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext"])
-                .args(["--types", "node", "--outDir"])
-                .arg(dir.join("out"))
-                .arg(&source)
-                .current_dir(dir)
-                .output()
-                .expect("tsc runs");
-            let output = String::from_utf8_lossy(&compiled.stdout);
-            assert!(compiled.status.success(), "the guide's TypeScript does not compile: {output}");
-            (PathBuf::from("node"), vec![dir.join("out/receiver.js")])
-        }
+        "typescript-standardwebhooks" => (PathBuf::from("node"), vec![compiled_typescript_receiver().to_owned()]),
         other => panic!("no way to run {other}"),
     }
+}
+
+/// The guide's TypeScript receiver, compiled with `tsc --strict` once for every test that runs
+/// it (the compiler takes seconds of CPU a run); the JavaScript it compiled to.
+fn compiled_typescript_receiver() -> &'static Path {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let dir = project_dir();
+        let source = dir.join("receiver.ts");
+        std::fs::write(&source, snippet("typescript-standardwebhooks")).unwrap();
+        let compiled = std::process::Command::new(tsc())
+            .args(["--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext"])
+            .args(["--types", "node", "--outDir"])
+            .arg(dir.join("out"))
+            .arg(&source)
+            .current_dir(&dir)
+            .output()
+            .expect("tsc runs");
+        let output = String::from_utf8_lossy(&compiled.stdout);
+        assert!(compiled.status.success(), "the guide's TypeScript does not compile: {output}");
+        dir.join("out/receiver.js")
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -113,6 +113,13 @@ impl Installed {
     pub async fn start_dynamodb_on(&self, port: u16, data_dir: Option<&Path>) -> anyhow::Result<LocalService> {
         let lib = self.dir.join("dynamodb/DynamoDBLocal_lib");
         let mut args = vec![
+            // The JVM's defaults are for a long-lived server that owns its machine: a second
+            // JIT compiler (C2) and a concurrent collector, whose threads take the CPU the
+            // service and its tests need. The emulator runs beside them on a laptop's few
+            // cores, so it compiles with C1 only and collects on one thread: in `make test`
+            // it was the largest user of CPU, and this takes about two fifths of its share.
+            "-XX:TieredStopAtLevel=1".into(),
+            "-XX:+UseSerialGC".into(),
             format!("-Djava.library.path={}", lib.display()),
             "-jar".into(),
             self.dynamodb_jar().display().to_string(),
