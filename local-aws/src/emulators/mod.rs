@@ -116,8 +116,8 @@ impl Installed {
             // The JVM's defaults are for a long-lived server that owns its machine: a second
             // JIT compiler (C2) and a concurrent collector, whose threads take the CPU the
             // service and its tests need. The emulator runs beside them on a laptop's few
-            // cores, so it compiles with C1 only and collects on one thread: in `make test`
-            // it was the largest user of CPU, and this takes about two fifths of its share.
+            // cores, so it compiles with C1 only and collects on one thread (docs/contributing.md:
+            // in `make test` it is the largest user of CPU).
             "-XX:TieredStopAtLevel=1".into(),
             "-XX:+UseSerialGC".into(),
             format!("-Djava.library.path={}", lib.display()),
