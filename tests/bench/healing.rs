@@ -336,7 +336,7 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     let swept = career_sweep::sweep(&sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
     let idle_time = started.elapsed();
     idle.push(&meter, mark);
-    if swept != (Swept { indexed: 0, overdue: 0, waiting: 0, requeued: 0 }) {
+    if swept != (Swept { indexed: 0, overdue: 0, waiting: 0, requeued: 0, unparked: 0 }) {
         return Err(format!("a sweep with nothing overdue found {swept:?}"));
     }
 
@@ -382,7 +382,7 @@ async fn sweeps(
         let swept = career_sweep::sweep(sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
         times.push(started.elapsed());
         groups.push(meter, mark);
-        if swept != (Swept { indexed: OVERDUE, overdue: OVERDUE, waiting: 0, requeued: OVERDUE }) {
+        if swept != (Swept { indexed: OVERDUE, overdue: OVERDUE, waiting: 0, requeued: OVERDUE, unparked: 0 }) {
             return Err(format!("a sweep of {OVERDUE} overdue records found {swept:?}"));
         }
         let purged = career_service::sqs().purge_queue().queue_url(retry_lane).send().await;

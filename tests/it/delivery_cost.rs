@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use career_core::aws::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::DeliveryQueues;
 use career_core::clock::Timestamp;
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
@@ -12,6 +12,7 @@ use career_core::events::{Event, EventData};
 use career_core::ids::EventId;
 use career_core::store::deliveries::{DeliveryTable, RecordKey};
 use career_core::webhooks::signing::verify_hex;
+use career_service::in_first_group;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{clients, dynamodb, typed, unique_user, DEADLINE};
@@ -103,7 +104,7 @@ async fn a_manual_retry_of_a_deflated_body_resends_its_exact_bytes() {
     assert!(body.len() > 1024, "a body over 1 KB: {}", body.len());
     deliveries(&pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], Timestamp::now()).await.unwrap();
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
-    queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
+    queues.post_all(&in_first_group(std::slice::from_ref(&message))).await.unwrap();
     receiver.wait_for(1, DEADLINE).await;
 
     let stored = dynamodb()

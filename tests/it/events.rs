@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
-use career_core::aws::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::DeliveryQueues;
 use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Answer, Outcome};
 use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
@@ -19,6 +19,7 @@ use career_core::webhooks::signing::verify_hex;
 use career_core::webhooks::{Health, SecretsAtRest, Subscription, WebhookSecret, MAX_SUBSCRIPTIONS_PER_USER};
 use career_service::acting_as;
 use career_service::calls::Calls;
+use career_service::in_first_group;
 use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
@@ -306,7 +307,7 @@ async fn deliveries_to_a_failing_subscription_go_straight_to_the_retry_lane() {
 
     // ...and one that was already on the main lane is handed over without an attempt.
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
-    queues.send(Lane::Main, &[delivery(&on_retry_lane[0])]).await.unwrap();
+    queues.post_all(&in_first_group(&[delivery(&on_retry_lane[0])])).await.unwrap();
     let deliver = career_service::deliver_instance(pipeline.settings());
     let response = career_deliver::handle(&deliver, sqs_event(take(&pipeline, 1).await)).await;
     assert!(response.batch_item_failures.is_empty());
@@ -326,7 +327,7 @@ async fn a_failing_subscriptions_deliveries_in_one_batch_leave_the_main_lane_tog
     }
     let deliveries: Vec<DeliveryMessage> =
         pipeline.peek(&pipeline.queues.retry, 4, DEADLINE).await.iter().map(delivery).collect();
-    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &deliveries).await.unwrap();
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().post_all(&in_first_group(&deliveries)).await.unwrap();
     let batch = career_service::receive_messages(&pipeline.queues.delivery, 4).await;
 
     let (dynamodb_calls, sqs_calls) = (Calls::default(), Calls::default());

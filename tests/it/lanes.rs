@@ -7,13 +7,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use career_core::aws::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::DeliveryQueues;
 use career_core::clock::Timestamp;
 use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::plan::Place;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
+use career_service::in_first_group;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
 use career_service::{
@@ -144,7 +146,7 @@ async fn burst_in_flight(answer: Duration, fast: bool, burst: usize) -> (usize, 
     for chunk in pending.chunks(25) {
         table.insert_new(chunk, Timestamp::now()).await.unwrap();
     }
-    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &messages).await.unwrap();
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().post_all(&in_first_group(&messages)).await.unwrap();
     let arrivals = receiver.wait_for(burst + 1, DEADLINE).await;
     let once = receipts(&arrivals).values().all(|n| *n == 1) && arrivals.len() == burst + 1;
     let pace_kept = is_fast().await.is_some() == fast;
@@ -183,9 +185,10 @@ async fn a_receive_from_the_main_lane_fills_its_batch_from_one_message_group_fir
     let messages: Vec<DeliveryMessage> =
         (0..20).map(|_| DeliveryMessage::new(&Event::ping(&subscription), &user, &subscription)).collect();
     // Sent in turn to the subscription's groups 0 and 1, one message each.
-    let interleaved: Vec<(&DeliveryMessage, u8)> = messages.iter().zip([0, 1].into_iter().cycle()).collect();
+    let interleaved: Vec<(&DeliveryMessage, Place)> =
+        messages.iter().zip([0, 1].into_iter().cycle()).map(|(m, group)| (m, Place::Group(group))).collect();
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
-    assert!(queues.regroup(&interleaved).await.unwrap().is_empty(), "the lane took every message");
+    assert!(queues.post(&interleaved).await.is_empty(), "the lane took every message");
     let sqs = career_service::sqs();
     let receive = || async {
         let received = sqs

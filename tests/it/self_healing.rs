@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use career_core::aws::queue::{DeliveryQueues, Lane};
+use career_core::aws::queue::DeliveryQueues;
 use career_core::aws::runtime::Invocation;
 use career_core::clock::Timestamp;
 use career_core::config::Settings;
@@ -22,6 +22,7 @@ use career_core::store::deliveries::{DeliveryTable, Overdue, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
+use career_service::in_first_group;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::DEADLINE;
@@ -172,7 +173,7 @@ async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
     for chunk in pending.chunks(25) {
         deliveries(&pipeline).insert_new(chunk, Timestamp::now()).await.unwrap();
     }
-    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().send(Lane::Main, &messages).await.unwrap();
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().post_all(&in_first_group(&messages)).await.unwrap();
     // The lanes as the template declares them, but the main lane with one consumer: slow.
     let mut lanes = career_service::queue_sources(function::DELIVER, pipeline.settings());
     lanes
@@ -563,7 +564,7 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
 
     // The lost message turns up after all: its generation is not the record's any more.
     let queues = DeliveryQueues::new(&clients(), pipeline.settings()).unwrap();
-    queues.send(Lane::Main, std::slice::from_ref(&message)).await.unwrap();
+    queues.post_all(&in_first_group(std::slice::from_ref(&message))).await.unwrap();
     pipeline.drained().await;
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
     let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
@@ -762,7 +763,7 @@ async fn only_a_batch_of_several_subscriptions_is_deleted_early() {
             batch.iter().map(|s| DeliveryMessage::new(&Event::ping(&typed(s)), &typed(&user), &typed(s))).collect();
         let records: Vec<_> = messages.iter().map(|m| (m, DeliveryStatus::Pending)).collect();
         table.insert_new(&records, Timestamp::now()).await.unwrap();
-        queues.send(Lane::Main, &messages).await.unwrap();
+        queues.post_all(&in_first_group(&messages)).await.unwrap();
         let received = career_service::receive_messages(lane, batch.len()).await;
         let mark = calls.len();
         let response =
@@ -776,4 +777,53 @@ async fn only_a_batch_of_several_subscriptions_is_deleted_early() {
             career_service::sqs().delete_message().queue_url(lane).receipt_handle(receipt).send().await.unwrap();
         }
     }
+}
+
+/// A retry whose wait is longer than a message's longest delay (a 429 asking for 30 minutes)
+/// waits in the table, not in a message (contract section 22): once the attempt is recorded
+/// neither lane holds a message for it (waiting, in flight or delayed), so no failing receiver
+/// fills a queue's in-flight quota. When the record's time comes within the sweep's look-ahead
+/// (the test moves its due time to a few seconds from now, as the passing of half an hour
+/// would), a sweep queues it with the delay left, and it is sent once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_longer_than_a_message_delay_waits_in_the_table_and_holds_no_message() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::scripted(&[429, 200], "", &[("Retry-After", "1800")], Duration::ZERO).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    events(&pipeline, &user, 1).await;
+    let waiting = |r: &DeliveryRecord| r.status == DeliveryStatus::Pending && r.attempts == 1;
+    let record = records_when(&pipeline, &subscription, 1, waiting).await.remove(0);
+    let due = record.next_attempt_at.expect("a next attempt");
+    assert!(due > Timestamp::now() + Duration::from_secs(25 * 60), "the receiver's wait is kept: {due}");
+    pipeline.drained().await;
+    let deliveries = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let parked = deliveries.parked(due + Duration::from_secs(1), 100).await.unwrap();
+    assert_eq!(parked.iter().map(|p| &p.key.delivery_id).collect::<Vec<_>>(), [&record.id], "parked in the due index");
+
+    // Half an hour later: the record is due in two seconds.
+    let soon = Timestamp::now() + Duration::from_secs(2);
+    let key = RecordKey { subscription_id: typed(&subscription), delivery_id: record.id.clone() };
+    dynamodb()
+        .update_item()
+        .table_name(&pipeline.settings().tables.deliveries)
+        .set_key(Some(key.item()))
+        .update_expression("SET nextAttemptAt = :soon")
+        .expression_attribute_values(":soon", aws_sdk_dynamodb::types::AttributeValue::S(soon.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let sweep = career_sweep::Deps::new(
+        &career_service::acting_as(function::SWEEP, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::SWEEP, pipeline.settings()),
+    )
+    .unwrap();
+    let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+    assert_eq!(swept.unparked, 1, "{swept:?}");
+    let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+    assert_eq!(again.unparked, 0, "queued once: {again:?}");
+
+    let done = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!(done[0].attempts, 2);
+    assert_eq!(receiver.received().len(), 2, "sent once more, once");
 }

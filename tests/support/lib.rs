@@ -420,6 +420,14 @@ pub fn typed<T: std::str::FromStr<Err = String>>(text: impl AsRef<str>) -> T {
     text.as_ref().parse().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Messages as the main lane takes them in their subscription's first group (what a queue
+/// held before a subscription spread over several).
+pub fn in_first_group(
+    messages: &[career_core::delivery::DeliveryMessage],
+) -> Vec<(&career_core::delivery::DeliveryMessage, career_core::delivery::plan::Place)> {
+    messages.iter().map(|message| (message, career_core::delivery::plan::Place::Group(0))).collect()
+}
+
 /// An attempt at `at` that got no answer: what starts a subscription's failure clock.
 pub fn failed_attempt(at: career_core::clock::Timestamp) -> career_core::delivery::log::AttemptRecord {
     career_core::delivery::log::AttemptRecord {
@@ -428,6 +436,7 @@ pub fn failed_attempt(at: career_core::clock::Timestamp) -> career_core::deliver
         response: None,
         error: Some("connection refused".to_owned()),
         next_attempt_at: None,
+        parked: false,
         advance_generation: false,
     }
 }

@@ -18,6 +18,10 @@ use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
 use aws_types::SdkConfig;
 use career_core::events::Event;
 
+use std::time::Duration;
+
+use career_core::store::deliveries::RecordKey;
+
 use super::*;
 
 const WEBHOOKS: &str = "webhooks";
@@ -162,7 +166,7 @@ async fn a_throttled_claim_leaves_the_message_on_its_lane_for_the_retry_base() {
 }
 
 /// A claim lost to another turn that holds the record: the message waits on its lane until
-/// that turn's claim ends, and sends nothing. A copy of a round that is over is dropped.
+/// that turn's claim ends (at most one claim's length in flight), and sends nothing. A copy of a round that is over is dropped.
 #[tokio::test]
 async fn a_lost_claim_waits_for_the_turn_that_holds_it_and_a_stale_copy_is_dropped() {
     let (held, delivery) = message("m1", None);
@@ -176,7 +180,7 @@ async fn a_lost_claim_waits_for_the_turn_that_holds_it_and_a_stale_copy_is_dropp
                     .build(),
             )
         });
-    let lease_until = Timestamp::now() + Duration::from_secs(120);
+    let lease_until = Timestamp::now() + Duration::from_secs(25);
     let record = move |generation: u32| {
         let item = [
             ("generation", AttributeValue::N(generation.to_string())),
@@ -198,7 +202,7 @@ async fn a_lost_claim_waits_for_the_turn_that_holds_it_and_a_stale_copy_is_dropp
         .match_requests(move |request| request.table_name() == Some(DELIVERIES) && request.key() == Some(&m2))
         .then_output(move || record(7));
     let subscription = no_subscription();
-    let waits = visible_again("receipt-m1", 115..=120);
+    let waits = visible_again("receipt-m1", 20..=25);
     let dropped = mock!(aws_sdk_sqs::Client::delete_message)
         .match_requests(|request| request.receipt_handle() == Some("receipt-m2"))
         .then_output(|| aws_sdk_sqs::operation::delete_message::DeleteMessageOutput::builder().build());
@@ -243,9 +247,9 @@ async fn a_partly_refused_hand_over_keeps_only_the_refused_messages_on_the_main_
         received.receipt.early = true;
     }
 
-    let dispositions = hand_over_together(&deps, received.iter().map(|received| (received, None)).collect()).await;
+    let settled = moves::hand_over_together(&deps, received.iter().map(|received| (received, None)).collect()).await;
 
-    assert_eq!(dispositions, [Disposition::Acknowledged, Disposition::Stays]);
+    assert_eq!(settled, [("m1", Disposition::Acknowledged), ("m2", Disposition::Stays)]);
     assert_eq!((sent.num_calls(), deleted.num_calls(), stays.num_calls()), (1, 1, 1));
 }
 
@@ -262,13 +266,15 @@ async fn a_failed_dead_letter_send_leaves_the_message_visible_again_at_once() {
     let deps_refused = deps(&[], &[&refused, &stays]);
     let received = readable(&message);
 
-    assert_eq!(settle(&deps_refused, &received, MessageFate::DeadLetter).await, Disposition::Stays);
+    let exiting = received.exiting();
+    let dead_letter = |deps| exit::execute(deps, &exiting, Exit::DeadLetter);
+    assert_eq!(dead_letter(&deps_refused).await, Disposition::Stays);
     assert_eq!((refused.num_calls(), stays.num_calls()), (1, 1));
 
     let taken = mock!(aws_sdk_sqs::Client::send_message)
         .match_requests(|request| request.queue_url() == Some(DEAD_LETTERS))
         .then_output(|| SendMessageOutput::builder().message_id("q1").build());
     let deps_taken = deps(&[], &[&taken]);
-    assert_eq!(settle(&deps_taken, &received, MessageFate::DeadLetter).await, Disposition::Acknowledged);
+    assert_eq!(dead_letter(&deps_taken).await, Disposition::Acknowledged);
     assert_eq!(taken.num_calls(), 1);
 }

@@ -12,14 +12,14 @@ use std::collections::HashMap;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use career_core::aws::operator::{OperatorTopic, PublishError};
-use career_core::aws::queue::{DeliveryQueues, Lane, QueueError};
+use career_core::aws::operator::OperatorTopic;
+use career_core::aws::outbox::{Outbox, OutboxError};
+use career_core::aws::queue::DeliveryQueues;
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table, TableNames};
 use career_core::delivery::groups::Groups;
-use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan;
+use career_core::delivery::plan::{self, NewDelivery};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::ids::UserId;
@@ -27,15 +27,13 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::stream::operational;
 use career_core::store::stream::{event_from_record, trace_of_record, MalformedRecord};
 use career_core::store::webhooks::WebhookTable;
-use career_core::store::StoreError;
 use career_core::trace::TraceContext;
 use career_core::webhooks::Subscription;
 
 pub struct Deps {
     tables: TableNames,
     webhooks: WebhookTable,
-    deliveries: DeliveryTable,
-    queues: DeliveryQueues,
+    outbox: Outbox,
     operator: OperatorTopic,
     /// The most groups of the main lane a subscription spreads over.
     groups: Groups,
@@ -47,8 +45,10 @@ impl Deps {
         Ok(Self {
             tables: settings.tables.clone(),
             webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
-            deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
-            queues: DeliveryQueues::new(clients, settings)?,
+            outbox: Outbox::new(
+                DeliveryTable::new(clients.dynamodb().clone(), deliveries),
+                DeliveryQueues::new(clients, settings)?,
+            ),
             operator: OperatorTopic::new(clients, settings)?,
             groups: settings.delivery_groups,
         })
@@ -84,16 +84,6 @@ impl Source {
             Source::Deliveries => operational::from_delivery_record(record),
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-enum FanOutError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Queue(#[from] QueueError),
-    #[error(transparent)]
-    Publish(#[from] PublishError),
 }
 
 /// Handles a batch's records in order, their deliveries together: each user's
@@ -140,7 +130,6 @@ async fn fan_out(deps: &Deps, records: &[EventRecord]) -> Option<usize> {
     for fanned in &fanned {
         if fanned.event.about().is_some() {
             if let Err(err) = deps.operator.publish(&fanned.event).await {
-                let err = FanOutError::from(err);
                 tracing::error!(event_id = %records[fanned.index].event_id, error = %err, "fan-out failed; the stream retries from this record");
                 return Some(fanned.index);
             }
@@ -194,48 +183,18 @@ async fn subscriptions_of(deps: &Deps, records: &[EventRecord]) -> (Vec<Fanned>,
     (fanned, None)
 }
 
-/// Records every delivery of `fanned`, then queues those it recorded.
-async fn deliver(deps: &Deps, fanned: &[Fanned], now: Timestamp) -> Result<(), FanOutError> {
-    // A first attempt for the main lane is created claimed, so its turn writes no claim
-    // (delivery::plan::granted); the retry lane's copies claim for themselves.
-    let message = |fanned: &Fanned, s: &Subscription| {
-        let message = DeliveryMessage::new(&fanned.event, &fanned.user_id, &s.id).traced(fanned.trace.clone());
-        match s.health.failing_since() {
-            None => plan::created_claimed(message, now),
-            Some(_) => message,
-        }
-    };
-    let status = |s: &Subscription| match s.health.is_enabled() {
-        true => DeliveryStatus::Pending,
-        false => DeliveryStatus::Skipped,
-    };
-    let subscriptions: Vec<(&Fanned, &Subscription)> =
-        fanned.iter().flat_map(|f| f.subscriptions.iter().map(move |s| (f, s))).collect();
-    let deliveries: Vec<(DeliveryMessage, DeliveryStatus)> =
-        subscriptions.iter().map(|(f, s)| (message(f, s), status(s))).collect();
-    let records: Vec<(&DeliveryMessage, DeliveryStatus)> = deliveries.iter().map(|(m, status)| (m, *status)).collect();
-    let recorded = deps.deliveries.insert_new(&records, now).await?;
-    // A disabled subscription is sent nothing: its record says `skipped` already. A delivery
-    // that had its record already (this stream record processed again) is not queued again:
-    // its first message, or the sweep if that was lost, sends it, and only once.
-    let (mut main, mut retry) = (Vec::new(), Vec::new());
-    for (((_, subscription), (message, status)), new) in subscriptions.iter().zip(deliveries).zip(recorded) {
-        match (new, status, subscription.health.failing_since().is_some()) {
-            (false, _, _) | (_, DeliveryStatus::Skipped, _) => {}
-            (true, _, true) => retry.push(message),
-            (true, _, false) => main.push((
-                message,
-                Groups::of(
-                    &subscription.health,
-                    subscription.fast_since,
-                    subscription.max_deliveries_per_second,
-                    deps.groups,
-                ),
-            )),
-        }
-    }
-    deps.queues.send_spread(&main).await?;
-    deps.queues.send(Lane::Retry, &retry).await?;
+/// Records every delivery of `fanned`, then queues those it recorded (the outbox), each
+/// where the plan puts it.
+async fn deliver(deps: &Deps, fanned: &[Fanned], now: Timestamp) -> Result<(), OutboxError> {
+    let deliveries: Vec<NewDelivery> = fanned
+        .iter()
+        .flat_map(|f| f.subscriptions.iter().map(move |s| (f, s)))
+        .map(|(f, s)| {
+            let message = DeliveryMessage::new(&f.event, &f.user_id, &s.id).traced(f.trace.clone());
+            plan::new_delivery(message, &s.health, Groups::spread_of(s, deps.groups), now)
+        })
+        .collect();
+    deps.outbox.create(&deliveries, now).await?;
     Ok(())
 }
 

@@ -10,6 +10,10 @@
 //! lists a batch's records in one marker (`store::deliveries::Marker`), and the sweep puts
 //! those of an overdue marker that are still `pending` in the index before it reads it.
 //!
+//! It also queues the records whose next attempt waits in the table rather than in a message
+//! (a wait longer than SQS's longest delay, contract section 22): each run takes those due
+//! within [`LOOKAHEAD`] out of their wait and posts them with the delay left.
+//!
 //! It takes only what is really lost. A delivery being attempted holds a claim on its record
 //! (`delivery::plan::Lease`) that the sweep's write respects. A delivery whose message waits
 //! in a lane backlog holds none, so the sweep tells it apart by the lanes' counts: as many
@@ -18,11 +22,11 @@
 
 use std::time::Duration;
 
-use career_core::aws::queue::{DeliveryQueues, Lane, QueueError};
+use career_core::aws::outbox::{Outbox, OutboxError};
+use career_core::aws::queue::{DeliveryQueues, QueueError};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
-use career_core::delivery::DeliveryMessage;
 use career_core::store::deliveries::{DeliveryTable, Overdue};
 use career_core::store::StoreError;
 use futures_util::StreamExt;
@@ -30,8 +34,12 @@ use serde::Serialize;
 
 /// At most this many overdue deliveries of each due shard per run; the next run takes the rest.
 const PER_SHARD: u32 = 500;
-/// How many overdue records are claimed at once.
-const CLAIMS_AT_ONCE: usize = 16;
+/// How far ahead a run queues the parked records (those whose next attempt waits in the
+/// table, contract section 22): beyond the time to the next run (five minutes on AWS), and
+/// within a message's longest delay, so each goes out at its time.
+const LOOKAHEAD: Duration = Duration::from_secs(10 * 60);
+/// How many markers are read at once.
+const MARKERS_AT_ONCE: usize = 16;
 /// How long past the window a record may still be waiting in a backlog: one due longer ago is
 /// taken whatever the lanes hold, so a lane that never empties (steady traffic) cannot hold
 /// back a lost delivery for ever. A lane that far behind gains nothing from more patience.
@@ -40,17 +48,19 @@ const BACKLOG_PATIENCE: Duration = Duration::from_secs(60 * 60);
 pub struct Deps {
     deliveries: DeliveryTable,
     queues: DeliveryQueues,
+    outbox: Outbox,
     sweep_after: Duration,
 }
 
 impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
+        let deliveries =
+            DeliveryTable::new(clients.dynamodb().clone(), settings.tables.require([Table::Deliveries])?[0]);
+        let queues = DeliveryQueues::new(clients, settings)?;
         Ok(Self {
-            deliveries: DeliveryTable::new(
-                clients.dynamodb().clone(),
-                settings.tables.require([Table::Deliveries])?[0],
-            ),
-            queues: DeliveryQueues::new(clients, settings)?,
+            deliveries: deliveries.clone(),
+            queues: queues.clone(),
+            outbox: Outbox::new(deliveries, queues),
             sweep_after: settings.sweep_after,
         })
     }
@@ -62,6 +72,8 @@ pub enum SweepError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Queue(#[from] QueueError),
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
 }
 
 /// What one run found and put back.
@@ -75,6 +87,8 @@ pub struct Swept {
     pub waiting: usize,
     /// Those put back on the retry lane (the others moved on, or were being attempted).
     pub requeued: usize,
+    /// Parked records due within [`LOOKAHEAD`], queued with the delay left until they are due.
+    pub unparked: usize,
 }
 
 /// One run, as the schedule (or `make run`) invokes it; the event carries nothing it needs. A
@@ -89,6 +103,9 @@ pub async fn handle(deps: &Deps, _event: serde_json::Value) -> Result<Swept, Swe
                     requeued = swept.requeued,
                     "overdue deliveries put back"
                 );
+            }
+            if swept.unparked > 0 {
+                tracing::info!(unparked = swept.unparked, "parked retries queued for their time");
             }
             Ok(swept)
         }
@@ -115,19 +132,10 @@ pub async fn sweep(deps: &Deps, now: Timestamp) -> Result<Swept, SweepError> {
     overdue.extend(marked.into_iter().filter(|found| found.next_attempt_at < cutoff));
     let found = overdue.len();
     let lost = lost(overdue, backlog?, cutoff - BACKLOG_PATIENCE);
-    // The futures are made first: a stream that maps with a closure over `deps` is not
-    // provably `Send`.
-    let claims: Vec<_> = lost.iter().map(|found| claim(deps, found, cutoff, now)).collect();
-    let claimed: Vec<Result<Option<DeliveryMessage>, SweepError>> =
-        futures_util::stream::iter(claims).buffer_unordered(CLAIMS_AT_ONCE).collect().await;
-    let mut messages = Vec::new();
-    for result in claimed {
-        messages.extend(result?);
-    }
-    // Claimed first: should this send fail, the records are due now and the next run but one
-    // finds them again.
-    deps.queues.send(Lane::Retry, &messages).await?;
-    Ok(Swept { indexed, overdue: found, waiting: found - lost.len(), requeued: messages.len() })
+    let requeued = deps.outbox.put_back(&lost, cutoff, now).await?;
+    let parked = deps.deliveries.parked(now + LOOKAHEAD, PER_SHARD).await?;
+    let unparked = deps.outbox.unpark(&parked, now).await?;
+    Ok(Swept { indexed, overdue: found, waiting: found - lost.len(), requeued, unparked })
 }
 
 /// Reads the fan-out's markers made before `cutoff`: each record one lists that is still
@@ -137,7 +145,7 @@ async fn index_marked(deps: &Deps, cutoff: Timestamp) -> Result<Vec<Overdue>, Sw
     let markers = deps.deliveries.markers_due(cutoff, PER_SHARD).await?;
     let indexing: Vec<_> = markers.iter().map(|marker| deps.deliveries.index_marked(marker)).collect();
     let indexed: Vec<Result<Vec<Overdue>, StoreError>> =
-        futures_util::stream::iter(indexing).buffer_unordered(CLAIMS_AT_ONCE).collect().await;
+        futures_util::stream::iter(indexing).buffer_unordered(MARKERS_AT_ONCE).collect().await;
     let mut found = Vec::new();
     for records in indexed {
         found.extend(records?);
@@ -156,23 +164,6 @@ pub fn lost(mut overdue: Vec<Overdue>, backlog: usize, patience_ends: Timestamp)
     let may_wait = overdue.iter().filter(|found| found.next_attempt_at >= patience_ends).count();
     overdue.truncate(overdue.len() - backlog.min(may_wait));
     overdue
-}
-
-/// Moves an overdue record to its next generation; its message, or `None` when it moved on.
-async fn claim(
-    deps: &Deps,
-    found: &Overdue,
-    cutoff: Timestamp,
-    now: Timestamp,
-) -> Result<Option<DeliveryMessage>, SweepError> {
-    let Some(claimed) = deps.deliveries.claim_overdue(found, cutoff, now).await? else { return Ok(None) };
-    match claimed.message() {
-        Ok(message) => Ok(Some(message)),
-        Err(err) => {
-            tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "an overdue record's body cannot be read");
-            Ok(None)
-        }
-    }
 }
 
 #[cfg(test)]

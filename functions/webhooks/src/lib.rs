@@ -8,7 +8,8 @@
 pub mod portal;
 
 use career_core::aws::api::{ApiError, Call, Front, Reply, Resource};
-use career_core::aws::queue::{DeliveryQueues, Lane};
+use career_core::aws::outbox::Outbox;
+use career_core::aws::queue::DeliveryQueues;
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
@@ -34,7 +35,6 @@ use career_core::webhooks::{
     asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,
     SubscriptionChanges, SubscriptionObject, Target, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
 };
-use futures_util::StreamExt;
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
@@ -43,14 +43,12 @@ use serde_json::{json, Value};
 /// concurrent change of its item reads it again, after a jittered pause; the pauses stay well
 /// within the function's time.
 const CONTENDED_RETRIES: u32 = 9;
-/// How many records a recovery restarts at once.
-const RESTARTS_AT_ONCE: usize = 16;
 
 pub struct Deps {
     front: Front,
     webhooks: WebhookTable,
     deliveries: DeliveryTable,
-    queues: DeliveryQueues,
+    outbox: Outbox,
     cursors: CursorKey,
     sealer: Sealer,
     url_policy: UrlPolicy,
@@ -67,7 +65,10 @@ impl Deps {
             front: Front::new(clients.dynamodb(), settings)?,
             webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
-            queues: DeliveryQueues::new(clients, settings)?,
+            outbox: Outbox::new(
+                DeliveryTable::new(clients.dynamodb().clone(), deliveries),
+                DeliveryQueues::new(clients, settings)?,
+            ),
             cursors: CursorKey::new(settings.require_cursor_key()?),
             sealer: Sealer::new(clients, settings)?,
             url_policy: settings.webhook_urls.clone(),
@@ -370,7 +371,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         let subscription =
             subscriptions.iter().find(|s| s.id == stored.record.subscription_id).ok_or_else(not_found)?;
         if subscription.health.is_enabled() {
-            let restarted = restart(deps, std::slice::from_ref(&stored), |_| None).await?.pop();
+            let restarted = restart(deps, subscription, std::slice::from_ref(&stored), |_| None).await?.pop();
             // Only a record that expired since it was read is not restarted.
             return Reply::accepted(restarted.ok_or_else(not_found)?.record);
         }
@@ -389,41 +390,19 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     }
 }
 
-/// Starts each delivery's schedule again in its next generation (a few at a time: each is a
-/// conditional write), then queues the messages of those restarted, ten a call: on the main
-/// lane, or on the retry lane where a turn may still hold the record (contract section 12:
-/// its holder records its attempt and hands the new round on; the copy queued here is then
-/// stale, or goes once the claim has ended). With
-/// `if_status`, one whose status changed since it was read (a concurrent retry) is left out.
-/// The records first: should a send fail, the sweep finds them pending and overdue.
+/// Starts each delivery's schedule again in its next generation and queues the rounds it
+/// restarted (the outbox: on the main lane, or on the retry lane where a turn may still hold
+/// the record, contract section 12). With `if_status`, one whose status changed since it was
+/// read (a concurrent retry) is left out.
 async fn restart(
     deps: &Deps,
+    subscription: &Subscription,
     found: &[StoredDelivery],
     if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
 ) -> Result<Vec<StoredDelivery>, ApiError> {
-    let now = Timestamp::now();
-    // The futures are made first: a stream that maps with a closure over `deps` is not
-    // provably `Send`.
-    let writes: Vec<_> = found.iter().map(|stored| deps.deliveries.restart(stored, if_status(stored), now)).collect();
-    let written: Vec<Result<Option<StoredDelivery>, StoreError>> =
-        futures_util::stream::iter(writes).buffer_unordered(RESTARTS_AT_ONCE).collect().await;
-    let (mut restarted, mut failure) = (Vec::new(), None);
-    for result in written {
-        match result {
-            Ok(done) => restarted.extend(done),
-            Err(err) => failure = failure.or(Some(err)),
-        }
-    }
-    // Those restarted are queued even when another write failed, so they need no sweep.
-    let messages: Result<Vec<DeliveryMessage>, _> = restarted.iter().map(StoredDelivery::message).collect();
-    let messages = messages.map_err(|e| ApiError::Internal(Box::new(e)))?;
-    for lane in [Lane::Main, Lane::Retry] {
-        let on_lane: Vec<DeliveryMessage> = (restarted.iter().zip(&messages))
-            .filter(|(stored, _)| plan::restarted_lane(stored.lease_until, now) == lane)
-            .map(|(_, message)| message.clone())
-            .collect();
-        deps.queues.send(lane, &on_lane).await?;
-    }
+    let spread = Groups::spread_of(subscription, deps.groups);
+    let (restarted, failure) =
+        deps.outbox.restart(found, if_status, (&subscription.health, spread), Timestamp::now()).await;
     match failure {
         Some(err) => Err(err.into()),
         None => Ok(restarted),
@@ -438,17 +417,11 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let subscription = own_subscription(deps, &call, id).await?;
     let id = &subscription.id;
     let now = Timestamp::now();
-    // Created claimed for its first turn on the main lane, like the fan-out's deliveries.
     let trace = TraceContext::of_request(call.request.headers()).unwrap_or_else(TraceContext::start);
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id).traced(trace);
-    let message = plan::created_claimed(message, now);
-    let status = if subscription.health.is_enabled() { DeliveryStatus::Pending } else { DeliveryStatus::Skipped };
-    let record = deps.deliveries.create(&message, status, now).await?;
-    if status == DeliveryStatus::Pending {
-        let health = &subscription.health;
-        let groups = Groups::of(health, subscription.fast_since, subscription.max_deliveries_per_second, deps.groups);
-        deps.queues.send_spread(&[(message, groups)]).await?;
-    }
+    // Recorded and queued as the fan-out's deliveries are.
+    let new = plan::new_delivery(message, &subscription.health, Groups::spread_of(&subscription, deps.groups), now);
+    let record = deps.outbox.create_one(&new, now).await?;
     Reply::accepted(record)
 }
 
@@ -466,7 +439,7 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let more = found.len() > MAX_PER_CALL as usize;
     found.truncate(MAX_PER_CALL as usize);
     // One that changed since it was read (a manual retry got there) is not counted.
-    let recovering = restart(deps, &found, |stored| Some(stored.record.status)).await?.len();
+    let recovering = restart(deps, &subscription, &found, |stored| Some(stored.record.status)).await?.len();
     Reply::accepted(json!({"recovering": recovering, "more": more}))
 }
 

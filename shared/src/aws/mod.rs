@@ -8,6 +8,7 @@
 //! - `sender`: a delivery's HTTPS request (through the private-network guard);
 //! - `aws_sender`: a delivery into the receiver's own AWS account (STS, then SQS or EventBridge);
 //! - `operator`: the operator's SNS topic;
+//! - `outbox`: the one place a delivery is recorded and queued (every origin of a round);
 //!
 //! This file: the AWS clients of one instance: a function's, the local stack's or a test's. They come
 //! from one SDK configuration (on Lambda, `runtime::sdk_config` of the environment), which
@@ -21,6 +22,7 @@
 pub mod api;
 pub mod aws_sender;
 pub mod operator;
+pub mod outbox;
 pub mod queue;
 pub mod runtime;
 pub mod sender;

@@ -10,10 +10,12 @@
 //!   timeout, after which its failure clock sends its deliveries to the retry lane. FIFO
 //!   order is not otherwise relied on, nor is FIFO de-duplication (every message gets a
 //!   fresh de-duplication id).
-//! - The retry lane, a standard queue with its own consumers, takes the retries (the wait
-//!   is the message's delay, then its visibility), every delivery to a subscription whose
-//!   failure clock runs, what the sweep puts back, and a manual retry or a recovery whose
-//!   record a turn still holds (contract section 12).
+//! - The retry lane, a standard queue with its own consumers, takes the retries (a wait of
+//!   up to SQS's 15 minutes is a new message's delay; a longer one lives in the table, and
+//!   the sweep queues the record ahead of its time: no message waits in flight for a retry,
+//!   contract section 22), every delivery to a subscription whose failure clock runs, what
+//!   the sweep puts back, and a manual retry or a recovery whose record a turn still holds
+//!   (contract section 12).
 //! - The dead-letter queue takes a delivery with no attempt left, or one a `410` ended. The
 //!   delivery function moves it there itself; the lanes' redrive policies only catch a
 //!   message that keeps coming back without an attempt being recorded.
@@ -31,16 +33,19 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName, Sen
 
 use crate::aws::AwsClients;
 use crate::config::{ConfigError, Settings};
-use crate::delivery::group_count::{self, Groups};
+use futures_util::StreamExt;
+
+use crate::delivery::group_count;
 pub use crate::delivery::lane::Lane;
+use crate::delivery::plan::{Place, LONGEST_DELAY};
 use crate::delivery::DeliveryMessage;
 use crate::random;
 
 /// SQS's limit of messages per `SendMessageBatch`.
 pub const BATCH_SIZE: usize = 10;
-/// SQS's longest message delay. A hand-over to the retry lane waits at most this long, so
-/// the first retry wait (at most 1.2 × the retry base) must fit in it.
-pub const MAX_DELAY: Duration = Duration::from_secs(15 * 60);
+/// How many `SendMessageBatch` calls of one post run at once: a fan-out batch's deliveries
+/// go out in the time of a few calls, not one call after another.
+const BATCHES_AT_ONCE: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
@@ -105,49 +110,57 @@ impl DeliveryQueues {
         }
     }
 
-    /// Sends every message to `lane`, ten per `SendMessageBatch` call: on the main lane in
-    /// its subscription's first group (a delivery of a subscription that spreads over more is
-    /// moved to its own by its turn, `groups::regroup`).
-    pub async fn send(&self, lane: Lane, messages: &[DeliveryMessage]) -> Result<(), QueueError> {
-        let first = match lane {
-            Lane::Main => Slot::Group(0),
-            Lane::Retry => Slot::Delay(Duration::ZERO),
-        };
-        let slotted: Vec<(&DeliveryMessage, Slot)> = messages.iter().map(|m| (m, first)).collect();
-        all_taken(self.send_batches(lane, &slotted).await?)
+    /// Puts every message in its place ([`Place`]: a group of the main lane, or the retry
+    /// lane after a delay of at most [`LONGEST_DELAY`]), ten per `SendMessageBatch` call, the
+    /// calls at once. Returns the position and SQS's reason of every message it did not take
+    /// (every message of a call that failed).
+    pub async fn post(&self, postings: &[(&DeliveryMessage, Place)]) -> Vec<(usize, String)> {
+        let mut batches = Vec::new();
+        for lane in [Lane::Main, Lane::Retry] {
+            let on_lane: Vec<(usize, &DeliveryMessage, Place)> = (postings.iter().enumerate())
+                .filter(|(_, (_, place))| place.lane() == lane)
+                .map(|(position, (message, place))| (position, *message, *place))
+                .collect();
+            // Boxed: a post's future is part of many callers' and nests deep enough to pass the
+            // compiler's layout limit.
+            batches.extend(on_lane.chunks(BATCH_SIZE).map(|chunk| Box::pin(self.send_batch(lane, chunk.to_vec()))));
+        }
+        let sent = futures_util::stream::iter(batches).buffer_unordered(BATCHES_AT_ONCE).collect::<Vec<_>>().await;
+        sent.into_iter().flatten().collect()
     }
 
-    /// Sends first attempts to the main lane, each in its group among its subscription's
-    /// `Groups`, ten per `SendMessageBatch` call.
-    pub async fn send_spread(&self, messages: &[(DeliveryMessage, Groups)]) -> Result<(), QueueError> {
-        let slotted: Vec<(&DeliveryMessage, Slot)> =
-            messages.iter().map(|(m, groups)| (m, Slot::Group(groups.index_of(&m.delivery_id)))).collect();
-        all_taken(self.send_batches(Lane::Main, &slotted).await?)
+    /// [`Self::post`], `Ok` when SQS took every message.
+    pub async fn post_all(&self, postings: &[(&DeliveryMessage, Place)]) -> Result<(), QueueError> {
+        let refused = self.post(postings).await;
+        match refused.first() {
+            Some((_, reason)) => Err(QueueError::Refused { count: refused.len(), reason: reason.clone() }),
+            None => Ok(()),
+        }
     }
 
-    /// Moves received main-lane messages to other groups of their subscription (the caller
-    /// then deletes them from theirs), each carrying the claim its turn holds, ten per
-    /// `SendMessageBatch` call. Returns the position and SQS's reason of every message it did
-    /// not take.
-    pub async fn regroup(&self, messages: &[(&DeliveryMessage, u8)]) -> Result<Vec<(usize, String)>, QueueError> {
-        let slotted: Vec<(&DeliveryMessage, Slot)> =
-            messages.iter().map(|(message, index)| (*message, Slot::Group(*index))).collect();
-        self.send_batches(Lane::Main, &slotted).await
-    }
-
-    /// Hands messages to the retry lane, each to be received after its delay (at most
-    /// [`MAX_DELAY`]), ten per `SendMessageBatch` call. Returns the position and SQS's reason
-    /// of every message it did not take.
-    pub async fn hand_over(
-        &self,
-        messages: &[(&DeliveryMessage, Duration)],
-    ) -> Result<Vec<(usize, String)>, QueueError> {
-        // The retry lane may hand out a copy twice: a copy there carries no claim of its own.
-        let unclaimed: Vec<DeliveryMessage> =
-            messages.iter().map(|(message, _)| DeliveryMessage { claimed_until: None, ..(*message).clone() }).collect();
-        let delayed: Vec<(&DeliveryMessage, Slot)> =
-            unclaimed.iter().zip(messages).map(|(message, (_, delay))| (message, Slot::Delay(*delay))).collect();
-        self.send_batches(Lane::Retry, &delayed).await
+    /// One `SendMessageBatch` of at most [`BATCH_SIZE`] messages, each with its position among
+    /// a post's: the positions and SQS's reasons of those it did not take.
+    async fn send_batch(&self, lane: Lane, chunk: Vec<(usize, &DeliveryMessage, Place)>) -> Vec<(usize, String)> {
+        let entries = chunk.iter().map(|(position, message, place)| entry(position.to_string(), message, *place));
+        let output = self
+            .clients
+            .sqs()
+            .send_message_batch()
+            .queue_url(self.url(lane))
+            .set_entries(Some(entries.collect()))
+            .send()
+            .await;
+        match output {
+            Ok(output) => output
+                .failed
+                .into_iter()
+                .map(|failed| (failed.id.parse().unwrap_or_default(), failed.message.unwrap_or_default()))
+                .collect(),
+            Err(err) => {
+                let reason = sqs_error(err).to_string();
+                chunk.iter().map(|(position, _, _)| (*position, reason.clone())).collect()
+            }
+        }
     }
 
     /// Moves a message to the dead-letter queue (the caller then deletes it from its lane).
@@ -232,38 +245,6 @@ impl DeliveryQueues {
         Ok(names.iter().filter_map(|name| attributes.get(name)?.parse::<usize>().ok()).sum())
     }
 
-    /// The position and SQS's reason of every message it did not take.
-    async fn send_batches(
-        &self,
-        lane: Lane,
-        messages: &[(&DeliveryMessage, Slot)],
-    ) -> Result<Vec<(usize, String)>, QueueError> {
-        let mut refused = Vec::new();
-        for (chunk_index, chunk) in messages.chunks(BATCH_SIZE).enumerate() {
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, (message, slot))| entry((chunk_index * BATCH_SIZE + i).to_string(), message, *slot))
-                .collect();
-            let output = self
-                .clients
-                .sqs()
-                .send_message_batch()
-                .queue_url(self.url(lane))
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(sqs_error)?;
-            refused.extend(
-                output
-                    .failed
-                    .into_iter()
-                    .map(|failed| (failed.id.parse().unwrap_or_default(), failed.message.unwrap_or_default())),
-            );
-        }
-        Ok(refused)
-    }
-
     /// Makes a received message of `lane` visible again after `wait` (at most 12 hours).
     pub async fn retry_after(&self, lane: Lane, receipt_handle: &str, wait: Duration) -> Result<(), QueueError> {
         self.clients
@@ -279,34 +260,22 @@ impl DeliveryQueues {
     }
 }
 
-/// Where a message waits on its lane: in a group of its subscription on the main lane, the
-/// FIFO queue (which takes no per-message delay), or after a delay on the retry lane.
-#[derive(Clone, Copy)]
-enum Slot {
-    Group(u8),
-    Delay(Duration),
-}
-
 /// One message of a `SendMessageBatch`.
-fn entry(id: String, message: &DeliveryMessage, slot: Slot) -> SendMessageBatchRequestEntry {
-    let mut entry = SendMessageBatchRequestEntry::builder()
-        .id(id)
-        .message_body(serde_json::to_string(message).expect("messages serialize"));
-    entry = match slot {
-        Slot::Group(index) => entry
+/// The main lane is a FIFO queue, which takes no per-message delay; a copy on the retry lane
+/// carries no claim ([`Place::Delay`]).
+fn entry(id: String, message: &DeliveryMessage, place: Place) -> SendMessageBatchRequestEntry {
+    let body = |message: &DeliveryMessage| serde_json::to_string(message).expect("messages serialize");
+    let entry = SendMessageBatchRequestEntry::builder().id(id);
+    let entry = match place {
+        Place::Group(index) => entry
+            .message_body(body(message))
             .message_group_id(group_count::group_id(&message.subscription_id, index))
             .message_deduplication_id(random::random_token("")),
-        Slot::Delay(delay) => entry.delay_seconds(whole_seconds(delay.min(MAX_DELAY))),
+        Place::Delay(delay) => entry
+            .message_body(body(&DeliveryMessage { claimed_until: None, ..message.clone() }))
+            .delay_seconds(whole_seconds(delay.min(LONGEST_DELAY))),
     };
     entry.build().expect("entry has id and body")
-}
-
-/// `Ok` when SQS took every message of a send.
-fn all_taken(refused: Vec<(usize, String)>) -> Result<(), QueueError> {
-    match refused.first() {
-        Some((_, reason)) => Err(QueueError::Refused { count: refused.len(), reason: reason.clone() }),
-        None => Ok(()),
-    }
 }
 
 /// One `DeleteMessageBatch` entry per receipt handle, numbered from 0.
@@ -360,12 +329,17 @@ mod tests {
         };
         let message =
             DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
-        let late = entry("0".into(), &message, Slot::Delay(Duration::from_secs(3600)));
+        let claimed = crate::delivery::plan::created_claimed(message, event.created_at);
+        let late = entry("0".into(), &claimed, Place::Delay(Duration::from_secs(3600)));
         assert_eq!(late.delay_seconds, Some(900));
-        let main = entry("0".into(), &message, Slot::Group(3));
+        let copy: DeliveryMessage = serde_json::from_str(late.message_body()).unwrap();
+        assert_eq!(copy.claimed_until, None, "a copy on the retry lane carries no claim");
+        let main = entry("0".into(), &claimed, Place::Group(3));
         assert_eq!(main.message_group_id.as_deref(), Some("whk_01JDQ40A1B2C3D4E5F6G7H8J9K#3"));
         assert_eq!(main.delay_seconds, None, "FIFO queues take no per-message delay");
-        let again = entry("0".into(), &message, Slot::Group(3));
+        let copy: DeliveryMessage = serde_json::from_str(main.message_body()).unwrap();
+        assert_eq!(copy.claimed_until, claimed.claimed_until, "a main-lane message keeps its claim");
+        let again = entry("0".into(), &claimed, Place::Group(3));
         assert_ne!(main.message_deduplication_id, again.message_deduplication_id);
     }
 }

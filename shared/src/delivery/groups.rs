@@ -23,7 +23,7 @@ pub use crate::delivery::group_count::{group_id, index_in, Groups};
 use crate::clock::Timestamp;
 use crate::delivery::attempt::Outcome;
 use crate::ids::DeliveryId;
-use crate::webhooks::{DeliveryRate, Health};
+use crate::webhooks::{DeliveryRate, Health, Subscription};
 
 /// A 2xx answered within this time is fast: it lets the subscription spread over every group.
 pub const FAST_ANSWER: Duration = Duration::from_secs(2);
@@ -51,6 +51,13 @@ impl Groups {
             },
             _ => Groups::ONE,
         }
+    }
+}
+
+impl Groups {
+    /// The groups `subscription`'s new first attempts spread over now, of at most `most`.
+    pub fn spread_of(subscription: &Subscription, most: Groups) -> Groups {
+        Groups::of(&subscription.health, subscription.fast_since, subscription.max_deliveries_per_second, most)
     }
 }
 

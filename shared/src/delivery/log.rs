@@ -59,6 +59,10 @@ pub struct AttemptRecord {
     pub response: Option<(u16, String)>,
     pub error: Option<String>,
     pub next_attempt_at: Option<Timestamp>,
+    /// The next attempt waits in the table, not in a message: its wait is longer than a
+    /// message's longest delay, so the message is deleted and the sweep queues the record
+    /// ahead of its time (contract section 22).
+    pub parked: bool,
     /// Moves the record's generation on (after a success), so no other copy sends again.
     pub advance_generation: bool,
 }
@@ -77,6 +81,7 @@ impl AttemptRecord {
             response: outcome.answer().map(|answer| (answer.status, answer.body.clone())),
             error: outcome.error(),
             next_attempt_at: next,
+            parked: false,
             advance_generation: false,
         }
     }

@@ -24,14 +24,16 @@
 use std::time::Duration;
 
 use super::attempt::{Outcome, TIMEOUT};
+use super::groups::Groups;
 use super::log::{AttemptRecord, DeliveryStatus};
 use super::retry::RetrySchedule;
 use crate::clock::Timestamp;
 use crate::delivery::lane::Lane;
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
+use crate::ids::DeliveryId;
 use crate::operational;
-use crate::webhooks::{DisabledReason, Subscription};
+use crate::webhooks::{DisabledReason, Health, Subscription};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -44,6 +46,13 @@ const EARLY_TOLERANCE: Duration = Duration::from_secs(1);
 pub const LEASE_MARGIN: Duration = Duration::from_secs(20);
 /// What a send that uses its whole timeout must still leave of its claim to record its outcome.
 const RECORD_MARGIN: Duration = Duration::from_secs(10);
+/// SQS's longest message delay. A wait up to this is a delay on a new message; a longer one
+/// lives in the table (the record parked in the due index, which the sweep reads ahead), so
+/// no message waits in flight for a retry (contract section 22).
+pub const LONGEST_DELAY: Duration = Duration::from_secs(15 * 60);
+/// The longest a received message stays in flight for a wait: one attempt's claim. A longer
+/// wait is a new message's delay, or the record's.
+pub const LONGEST_STAY: Duration = Duration::from_secs(TIMEOUT.as_secs() + LEASE_MARGIN.as_secs());
 
 /// A turn's claim on its record: no other turn and no sweep takes the record before `until`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,17 +115,99 @@ pub fn unused_claim(message: &DeliveryMessage, claim: &Claim) -> Option<Lease> {
     (superseded && record.lease_until == Some(until)).then_some(Lease { until })
 }
 
-/// The lane for the message of a round that a manual retry or a recovery started at `now`,
-/// whose record's last claim ends at `lease_until`: the main lane, unless a turn may still
-/// hold the record (an attempt in flight, or a first attempt queued with its creation claim).
-/// Then the retry lane, where the copy waits for the claim without holding up the
-/// subscription's other first attempts; mostly the holder hands the round on before, and
-/// the copy finds itself stale.
-pub fn restarted_lane(lease_until: Option<Timestamp>, now: Timestamp) -> Lane {
-    match lease_until {
-        Some(until) if until > now => Lane::Retry,
-        _ => Lane::Main,
+/// Where a delivery's message waits for its turn (contract sections 12 and 18).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// On the main lane, in this group of its subscription's ([`super::groups::group_id`]).
+    Group(u8),
+    /// On the retry lane, received after this delay (SQS's longest is 15 minutes). A copy
+    /// there carries no claim of its own: the retry lane may hand a message out twice.
+    Delay(Duration),
+}
+
+impl Place {
+    pub fn lane(self) -> Lane {
+        match self {
+            Place::Group(_) => Lane::Main,
+            Place::Delay(_) => Lane::Retry,
+        }
     }
+}
+
+/// A delivery about to be put on its way: its message, with the claim its record is made
+/// with when it starts claimed, and its place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Posting {
+    pub message: DeliveryMessage,
+    pub place: Place,
+}
+
+/// Where a new round of a subscription in `health` waits for its first attempt: the retry
+/// lane for a failing subscription (its first attempts would only leave the main lane at
+/// their turn), else its group among the `groups` it spreads over.
+fn first_place(health: &Health, delivery: &DeliveryId, groups: Groups) -> Place {
+    match health.failing_since() {
+        Some(_) => Place::Delay(Duration::ZERO),
+        None => Place::Group(groups.index_of(delivery)),
+    }
+}
+
+/// A new delivery (the fan-out's or a ping) as it is recorded and queued.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewDelivery {
+    /// Its message, with the claim its record is created with when it starts claimed.
+    pub message: DeliveryMessage,
+    pub status: DeliveryStatus,
+    /// Where its message goes; none for a `skipped` record.
+    pub place: Option<Place>,
+}
+
+/// A new delivery to a subscription in `health` that spreads over `spread` groups
+/// ([`Groups::spread_of`]), made at `now`: a disabled subscription is sent nothing (its record
+/// says `skipped`); a first attempt for the main lane starts claimed, so its turn writes no
+/// claim ([`granted`]); the retry lane's copies claim for themselves.
+pub fn new_delivery(message: DeliveryMessage, health: &Health, spread: Groups, now: Timestamp) -> NewDelivery {
+    if !health.is_enabled() {
+        return NewDelivery { message, status: DeliveryStatus::Skipped, place: None };
+    }
+    let place = first_place(health, &message.delivery_id, spread);
+    let message = match place {
+        Place::Group(_) => created_claimed(message, now),
+        Place::Delay(_) => message,
+    };
+    NewDelivery { message, status: DeliveryStatus::Pending, place: Some(place) }
+}
+
+/// Where the message of a round that a manual retry or a recovery started at `now` goes (to a
+/// subscription in `health` that spreads over `spread` groups),
+/// whose record's last claim ends at `lease_until`: as a new delivery's, unless a turn may
+/// still hold the record (an attempt in flight, or a first attempt queued with its creation
+/// claim). Then the retry lane, where the copy waits for the claim without holding up the
+/// subscription's other first attempts; mostly the holder hands the round on before, and
+/// the copy finds itself stale. It starts unclaimed: the restart left the claim to its holder.
+pub fn restarted(
+    message: DeliveryMessage,
+    lease_until: Option<Timestamp>,
+    (health, spread): (&Health, Groups),
+    now: Timestamp,
+) -> Posting {
+    let place = match lease_until {
+        Some(until) if until > now => Place::Delay(Duration::ZERO),
+        _ => first_place(health, &message.delivery_id, spread),
+    };
+    Posting { message, place }
+}
+
+/// The message of a round the delivery function hands on at once, or the sweep puts back:
+/// the retry lane, due now.
+pub fn put_back(message: DeliveryMessage) -> Posting {
+    Posting { message, place: Place::Delay(Duration::ZERO) }
+}
+
+/// The message of a parked record the sweep queues at `now` ahead of its next attempt at
+/// `due`: the retry lane, delayed until then.
+pub fn unparked(message: DeliveryMessage, due: Timestamp, now: Timestamp) -> Posting {
+    Posting { message, place: Place::Delay(due.since(now).min(LONGEST_DELAY)) }
 }
 
 /// The latest next attempt a claim made at `now` accepts: a message received this little
@@ -369,16 +460,108 @@ pub enum SubscriptionChange {
     Disable(DisabledReason),
 }
 
-/// What becomes of the message once the attempt is recorded.
+/// What becomes of the delivery once the attempt is recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MessageFate {
     /// Deleted from its lane: the delivery is settled.
     Acknowledge,
-    /// Tried again after the wait: on the retry lane it stays, invisible that long; from the
-    /// main lane it is handed to the retry lane with that delay.
+    /// Tried again after the wait ([`exit_after`] says where it waits).
     RetryIn(Duration),
     /// Moved to the dead-letter queue: no attempt is left.
     DeadLetter,
+}
+
+/// What becomes of a received message at the end of its turn: the executor's only choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Deleted from its lane.
+    Delete,
+    /// Left on its lane, visible again after this wait (at most [`LONGEST_STAY`]).
+    Stay(Duration),
+    /// Copied to this place (unsent), then deleted from its lane.
+    Move(Place),
+    /// Moved to the dead-letter queue.
+    DeadLetter,
+}
+
+/// Where a message that is not to be attempted for `wait` waits: in flight on its lane for at
+/// most one attempt's claim, else as a new message's delay (a wait beyond SQS's longest delay
+/// is taken in hops of it: only a copy queued before records were parked can wait so long).
+pub fn waiting(wait: Duration) -> Exit {
+    match wait {
+        wait if wait <= LONGEST_STAY => Exit::Stay(wait),
+        wait => Exit::Move(Place::Delay(wait.min(LONGEST_DELAY))),
+    }
+}
+
+/// What becomes of a message of `lane` whose attempt was recorded as planned, by its fate: a
+/// retry from the main lane waits on the retry lane (the main lane's group is not held for
+/// it), one longer than a message's delay in the table ([`AttemptRecord::parked`]: the
+/// message goes, the sweep queues the record ahead of its time).
+pub fn exit_after(fate: MessageFate, lane: Lane) -> Exit {
+    match (fate, lane) {
+        (MessageFate::Acknowledge, _) => Exit::Delete,
+        (MessageFate::DeadLetter, _) => Exit::DeadLetter,
+        (MessageFate::RetryIn(wait), _) if wait > LONGEST_DELAY => Exit::Delete,
+        (MessageFate::RetryIn(wait), Lane::Main) => Exit::Move(Place::Delay(wait)),
+        (MessageFate::RetryIn(wait), Lane::Retry) => waiting(wait),
+    }
+}
+
+/// What became of an attempt's write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// As the plan said.
+    AsPlanned,
+    /// Under the turn's claim, but a manual retry or a recovery started a new round during the
+    /// send: the attempt counts, and the new round was handed on (the outbox's `hand_on`).
+    HandedOn,
+    /// Not at all: the turn's claim was gone (or, for a message without one, another
+    /// generation owns the record).
+    Not,
+}
+
+/// What becomes of a message once its attempt's write came to `recorded`: as planned, its
+/// fate says; otherwise this copy's round is over (the new one is on its way, or the record
+/// moved on during the send), and it goes.
+pub fn exit_recorded(recorded: Recorded, fate: MessageFate, lane: Lane) -> Exit {
+    match recorded {
+        Recorded::AsPlanned => exit_after(fate, lane),
+        Recorded::HandedOn | Recorded::Not => Exit::Delete,
+    }
+}
+
+/// What a turn about to send does, once it knows its claim and its subscription's rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtSend {
+    Send,
+    /// Waits, nothing sent and its attempt not spent; the claim it wrote is given up first
+    /// (`release`), so its next turn can claim at once.
+    Wait {
+        wait: Duration,
+        release: Option<Lease>,
+    },
+}
+
+/// Whether a turn at `now` that holds `lease` (none for a record not written yet) sends,
+/// with `over_rate`, the wait its subscription's `maxDeliveriesPerSecond` asks for (section
+/// 18; none when admitted, or it has no limit). Too late to send under the claim: it waits for the claim to end, so no
+/// send ever outlives its claim. Over the rate: it waits, giving up a claim its turn wrote
+/// (one it holds from its record's creation, `created_until`, it keeps: the message carries
+/// it back).
+pub fn at_send(
+    lease: Option<Lease>,
+    created_until: Option<Timestamp>,
+    over_rate: Option<Duration>,
+    now: Timestamp,
+) -> AtSend {
+    if let Some(lease) = lease.filter(|lease| !lease.allows_send_at(now)) {
+        return AtSend::Wait { wait: lease.until.since(now), release: None };
+    }
+    match over_rate {
+        None => AtSend::Send,
+        Some(wait) => AtSend::Wait { wait, release: lease.filter(|lease| Some(lease.until) != created_until) },
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -446,7 +629,12 @@ pub fn after_send(
             };
             let next = wait.map(|wait| now + wait);
             let message = wait.map_or(MessageFate::DeadLetter, MessageFate::RetryIn);
-            After { record: AttemptRecord::failed(outcome, next, now), subscription, message }
+            let parked = wait.is_some_and(|wait| wait > LONGEST_DELAY);
+            After {
+                record: AttemptRecord { parked, ..AttemptRecord::failed(outcome, next, now) },
+                subscription,
+                message,
+            }
         }
     };
     if operational::reported(kind) {
@@ -633,15 +821,45 @@ mod tests {
 
     #[test]
     fn a_restarted_round_waits_for_a_claim_on_the_retry_lane() {
+        let message = first_attempt(0);
+        let spread = Groups::new(16).unwrap();
+        let group = Place::Group(spread.index_of(&message.delivery_id));
+        let failing = Health::Failing { since: at(-60) };
+        let now = Place::Delay(Duration::ZERO);
         let table = [
-            (None, Lane::Main, "never claimed"),
-            (Some(at(-1)), Lane::Main, "its claim ended"),
-            (Some(at(0)), Lane::Main, "its claim ends now"),
-            (Some(at(25)), Lane::Retry, "an attempt in flight, or a first attempt queued claimed"),
+            (None, Health::Active, group, "never claimed"),
+            (Some(at(-1)), Health::Active, group, "its claim ended"),
+            (Some(at(0)), Health::Active, group, "its claim ends now"),
+            (Some(at(25)), Health::Active, now, "an attempt in flight, or a first attempt queued claimed"),
+            (None, failing, now, "a failing subscription's rounds wait on the retry lane"),
         ];
-        for (lease_until, lane, case) in table {
-            assert_eq!(restarted_lane(lease_until, at(0)), lane, "{case}");
+        for (lease_until, health, place, case) in table {
+            let posting = restarted(message.clone(), lease_until, (&health, spread), at(0));
+            assert_eq!(posting, Posting { message: message.clone(), place }, "{case}");
         }
+    }
+
+    #[test]
+    fn a_new_delivery_is_placed_once_for_every_origin() {
+        let message = first_attempt(0);
+        let spread = Groups::new(16).unwrap();
+        let new = new_delivery(message.clone(), &Health::Active, spread, at(0));
+        assert_eq!(new.status, DeliveryStatus::Pending);
+        assert_eq!(new.place, Some(Place::Group(spread.index_of(&message.delivery_id))));
+        assert_eq!(new.message.claimed_until, Some(Lease::from(at(0)).until), "created claimed for the main lane");
+        let failing = Health::Failing { since: at(-60) };
+        assert_eq!(
+            new_delivery(message.clone(), &failing, spread, at(0)),
+            NewDelivery {
+                message: message.clone(),
+                status: DeliveryStatus::Pending,
+                place: Some(Place::Delay(Duration::ZERO))
+            },
+            "a failing subscription's first attempt waits on the retry lane, unclaimed"
+        );
+        let disabled = Health::Disabled { at: at(-60), reason: DisabledReason::Manual };
+        let skipped = NewDelivery { message: message.clone(), status: DeliveryStatus::Skipped, place: None };
+        assert_eq!(new_delivery(message, &disabled, spread, at(0)), skipped);
     }
 
     #[test]
@@ -781,6 +999,66 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_longer_than_a_message_delay_parks_the_record_and_no_wait_stays_in_flight() {
+        let policy = Policy { schedule: RetrySchedule { base: Duration::from_secs(30), max_attempts: 9 }, ..policy() };
+        let after = |attempt| after_send(attempt, EventKind::ProfileUpdated, &no_answer(), None, at(0), &policy, 0.5);
+        // The schedule's waits: 30 s, 2 min, 10 min, then 30 min and more.
+        let parked: Vec<bool> = (1..=5).map(|attempt| after(attempt).record.parked).collect();
+        assert_eq!(parked, [false, false, false, true, true]);
+        let secs = Duration::from_secs;
+        let table = [
+            (MessageFate::Acknowledge, Lane::Main, Exit::Delete, "delivered"),
+            (MessageFate::DeadLetter, Lane::Retry, Exit::DeadLetter, "no attempt left"),
+            (MessageFate::RetryIn(secs(30)), Lane::Main, Exit::Move(Place::Delay(secs(30))), "a main-lane retry"),
+            (MessageFate::RetryIn(secs(30)), Lane::Retry, Exit::Stay(secs(30)), "one claim's length stays"),
+            (MessageFate::RetryIn(secs(600)), Lane::Retry, Exit::Move(Place::Delay(secs(600))), "a delay"),
+            (
+                MessageFate::RetryIn(LONGEST_DELAY),
+                Lane::Retry,
+                Exit::Move(Place::Delay(LONGEST_DELAY)),
+                "at SQS's most",
+            ),
+            (MessageFate::RetryIn(secs(1800)), Lane::Retry, Exit::Delete, "parked: the table holds the wait"),
+            (MessageFate::RetryIn(secs(1800)), Lane::Main, Exit::Delete, "parked from the main lane too"),
+        ];
+        for (fate, lane, exit, case) in table {
+            assert_eq!(exit_after(fate, lane), exit, "{case}");
+            assert!(!matches!(exit, Exit::Stay(wait) if wait > LONGEST_STAY), "{case}: nothing waits in flight");
+        }
+        assert_eq!(exit_recorded(Recorded::HandedOn, MessageFate::RetryIn(secs(30)), Lane::Retry), Exit::Delete);
+        assert_eq!(exit_recorded(Recorded::Not, MessageFate::DeadLetter, Lane::Main), Exit::Delete);
+        assert_eq!(waiting(secs(20)), Exit::Stay(secs(20)), "a claim another turn holds");
+        assert_eq!(waiting(secs(3600)), Exit::Move(Place::Delay(LONGEST_DELAY)), "an early copy waits in hops");
+        assert_eq!(unparked(first_attempt(0), at(300), at(0)).place, Place::Delay(secs(300)));
+        assert_eq!(unparked(first_attempt(0), at(-5), at(0)).place, Place::Delay(Duration::ZERO), "overdue: at once");
+    }
+
+    #[test]
+    fn at_the_send_a_short_claim_or_the_rate_makes_it_wait_and_only_a_written_claim_is_given_up() {
+        let written = Lease::from(at(0));
+        let created = Lease::from(at(-5));
+        let rate = Some(Duration::from_millis(400));
+        assert_eq!(at_send(Some(written), None, None, at(0)), AtSend::Send);
+        assert_eq!(at_send(None, None, None, at(0)), AtSend::Send, "a record not written yet");
+        assert_eq!(
+            at_send(Some(written), None, rate, at(0)),
+            AtSend::Wait { wait: Duration::from_millis(400), release: Some(written) },
+            "over the rate: the claim its turn wrote is given up"
+        );
+        assert_eq!(
+            at_send(Some(created), Some(created.until), rate, at(0)),
+            AtSend::Wait { wait: Duration::from_millis(400), release: None },
+            "the creation claim stays with the message"
+        );
+        let late = at(11);
+        assert_eq!(
+            at_send(Some(written), None, None, late),
+            AtSend::Wait { wait: written.until.since(late), release: None },
+            "too late to send under the claim: it waits for the claim to end"
+        );
+    }
+
+    #[test]
     fn a_delivery_of_an_operational_event_changes_nothing_but_its_record() {
         let policy = policy();
         for kind in operational::KINDS {
@@ -824,6 +1102,7 @@ mod tests {
                 response: Some((500, "oops".into())),
                 error: Some("answered 500".into()),
                 next_attempt_at: Some("2026-11-21T08:00:30.000Z".parse().unwrap()),
+                parked: false,
                 advance_generation: false,
             }
         );

@@ -50,6 +50,10 @@ const BY_STATUS: &str = "byStatus";
 pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index spreads its writes over.
 pub const DUE_SHARDS: u8 = 16;
+/// The due index's partitions of parked records, `parked#<shard>`, one of [`DUE_SHARDS`]: a
+/// record whose next attempt waits longer than a message's delay waits there, its message
+/// deleted, until the sweep queues it ahead of its time (contract section 22).
+const PARKED_PARTITION: &str = "parked";
 /// The partitions of the fan-out's markers, `fanout#<shard>`, one of [`DUE_SHARDS`]: apart
 /// from every subscription's log (`whk_…#k`), so no list reads them.
 const MARKER_PARTITION: &str = "fanout";
@@ -332,6 +336,19 @@ pub struct Overdue {
     pub next_attempt_at: Timestamp,
 }
 
+impl Overdue {
+    /// A due index entry: a record's keys and its due time.
+    fn of_item(item: &Item) -> Result<Self, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Due {
+            next_attempt_at: Timestamp,
+        }
+        let due: Due = serde_dynamo::from_item(item.clone())?;
+        Ok(Overdue { key: RecordKey::from_item(item)?, next_attempt_at: due.next_attempt_at })
+    }
+}
+
 /// One page of a list and the id of its last record when more follow.
 pub struct DeliveryPage {
     pub deliveries: Vec<DeliveryRecord>,
@@ -349,6 +366,11 @@ fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Optio
 fn due_shard(delivery_id: &DeliveryId) -> String {
     let last = delivery_id.as_str().bytes().last().unwrap_or_default();
     (last % DUE_SHARDS).to_string()
+}
+
+/// The due index partition of a parked record ([`PARKED_PARTITION`]).
+fn parked_shard(delivery_id: &DeliveryId) -> String {
+    format!("{PARKED_PARTITION}#{}", due_shard(delivery_id))
 }
 
 /// A record's key: its subscription's log shard and its delivery id.
@@ -674,10 +696,12 @@ impl DeliveryTable {
             expression = expression.set(GENERATION, n(message.generation + 1));
         }
         // Only pending records, which have a next attempt, are in the due index.
+        let id = &message.delivery_id;
         expression = match attempt.next_attempt_at {
-            Some(next) => {
-                expression.set(NEXT_ATTEMPT_AT, time(next)).set(DUE_SHARD, s(due_shard(&message.delivery_id)))
+            Some(next) if attempt.parked => {
+                expression.set(NEXT_ATTEMPT_AT, time(next)).set(DUE_SHARD, s(parked_shard(id)))
             }
+            Some(next) => expression.set(NEXT_ATTEMPT_AT, time(next)).set(DUE_SHARD, s(due_shard(id))),
             None => expression.remove(NEXT_ATTEMPT_AT).remove(DUE_SHARD),
         };
         // A success's time is its `lastAttemptAt`: not written twice, so a record with a 1 KB
@@ -811,19 +835,31 @@ impl DeliveryTable {
     /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
     /// the sparse due index: what it reads is what is overdue, however large the log.
     pub async fn overdue(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Due {
-            next_attempt_at: Timestamp,
-        }
         let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
         let items = self.each_shard_before(Some(BY_DUE), condition, |shard| shard.to_string(), cutoff, limit);
-        let mut found = Vec::new();
-        for item in items.await? {
-            let due: Due = serde_dynamo::from_item(item.clone())?;
-            found.push(Overdue { key: RecordKey::from_item(&item)?, next_attempt_at: due.next_attempt_at });
-        }
-        Ok(found)
+        items.await?.iter().map(Overdue::of_item).collect()
+    }
+
+    /// The parked records due before `before`, at most `limit` of each due shard: those whose
+    /// next attempt waits in the table, for the sweep to queue ahead of their time.
+    pub async fn parked(&self, before: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
+        let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
+        let partition = |shard: u8| format!("{PARKED_PARTITION}#{shard}");
+        let items = self.each_shard_before(Some(BY_DUE), condition, partition, before, limit).await?;
+        items.iter().map(Overdue::of_item).collect()
+    }
+
+    /// Takes a parked record out of the table's wait, in one conditional write that holds
+    /// only while it is still parked and `pending`: the next generation (so a copy of the
+    /// message that turned up after all is stale), back in the due index's overdue partitions
+    /// (should its new message be lost, the sweep finds it as any overdue record). The record
+    /// as it now is; `None` when it was not parked any more.
+    pub async fn unpark(&self, parked: &Overdue) -> Result<Option<StoredDelivery>, StoreError> {
+        let id = &parked.key.delivery_id;
+        let still_parked = Condition::equals(DUE_SHARD, s(parked_shard(id)))
+            .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())));
+        let expression = Expression::new().set(DUE_SHARD, s(due_shard(id))).add(GENERATION, 1).when(still_parked);
+        self.update_returning(&parked.key, expression).await?.map(stored_of).transpose()
     }
 
     /// The subscription's `failed` and `skipped` records created in `[since, until)`, oldest

@@ -106,8 +106,8 @@ impl From<crate::store::sealing::SealError> for ApiError {
     }
 }
 
-impl From<crate::aws::queue::QueueError> for ApiError {
-    fn from(err: crate::aws::queue::QueueError) -> Self {
+impl From<crate::aws::outbox::OutboxError> for ApiError {
+    fn from(err: crate::aws::outbox::OutboxError) -> Self {
         ApiError::Internal(Box::new(err))
     }
 }

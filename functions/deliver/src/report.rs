@@ -1,0 +1,72 @@
+//! What an attempt reports: one log line with its metrics (EMF), and its OpenTelemetry span
+//! (contract section 19).
+
+use std::time::{Duration, SystemTime};
+
+use career_core::delivery::attempt::Outcome;
+use career_core::delivery::plan::{After, MessageFate};
+use career_core::delivery::DeliveryMessage;
+use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
+use career_core::trace::{SpanId, TraceParent};
+use career_core::webhooks::Subscription;
+
+use crate::Deps;
+
+/// Logs the attempt's outcome with its metrics.
+pub(crate) fn report(
+    deps: &Deps,
+    delivery: &DeliveryMessage,
+    subscription: &Subscription,
+    outcome: &Outcome,
+    after: &After,
+    attempt: u32,
+    latency_ms: f64,
+) {
+    let kind = delivery.event.kind().as_str();
+    let receiver = subscription.target.logged();
+    if let Outcome::Delivered(answer) = outcome {
+        let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Succeeded, latency_ms);
+        tracing::info!(%receiver, attempt, status = answer.status, latency_ms, emf = %metrics, "delivered");
+        return;
+    }
+    let retry_in = match after.message {
+        MessageFate::RetryIn(wait) => Some(wait.as_secs_f64()),
+        _ => None,
+    };
+    let result = DeliveryResult::Failed { exhausted: retry_in.is_none() };
+    let metrics = delivery_metrics(&deps.metrics_namespace, kind, result, latency_ms);
+    tracing::warn!(
+        %receiver,
+        attempt,
+        latency_ms,
+        error = after.record.error.as_deref().unwrap_or_default(),
+        retry_in_seconds = retry_in,
+        emf = %metrics,
+        "delivery failed"
+    );
+}
+
+/// Logs the attempt as an OpenTelemetry span (contract section 19), `(parent, span id, start)`
+/// in the delivery's trace, whether or not the subscription is sent trace context.
+pub(crate) fn log_span(
+    delivery: &DeliveryMessage,
+    subscription: &Subscription,
+    outcome: &Outcome,
+    after: &After,
+    attempt: u32,
+    (parent, span_id, start): (&TraceParent, SpanId, SystemTime),
+    duration_ms: f64,
+) {
+    let attempt = telemetry::Attempt {
+        subscription_id: delivery.subscription_id.as_str(),
+        delivery_id: delivery.delivery_id.as_str(),
+        event_type: delivery.event.kind().as_str(),
+        number: attempt,
+        url: subscription.target.logged(),
+        status: outcome.answer().map(|answer| answer.status),
+        error: after.record.error.clone(),
+    };
+    let end = start + Duration::from_secs_f64(duration_ms / 1000.0);
+    let span = telemetry::attempt_span(parent, span_id, start, end, &attempt);
+    tracing::info!(span = %span, duration_ms, "{}", telemetry::ATTEMPT_SPAN);
+}

@@ -1,0 +1,347 @@
+//! One message's turn: its claim and subscription loaded (a batch's together), the plan's
+//! step before the send, the rate count and the plan's word at the send, the signed send,
+//! the plan after it, the record, and the plan's exit. Every decision is the plan's.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use career_core::clock::Timestamp;
+use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::groups::{self, Pace};
+use career_core::delivery::log::AttemptRecord;
+use career_core::delivery::plan::{
+    self, After, AtSend, Before, Exit, Found, Lease, Recorded, Step, SubscriptionChange, SubscriptionState,
+};
+use career_core::delivery::rate::Admission;
+use career_core::delivery::retry::jitter;
+use career_core::delivery::{DeliveryMessage, SignedDelivery};
+use career_core::ids::{SubscriptionId, UserId};
+use career_core::store::deliveries::RecordKey;
+use career_core::store::StoreError;
+use career_core::telemetry::{delivery_metrics, DeliveryResult};
+use career_core::trace::{SpanId, TraceContext};
+use career_core::webhooks::rotation::SigningSecrets;
+use career_core::webhooks::{DisabledReason, Subscription, Target};
+use tracing::Instrument;
+
+use crate::exit::{self, Disposition};
+use crate::report::{log_span, report};
+use crate::{Deps, Received};
+
+/// What a message's turn found: a turn of its own, or a place in its batch's hand-over to
+/// the retry lane, with the claim it gives up.
+pub(crate) enum Next {
+    Own(Turn),
+    HandOver(Option<Lease>),
+}
+
+/// A subscription as a turn read it, with what the plan reads of it.
+pub(crate) struct Seen {
+    state: SubscriptionState,
+    pub subscription: Box<Subscription>,
+}
+
+impl AsRef<SubscriptionState> for Seen {
+    fn as_ref(&self) -> &SubscriptionState {
+        &self.state
+    }
+}
+
+/// What a message's own turn found before acting.
+pub(crate) enum Turn {
+    /// Its claim or its subscription could not be read: it is tried again later.
+    NotLoaded,
+    /// The plan's step, with the turn's claim on the record (for a stale copy, the creation
+    /// claim it holds unused, `plan::unused_claim`).
+    Decided { step: Step<Seen>, lease: Option<Lease> },
+}
+
+/// Every message's claim on its record and its subscription, read together; each
+/// subscription once. A first attempt that comes early holds the claim its record was
+/// created with, and writes nothing to hold it. In the order of `received`.
+pub(crate) async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp) -> Vec<Next> {
+    let mut keys: Vec<(&UserId, &SubscriptionId)> =
+        received.iter().map(|r| (&r.delivery.user_id, &r.delivery.subscription_id)).collect();
+    keys.sort();
+    keys.dedup();
+    let reads = keys.iter().map(|(user_id, id)| deps.webhooks.get(user_id, id));
+    let claims = received.iter().map(|r| async move {
+        let delivery = &r.delivery;
+        let claim = async {
+            match plan::granted(delivery, r.lane, now) {
+                // A read, not a write: whether a manual retry restarted the record since.
+                Some(lease) => {
+                    let record = deps.deliveries.state(&RecordKey::of(delivery)).await?;
+                    Ok(plan::created_claim(lease, delivery.generation, record))
+                }
+                None => deps.deliveries.claim(delivery, Lease::from(now), now).await,
+            }
+        };
+        claim.instrument(r.span.clone()).await
+    });
+    let (subscriptions, claims) =
+        tokio::join!(futures_util::future::join_all(reads), futures_util::future::join_all(claims));
+    let subscriptions: HashMap<_, _> = keys.into_iter().zip(subscriptions).collect();
+    received
+        .iter()
+        .zip(claims)
+        .map(|(r, claim)| {
+            let delivery = &r.delivery;
+            let _entered = r.span.enter();
+            let subscription = match &subscriptions[&(&delivery.user_id, &delivery.subscription_id)] {
+                Ok(subscription) => subscription.clone().map(Box::new),
+                Err(err) => {
+                    tracing::error!(error = %err, "loading the delivery's subscription failed");
+                    return Next::Own(Turn::NotLoaded);
+                }
+            };
+            let claim = match claim {
+                Ok(claim) => claim,
+                Err(err) => {
+                    tracing::error!(error = %err, "claiming the delivery failed");
+                    return Next::Own(Turn::NotLoaded);
+                }
+            };
+            let kind = delivery.event.kind();
+            let found = Found {
+                lane: r.lane,
+                generation: delivery.generation,
+                kind,
+                claim,
+                subscription: subscription.map(|s| Seen { state: SubscriptionState::of(&s, kind), subscription: s }),
+            };
+            // A stale copy may hold its record's creation claim unused: it gives it up.
+            let lease = found.claim.lease().or_else(|| plan::unused_claim(delivery, &found.claim));
+            match plan::before_send(found, now, &deps.policy) {
+                Before::Step(step) => Next::Own(Turn::Decided { step, lease }),
+                Before::HandOver => Next::HandOver(lease),
+            }
+        })
+        .collect()
+}
+
+/// Takes one message's turn from what it found.
+pub(crate) async fn take(deps: &Deps, received: &Received<'_>, turn: Turn) -> Disposition {
+    let span = received.span.clone();
+    async move {
+        let (step, lease) = match turn {
+            // Tried again after the retry base (rather than the queue's visibility timeout,
+            // for which a main-lane group would wait).
+            Turn::NotLoaded => return retry_later(deps, received).await,
+            Turn::Decided { step, lease } => (step, lease),
+        };
+        match step {
+            Step::Send { attempt, subscription } => {
+                attempt_delivery(deps, received, &subscription.subscription, attempt, lease).await
+            }
+            Step::Stale => {
+                tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
+                if let Some(lease) = lease {
+                    if let Err(err) = deps.outbox.hand_on(&received.delivery, lease, None).await {
+                        tracing::warn!(error = %err, "giving up the unused claim failed; the new round waits for it");
+                    }
+                }
+                exit::execute(deps, &received.exiting(), Exit::Delete).await
+            }
+            Step::NotSent(not_sent) => record_not_sent(deps, received, not_sent, Timestamp::now()).await,
+            Step::NotYet(wait) => exit::execute(deps, &received.exiting(), plan::waiting(wait)).await,
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// A turn that could not go on (storage or a key failed): tried again after the retry base.
+async fn retry_later(deps: &Deps, received: &Received<'_>) -> Disposition {
+    exit::execute(deps, &received.exiting(), plan::waiting(deps.policy.schedule.base)).await
+}
+
+/// How long a delivery about to be sent waits instead, when its subscription's
+/// `maxDeliveriesPerSecond` has no place for it now (section 18). Unknown is over the limit:
+/// the limit is never exceeded.
+async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration> {
+    let rate = subscription.max_deliveries_per_second?;
+    match deps.limiter.admit(&subscription.id, rate).await {
+        Ok(Admission::Admitted) => None,
+        Ok(Admission::Wait(wait)) => Some(wait),
+        Err(err) => {
+            tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
+            Some(deps.policy.schedule.base)
+        }
+    }
+}
+
+/// Opens the secrets, counts the attempt, signs and sends, then records and executes the plan
+/// for the answer. `lease` is the turn's claim on the record (none for a record not written yet).
+async fn attempt_delivery(
+    deps: &Deps,
+    received: &Received<'_>,
+    subscription: &Subscription,
+    attempt: u32,
+    lease: Option<Lease>,
+) -> Disposition {
+    let secrets = match deps.sealer.open(subscription).await {
+        Ok(secrets) => secrets,
+        Err(err) => {
+            tracing::error!(error = %err, "opening the subscription's secrets failed");
+            return retry_later(deps, received).await;
+        }
+    };
+    // Counted last before the send, so the attempt starts within the limit's margin of its count.
+    let over_rate = over_rate(deps, subscription).await;
+    if let AtSend::Wait { wait, release } =
+        plan::at_send(lease, received.delivery.claimed_until, over_rate, Timestamp::now())
+    {
+        tracing::info!(wait_seconds = wait.as_secs_f64(), "not sent now (over the rate limit, or the claim ran short)");
+        if let Some(lease) = release {
+            if let Err(err) = deps.deliveries.release(&received.delivery, lease).await {
+                tracing::warn!(error = %err, "giving up the claim failed; the delivery waits for it");
+            }
+        }
+        return exit::execute(deps, &received.exiting(), plan::waiting(wait)).await;
+    }
+    // Each attempt is a span of the delivery's trace (contract section 19); a message queued
+    // before trace context has none, so its attempt starts one.
+    let trace = received.delivery.trace.clone().unwrap_or_else(TraceContext::start);
+    let span_id = SpanId::generate();
+    let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
+    let (started, started_at) = (Instant::now(), SystemTime::now());
+    let (outcome, body) = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers).await;
+    let took = started.elapsed();
+    let latency_ms = took.as_secs_f64() * 1000.0;
+    let now = Timestamp::now();
+    let failing_since = subscription.health.failing_since();
+    let kind = received.delivery.event.kind();
+    let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
+    let pace = groups::pace_after(&outcome, took, subscription.fast_since.is_some());
+    let (recorded, ()) = tokio::join!(
+        record(deps, &received.delivery, subscription, &body, &after, lease),
+        set_pace(deps, subscription, pace, now),
+    );
+    report(deps, &received.delivery, subscription, &outcome, &after, attempt, latency_ms);
+    let span = (&trace.parent, span_id, started_at);
+    log_span(&received.delivery, subscription, &outcome, &after, attempt, span, latency_ms);
+    match recorded {
+        Ok(recorded) => {
+            if recorded == Recorded::Not {
+                tracing::info!(
+                    "the record moved on during the send (another generation, or the claim lapsed); this copy is dropped"
+                );
+            }
+            exit::execute(deps, &received.exiting(), plan::exit_recorded(recorded, after.message, received.lane)).await
+        }
+        // Sent, but not recorded: tried again after the schedule's base, as the same attempt.
+        Err(err) => {
+            tracing::error!(error = %err, "recording the attempt failed");
+            retry_later(deps, received).await
+        }
+    }
+}
+
+/// Signs the delivery for this attempt and POSTs it to its URL (on the blocking pool: ureq
+/// blocks) or sends it into its AWS destination, with `trace_headers` beside the signed ones.
+/// Returns the outcome and the exact bytes sent.
+async fn send(
+    deps: &Deps,
+    delivery: &DeliveryMessage,
+    target: &Target,
+    secrets: &SigningSecrets,
+    trace_headers: Vec<(&'static str, String)>,
+) -> (Outcome, Vec<u8>) {
+    let now = Timestamp::now();
+    let mut signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
+    signed.headers.extend(trace_headers);
+    let url = match target {
+        Target::Url(url) => url.clone(),
+        Target::Aws(aws) => return (deps.aws.send(delivery, aws, &signed).await, signed.body),
+    };
+    let sender = deps.sender.clone();
+    tokio::task::spawn_blocking(move || (sender.send(&url, &signed), signed.body)).await.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "the sending task failed");
+        (Outcome::NoAnswer(SendFailure::TaskFailed), delivery.body())
+    })
+}
+
+/// The attempt's write (its record and the bytes sent), under the turn's claim, and the
+/// subscription's when the plan changes it (independent, so together). Not recorded under
+/// a claim the turn still holds: a new round started during the send, which it hands on.
+async fn record(
+    deps: &Deps,
+    delivery: &DeliveryMessage,
+    subscription: &Subscription,
+    body: &[u8],
+    after: &After,
+    lease: Option<Lease>,
+) -> Result<Recorded, StoreError> {
+    let attempt = &after.record;
+    let (recorded, changed) = tokio::join!(
+        deps.deliveries.record_attempt(delivery, body, attempt, lease),
+        change_subscription(deps, subscription, after.subscription, attempt),
+    );
+    if let Err(err) = changed {
+        tracing::error!(error = %err, "updating the subscription's failure clock failed");
+    }
+    if recorded? {
+        return Ok(Recorded::AsPlanned);
+    }
+    match lease {
+        Some(lease) if deps.outbox.hand_on(delivery, lease, Some(attempt)).await? => Ok(Recorded::HandedOn),
+        _ => Ok(Recorded::Not),
+    }
+}
+
+/// Records what the answer showed of the receiver's pace, only when it changes (section 18).
+async fn set_pace(deps: &Deps, subscription: &Subscription, pace: Pace, now: Timestamp) {
+    if pace == Pace::Unchanged {
+        return;
+    }
+    match deps.webhooks.set_pace(&subscription.user_id, &subscription.id, pace, now).await {
+        Ok(()) => tracing::info!(pace = ?pace, "the receiver's pace changed its subscription's message groups"),
+        Err(err) => tracing::error!(error = %err, "recording the receiver's pace failed"),
+    }
+}
+
+/// Writes the subscription only when the plan changes it.
+async fn change_subscription(
+    deps: &Deps,
+    subscription: &Subscription,
+    change: SubscriptionChange,
+    attempt: &AttemptRecord,
+) -> Result<(), StoreError> {
+    let (user_id, id, now) = (&subscription.user_id, &subscription.id, attempt.at);
+    match change {
+        SubscriptionChange::Unchanged => Ok(()),
+        SubscriptionChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, attempt).await,
+        SubscriptionChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id, now).await,
+        SubscriptionChange::Disable(reason) => {
+            // Failing disables only while the clock still shows the failure it measured.
+            let since = subscription.health.failing_since().filter(|_| reason == DisabledReason::Failing);
+            if deps.webhooks.disable(user_id, id, reason, since, now).await? {
+                tracing::warn!(reason = ?reason, "subscription disabled");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A disabled or deleted subscription, or one that no longer lists the kind, is sent
+/// nothing: the record says `skipped`, or `failed` if earlier attempts were sent, and why.
+/// Either way the message leaves its lane (a delivery stopped so is not dead-lettered: no
+/// attempt ran out).
+async fn record_not_sent(deps: &Deps, received: &Received<'_>, not_sent: plan::NotSent, now: Timestamp) -> Disposition {
+    let delivery = &received.delivery;
+    match deps.deliveries.record_not_sent(delivery, &delivery.body(), now, not_sent).await {
+        Ok(_) => {
+            let kind = delivery.event.kind().as_str();
+            let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Skipped, 0.0);
+            let status = not_sent.status().as_str();
+            tracing::info!(emf = %metrics, reason = %not_sent, status, "delivery not sent");
+            exit::execute(deps, &received.exiting(), Exit::Delete).await
+        }
+        Err(err) => {
+            // Nothing was sent; the message comes back to be recorded.
+            tracing::error!(error = %err, "recording a delivery not sent failed");
+            retry_later(deps, received).await
+        }
+    }
+}

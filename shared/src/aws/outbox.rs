@@ -1,0 +1,189 @@
+//! The outbox: the one place that records a delivery and puts its message on its way
+//! (contract section 12: the record first, so a message lost on its way leaves a `pending`
+//! record the sweep finds). Every origin of a delivery's round goes through it: the fan-out
+//! and a ping (a new record), a manual retry or a recovery (a restarted one), the sweep (a
+//! lost one put back) and the delivery function (a round handed on at once). Where each
+//! message goes, and whether its record starts claimed, is the plan's to say
+//! (`delivery::plan::{new_delivery, restarted, put_back}`); this file only writes and sends.
+
+use futures_util::StreamExt;
+
+use crate::aws::queue::{DeliveryQueues, QueueError};
+use crate::clock::Timestamp;
+use crate::delivery::groups::Groups;
+use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
+use crate::delivery::plan::{self, Lease, NewDelivery, Place};
+use crate::delivery::DeliveryMessage;
+use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery};
+use crate::store::StoreError;
+use crate::webhooks::Health;
+
+/// How many conditional writes of one call run at once.
+const WRITES_AT_ONCE: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("a stored delivery's body cannot be read: {0}")]
+    Body(#[from] serde_json::Error),
+}
+
+#[derive(Clone)]
+pub struct Outbox {
+    deliveries: DeliveryTable,
+    queues: DeliveryQueues,
+}
+
+impl Outbox {
+    pub fn new(deliveries: DeliveryTable, queues: DeliveryQueues) -> Self {
+        Self { deliveries, queues }
+    }
+
+    /// Records new deliveries, each only where it has no record yet (a stream record
+    /// processed again changes nothing), then posts those it recorded; for each, whether it
+    /// was new. A delivery that had its record already is not posted again: its first
+    /// message, or the sweep if that was lost, sends it, and only once.
+    pub async fn create(&self, new: &[NewDelivery], now: Timestamp) -> Result<Vec<bool>, OutboxError> {
+        let records: Vec<(&DeliveryMessage, DeliveryStatus)> = new.iter().map(|d| (&d.message, d.status)).collect();
+        let recorded = self.deliveries.insert_new(&records, now).await?;
+        let postings = (new.iter().zip(&recorded))
+            .filter(|(_, recorded)| **recorded)
+            .filter_map(|(d, _)| Some((&d.message, d.place?)));
+        self.post(postings.collect()).await?;
+        Ok(recorded)
+    }
+
+    /// Records one new delivery (a ping) and posts it when it is to be sent; its record as
+    /// written (or as an attempt that got there first left it).
+    pub async fn create_one(&self, new: &NewDelivery, now: Timestamp) -> Result<DeliveryRecord, OutboxError> {
+        let record = self.deliveries.create(&new.message, new.status, now).await?;
+        self.post(new.place.map(|place| (&new.message, place)).into_iter().collect()).await?;
+        Ok(record)
+    }
+
+    /// Starts each delivery's schedule again in its next generation (a manual retry or a
+    /// recovery, of a subscription in `health` spreading over `spread` groups; with
+    /// `if_status`, one whose status changed since it was read is left out), then posts the
+    /// rounds it restarted where the plan puts them ([`plan::restarted`]), even when another
+    /// write failed. The records first: should a post fail, the sweep finds them pending and
+    /// overdue. The rounds restarted, and the first failure.
+    pub async fn restart(
+        &self,
+        found: &[StoredDelivery],
+        if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
+        (health, spread): (&Health, Groups),
+        now: Timestamp,
+    ) -> (Vec<StoredDelivery>, Option<OutboxError>) {
+        // The futures are made first: a stream that maps with a closure over `self` is not
+        // provably `Send`.
+        let writes: Vec<_> =
+            found.iter().map(|stored| self.deliveries.restart(stored, if_status(stored), now)).collect();
+        let written: Vec<Result<Option<StoredDelivery>, StoreError>> =
+            futures_util::stream::iter(writes).buffer_unordered(WRITES_AT_ONCE).collect().await;
+        let (mut restarted, mut failure) = (Vec::new(), None);
+        for result in written {
+            match result {
+                Ok(done) => restarted.extend(done),
+                Err(err) => failure = failure.or(Some(err.into())),
+            }
+        }
+        let mut postings = Vec::new();
+        for stored in &restarted {
+            match stored.message() {
+                Ok(message) => postings.push(plan::restarted(message, stored.lease_until, (health, spread), now)),
+                Err(err) => failure = failure.or(Some(err.into())),
+            }
+        }
+        if let Err(err) = self.post(postings.iter().map(|p| (&p.message, p.place)).collect()).await {
+            failure = failure.or(Some(err));
+        }
+        (restarted, failure)
+    }
+
+    /// Puts back the overdue records the sweep takes as lost: each moved to its next
+    /// generation (one conditional write, which holds only while it is still overdue at
+    /// `cutoff` and unclaimed at `now`), then posted on the retry lane. How many it put back.
+    pub async fn put_back(&self, lost: &[Overdue], cutoff: Timestamp, now: Timestamp) -> Result<usize, OutboxError> {
+        let claims: Vec<_> = lost.iter().map(|found| self.deliveries.claim_overdue(found, cutoff, now)).collect();
+        let claimed: Vec<Result<Option<StoredDelivery>, StoreError>> =
+            futures_util::stream::iter(claims).buffered(WRITES_AT_ONCE).collect().await;
+        let mut postings = Vec::new();
+        for (found, result) in lost.iter().zip(claimed) {
+            let Some(stored) = result? else { continue };
+            match stored.message() {
+                Ok(message) => postings.push(plan::put_back(message)),
+                Err(err) => {
+                    tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "an overdue record's body cannot be read");
+                }
+            }
+        }
+        // Claimed first: should this post fail, the records are due now and the next run but
+        // one finds them again.
+        self.post(postings.iter().map(|p| (&p.message, p.place)).collect()).await?;
+        Ok(postings.len())
+    }
+
+    /// Queues the parked records the sweep found due soon (contract section 22: a wait longer
+    /// than a message's delay lives in the table): each taken out of its wait (one conditional
+    /// write), then posted on the retry lane with the delay left until it is due. How many it
+    /// queued.
+    pub async fn unpark(&self, parked: &[Overdue], now: Timestamp) -> Result<usize, OutboxError> {
+        let writes: Vec<_> = parked.iter().map(|found| self.deliveries.unpark(found)).collect();
+        let written: Vec<Result<Option<StoredDelivery>, StoreError>> =
+            futures_util::stream::iter(writes).buffered(WRITES_AT_ONCE).collect().await;
+        let mut postings = Vec::new();
+        for (found, result) in parked.iter().zip(written) {
+            let Some(stored) = result? else { continue };
+            match stored.message() {
+                Ok(message) => postings.push(plan::unparked(message, found.next_attempt_at, now)),
+                Err(err) => {
+                    tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "a parked record's body cannot be read");
+                }
+            }
+        }
+        // Taken out first: should this post fail, the records are overdue soon and the sweep
+        // puts them back as lost.
+        self.post(postings.iter().map(|p| (&p.message, p.place)).collect()).await?;
+        Ok(postings.len())
+    }
+
+    /// Gives a turn's claim to the round a manual retry or a recovery started while the turn
+    /// held it (with the attempt the turn made under it, which then counts, if any), and posts
+    /// that round at once rather than let the retry's own copy wait for the claim to end.
+    /// `Ok(false)` when the turn no longer holds the claim. Should the post fail, the record
+    /// is pending and overdue soon: the sweep puts it back.
+    pub async fn hand_on(
+        &self,
+        message: &DeliveryMessage,
+        lease: Lease,
+        attempt: Option<&AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        let Some(round) = self.deliveries.hand_on(message, lease, attempt).await? else { return Ok(false) };
+        tracing::info!(
+            to_generation = round.generation,
+            "a new round started while this turn held the claim; handed on at once"
+        );
+        let posted = match round.message() {
+            Ok(message) => {
+                let posting = plan::put_back(message);
+                self.post(vec![(&posting.message, posting.place)]).await
+            }
+            Err(err) => Err(err.into()),
+        };
+        if let Err(err) = posted {
+            tracing::error!(error = %err, "queueing the new round failed; the sweep puts it back");
+        }
+        Ok(true)
+    }
+
+    /// Posts each message in its place; `Ok` when SQS took them all.
+    async fn post(&self, postings: Vec<(&DeliveryMessage, Place)>) -> Result<(), OutboxError> {
+        if postings.is_empty() {
+            return Ok(());
+        }
+        Ok(self.queues.post_all(&postings).await?)
+    }
+}
