@@ -206,14 +206,16 @@ async fn attempt_delivery(
     let span_id = SpanId::generate();
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
     let (started, started_at) = (Instant::now(), SystemTime::now());
-    let (outcome, body) = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers).await;
+    let sending = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers);
+    let (outcome, body, marked_slow) = slow_marked(deps, subscription, sending).await;
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
     let failing_since = subscription.health.failing_since();
     let kind = received.delivery.event.kind();
     let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
-    let pace = groups::pace_after(&outcome, took, subscription.fast_since.is_some());
+    let fast = subscription.fast_since.is_some() && !marked_slow;
+    let pace = groups::pace_after(&outcome, took, fast, subscription.slow_at, now);
     let (recorded, ()) = tokio::join!(
         record(deps, &received.delivery, subscription, &body, &after, lease),
         set_pace(deps, subscription, pace, now),
@@ -234,6 +236,29 @@ async fn attempt_delivery(
         Err(err) => {
             tracing::error!(error = %err, "recording the attempt failed");
             retry_later(deps, received).await
+        }
+    }
+}
+
+/// Awaits `sending`; should it still be open at its subscription's slow mark
+/// ([`groups::slow_mark`]), the receiver is recorded as slow there and then, so the
+/// subscription's other deliveries stop spreading before this send ends (contract section
+/// 18). Whether it was so marked comes third.
+async fn slow_marked(
+    deps: &Deps,
+    subscription: &Subscription,
+    sending: impl std::future::Future<Output = (Outcome, Vec<u8>)>,
+) -> (Outcome, Vec<u8>, bool) {
+    let Some(mark) = groups::slow_mark(subscription.fast_since.is_some()) else {
+        let (outcome, body) = sending.await;
+        return (outcome, body, false);
+    };
+    tokio::pin!(sending);
+    tokio::select! {
+        (outcome, body) = &mut sending => (outcome, body, false),
+        () = tokio::time::sleep(mark) => {
+            let (_, (outcome, body)) = tokio::join!(set_pace(deps, subscription, Pace::Slow, Timestamp::now()), sending);
+            (outcome, body, true)
         }
     }
 }

@@ -32,6 +32,11 @@ pub const FAST_ANSWER: Duration = Duration::from_secs(2);
 /// every delivery write its subscription.
 pub const SLOW_ANSWER: Duration = Duration::from_secs(3);
 
+/// How long a receiver that stopped answering fast is taken as slow, whatever it answers:
+/// one that alternates fast and slow answers keeps one group, rather than spreading again at
+/// every fast answer and holding a batch in each group at its next slow one.
+pub const SLOW_MEMORY: Duration = Duration::from_secs(10 * 60);
+
 /// The deliveries a second of a limit that one group is allowed for: a batch's worth.
 const PER_GROUP: u32 = 10;
 
@@ -68,6 +73,14 @@ pub fn regroup(current: u8, delivery: &DeliveryId, groups: Groups) -> Option<u8>
     (index != current).then_some(index)
 }
 
+/// When a send to a subscription that spreads (`fast`) says its receiver is slow while it is
+/// still open: at the slow mark, so the deliveries queued in its other groups stop spreading
+/// within one answer's slow mark, not after the send's whole timeout. `None` for a subscription
+/// that keeps one group already.
+pub fn slow_mark(fast: bool) -> Option<Duration> {
+    fast.then_some(SLOW_ANSWER)
+}
+
 /// What an answer changes in what the subscription's receiver is known for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pace {
@@ -78,14 +91,16 @@ pub enum Pace {
     Slow,
 }
 
-/// The change after an attempt that got `outcome` in `took`, to a subscription whose receiver
-/// was known as fast (`fast`) or not. Only a 2xx tells its pace: a failure starts the failure
-/// clock, which keeps the subscription on one group (and its deliveries on the retry lane)
-/// until a success, whose pace decides again.
-pub fn pace_after(outcome: &Outcome, took: Duration, fast: bool) -> Pace {
+/// The change after an attempt that got `outcome` in `took`, at `now`, to a subscription
+/// whose receiver was known as fast (`fast`) or not, and last slow at `slow_at`. Only a 2xx
+/// tells its pace: a failure starts the failure clock, which keeps the subscription on one
+/// group (and its deliveries on the retry lane) until a success, whose pace decides again. A
+/// receiver slow within [`SLOW_MEMORY`] is not taken as fast again yet.
+pub fn pace_after(outcome: &Outcome, took: Duration, fast: bool, slow_at: Option<Timestamp>, now: Timestamp) -> Pace {
     let delivered = matches!(outcome.answer().map(|answer| answer.status), Some(200..=299));
+    let slow_lately = slow_at.is_some_and(|at| now.since(at) < SLOW_MEMORY);
     match delivered {
-        true if took < FAST_ANSWER && !fast => Pace::Fast,
+        true if took < FAST_ANSWER && !fast && !slow_lately => Pace::Fast,
         true if took >= SLOW_ANSWER && fast => Pace::Slow,
         _ => Pace::Unchanged,
     }
@@ -204,7 +219,22 @@ mod tests {
             (Outcome::Rejected(answer(410)), ms(50), true, Pace::Unchanged, "gone: disabled"),
         ];
         for (outcome, took, fast, expected, case) in cases {
-            assert_eq!(pace_after(&outcome, took, fast), expected, "{case}");
+            assert_eq!(pace_after(&outcome, took, fast, None, at(0)), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn a_receiver_that_alternates_fast_and_slow_answers_counts_as_slow() {
+        use crate::delivery::attempt::Answer;
+        let delivered = Outcome::Delivered(Answer { status: 204, body: String::new(), retry_after: None });
+        let (fast_answer, slow_answer) = (Duration::from_millis(50), Duration::from_millis(9500));
+        assert_eq!(pace_after(&delivered, fast_answer, false, None, at(0)), Pace::Fast, "it spreads");
+        assert_eq!(pace_after(&delivered, slow_answer, true, None, at(1)), Pace::Slow, "its next answer is slow");
+        let slow_at = Some(at(1));
+        assert_eq!(pace_after(&delivered, fast_answer, false, slow_at, at(2)), Pace::Unchanged, "not fast again yet");
+        let later = at(1) + SLOW_MEMORY;
+        assert_eq!(pace_after(&delivered, fast_answer, false, slow_at, later), Pace::Fast, "fast again after a while");
+        assert_eq!(slow_mark(true), Some(SLOW_ANSWER), "a send to a spread subscription says so at the slow mark");
+        assert_eq!(slow_mark(false), None, "one group already");
     }
 }

@@ -195,6 +195,7 @@ mod tests {
             health: Health::Active,
             max_deliveries_per_second: None,
             fast_since: None,
+            slow_at: None,
         }
     }
 

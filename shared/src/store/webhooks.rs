@@ -46,6 +46,7 @@ const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
 /// Since when its receiver answers fast, while it does (`delivery::groups`).
 const FAST_SINCE: &str = "fastSince";
+const SLOW_AT: &str = "slowAt";
 const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
 const ID: &str = "subscriptionId";
 /// Where it delivers ([`Target`]): `url`, or `destination` (a map: `type`, `queueUrl` or
@@ -73,6 +74,8 @@ struct SubscriptionItem {
     max_deliveries_per_second: Option<DeliveryRate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fast_since: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slow_at: Option<Timestamp>,
 }
 
 /// What names a subscription in its item: its key, and where it delivers.
@@ -174,6 +177,7 @@ impl From<SubscriptionItem> for Subscription {
             health,
             max_deliveries_per_second: item.max_deliveries_per_second,
             fast_since: item.fast_since,
+            slow_at: item.slow_at,
         }
     }
 }
@@ -203,6 +207,7 @@ impl From<&Subscription> for SubscriptionItem {
             health: HealthAttributes { failing_since, disabled_at, disabled_reason, ..HealthAttributes::default() },
             max_deliveries_per_second: subscription.max_deliveries_per_second,
             fast_since: subscription.fast_since,
+            slow_at: subscription.slow_at,
         }
     }
 }
@@ -435,7 +440,9 @@ impl WebhookTable {
             Pace::Fast => Expression::new()
                 .set(FAST_SINCE, time(at))
                 .when(Condition::exists(ID).and(Condition::absent(FAST_SINCE))),
-            Pace::Slow => Expression::new().remove(FAST_SINCE).when(Condition::exists(FAST_SINCE)),
+            Pace::Slow => {
+                Expression::new().remove(FAST_SINCE).set(SLOW_AT, time(at)).when(Condition::exists(FAST_SINCE))
+            }
         };
         // A refused condition means another instance recorded it first, or the subscription is gone.
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
@@ -576,6 +583,7 @@ mod tests {
             health,
             max_deliveries_per_second: None,
             fast_since: None,
+            slow_at: None,
         }
     }
 

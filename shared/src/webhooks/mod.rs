@@ -303,6 +303,9 @@ pub struct Subscription {
     /// Since when its receiver answers fast, while it does: its first attempts then spread
     /// over several groups of the main lane (`delivery::groups`, contract section 18).
     pub fast_since: Option<Timestamp>,
+    /// When its receiver last stopped answering fast (an answer, or a send still open, at the
+    /// slow mark): it does not spread again for a while after (`delivery::groups::SLOW_MEMORY`).
+    pub slow_at: Option<Timestamp>,
 }
 
 /// Where a subscription delivers: over HTTP (sections 5 to 16) or into its owner's AWS
@@ -436,6 +439,7 @@ impl Subscription {
             health: Health::Active,
             max_deliveries_per_second: None,
             fast_since: None,
+            slow_at: None,
         }
     }
 
