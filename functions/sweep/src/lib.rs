@@ -135,6 +135,12 @@ impl Shards {
     pub fn iter(&self) -> impl Iterator<Item = DueShard> + '_ {
         self.0.iter().copied()
     }
+
+    /// How many of the lanes' `backlog` messages may be deliveries of these shards: the
+    /// messages are spread over every shard as their records are, so these shards' share.
+    pub fn share_of(&self, backlog: usize) -> usize {
+        backlog.saturating_mul(self.0.len()).div_ceil(usize::from(DUE_SHARDS))
+    }
 }
 
 /// What one run found and put back.
@@ -213,10 +219,7 @@ pub async fn sweep(deps: &Deps, shards: &Shards, now: Timestamp) -> Result<Swept
     overdue.retain(|found| !marked.found.iter().any(|m| m.key == found.key));
     overdue.extend(marked.found.into_iter().filter(|found| found.next_attempt_at < cutoff));
     let found = overdue.len();
-    // The lanes' messages are spread over every shard as the records are: this run's shards'
-    // share of them may still be on their way.
-    let backlog = backlog?.saturating_mul(shards.0.len()).div_ceil(usize::from(DUE_SHARDS));
-    let mut lost = lost(overdue, backlog, cutoff - BACKLOG_PATIENCE);
+    let mut lost = lost(overdue, shards.share_of(backlog?), cutoff - BACKLOG_PATIENCE);
     let taken = lost.len();
     let unclaimed = lost.get(CLAIMS_PER_RUN).map(|left| left.next_attempt_at);
     lost.truncate(CLAIMS_PER_RUN);
@@ -406,6 +409,24 @@ mod tests {
             },
             next_attempt_at: Timestamp::from_unix_seconds(1_795_766_400 + seconds),
         }
+    }
+
+    #[test]
+    fn a_runs_input_names_its_shards_once_each_or_none_for_every_shard() {
+        let shards = |numbers: &[u8]| Shards(numbers.iter().map(|&n| DueShard::try_from(n).unwrap()).collect());
+        assert_eq!(Shards::of(serde_json::Value::Null).unwrap(), Shards::all());
+        assert_eq!(Shards::of(serde_json::json!({})).unwrap(), Shards::all());
+        assert_eq!(Shards::of(serde_json::json!({"shards": [3, 1, 3]})).unwrap(), shards(&[1, 3]));
+        for wrong in [serde_json::json!({"shards": []}), serde_json::json!({"shards": [16]}), serde_json::json!("3")] {
+            assert!(matches!(Shards::of(wrong.clone()), Err(SweepError::Input(_))), "{wrong}");
+        }
+    }
+
+    #[test]
+    fn a_run_leaves_alone_its_shards_share_of_the_lanes_backlog() {
+        assert_eq!(Shards::all().share_of(33), 33);
+        let one = Shards(vec![DueShard::try_from(5).unwrap()]);
+        assert_eq!((one.share_of(0), one.share_of(1), one.share_of(33)), (0, 1, 3));
     }
 
     #[test]
