@@ -153,6 +153,7 @@ async fn serve(
     let stream_sources = stack.deployment.stream_sources(function::FANOUT)?;
     let lanes = stack.deployment.queue_sources(function::DELIVER)?;
     let sweep_timeout = stack.deployment.template.function_timeout(function::SWEEP)?;
+    let sweep_schedules = stack.deployment.template.schedule_inputs(function::SWEEP)?;
     let (fanout_clients, fanout) = &functions.fanout;
     let front = async {
         let outcome = tokio::select! {
@@ -170,7 +171,7 @@ async fn serve(
         let lanes = lanes
             .into_iter()
             .map(|lane| pumps::run_queue_pump(deliver_clients.sqs().clone(), lane, deliver, stop_signal()));
-        let sweeps = pumps::run_sweeps(&functions.sweep, SWEEP_EVERY, sweep_timeout, stop_signal());
+        let sweeps = pumps::run_sweeps(&functions.sweep, sweep_schedules, SWEEP_EVERY, sweep_timeout, stop_signal());
         tokio::join!(futures_util::future::join_all(lanes), sweeps)
     };
     tokio::join!(front, delivering).0

@@ -82,6 +82,22 @@ fn no_function_needs_reserved_concurrency_and_the_sweep_runs_one_at_a_time_by_it
 }
 
 #[test]
+fn the_sweeps_schedules_read_every_due_shard_once_and_a_run_reads_within_its_timeout() {
+    let template = Template::shipped();
+    let mut named = Vec::new();
+    for input in template.schedule_inputs(function::SWEEP).unwrap() {
+        let shards = career_sweep::Shards::of(input.clone()).unwrap_or_else(|e| panic!("{input}: {e}"));
+        assert_ne!(shards, career_sweep::Shards::all(), "{input}: one run for every shard reads them one CPU's worth");
+        named.extend(shards.iter());
+    }
+    named.sort_unstable();
+    let every: Vec<_> = career_core::store::deliveries::DueShard::all().collect();
+    assert_eq!(named, every, "each due shard is read by exactly one schedule");
+    let reading = career_sweep::Reading::DEPLOYED.budget + career_sweep::AFTER_READING;
+    assert!(reading <= timeout(&template, function::SWEEP), "a run's reading and claims outlast its timeout");
+}
+
+#[test]
 fn no_queue_has_a_fixed_name_that_a_quick_redeploy_would_find_deleted_recently() {
     for queue in Template::shipped().resources_of("AWS::SQS::Queue") {
         assert!(queue.property("QueueName").is_none(), "{} has a fixed name", queue.logical_id);

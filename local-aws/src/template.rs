@@ -115,6 +115,20 @@ impl Template {
         Ok(declared)
     }
 
+    /// The input each of `function`'s schedules (`ScheduleV2` events) passes it, as JSON
+    /// (`null` for a schedule without one), in the template's order.
+    pub fn schedule_inputs(&self, function: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        let mut inputs = Vec::new();
+        for (name, properties) in self.events(function, "ScheduleV2")? {
+            let input = match properties.get("Input").and_then(Value::as_str) {
+                Some(text) => serde_json::from_str(text).with_context(|| format!("{function}'s schedule {name}"))?,
+                None => serde_json::Value::Null,
+            };
+            inputs.push(input);
+        }
+        Ok(inputs)
+    }
+
     /// The global function properties (`Globals.Function`).
     pub fn function_globals(&self) -> Option<&Mapping> {
         self.document.get("Globals")?.get("Function")?.as_mapping()

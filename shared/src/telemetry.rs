@@ -250,6 +250,25 @@ pub fn delivery_metrics(namespace: &str, event_type: &str, result: DeliveryResul
     line
 }
 
+/// The sweep's lag (contract section 22): how long the oldest fan-out marker or overdue record
+/// that a run left unread has waited past the sweep's window; 0 when it read everything.
+pub const SWEEP_LAG: &str = "SweepLagSeconds";
+
+/// One sweep run's [`SWEEP_LAG`] in Embedded Metric Format: in seconds, with no dimensions.
+pub fn sweep_metrics(namespace: &str, lag: std::time::Duration) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": crate::clock::Timestamp::now().unix_millis(),
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [[]],
+                "Metrics": [{"Name": SWEEP_LAG, "Unit": "Seconds"}],
+            }],
+        },
+        SWEEP_LAG: (lag.as_secs_f64() * 1000.0).round() / 1000.0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,6 +370,17 @@ mod tests {
         });
         let line: Value = serde_json::from_slice(&captured.0.lock().unwrap()).unwrap();
         assert_eq!((&line["span"], &line["message"]), (&ok, &json!(ATTEMPT_SPAN)), "the span as an object: {line}");
+    }
+
+    #[test]
+    fn a_sweep_runs_lag_is_one_metric_in_seconds_without_dimensions() {
+        let line = sweep_metrics("Career/Webhooks", std::time::Duration::from_millis(612_345));
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "Career/Webhooks");
+        assert_eq!(directive["Dimensions"], json!([[]]));
+        assert_eq!(directive["Metrics"], json!([{"Name": "SweepLagSeconds", "Unit": "Seconds"}]));
+        assert_eq!(line["SweepLagSeconds"], 612.345);
+        assert_eq!(sweep_metrics("n", std::time::Duration::ZERO)["SweepLagSeconds"], 0.0);
     }
 
     #[test]

@@ -522,7 +522,7 @@ async fn at_load(stage: &Stage) -> Result<AtLoad, String> {
     }
     let sweeper = career_sweep::Deps::new(&stage.meter.clients(), settings).map_err(|e| e.to_string())?;
     let later = Timestamp::now() + settings.sweep_after + Duration::from_secs(60);
-    let swept = open.invoke(function::SWEEP, career_sweep::sweep(&sweeper, later)).await;
+    let swept = open.invoke(function::SWEEP, career_sweep::sweep(&sweeper, &career_sweep::Shards::all(), later)).await;
     let swept = swept.map_err(|e| e.to_string())?;
     measured.close(&stage.meter, open);
     if (swept.indexed, swept.overdue) != (0, 0) {
@@ -638,7 +638,7 @@ async fn sweep(meter: &Meter) -> Result<(Measured, Settings), String> {
     let mut measured = Measured::default();
     let mut open = Open::new(meter);
     let later = Timestamp::now() + settings.sweep_after + Duration::from_secs(60);
-    let swept = open.invoke(function::SWEEP, career_sweep::sweep(&sweeper, later)).await;
+    let swept = open.invoke(function::SWEEP, career_sweep::sweep(&sweeper, &career_sweep::Shards::all(), later)).await;
     let swept = swept.map_err(|e| e.to_string())?;
     measured.close(meter, open);
     if (swept.overdue, swept.requeued) != (OVERDUE, OVERDUE) {

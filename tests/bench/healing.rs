@@ -333,10 +333,12 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
     let (full, full_times) = sweeps(&meter, &sweeper, &settings, &overdue).await?;
 
     let (mut idle, mark, started) = (Groups::default(), meter.mark(), Instant::now());
-    let swept = career_sweep::sweep(&sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
+    let swept = career_sweep::sweep(&sweeper, &career_sweep::Shards::all(), Timestamp::now())
+        .await
+        .map_err(|e| e.to_string())?;
     let idle_time = started.elapsed();
     idle.push(&meter, mark);
-    if swept != (Swept { indexed: 0, overdue: 0, waiting: 0, requeued: 0, unparked: 0 }) {
+    if swept != (Swept { indexed: 0, overdue: 0, waiting: 0, requeued: 0, unparked: 0, oldest_unread: None }) {
         return Err(format!("a sweep with nothing overdue found {swept:?}"));
     }
 
@@ -379,10 +381,21 @@ async fn sweeps(
     for set in overdue {
         insert_overdue(&settings.tables.deliveries, set).await?;
         let (mark, started) = (meter.mark(), Instant::now());
-        let swept = career_sweep::sweep(sweeper, Timestamp::now()).await.map_err(|e| e.to_string())?;
+        let swept = career_sweep::sweep(sweeper, &career_sweep::Shards::all(), Timestamp::now())
+            .await
+            .map_err(|e| e.to_string())?;
         times.push(started.elapsed());
         groups.push(meter, mark);
-        if swept != (Swept { indexed: OVERDUE, overdue: OVERDUE, waiting: 0, requeued: OVERDUE, unparked: 0 }) {
+        if swept
+            != (Swept {
+                indexed: OVERDUE,
+                overdue: OVERDUE,
+                waiting: 0,
+                requeued: OVERDUE,
+                unparked: 0,
+                oldest_unread: None,
+            })
+        {
             return Err(format!("a sweep of {OVERDUE} overdue records found {swept:?}"));
         }
         let purged = career_service::sqs().purge_queue().queue_url(retry_lane).send().await;

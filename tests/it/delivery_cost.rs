@@ -60,10 +60,10 @@ async fn the_sweep_finds_lost_first_tries_through_their_batch_marker() {
     assert!(deliveries(&pipeline).record_attempt(&messages[0], &messages[0].body(), &delivered, None).await.unwrap());
 
     let sweep = sweeper(&pipeline, Duration::from_secs(1));
-    let not_yet = career_sweep::sweep(&sweep, created_at).await.unwrap();
+    let not_yet = career_sweep::sweep(&sweep, &career_sweep::Shards::all(), created_at).await.unwrap();
     assert_eq!((not_yet.indexed, not_yet.overdue), (0, 0), "the marker is not overdue yet");
     let later = created_at + Duration::from_secs(2);
-    let swept = career_sweep::sweep(&sweep, later).await.unwrap();
+    let swept = career_sweep::sweep(&sweep, &career_sweep::Shards::all(), later).await.unwrap();
     assert_eq!((swept.indexed, swept.overdue, swept.requeued), (2, 2, 2), "{swept:?}");
     let received = receiver.wait_for(2, DEADLINE).await;
     let mut sent: Vec<&str> = received.iter().map(|r| r.header("webhook-id")).collect();
@@ -72,7 +72,8 @@ async fn the_sweep_finds_lost_first_tries_through_their_batch_marker() {
     lost.sort();
     assert_eq!(sent, lost, "each lost first try sent, the delivered one not");
     pipeline.drained().await;
-    let again = career_sweep::sweep(&sweep, later + Duration::from_secs(1)).await.unwrap();
+    let again =
+        career_sweep::sweep(&sweep, &career_sweep::Shards::all(), later + Duration::from_secs(1)).await.unwrap();
     assert_eq!((again.indexed, again.overdue, again.requeued), (0, 0, 0), "the marker is gone");
     assert_eq!(receiver.received().len(), 2);
 }

@@ -12,7 +12,7 @@ use career_core::clock::Timestamp;
 use career_core::config::TableNames;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::ids::{DeliveryId, EventId, SubscriptionId};
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, DueShard};
 use career_service::{dynamodb, typed, unique_user, Api};
 use careerctl::admin::{Admin, Imported};
 use futures_util::StreamExt;
@@ -163,7 +163,10 @@ async fn careerctl_imports_the_log_of_an_old_layout_table_due_index_included() {
     let failed = table.list(&subscription, Some(DeliveryStatus::Failed), 10, None).await.unwrap();
     assert_eq!(failed.deliveries.iter().map(|d| d.id.clone()).collect::<Vec<_>>(), [id(&records[1])]);
     // The pending record, from before the due index, is now where the sweep looks.
-    let overdue = table.overdue(Timestamp::now(), 1000).await.unwrap();
+    let mut overdue = Vec::new();
+    for shard in DueShard::all() {
+        overdue.extend(table.overdue(shard, Timestamp::now(), 1000, None).await.unwrap().items);
+    }
     assert!(overdue.iter().any(|o| o.key.delivery_id == id(&records[2])), "the sweep finds it");
     assert!(!overdue.iter().any(|o| o.key.delivery_id == id(&records[0])));
     dynamodb().delete_table().table_name(&old).send().await.unwrap();

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aws_sdk_sqs::types::QueueAttributeName;
 use career_core::aws::queue::DeliveryQueues;
 use career_core::aws::runtime::Invocation;
 use career_core::clock::Timestamp;
@@ -18,15 +19,19 @@ use career_core::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
 use career_core::delivery::plan::{Claim, Lease, GONE_ERROR};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
-use career_core::store::deliveries::{DeliveryTable, Overdue, RecordKey};
+use career_core::ids::{SubscriptionId, UserId};
+use career_core::store::deliveries::{DeliveryTable, DueShard, Overdue, RecordKey};
 use career_core::store::webhooks::WebhookTable;
+use career_core::telemetry::SWEEP_LAG;
 use career_core::webhooks::DisabledReason;
 use career_service::calls::Calls;
 use career_service::in_first_group;
+use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::DEADLINE;
 use career_service::{clients, deliver_instance, dynamodb, eventually_within, typed, unique_user, Api};
+use career_sweep::{Reading, Shards};
 use lambda_http::http::Method;
 use local_aws::event_sources::pumps::run_queue_pump;
 use local_aws::template::function;
@@ -197,7 +202,7 @@ async fn a_backlog_behind_one_slow_consumer_is_received_once_each() {
     let counted = Arc::clone(&requeued);
     let sweeping = tokio::spawn(async move {
         loop {
-            let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+            let swept = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
             counted.fetch_add(swept.requeued, Ordering::SeqCst);
             tokio::time::sleep(SWEEP_EVERY).await;
         }
@@ -554,10 +559,10 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
         &career_service::function_settings(function::SWEEP, &settings),
     )
     .unwrap();
-    let not_yet = career_sweep::sweep(&sweep, queued_at).await.unwrap();
+    let not_yet = career_sweep::sweep(&sweep, &Shards::all(), queued_at).await.unwrap();
     assert_eq!(not_yet.requeued, 0, "not overdue when it is due: the sweep waits a second");
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+    let swept = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
     assert_eq!((swept.overdue, swept.requeued), (1, 1));
     receiver.wait_for(1, DEADLINE).await;
     records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;
@@ -567,8 +572,110 @@ async fn a_lost_message_is_in_the_log_at_once_and_the_sweep_sends_it_once() {
     queues.post_all(&in_first_group(std::slice::from_ref(&message))).await.unwrap();
     pipeline.drained().await;
     assert_eq!(receiver.received().len(), 1, "the stale copy was dropped unsent");
-    let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+    let again = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
     assert_eq!((again.overdue, again.requeued), (0, 0), "a settled record is not in the due index");
+}
+
+/// A delivery of `subscription` whose id puts it in `shard`.
+fn message_in(shard: DueShard, user: &UserId, subscription: &SubscriptionId) -> DeliveryMessage {
+    // Each try has a chance of one in DUE_SHARDS; a thousand fail only when the shard is never used.
+    let mut tries = (0..1000).map(|_| DeliveryMessage::new(&Event::ping(subscription), user, subscription));
+    tries
+        .find(|message| DueShard::of(&message.delivery_id) == shard)
+        .unwrap_or_else(|| panic!("no id in shard {shard}"))
+}
+
+/// Writes a first try of `subscription` in `shard` as the fan-out writes it at `at` (its own
+/// marker, then its record), its message lost.
+async fn lost_first_try(pipeline: &Pipeline, shard: DueShard, subscription: &SubscriptionId, at: Timestamp) {
+    let message = message_in(shard, &typed(unique_user()), subscription);
+    deliveries(pipeline).insert_new(&[(&message, DeliveryStatus::Pending)], at).await.unwrap();
+}
+
+/// The sweep with the template's settings and role, reading as `reading` says.
+fn sweep_reading(pipeline: &Pipeline, reading: Reading) -> career_sweep::Deps {
+    let mut sweep = career_sweep::Deps::new(
+        &career_service::acting_as(function::SWEEP, pipeline.settings(), &clients()),
+        &career_service::function_settings(function::SWEEP, pipeline.settings()),
+    )
+    .unwrap();
+    sweep.reading = reading;
+    sweep
+}
+
+/// The sweep keeps up at scale (contract section 22): every due shard holds some of the
+/// fan-out's markers and records, and a run reads each shard page after page, so a first try
+/// lost in any shard is found, also past its shard's first page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_reads_every_shard_page_after_page() {
+    let pipeline = Pipeline::start(false).await;
+    let subscription = SubscriptionId::generate();
+    let an_hour_ago = Timestamp::now() - Duration::from_secs(3600);
+    // One lost first try in every shard, each with a marker of its own, and 4 more in the
+    // first shard: 3 pages of 2 markers there.
+    let first = DueShard::all().next().unwrap();
+    let shards: Vec<DueShard> = DueShard::all().chain([first; 4]).collect();
+    for &shard in &shards {
+        lost_first_try(&pipeline, shard, &subscription, an_hour_ago).await;
+    }
+    let sweep = sweep_reading(&pipeline, Reading { page: 2, ..Reading::DEPLOYED });
+    let swept = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
+    let lost = shards.len();
+    assert_eq!(
+        (swept.indexed, swept.overdue, swept.requeued, swept.oldest_unread),
+        (lost, lost, lost, None),
+        "every shard read to its end"
+    );
+    assert_eq!(pipeline.count(&pipeline.queues.retry, QueueAttributeName::ApproximateNumberOfMessages).await, lost);
+    let again = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
+    assert_eq!((again.indexed, again.overdue), (0, 0), "every marker read once and removed");
+}
+
+/// A run whose reading budget is spent leaves the rest of its shard for the next run and says,
+/// as its lag metric, how long that rest has waited; a run for one shard reads no other.
+#[test]
+fn a_run_out_of_budget_leaves_the_rest_for_the_next_and_logs_its_lag() {
+    // One thread runs the sweep, so every line it logs is on this thread's capture.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    const SHARD: u8 = 7;
+    let (shard, other) = (DueShard::try_from(SHARD).unwrap(), DueShard::try_from(SHARD + 1).unwrap());
+    let hours_ago = |hours: u64| Timestamp::now() - Duration::from_secs(3600 * hours);
+    let (pipeline, sweep) = runtime.block_on(async {
+        let pipeline = Pipeline::start(false).await;
+        let subscription = SubscriptionId::generate();
+        for hours in [3, 2, 1] {
+            lost_first_try(&pipeline, shard, &subscription, hours_ago(hours)).await;
+        }
+        lost_first_try(&pipeline, other, &subscription, hours_ago(4)).await;
+        // No budget: each run reads one page of its shard, here one marker.
+        let sweep = sweep_reading(&pipeline, Reading { page: 1, budget: Duration::ZERO });
+        (pipeline, sweep)
+    });
+    let mut runs = Vec::new();
+    let logged = capture_logs(|| {
+        for _ in 0..4 {
+            let run = career_sweep::handle(&sweep, json!({"shards": [SHARD]}));
+            runs.push(runtime.block_on(run).into_invocation().expect("a run"));
+        }
+    });
+    let indexed: Vec<usize> = runs.iter().map(|run| run.indexed).collect();
+    assert_eq!(indexed, [1, 1, 1, 0], "one marker a run, oldest first: {runs:?}");
+    assert_eq!(runs[3].oldest_unread, None, "nothing left once the shard is read");
+
+    let namespace = &career_service::function_settings(function::SWEEP, pipeline.settings()).metrics_namespace;
+    let lines: Vec<Value> = logged.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    let lags: Vec<f64> = lines.iter().filter_map(|line| line[SWEEP_LAG].as_f64()).collect();
+    assert_eq!(lags.len(), 4, "one lag a run: {logged}");
+    // The oldest left: the marker of 2 hours ago after the first run, of an hour ago after the second.
+    assert!((7200.0..10_800.0).contains(&lags[0]) && (3600.0..7200.0).contains(&lags[1]), "{lags:?}");
+    assert_eq!(lags[3], 0.0);
+    let directive =
+        lines.iter().find(|line| line.get(SWEEP_LAG).is_some()).unwrap()["_aws"]["CloudWatchMetrics"][0].clone();
+    assert_eq!(directive["Namespace"], json!(namespace));
+
+    // The other shard's marker is where it was, for its own run.
+    let everything = runtime.block_on(career_sweep::handle(&sweep, Value::Null)).into_invocation().unwrap();
+    assert_eq!(everything.indexed, 1);
 }
 
 /// A sweep run that cannot do its work is a failed invocation, as Lambda counts it
@@ -798,7 +905,8 @@ async fn a_retry_longer_than_a_message_delay_waits_in_the_table_and_holds_no_mes
     assert!(due > Timestamp::now() + Duration::from_secs(25 * 60), "the receiver's wait is kept: {due}");
     pipeline.drained().await;
     let deliveries = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
-    let parked = deliveries.parked(due + Duration::from_secs(1), 100).await.unwrap();
+    let shard = DueShard::of(&record.id);
+    let parked = deliveries.parked(shard, due + Duration::from_secs(1), 100, None).await.unwrap().items;
     assert_eq!(parked.iter().map(|p| &p.key.delivery_id).collect::<Vec<_>>(), [&record.id], "parked in the due index");
 
     // Half an hour later: the record is due in two seconds.
@@ -818,9 +926,9 @@ async fn a_retry_longer_than_a_message_delay_waits_in_the_table_and_holds_no_mes
         &career_service::function_settings(function::SWEEP, pipeline.settings()),
     )
     .unwrap();
-    let swept = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+    let swept = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
     assert_eq!(swept.unparked, 1, "{swept:?}");
-    let again = career_sweep::sweep(&sweep, Timestamp::now()).await.unwrap();
+    let again = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
     assert_eq!(again.unparked, 0, "queued once: {again:?}");
 
     let done = records_when(&pipeline, &subscription, 1, |r| r.status == DeliveryStatus::Succeeded).await;

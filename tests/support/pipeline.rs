@@ -72,13 +72,17 @@ impl Pipeline {
     }
 
     /// Runs the sweep every `every` with the pipeline's settings (its window is theirs), as
-    /// the schedule does on AWS, until the pipeline is dropped.
+    /// the schedules do on AWS (a run per shard, at once), until the pipeline is dropped.
     pub fn sweep_every(&mut self, every: Duration) {
         let sweep_clients = acting_as(function::SWEEP, self.settings(), &clients());
         let sweep_settings = crate::function_settings(function::SWEEP, self.settings());
         let sweep = career_sweep::Deps::new(&sweep_clients, &sweep_settings).expect("sweep settings");
-        let timeout = crate::deployment(self.settings()).template.function_timeout(function::SWEEP).expect("a timeout");
-        self.pumps.push(tokio::spawn(async move { run_sweeps(&sweep, every, timeout, std::future::pending()).await }));
+        let deployment = crate::deployment(self.settings());
+        let timeout = deployment.template.function_timeout(function::SWEEP).expect("a timeout");
+        let schedules = deployment.template.schedule_inputs(function::SWEEP).expect("the sweep's schedules");
+        self.pumps.push(tokio::spawn(async move {
+            run_sweeps(&sweep, schedules, every, timeout, std::future::pending()).await
+        }));
     }
 
     /// Creates a subscription through the API and returns its id and secret.

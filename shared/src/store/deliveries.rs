@@ -48,8 +48,11 @@ pub const LOG_SHARDS: u8 = 4;
 const BY_STATUS: &str = "byStatus";
 /// The sweep's index: only `pending` records carry its partition key, `dueShard`.
 pub const BY_DUE: &str = "byDue";
-/// How many partitions the due index spreads its writes over.
+/// How many partitions the due index and the fan-out's markers spread their writes over
+/// ([`DueShard`]).
 pub const DUE_SHARDS: u8 = 16;
+// A shard is a delivery id's last five random bits modulo DUE_SHARDS: even only for a divisor of 32.
+const _: () = assert!(32 % DUE_SHARDS == 0);
 /// The due index's partitions of parked records, `parked#<shard>`, one of [`DUE_SHARDS`]: a
 /// record whose next attempt waits longer than a message's delay waits there, its message
 /// deleted, until the sweep queues it ahead of its time (contract section 22).
@@ -317,17 +320,29 @@ struct MarkerItem {
     expires_at: Timestamp,
 }
 
-fn marker_partition(shard: String) -> String {
+fn marker_partition(shard: DueShard) -> String {
     format!("{MARKER_PARTITION}#{shard}")
 }
 
-/// A fan-out's marker the sweep found due: its key and the records it lists.
+/// A fan-out's marker the sweep found due: its key, when it was made and the records it lists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marker {
     partition: String,
     sort: String,
+    pub made_at: Timestamp,
     pub records: Vec<RecordKey>,
 }
+
+/// One page of a due shard as the sweep reads it: its items, oldest first, and where the
+/// next page starts when more may follow.
+pub struct ShardPage<T> {
+    pub items: Vec<T>,
+    pub next: Option<PageStart>,
+}
+
+/// Where a shard's next page starts: the last key a page read (DynamoDB's `LastEvaluatedKey`).
+#[derive(Clone, Debug)]
+pub struct PageStart(Item);
 
 /// A pending record the sweep found overdue: its key and when it was due.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -362,10 +377,46 @@ fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Optio
         .then(|| format!("{subscription_id}#{}", status.as_str()))
 }
 
-/// The due index partition of a delivery: from its id's random part, so spread evenly.
+/// One of the [`DUE_SHARDS`] partitions of the due index and of the fan-out's markers: a
+/// record's and a marker's (its first record's) come from the delivery id's random part, so
+/// every shard takes an even share of the writes and of the sweep's reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(try_from = "u8")]
+pub struct DueShard(u8);
+
+impl DueShard {
+    /// Every shard, in order.
+    pub fn all() -> impl Iterator<Item = DueShard> {
+        (0..DUE_SHARDS).map(DueShard)
+    }
+
+    /// The shard of a delivery.
+    pub fn of(delivery_id: &DeliveryId) -> Self {
+        DueShard(delivery_id.low_random_bits() % DUE_SHARDS)
+    }
+}
+
+impl TryFrom<u8> for DueShard {
+    type Error = String;
+
+    fn try_from(number: u8) -> Result<Self, String> {
+        if number < DUE_SHARDS {
+            Ok(DueShard(number))
+        } else {
+            Err(format!("{number} is no due shard: there are {DUE_SHARDS}, from 0"))
+        }
+    }
+}
+
+impl std::fmt::Display for DueShard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The due index partition of a delivery, as the record keeps it.
 fn due_shard(delivery_id: &DeliveryId) -> String {
-    let last = delivery_id.as_str().bytes().last().unwrap_or_default();
-    (last % DUE_SHARDS).to_string()
+    DueShard::of(delivery_id).to_string()
 }
 
 /// The due index partition of a parked record ([`PARKED_PARTITION`]).
@@ -488,7 +539,7 @@ impl DeliveryTable {
     async fn put_marker(&self, keys: &[RecordKey], at: Timestamp) -> Result<(), StoreError> {
         let Some(first) = keys.first() else { return Ok(()) };
         let marker = MarkerItem {
-            log_partition: marker_partition(due_shard(&first.delivery_id)),
+            log_partition: marker_partition(DueShard::of(&first.delivery_id)),
             delivery_id: format!("{at}#{}", first.delivery_id),
             records: keys.iter().map(|key| format!("{}/{}", key.subscription_id, key.delivery_id)).collect(),
             expires_at: expires_at(at),
@@ -497,46 +548,56 @@ impl DeliveryTable {
         Ok(())
     }
 
-    /// The fan-out's markers made before `cutoff`, at most `limit` of each shard.
-    pub async fn markers_due(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Marker>, StoreError> {
+    /// One page of the fan-out's markers of `shard` made before `cutoff`, at most `limit`,
+    /// oldest first, from `start` (the first page without).
+    pub async fn markers_due(
+        &self,
+        shard: DueShard,
+        cutoff: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<ShardPage<Marker>, StoreError> {
         let condition = "logPartition = :p AND deliveryId < :cutoff";
-        let items = self.each_shard_before(None, condition, |shard| marker_partition(shard.to_string()), cutoff, limit);
-        let mut found = Vec::new();
-        for item in items.await? {
+        let (items, next) = self.page_before(None, condition, marker_partition(shard), cutoff, limit, start).await?;
+        let mut markers = Vec::new();
+        for item in items {
             let marker: MarkerItem = serde_dynamo::from_item(item)?;
+            let made_at = marker.delivery_id.split_once('#').and_then(|(at, _)| Timestamp::parse(at));
+            let made_at = made_at.ok_or_else(|| {
+                StoreError::Mapping(serde::de::Error::custom(format!("not a marker's key: {}", marker.delivery_id)))
+            })?;
             let records = marker.records.iter().filter_map(|key| RecordKey::parse(key)).collect();
-            found.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, records });
+            markers.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, made_at, records });
         }
-        Ok(found)
+        Ok(ShardPage { items: markers, next })
     }
 
-    /// The items of each of the [`DUE_SHARDS`] partitions (of the table, or of `index`) that
-    /// `condition` keeps below `cutoff` (`:p` the partition, `:cutoff` the bound), at most
-    /// `limit` of each.
-    async fn each_shard_before(
+    /// One page of the items of `partition` (of the table, or of `index`) that `condition`
+    /// keeps below `cutoff` (`:p` the partition, `:cutoff` the bound), at most `limit`, from
+    /// `start`; and where the next page starts, when more may follow.
+    async fn page_before(
         &self,
         index: Option<&str>,
         condition: &str,
-        partition: impl Fn(u8) -> String,
+        partition: String,
         cutoff: Timestamp,
         limit: u32,
-    ) -> Result<Vec<Item>, StoreError> {
-        let mut found = Vec::new();
-        for shard in 0..DUE_SHARDS {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .set_index_name(index.map(str::to_owned))
-                .key_condition_expression(condition)
-                .expression_attribute_values(":p", s(partition(shard)))
-                .expression_attribute_values(":cutoff", time(cutoff))
-                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-                .send()
-                .await?;
-            found.extend(output.items.unwrap_or_default());
-        }
-        Ok(found)
+        start: Option<PageStart>,
+    ) -> Result<(Vec<Item>, Option<PageStart>), StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .set_index_name(index.map(str::to_owned))
+            .key_condition_expression(condition)
+            .expression_attribute_values(":p", s(partition))
+            .expression_attribute_values(":cutoff", time(cutoff))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start.map(|start| start.0))
+            .send()
+            .await?;
+        let next = output.last_evaluated_key.filter(|key| !key.is_empty()).map(PageStart);
+        Ok((output.items.unwrap_or_default(), next))
     }
 
     /// Puts in the due index each record of `marker` that is still `pending` and in none
@@ -832,21 +893,34 @@ impl DeliveryTable {
         Ok(held(result)?.map(|output| output.attributes.unwrap_or_default()))
     }
 
-    /// The `pending` records due before `cutoff`, at most `limit` of each due shard, through
-    /// the sparse due index: what it reads is what is overdue, however large the log.
-    pub async fn overdue(&self, cutoff: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
+    /// One page of the `pending` records of `shard` due before `cutoff`, at most `limit`,
+    /// longest due first, from `start` (the first page without), through the sparse due
+    /// index: what it reads is what is overdue, however large the log.
+    pub async fn overdue(
+        &self,
+        shard: DueShard,
+        cutoff: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<ShardPage<Overdue>, StoreError> {
         let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
-        let items = self.each_shard_before(Some(BY_DUE), condition, |shard| shard.to_string(), cutoff, limit);
-        items.await?.iter().map(Overdue::of_item).collect()
+        let (items, next) = self.page_before(Some(BY_DUE), condition, shard.to_string(), cutoff, limit, start).await?;
+        Ok(ShardPage { items: items.iter().map(Overdue::of_item).collect::<Result<_, _>>()?, next })
     }
 
-    /// The parked records due before `before`, at most `limit` of each due shard: those whose
-    /// next attempt waits in the table, for the sweep to queue ahead of their time.
-    pub async fn parked(&self, before: Timestamp, limit: u32) -> Result<Vec<Overdue>, StoreError> {
+    /// One page of the parked records of `shard` due before `before` (those whose next attempt
+    /// waits in the table, for the sweep to queue ahead of their time), as [`Self::overdue`].
+    pub async fn parked(
+        &self,
+        shard: DueShard,
+        before: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<ShardPage<Overdue>, StoreError> {
         let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
-        let partition = |shard: u8| format!("{PARKED_PARTITION}#{shard}");
-        let items = self.each_shard_before(Some(BY_DUE), condition, partition, before, limit).await?;
-        items.iter().map(Overdue::of_item).collect()
+        let partition = format!("{PARKED_PARTITION}#{shard}");
+        let (items, next) = self.page_before(Some(BY_DUE), condition, partition, before, limit, start).await?;
+        Ok(ShardPage { items: items.iter().map(Overdue::of_item).collect::<Result<_, _>>()?, next })
     }
 
     /// Takes a parked record out of the table's wait, in one conditional write that holds
@@ -1286,7 +1360,7 @@ mod tests {
             .collect();
         let at = Timestamp::from_unix_seconds(1_795_766_400);
         let marker = MarkerItem {
-            log_partition: marker_partition(due_shard(&keys[0].delivery_id)),
+            log_partition: marker_partition(DueShard::of(&keys[0].delivery_id)),
             delivery_id: format!("{at}#{}", keys[0].delivery_id),
             records: keys.iter().map(|key| format!("{}/{}", key.subscription_id, key.delivery_id)).collect(),
             expires_at: expires_at(at),
@@ -1297,6 +1371,32 @@ mod tests {
         assert_eq!(read, keys);
         assert!(marker.log_partition.starts_with("fanout#"), "apart from every log partition");
         assert!(RecordKey::from_item(&item).is_err(), "no marker reads as a record's key");
+    }
+
+    #[test]
+    fn delivery_ids_spread_evenly_over_every_due_shard() {
+        const IDS: usize = 16_000;
+        let even = IDS / usize::from(DUE_SHARDS);
+        let at = Timestamp::from_unix_seconds(1_795_766_400);
+        // Fresh ids (many counted up within one millisecond) and derived ones (hashed).
+        let fresh = (0..IDS).map(|_| DeliveryId::generate());
+        let derived = (0..IDS).map(|i| DeliveryId::derived(at, &["evt_x", &i.to_string()]));
+        for (kind, ids) in [("fresh", fresh.collect::<Vec<_>>()), ("derived", derived.collect())] {
+            let mut counts = [0usize; DUE_SHARDS as usize];
+            for id in &ids {
+                counts[usize::from(DueShard::of(id).0)] += 1;
+            }
+            // Six standard deviations of a binomial count around the even share.
+            assert!(counts.iter().all(|&count| count.abs_diff(even) < even / 5), "{kind}: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn a_due_shard_is_one_of_the_shards_the_sweep_reads() {
+        assert_eq!(DueShard::all().count(), usize::from(DUE_SHARDS));
+        assert_eq!(DueShard::try_from(DUE_SHARDS - 1).map(|shard| shard.to_string()), Ok((DUE_SHARDS - 1).to_string()));
+        assert!(DueShard::try_from(DUE_SHARDS).is_err());
+        assert!(serde_json::from_str::<DueShard>("16").is_err());
     }
 
     #[test]

@@ -12,12 +12,14 @@ pub use queue::{run_queue_pump, sqs_event, RECEIVE_WAIT};
 pub use stream::run_stream_pump;
 pub use stream::stream_event;
 
-/// Runs the sweep function every `every`, as the schedule does on AWS, until `stop` resolves.
-/// A run that takes longer than the function's `timeout` is ended, as Lambda ends it, and
-/// failed: neither the schedule nor Lambda retries it (the template says so), the next run
-/// does its work.
+/// Runs the sweep function every `every` once for each of `inputs` (the template's schedules
+/// of it, [`crate::template::Template::schedule_inputs`]), the runs at once, as the schedules
+/// do on AWS, until `stop` resolves. A run that takes longer than the function's `timeout` is
+/// ended, as Lambda ends it, and failed: neither the schedule nor Lambda retries it (the
+/// template says so), the next run does its work.
 pub async fn run_sweeps(
     sweep: &career_sweep::Deps,
+    inputs: Vec<serde_json::Value>,
     every: Duration,
     timeout: Duration,
     stop: impl std::future::Future<Output = ()>,
@@ -28,9 +30,12 @@ pub async fn run_sweeps(
     loop {
         tokio::select! {
             _ = ticks.tick() => {
-                // Its own log lines say what it found; a failed run is tried at the next tick.
-                if tokio::time::timeout(timeout, career_sweep::handle(sweep, serde_json::Value::Null)).await.is_err() {
-                    tracing::warn!(?timeout, "the sweep timed out");
+                // Their own log lines say what they found; a failed run is tried at the next tick.
+                let runs = inputs.iter().map(|input| tokio::time::timeout(timeout, career_sweep::handle(sweep, input.clone())));
+                for ended in futures_util::future::join_all(runs).await {
+                    if ended.is_err() {
+                        tracing::warn!(?timeout, "a sweep run timed out");
+                    }
                 }
             }
             () = &mut stop => return,
