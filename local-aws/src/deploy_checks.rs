@@ -286,3 +286,224 @@ fn the_template_sets_none_of_the_hooks_of_the_tests_and_the_local_stack() {
         }
     }
 }
+
+/// The value a `Ref` names (`!Ref X` or `{Ref: X}`), unresolved.
+fn reference(value: &Value) -> Option<&str> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag.to_string().trim_start_matches('!') == "Ref" => tagged.value.as_str(),
+        Value::Mapping(map) if map.len() == 1 => map.get("Ref").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// An alarm's metric math items (`Metrics`), by id; empty for an alarm on one metric.
+fn metric_items<'a>(alarm: &crate::template::Resource<'a>) -> Vec<(&'a str, &'a Value)> {
+    let items = alarm.property("Metrics").and_then(Value::as_sequence).into_iter().flatten();
+    items.filter_map(|item| Some((item.get("Id")?.as_str()?, item))).collect()
+}
+
+/// The ids of `items` an expression names.
+fn named_in<'a>(expression: &str, items: &[(&'a str, &'a Value)]) -> Vec<&'a str> {
+    let words: Vec<&str> = expression.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    items.iter().map(|(id, _)| *id).filter(|id| words.contains(id)).collect()
+}
+
+/// A metric math item's expression as the template writes it (a plain string or a `!Sub`).
+fn expression(item: &Value) -> Option<&str> {
+    match item.get("Expression")? {
+        Value::String(text) => Some(text),
+        Value::Tagged(tagged) => tagged.value.as_str(),
+        _ => None,
+    }
+}
+
+/// A queue's level: how many messages it holds, which stays above 0 for as long as they are kept.
+fn is_queue_level(namespace: Option<&Value>, metric: Option<&Value>) -> bool {
+    const LEVELS: [&str; 3] = [
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ];
+    namespace.and_then(Value::as_str) == Some("AWS/SQS")
+        && metric.and_then(Value::as_str).is_some_and(|m| LEVELS.contains(&m))
+}
+
+/// Whether metric math item `id` is a queue's level: the level itself, or an expression of levels
+/// only that neither differentiates (DIFF) nor takes a rate (RATE) of them.
+fn level_valued(id: &str, items: &[(&str, &Value)]) -> bool {
+    let Some((_, item)) = items.iter().find(|(item_id, _)| *item_id == id) else { return false };
+    if let Some(metric) = item.get("MetricStat").and_then(|stat| stat.get("Metric")) {
+        return is_queue_level(metric.get("Namespace"), metric.get("MetricName"));
+    }
+    let Some(expression) = expression(item) else { return false };
+    let named = named_in(expression, items);
+    let changes = ["DIFF", "RATE"].iter().any(|f| expression.contains(f));
+    !changes && !named.is_empty() && named.iter().all(|named| *named != id && level_valued(named, items))
+}
+
+/// Whether `alarm` fires while a queue merely holds a message: its watched figure is a queue's
+/// level and its threshold is crossed by one message (the parameters at their defaults).
+fn fires_on_a_held_message(template: &Template, alarm: &crate::template::Resource) -> bool {
+    let items = metric_items(alarm);
+    let watches_level = if items.is_empty() {
+        is_queue_level(alarm.property("Namespace"), alarm.property("MetricName"))
+    } else {
+        let returned = items.iter().find(|(_, item)| item.get("ReturnData").and_then(Value::as_bool) != Some(false));
+        returned.is_some_and(|(id, _)| level_valued(id, &items))
+    };
+    let mut resolver = resolver("stack");
+    resolver.parameters = template.parameter_defaults();
+    let threshold: f64 = resolver.text(alarm.property("Threshold").expect("a threshold")).unwrap().parse().unwrap();
+    let one_message_crosses = match alarm.property("ComparisonOperator").and_then(Value::as_str) {
+        Some("GreaterThanThreshold") => threshold < 1.0,
+        Some("GreaterThanOrEqualToThreshold") => threshold <= 1.0,
+        _ => false,
+    };
+    watches_level && one_message_crosses
+}
+
+/// Such an alarm stays in ALARM for as long as the queue keeps the message (up to 14 days) and
+/// never notifies of the next one (contract section 22): a dead-letter queue's alarm watches what
+/// arrived instead.
+#[test]
+fn no_alarm_fires_on_a_queue_merely_holding_a_message() {
+    let template = Template::shipped();
+    let alarms: Vec<_> = template.resources_of("AWS::CloudWatch::Alarm").collect();
+    assert!(alarms.len() > 20, "the template's alarms are where this looks");
+    for alarm in alarms {
+        assert!(
+            !fires_on_a_held_message(&template, &alarm),
+            "{} fires for as long as a queue holds a message",
+            alarm.logical_id
+        );
+    }
+    // The rule sees the alarms it was written against: a dead-letter queue's level above 0, on
+    // one metric or through metric math that only fills it in.
+    let before = Template::parse(
+        "Parameters: {Held: {Type: Number, Default: 0}}
+Resources:
+  Plain: {Type: 'AWS::CloudWatch::Alarm', Properties: {Namespace: AWS/SQS, MetricName: ApproximateNumberOfMessagesVisible,
+    Threshold: !Ref Held, ComparisonOperator: GreaterThanThreshold}}
+  Filled: {Type: 'AWS::CloudWatch::Alarm', Properties: {Threshold: 1, ComparisonOperator: GreaterThanOrEqualToThreshold, Metrics: [
+    {Id: level, ReturnData: false, MetricStat: {Metric: {Namespace: AWS/SQS, MetricName: ApproximateNumberOfMessagesVisible}}},
+    {Id: held, Expression: 'FILL(level, 0)', ReturnData: true}]}}
+  Arrived: {Type: 'AWS::CloudWatch::Alarm', Properties: {Threshold: 0, ComparisonOperator: GreaterThanThreshold, Metrics: [
+    {Id: level, ReturnData: false, MetricStat: {Metric: {Namespace: AWS/SQS, MetricName: ApproximateNumberOfMessagesVisible}}},
+    {Id: arrived, Expression: 'DIFF(FILL(level, 0))', ReturnData: true}]}}
+",
+    )
+    .unwrap();
+    let flagged: Vec<_> = before
+        .resources_of("AWS::CloudWatch::Alarm")
+        .filter(|a| fires_on_a_held_message(&before, a))
+        .map(|a| a.logical_id)
+        .collect();
+    assert_eq!(flagged, ["Plain", "Filled"]);
+}
+
+#[test]
+fn every_alarm_notifies_the_alarm_topic() {
+    for alarm in Template::shipped().resources_of("AWS::CloudWatch::Alarm") {
+        let actions = alarm.property("AlarmActions").and_then(Value::as_sequence).cloned().unwrap_or_default();
+        assert!(
+            actions.iter().any(|action| reference(action) == Some("AlarmTopic")),
+            "{} tells no one when it fires",
+            alarm.logical_id
+        );
+    }
+}
+
+/// One tenant's dead receiver at low volume makes most of a quiet deployment's attempts: the
+/// failure rate counts only periods with the floor's attempts (contract section 22).
+#[test]
+fn the_failure_rate_alarm_counts_only_periods_of_at_least_its_floor_of_attempts() {
+    let template = Template::shipped();
+    let alarm = template.resource("DeliveryFailureRateAlarm").unwrap();
+    let items = metric_items(&alarm);
+    let stat = |id: &str| {
+        let (_, item) = items.iter().find(|(item_id, _)| *item_id == id).unwrap_or_else(|| panic!("no {id}"));
+        let stat = item.get("MetricStat").expect("a metric");
+        (stat["Metric"]["MetricName"].as_str().unwrap().to_owned(), stat["Stat"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(stat("attempts"), ("Attempts".to_owned(), "Sum".to_owned()));
+    let (_, returned) = items.iter().find(|(_, item)| item["ReturnData"].as_bool() == Some(true)).unwrap();
+    let mut resolver = resolver("stack");
+    resolver.parameters = template.parameter_defaults();
+    let expression = resolver.text(returned.get("Expression").unwrap()).unwrap();
+    let floor =
+        expression.strip_prefix("IF(attempts >= ").and_then(|rest| rest.split_once(',')).map(|(floor, _)| floor);
+    let floor: u64 = floor.unwrap_or_else(|| panic!("no floor of attempts: {expression}")).parse().unwrap();
+    assert!(floor > 1, "one failed attempt alone would be a 100% failure rate");
+    assert!(expression.ends_with(", 0)"), "a period below the floor counts as no failure: {expression}");
+}
+
+/// Every table and each of its indexes has its reads' and writes' throttles in one alarm's sum.
+#[test]
+fn every_table_and_index_has_its_throttles_in_an_alarm() {
+    let template = Template::shipped();
+    let alarms: Vec<_> = template.resources_of("AWS::CloudWatch::Alarm").collect();
+    let tables: Vec<_> = template.resources_of("AWS::DynamoDB::Table").collect();
+    assert!(tables.len() >= 8);
+    for table in tables {
+        let indexes =
+            table.property("GlobalSecondaryIndexes").and_then(Value::as_sequence).cloned().unwrap_or_default();
+        let mut wanted: Vec<Option<String>> =
+            indexes.iter().map(|i| i.get("IndexName").and_then(Value::as_str).map(str::to_owned)).collect();
+        wanted.push(None);
+        let covers = |alarm: &crate::template::Resource| {
+            let items = metric_items(alarm);
+            let returned = items.iter().find(|(_, item)| item["ReturnData"].as_bool() == Some(true));
+            let Some(summed) = returned.and_then(|(_, item)| expression(item)).map(|e| named_in(e, &items)) else {
+                return false;
+            };
+            let throttles = |metric: &str, index: &Option<String>| {
+                items.iter().any(|(id, item)| {
+                    let Some(stat) = item.get("MetricStat") else { return false };
+                    let dimensions = stat["Metric"]["Dimensions"].as_sequence().cloned().unwrap_or_default();
+                    let dimension =
+                        |name: &str| dimensions.iter().find(|d| d["Name"].as_str() == Some(name)).map(|d| &d["Value"]);
+                    stat["Metric"]["Namespace"].as_str() == Some("AWS/DynamoDB")
+                        && stat["Metric"]["MetricName"].as_str() == Some(metric)
+                        && stat["Stat"].as_str() == Some("Sum")
+                        && dimension("TableName").and_then(reference) == Some(table.logical_id)
+                        && dimension("GlobalSecondaryIndexName").and_then(Value::as_str) == index.as_deref()
+                        && summed.contains(id)
+                })
+            };
+            wanted.iter().all(|index| throttles("ReadThrottleEvents", index) && throttles("WriteThrottleEvents", index))
+        };
+        assert!(
+            alarms.iter().any(covers),
+            "{}: no alarm sums the throttles of it and each of its indexes",
+            table.logical_id
+        );
+    }
+}
+
+/// What one sweep run leaves unread, the next should read: the lag alarm fires past two windows
+/// of the sweep's schedule.
+#[test]
+fn the_sweep_lag_alarm_fires_past_two_windows_of_the_sweeps_schedule() {
+    let template = Template::shipped();
+    let alarm = template.resource("SweepLagAlarm").unwrap();
+    assert_eq!(alarm.property("MetricName").and_then(Value::as_str), Some("SweepLagSeconds"));
+    let threshold = alarm.property("Threshold").and_then(Value::as_u64).expect("a threshold in seconds");
+    for (_, schedule) in schedules(&template).into_iter().filter(|(f, _)| f == function::SWEEP) {
+        let every = rate(schedule.get("ScheduleExpression").and_then(Value::as_str).unwrap());
+        assert_eq!(Duration::from_secs(threshold), 2 * every);
+    }
+}
+
+/// The backlog alarm watches the figure the deliver function writes, in its namespace.
+#[test]
+fn the_backlog_alarm_watches_the_first_attempts_wait_the_deliver_function_reports() {
+    let template = Template::shipped();
+    let alarm = template.resource("DeliveryMainLaneBacklogAlarm").unwrap();
+    let items = metric_items(&alarm);
+    let (_, wait) = items.iter().find(|(id, _)| *id == "wait").expect("the wait");
+    let metric = &wait["MetricStat"]["Metric"];
+    assert_eq!(metric["MetricName"].as_str(), Some(career_core::telemetry::FIRST_ATTEMPT_WAIT));
+    let deliver = template.resource(function::DELIVER).unwrap();
+    let namespace = &deliver.property("Environment").unwrap()["Variables"]["METRICS_NAMESPACE"];
+    assert_eq!(resolver("s").text(&metric["Namespace"]).unwrap(), resolver("s").text(namespace).unwrap());
+}

@@ -12,6 +12,7 @@ mod api_webhooks;
 mod delivery_cost;
 mod delivery_log;
 mod delivery_log_layout;
+mod delivery_metrics;
 mod deploy_rehearsal;
 mod destinations;
 mod destinations_api;

@@ -10,22 +10,33 @@ use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceParent};
 use career_core::webhooks::Subscription;
 
-use crate::Deps;
+use crate::{Deps, Received};
 
-/// Logs the attempt's outcome with its metrics.
+/// Logs the attempt's outcome with its metrics; `(started, latency_ms)`: when its send started,
+/// and how long it took. A first attempt also reports how long it waited for its send.
 pub(crate) fn report(
     deps: &Deps,
-    delivery: &DeliveryMessage,
+    received: &Received<'_>,
     subscription: &Subscription,
     outcome: &Outcome,
     after: &After,
     attempt: u32,
-    latency_ms: f64,
+    (started, latency_ms): (SystemTime, f64),
 ) {
+    let delivery = &received.delivery;
     let kind = delivery.event.kind().as_str();
     let receiver = subscription.target.logged();
+    let limited = subscription.max_deliveries_per_second.is_some();
+    let waited = telemetry::first_attempt_wait(delivery, received.lane, attempt, limited, started.into());
+    let metrics_of = |result| {
+        let metrics = delivery_metrics(&deps.metrics_namespace, kind, result, latency_ms);
+        match waited {
+            Some(wait) => telemetry::with_first_attempt_wait(metrics, &deps.metrics_namespace, wait),
+            None => metrics,
+        }
+    };
     if let Outcome::Delivered(answer) = outcome {
-        let metrics = delivery_metrics(&deps.metrics_namespace, kind, DeliveryResult::Succeeded, latency_ms);
+        let metrics = metrics_of(DeliveryResult::Succeeded);
         tracing::info!(%receiver, attempt, status = answer.status, latency_ms, emf = %metrics, "delivered");
         return;
     }
@@ -34,7 +45,7 @@ pub(crate) fn report(
         _ => None,
     };
     let result = DeliveryResult::Failed { exhausted: retry_in.is_none() };
-    let metrics = delivery_metrics(&deps.metrics_namespace, kind, result, latency_ms);
+    let metrics = metrics_of(result);
     tracing::warn!(
         %receiver,
         attempt,

@@ -220,7 +220,7 @@ async fn attempt_delivery(
         record(deps, &received.delivery, subscription, &body, &after, lease),
         set_pace(deps, subscription, pace, now),
     );
-    report(deps, &received.delivery, subscription, &outcome, &after, attempt, latency_ms);
+    report(deps, received, subscription, &outcome, &after, attempt, (started_at, latency_ms));
     let span = (&trace.parent, span_id, started_at);
     log_span(&received.delivery, subscription, &outcome, &after, attempt, span, latency_ms);
     match recorded {
