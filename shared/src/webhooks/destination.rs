@@ -95,9 +95,9 @@ impl RoleArn {
 text_traits!(RoleArn, "an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)");
 
 /// An SQS queue's URL: `https://sqs.<region>.amazonaws.com/<account>/<name>` (the domain is
-/// the region's partition's: `.amazonaws.com.cn` in China), or a local emulator's `http://<address>:<port>/<account>/<name>`, which only
-/// [`DestinationPolicy`] decides whether a deployment takes. A name ending in `.fifo` is a
-/// FIFO queue.
+/// the region's partition's: `.amazonaws.com.cn` in China), or a local emulator's
+/// `http://<address>:<port>/<account>/<name>`, which only [`DestinationPolicy`] decides whether
+/// a deployment takes. A name ending in `.fifo` is a FIFO queue.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct QueueUrl(String);
@@ -582,7 +582,9 @@ pub struct Partition {
 }
 
 /// AWS's partitions as the SDKs' endpoint rules define them (`partitions.json`: each one's
-/// `regionRegex` and `dnsSuffix`). A region of none of them does not exist.
+/// `regionRegex` and `dnsSuffix`). A region of none of them does not exist. When AWS opens a
+/// region under a new first word (`il` and `mx` came late), the SDKs' table gains it: so must
+/// this one, or destinations there are refused as malformed.
 const PARTITIONS: [Partition; 8] = [
     Partition {
         name: "aws",
@@ -800,16 +802,9 @@ mod tests {
             assert_eq!(partition(region), Some(name), "{region}");
             assert_eq!(Partition::named(name).map(|partition| partition.name), Some(name));
         }
-        for nowhere in [
-            "zz-north-1",
-            "xyz-north-1",
-            "eu-west",
-            "eu-west-x",
-            "eu-west-1-a",
-            "EU-west-1",
-            "eusc-fr-east-1",
-            "",
-        ] {
+        for nowhere in
+            ["zz-north-1", "xyz-north-1", "eu-west", "eu-west-x", "eu-west-1-a", "EU-west-1", "eusc-fr-east-1", ""]
+        {
             assert_eq!(partition(nowhere), None, "{nowhere}");
         }
         assert!(Partition::named("aws-mars").is_none());
