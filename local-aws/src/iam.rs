@@ -493,6 +493,13 @@ pub fn query_calls_of(body: &[u8]) -> Option<Vec<Call>> {
             context,
         }]);
     }
+    if action == "GetWebIdentityToken" {
+        return Some(vec![Call {
+            action: "sts:GetWebIdentityToken".to_owned(),
+            resource: "*".to_owned(),
+            context: Vec::new(),
+        }]);
+    }
     // PublishBatch is authorized as sns:Publish, as SendMessageBatch is as sqs:SendMessage.
     let action = match action.as_str() {
         "Publish" | "PublishBatch" => "Publish",
@@ -653,8 +660,14 @@ impl HttpConnector for Enforcing {
             let calls = request_calls(&request);
             let assumption = calls.as_ref().ok().and_then(|calls| calls.iter().find(|c| c.action == "sts:AssumeRole"));
             let assumption = assumption.cloned();
+            let token = calls.as_ref().is_ok_and(|calls| calls.iter().any(|c| c.action == "sts:GetWebIdentityToken"));
             if let Some(refused) = evaluate(&role, calls, Protocol::of(&request), true) {
                 return HttpConnectorFuture::ready(Ok(refused));
+            }
+            // moto has no outbound identity federation: the stack's issuer answers.
+            if token {
+                let body = request.body().bytes().unwrap_or_default();
+                return HttpConnectorFuture::ready(Ok(crate::identity_token::answer(&role.arn, body)));
             }
             return match assumption {
                 Some(call) => HttpConnectorFuture::new(self.clone().assume(role, call, request)),
