@@ -284,8 +284,9 @@ enum DemoCommand {
         /// The subscription's senderRoleArn.
         #[arg(long, requires = "external_id")]
         sender_role_arn: Option<String>,
-        /// The subscription's externalId.
-        #[arg(long, requires = "sender_role_arn")]
+        /// The subscription's externalId. Base64url, so it may start with `-`: taken as the
+        /// value, never as an option.
+        #[arg(long, requires = "sender_role_arn", allow_hyphen_values = true)]
         external_id: Option<String>,
     },
     /// Take up to 10 messages from the sample receiver's queue NAME; prints {"messages":
@@ -476,6 +477,23 @@ mod tests {
             let refused = minutes(&[bad]).expect_err(bad);
             assert!(refused.contains("--minutes"), "{bad}: {refused}");
         }
+    }
+
+    #[test]
+    fn an_external_id_that_starts_with_a_hyphen_is_taken_as_the_value() {
+        let external_id = |args: &[&str]| {
+            let demo =
+                [&["demo", "aws-receiver", "--sender-role-arn", "arn:aws:iam::123456789012:role/d"], args].concat();
+            match parse(&demo) {
+                Ok(Cli { command: Command::Demo(DemoCommand::AwsReceiver { external_id, .. }) }) => Ok(external_id),
+                Ok(_) => panic!("another command"),
+                Err(message) => Err(message),
+            }
+        };
+        let id = "-Xk2vB7hN0p9mQ4rT1sW8yZ3aC6dE5fG0hJ2kL4mN6o";
+        assert_eq!(external_id(&["--external-id", id]), Ok(Some(id.to_owned())));
+        assert_eq!(external_id(&[&format!("--external-id={id}")]), Ok(Some(id.to_owned())));
+        assert!(external_id(&[]).unwrap_err().contains("--external-id"), "it goes with --sender-role-arn");
     }
 
     #[test]

@@ -60,6 +60,33 @@ fn every_schedule_is_named_after_its_stack() {
     }
 }
 
+/// Receivers' trust policies name the delivery role's ARN: its name is fixed, so a stack
+/// deployed again under its name has the same; after its stack, so two stacks in one account do
+/// not share it; and within IAM's 64 characters for every stack whose function names fit
+/// Lambda's 64, whatever `DeliveryRoleSuffix` the template allows.
+#[test]
+fn the_delivery_roles_name_is_fixed_after_its_stack_and_fits_iam() {
+    let template = Template::shipped();
+    let in_stack = |stack: &str, suffix: &str| {
+        let mut stack = resolver(stack);
+        stack.parameters = [("DeliveryRoleSuffix".to_owned(), suffix.to_owned())].into();
+        let role = template.resource("DeliverFunctionRole").unwrap();
+        crate::resources::role_arn(&role, &stack).unwrap().rsplit('/').next().unwrap().to_owned()
+    };
+    let default = template.parameter_defaults()["DeliveryRoleSuffix"].clone();
+    assert_eq!(in_stack("stack-a", &default), "stack-a-delivery");
+    assert_ne!(in_stack("stack-a", &default), in_stack("stack-b", &default));
+    let function_names = template.resources_of("AWS::Serverless::Function").map(|function| {
+        resolver("").text(function.property("FunctionName").expect("a fixed function name")).unwrap().len()
+    });
+    let longest_stack = "s".repeat(64 - function_names.max().unwrap());
+    let document: Value = serde_yaml::from_str(crate::template::TEMPLATE).unwrap();
+    let pattern = document["Parameters"]["DeliveryRoleSuffix"]["AllowedPattern"].as_str().unwrap();
+    let most = pattern.rsplit_once(',').and_then(|(_, most)| most.split_once('}')).unwrap().0;
+    let longest_suffix = "r".repeat(most.parse().unwrap());
+    assert!(in_stack(&longest_stack, &longest_suffix).len() <= 64, "{longest_stack}-{longest_suffix}");
+}
+
 #[test]
 fn no_function_needs_reserved_concurrency_and_the_sweep_runs_one_at_a_time_by_its_schedule() {
     let template = Template::shipped();

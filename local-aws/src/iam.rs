@@ -1,7 +1,8 @@
 //! IAM as the local stack enforces it: each function's AWS clients act as that function's
 //! role from template.yaml, and every call they make is evaluated against the role's policy
 //! before it reaches DynamoDB Local or moto. A call the role does not allow is answered as
-//! AWS answers it (400 `AccessDeniedException`), so the function takes its own error path,
+//! AWS answers it (400 `AccessDeniedException` in JSON; 403 `AccessDenied`, or SNS's
+//! `AuthorizationError`, in the Query protocol's XML), so the function takes its own error path,
 //! and the stack logs one line naming the function, the action and the resource.
 //!
 //! Emulation only, like DynamoDB Local: it lives in the local stack's HTTP client (see
@@ -492,6 +493,13 @@ pub fn query_calls_of(body: &[u8]) -> Option<Vec<Call>> {
             context,
         }]);
     }
+    if action == "GetWebIdentityToken" {
+        return Some(vec![Call {
+            action: "sts:GetWebIdentityToken".to_owned(),
+            resource: "*".to_owned(),
+            context: Vec::new(),
+        }]);
+    }
     // PublishBatch is authorized as sns:Publish, as SendMessageBatch is as sqs:SendMessage.
     let action = match action.as_str() {
         "Publish" | "PublishBatch" => "Publish",
@@ -511,21 +519,38 @@ fn access_key(request: &HttpRequest) -> Option<&str> {
 /// request this emulation does not map.
 fn request_calls(request: &HttpRequest) -> Result<Vec<Call>, String> {
     let bytes = request.body().bytes().unwrap_or_default();
-    // The JSON protocol names its operation in a header; the Query protocol (SNS, STS) in its body.
-    match request.headers().get("x-amz-target") {
-        Some(target) => calls_of(target, &serde_json::from_slice(bytes).unwrap_or(Json::Null)).ok_or(target.to_owned()),
-        None => query_calls_of(bytes)
+    match Protocol::of(request) {
+        Protocol::Json(target) => {
+            calls_of(target, &serde_json::from_slice(bytes).unwrap_or(Json::Null)).ok_or(target.to_owned())
+        }
+        Protocol::Query => query_calls_of(bytes)
             .ok_or_else(|| String::from_utf8_lossy(bytes).split('&').next().unwrap_or_default().to_owned()),
     }
 }
 
-/// Evaluates `calls` against `role`: AWS's answer when the role refuses one. A function's role
-/// records each grant it used (`record`).
-fn evaluate(role: &Role, calls: Result<Vec<Call>, String>, record: bool) -> Option<HttpResponse> {
+/// The protocol a request speaks, and its refusal with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol<'a> {
+    /// The JSON protocol (DynamoDB, SQS, KMS, EventBridge): the operation in `X-Amz-Target`.
+    Json(&'a str),
+    /// The Query protocol (SNS, STS): the operation in the form body, errors in XML.
+    Query,
+}
+
+impl<'a> Protocol<'a> {
+    fn of(request: &'a HttpRequest) -> Self {
+        request.headers().get("x-amz-target").map_or(Protocol::Query, Protocol::Json)
+    }
+}
+
+/// Evaluates `calls` against `role`: AWS's answer, in `protocol`, when the role refuses one. A
+/// function's role records each grant it used (`record`).
+fn evaluate(role: &Role, calls: Result<Vec<Call>, String>, protocol: Protocol, record: bool) -> Option<HttpResponse> {
     let calls = match calls {
         Ok(calls) => calls,
         Err(operation) => {
-            return Some(refuse(role, &Call { action: operation, resource: "?".to_owned(), context: Vec::new() }))
+            let unknown = Call { action: operation, resource: "?".to_owned(), context: Vec::new() };
+            return Some(refuse(role, &unknown, protocol));
         }
     };
     for call in &calls {
@@ -542,7 +567,7 @@ fn evaluate(role: &Role, calls: Result<Vec<Call>, String>, record: bool) -> Opti
                 }
             }
             Some(_) => {}
-            None => return Some(refuse(role, call)),
+            None => return Some(refuse(role, call, protocol)),
         }
     }
     None
@@ -555,7 +580,11 @@ fn session_arn(role: &Role) -> String {
     format!("arn:aws:sts::{account}:assumed-role/{name}/{}", role.function)
 }
 
-fn refuse(role: &Role, call: &Call) -> HttpResponse {
+/// AWS's answer to a call the caller's policy refuses, in the request's protocol: the JSON
+/// protocol's `AccessDeniedException` with HTTP 400; the Query protocol's XML error with HTTP
+/// 403, `AccessDenied` (STS), or `AuthorizationError` (SNS), so each SDK reads the code as it
+/// reads AWS's.
+fn refuse(role: &Role, call: &Call, protocol: Protocol) -> HttpResponse {
     let Call { action, resource, .. } = call;
     eprintln!(
         "==> AccessDenied: {} called {action} on {resource}, which its role ({}) does not allow",
@@ -568,6 +597,10 @@ fn refuse(role: &Role, call: &Call) -> HttpResponse {
          policy allows the {action} action",
         session_arn(role)
     );
+    if protocol == Protocol::Query {
+        let code = if action.starts_with("sns:") { "AuthorizationError" } else { "AccessDenied" };
+        return query_error(code, &message);
+    }
     let body = serde_json::json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": message});
     let mut response = HttpResponse::new(StatusCode::try_from(400).expect("a status"), SdkBody::from(body.to_string()));
     response.headers_mut().insert("content-type", "application/x-amz-json-1.0");
@@ -576,7 +609,7 @@ fn refuse(role: &Role, call: &Call) -> HttpResponse {
     response
 }
 
-/// STS's answer to an `AssumeRole` that the role's trust policy refuses (Query protocol, XML).
+/// STS's answer to an `AssumeRole` that the role's trust policy refuses.
 fn refuse_assumption(role: &Role, call: &Call) -> HttpResponse {
     eprintln!(
         "==> AccessDenied: {} may not assume {}: its trust policy does not allow it",
@@ -588,9 +621,14 @@ fn refuse_assumption(role: &Role, call: &Call) -> HttpResponse {
         session_arn(role),
         call.resource
     );
+    query_error("AccessDenied", &message)
+}
+
+/// A Query protocol service's refusal: HTTP 403 and the XML error naming `code`.
+fn query_error(code: &str, message: &str) -> HttpResponse {
     let body = format!(
-        "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>\
-         <Code>AccessDenied</Code><Message>{message}</Message></Error><RequestId>local</RequestId></ErrorResponse>"
+        "<ErrorResponse><Error><Type>Sender</Type>\
+         <Code>{code}</Code><Message>{message}</Message></Error><RequestId>local</RequestId></ErrorResponse>"
     );
     let mut response = HttpResponse::new(StatusCode::try_from(403).expect("a status"), SdkBody::from(body));
     response.headers_mut().insert("content-type", "text/xml");
@@ -622,8 +660,14 @@ impl HttpConnector for Enforcing {
             let calls = request_calls(&request);
             let assumption = calls.as_ref().ok().and_then(|calls| calls.iter().find(|c| c.action == "sts:AssumeRole"));
             let assumption = assumption.cloned();
-            if let Some(refused) = evaluate(&role, calls, true) {
+            let token = calls.as_ref().is_ok_and(|calls| calls.iter().any(|c| c.action == "sts:GetWebIdentityToken"));
+            if let Some(refused) = evaluate(&role, calls, Protocol::of(&request), true) {
                 return HttpConnectorFuture::ready(Ok(refused));
+            }
+            // moto has no outbound identity federation: the stack's issuer answers.
+            if token {
+                let body = request.body().bytes().unwrap_or_default();
+                return HttpConnectorFuture::ready(Ok(crate::identity_token::answer(&role.arn, body)));
             }
             return match assumption {
                 Some(call) => HttpConnectorFuture::new(self.clone().assume(role, call, request)),
@@ -674,9 +718,10 @@ impl Enforcing {
         let endpoint = endpoint_of(&request)?;
         let Some(receiver) = receiver_role(&self.http, &endpoint, &arn, &session).await? else {
             let role = Role { function: session, arn, statements: Vec::new() };
-            return Ok(refuse(&role, &Call { action: "*".to_owned(), resource: "*".to_owned(), context: Vec::new() }));
+            let anything = Call { action: "*".to_owned(), resource: "*".to_owned(), context: Vec::new() };
+            return Ok(refuse(&role, &anything, Protocol::of(&request)));
         };
-        match evaluate(&receiver.permissions, request_calls(&request), false) {
+        match evaluate(&receiver.permissions, request_calls(&request), Protocol::of(&request), false) {
             Some(refused) => Ok(refused),
             None => self.connector.call(request).await,
         }
@@ -961,6 +1006,22 @@ mod tests {
         assert!(role.allows(&calls[0]).is_some());
         let other = Call { resource: format!("{topic}-other"), ..calls[0].clone() };
         assert!(role.allows(&other).is_none());
+    }
+
+    #[test]
+    fn a_refusal_speaks_its_requests_protocol_with_the_code_aws_gives() {
+        let role = role("[]");
+        let refused = |action: &str, protocol| {
+            let response =
+                refuse(&role, &Call { action: action.into(), resource: "r".into(), context: Vec::new() }, protocol);
+            (response.status().as_u16(), String::from_utf8_lossy(response.body().bytes().unwrap()).into_owned())
+        };
+        let (status, body) = refused("sts:AssumeRole", Protocol::Query);
+        assert!(status == 403 && body.contains("<Code>AccessDenied</Code>"), "{status} {body}");
+        let (status, body) = refused("sns:Publish", Protocol::Query);
+        assert!(status == 403 && body.contains("<Code>AuthorizationError</Code>"), "{status} {body}");
+        let (status, body) = refused("sqs:SendMessage", Protocol::Json("AmazonSQS.SendMessage"));
+        assert!(status == 400 && body.contains("AccessDeniedException"), "{status} {body}");
     }
 
     fn assume(external_id: Option<&str>) -> Call {

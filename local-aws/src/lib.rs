@@ -16,6 +16,7 @@ pub mod emulators;
 pub mod event_sources;
 pub mod gateway;
 pub mod iam;
+pub mod identity_token;
 pub mod receiver;
 pub mod resources;
 pub mod stack;

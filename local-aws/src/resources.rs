@@ -17,7 +17,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-use crate::template::{scalar, Physical, Resolver, Template, ACCOUNT};
+use crate::template::{scalar, Physical, Resolver, Resource, Template, ACCOUNT};
 
 /// The delivery lanes (career_core::aws::queue) and their dead-letter queues.
 #[derive(Clone, Debug, Default)]
@@ -94,11 +94,9 @@ pub async fn create_stack(
                 let arn = format!("arn:aws:secretsmanager:{}:{ACCOUNT}:{name}", resolver.region);
                 named(arn.clone(), arn)
             }
-            // A role's ARN has no region and names a `role/` (owners of an AWS destination
-            // trust the delivery function's, which the webhooks function shows them).
             "AWS::IAM::Role" => {
-                let name = format!("{stack_name}-{}", resource.logical_id);
-                named(name.clone(), format!("arn:aws:iam::{ACCOUNT}:role/{name}"))
+                let arn = role_arn(&resource, &resolver)?;
+                named(arn.rsplit('/').next().expect("a role's ARN names it").to_owned(), arn)
             }
             _ => continue,
         };
@@ -106,6 +104,18 @@ pub async fn create_stack(
     }
     create_queues(template, clients.sqs(), &mut resolver).await?;
     Ok(resolver)
+}
+
+/// The ARN a role of the template has in the stack `resolver` resolves (owners of an AWS
+/// destination trust the delivery function's, which the webhooks function shows them): no
+/// region, and its `RoleName` where the template fixes one, as CloudFormation names it; else
+/// `<stack>-<logical id>` (CloudFormation adds a random suffix, which the local stack needs not).
+pub fn role_arn(role: &Resource, resolver: &Resolver) -> anyhow::Result<String> {
+    let name = match role.property("RoleName") {
+        Some(name) => resolver.text(name)?,
+        None => format!("{}-{}", resolver.stack_name, role.logical_id),
+    };
+    Ok(format!("arn:aws:iam::{ACCOUNT}:role/{name}"))
 }
 
 fn named(reference: String, arn: String) -> Physical {

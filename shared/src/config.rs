@@ -203,7 +203,8 @@ pub struct Settings {
     /// (contract section 15).
     pub operator_topic_arn: Option<String>,
     /// `SENDER_ROLE_ARN`: the delivery function's role, which the owner of an AWS destination
-    /// trusts (contract section 17); its account is the deployment's own. Unset, the
+    /// trusts (contract section 17); its account and its partition (the template's
+    /// `${AWS::Partition}`, that of the deployment's region) are the deployment's own. Unset, the
     /// deployment takes no AWS destination.
     pub sender_role_arn: Option<RoleArn>,
 }

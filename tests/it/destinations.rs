@@ -277,3 +277,32 @@ async fn a_role_that_may_not_send_or_a_deleted_queue_fails_at_the_send_and_says_
     assert_eq!(gone.attempts, pipeline.settings().max_delivery_attempts, "retried");
     assert!(gone.last_error.unwrap().starts_with("sqs:SendMessage: the queue does not exist"));
 }
+
+/// What `lastError` says of a refused `AssumeRole` (contract section 17), word for word.
+const ASSUME_ROLE_REFUSED: &str = "sts:AssumeRole refused: check that roleArn exists and that its trust policy names \
+     senderRoleArn as Principal with the condition sts:ExternalId equal to the subscription's externalId";
+
+/// The red team's borrowing: a subscription naming a role of the deployment's own account and
+/// the service's own retry lane, which the local stack's API takes. The delivery role's
+/// template deny refuses the `AssumeRole`, answered as STS answers (403 `AccessDenied`), so the
+/// record says what the contract says of any refused assumption.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_role_of_the_deployments_own_account_is_refused_with_the_contracts_sentence() {
+    let (pipeline, _) = start().await;
+    let user = unique_user();
+    let own_role = format!("arn:aws:iam::{}:role/borrowed", local_aws::template::ACCOUNT);
+    let own_queue = pipeline.settings().retry_queue_url.clone().expect("the retry lane");
+    let subscription =
+        subscribe(&pipeline, &user, json!({"type": "aws_sqs", "queueUrl": own_queue, "roleArn": own_role})).await;
+    let id = subscription["id"].as_str().unwrap();
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let record = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Failed).await;
+    assert_eq!(record.last_error.as_deref(), Some(ASSUME_ROLE_REFUSED));
+    assert_eq!(record.last_response_status, None);
+    let by_its_own_policy = |(function, action, resource): &local_aws::iam::Denial| {
+        function == local_aws::template::function::DELIVER && action == "sts:AssumeRole" && resource == &own_role
+    };
+    assert!(local_aws::iam::denials().iter().any(by_its_own_policy), "refused by the delivery role's deny");
+    assert_eq!(local_aws::iam::assumptions_of(&own_role), 0);
+}

@@ -185,3 +185,66 @@ async fn patch_changes_the_queue_and_role_under_the_same_checks_and_keeps_the_ex
     update(&api, &key, hook_id, &body).await.assert_error(400, INVALID);
     assert_eq!(listed(&api, &key, hook_id).await, hook);
 }
+
+/// No role trusts a principal of another partition: a destination in one is refused at create
+/// and at PATCH with a message naming it, and changes nothing.
+#[tokio::test]
+async fn a_destination_in_another_partition_is_refused_naming_it_and_changes_nothing() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let first = created(&api, &key, sqs(&queue("first"), &role("sender"))).await;
+    let before = [without_secret(&first)];
+    let cn_role = format!("arn:aws-cn:iam::{ACCOUNT}:role/r");
+    let cn_queue = format!("https://sqs.cn-north-1.amazonaws.com.cn/{ACCOUNT}/q");
+    let cn_bus = format!("arn:aws-cn:events:cn-north-1:{ACCOUNT}:event-bus/b");
+    let gov_queue = format!("https://sqs.us-gov-west-1.amazonaws.com/{ACCOUNT}/q");
+    for (destination, partition) in [
+        (sqs(&cn_queue, &cn_role), "aws-cn"),
+        (json!({"type": "aws_eventbridge", "eventBusArn": cn_bus, "roleArn": cn_role}), "aws-cn"),
+        (json!({"type": "aws_eventbridge", "eventBusArn": cn_bus, "roleArn": role("r")}), "aws-cn"),
+        (sqs(&gov_queue, &role("r")), "aws-us-gov"),
+    ] {
+        let body = subscribing(destination);
+        let answer = create(&api, &key, &body).await;
+        answer.assert_error(400, INVALID);
+        let message = answer.json["error"]["message"].as_str().unwrap();
+        let names = message.contains(&format!("partition {partition}")) && message.contains("its own, aws");
+        assert!(names, "the destination's partition and the deployment's: {body}: {message}");
+        assert_eq!(list(&api, &key).await, before, "after {body}");
+    }
+
+    let id = first["id"].as_str().unwrap();
+    for change in [
+        json!({"roleArn": cn_role}),
+        json!({"queueUrl": cn_queue, "roleArn": cn_role}),
+        json!({"type": "aws_sqs", "queueUrl": gov_queue}),
+    ] {
+        let answer = update(&api, &key, id, &json!({"destination": change}).to_string()).await;
+        answer.assert_error(400, INVALID);
+        assert!(answer.json["error"]["message"].as_str().unwrap().contains("partition"), "{change}: {answer:?}");
+        assert_eq!(listed(&api, &key, id).await, before[0], "after {change}");
+    }
+}
+
+/// A bus's region must be one of its ARN's partition, as a queue URL's is of its domain's: one
+/// check of region and partition for both kinds.
+#[tokio::test]
+async fn an_event_bus_in_a_region_of_another_partition_or_of_none_is_refused_as_a_queue_is() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let first =
+        created(&api, &key, json!({"type": "aws_eventbridge", "eventBusArn": bus("b"), "roleArn": role("r")})).await;
+    let before = [without_secret(&first)];
+    for region in ["cn-north-1", "us-gov-west-1", "zz-north-1"] {
+        let on_bus = json!({"type": "aws_eventbridge",
+            "eventBusArn": format!("arn:aws:events:{region}:{ACCOUNT}:event-bus/b"), "roleArn": role("r")});
+        let in_queue = sqs(&format!("https://sqs.{region}.amazonaws.com/{ACCOUNT}/q"), &role("r"));
+        for destination in [on_bus, in_queue] {
+            refused(&api, &key, &subscribing(destination), INVALID, &before).await;
+        }
+        let id = first["id"].as_str().unwrap();
+        let change = json!({"destination": {"eventBusArn": format!("arn:aws:events:{region}:{ACCOUNT}:event-bus/b")}});
+        update(&api, &key, id, &change.to_string()).await.assert_error(400, INVALID);
+        assert_eq!(listed(&api, &key, id).await, before[0], "after {change}");
+    }
+}

@@ -18,6 +18,7 @@ mod destinations;
 mod destinations_api;
 mod docs;
 mod events;
+mod identity_tokens;
 mod lanes;
 mod local_gateway;
 mod openapi;

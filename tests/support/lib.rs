@@ -247,7 +247,14 @@ pub fn installed() -> Installed {
 /// The delivery function's role, as the local stack names template.yaml's
 /// `DeliverFunctionRole`: the role owners of an AWS destination trust (contract section 17).
 pub fn sender_role_arn() -> RoleArn {
-    let arn = format!("arn:aws:iam::{}:role/career-DeliverFunctionRole", local_aws::template::ACCOUNT);
+    let template = local_aws::template::Template::shipped();
+    let stack = local_aws::template::Resolver {
+        stack_name: local_aws::stack::STACK_NAME.to_owned(),
+        parameters: template.parameter_defaults(),
+        ..Default::default()
+    };
+    let role = template.resource("DeliverFunctionRole").expect("the delivery function's role");
+    let arn = local_aws::resources::role_arn(&role, &stack).expect("its name resolves");
     RoleArn::parse(&arn).expect("a role ARN")
 }
 

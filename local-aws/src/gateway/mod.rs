@@ -10,7 +10,6 @@ use career_core::aws::AwsClients;
 use career_core::config::Settings;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use lambda_http::http::header::{CONNECTION, CONTENT_TYPE};
 use lambda_http::http::{self, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -26,8 +25,10 @@ const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
 /// middle of headers or a body) is closed, so idle or half-open clients cannot pile up.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+pub(crate) mod connections;
 mod routes;
 
+pub use connections::serve_connections;
 use routes::Routes;
 
 /// The three API functions, routed as the SAM template routes them.
@@ -145,33 +146,6 @@ pub async fn serve(listener: TcpListener, functions: Arc<ApiFunctions>, idle_tim
         async move { Ok::<_, Infallible>(answer(&functions, request, idle_timeout).await) }
     })
     .await
-}
-
-/// Answers each HTTP/1 request on `listener` with `respond`, each connection on a task of
-/// its own, until the task is dropped. With an `idle_timeout`, a connection that sends no
-/// request for that long is closed.
-pub async fn serve_connections<Respond, Answered>(
-    listener: TcpListener,
-    idle_timeout: Option<Duration>,
-    respond: Respond,
-) -> std::io::Result<()>
-where
-    Respond: Fn(http::Request<Incoming>) -> Answered + Clone + Send + Sync + 'static,
-    Answered: std::future::Future<Output = Result<http::Response<Full<Bytes>>, Infallible>> + Send + 'static,
-{
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let service = hyper::service::service_fn(respond.clone());
-        tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            // The header read timeout runs from the moment hyper waits for a request's first
-            // byte, so it also ends connections that are idle before or between requests.
-            if let Some(timeout) = idle_timeout {
-                builder.timer(TokioTimer::new()).header_read_timeout(timeout);
-            }
-            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
-        });
-    }
 }
 
 async fn answer(

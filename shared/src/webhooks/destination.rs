@@ -70,7 +70,7 @@ impl RoleArn {
             && (path.is_empty()
                 || path.split('/').all(|segment| !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_graphic())));
         let ok = arn == "arn"
-            && is_partition(partition)
+            && Partition::named(partition).is_some()
             && service == "iam"
             && region.is_empty()
             && AccountId::parse(account).is_some()
@@ -94,10 +94,10 @@ impl RoleArn {
 
 text_traits!(RoleArn, "an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)");
 
-/// An SQS queue's URL: `https://sqs.<region>.amazonaws.com/<account>/<name>` (`.amazonaws.com.cn`
-/// in China), or a local emulator's `http://<address>:<port>/<account>/<name>`, which only
-/// [`DestinationPolicy`] decides whether a deployment takes. A name ending in `.fifo` is a
-/// FIFO queue.
+/// An SQS queue's URL: `https://sqs.<region>.amazonaws.com/<account>/<name>` (the domain is
+/// the region's partition's: `.amazonaws.com.cn` in China), or a local emulator's
+/// `http://<address>:<port>/<account>/<name>`, which only [`DestinationPolicy`] decides whether
+/// a deployment takes. A name ending in `.fifo` is a FIFO queue.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct QueueUrl(String);
@@ -193,10 +193,10 @@ impl EventBusArn {
         let name = resource.strip_prefix("event-bus/")?;
         let name_ok = (1..=MAX_BUS_NAME_LEN).contains(&name.len())
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
+        // The region is one of the ARN's partition, as a queue URL's is of its domain's.
         let ok = arn == "arn"
-            && is_partition(partition)
+            && Partition::of_region(region).is_some_and(|of_region| of_region.name == partition)
             && service == "events"
-            && is_region(region)
             && AccountId::parse(account).is_some()
             && name_ok;
         ok.then(|| EventBusArn(text.to_owned()))
@@ -276,6 +276,11 @@ pub enum InvalidDestination {
     LocalQueue,
     #[error("the role must be in the same account as its {target} (role in {role}, {target} in {target_account})")]
     OtherAccount { target: &'static str, role: String, target_account: String },
+    #[error(
+        "destination.{field} is in the AWS partition {partition}: this deployment delivers only within its own, \
+         {deployment}"
+    )]
+    OtherPartition { field: &'static str, partition: String, deployment: String },
     #[error("the role must be in your own AWS account, not this service's")]
     OwnAccount,
     #[error("this deployment does not deliver to AWS accounts (its delivery role is not configured)")]
@@ -291,8 +296,8 @@ pub enum InvalidDestination {
 /// What a destination may be in one deployment.
 #[derive(Clone, Copy, Debug)]
 pub struct DestinationPolicy<'a> {
-    /// The delivery function's role (`SENDER_ROLE_ARN`): owners trust it, and its account is
-    /// the deployment's own. `None`: the deployment takes no destination.
+    /// The delivery function's role (`SENDER_ROLE_ARN`): owners trust it, and its account and
+    /// its partition are the deployment's own. `None`: the deployment takes no destination.
     pub sender_role: Option<&'a RoleArn>,
     /// The URL settings of section 5. A queue at an address (an emulator) needs that address
     /// in an allowed network (`WEBHOOK_ALLOWED_NETWORKS`), and `http` needs
@@ -372,10 +377,11 @@ impl Destination {
     fn check(&self, policy: &DestinationPolicy) -> Result<(), InvalidDestination> {
         let sender = policy.sender_role.ok_or(InvalidDestination::NotOffered)?;
         let role = self.role_arn();
-        let (target, target_account, same_partition) = match self {
+        // Each part's partition; an emulator's queue has none (it is the deployment's).
+        let (target, target_field, target_account, target_partition) = match self {
             Destination::AwsSqs { queue_url, .. } => {
                 let partition = match queue_url.host() {
-                    QueueHost::Aws { region } => Some(partition_of(&region)),
+                    QueueHost::Aws { region } => Some(Partition::of_region(&region).expect("checked by parse").name),
                     QueueHost::Address { ip, https } => {
                         let allowed = policy.urls.guard.allowed().iter().any(|network| network.contains(ip));
                         if !allowed || !(https || policy.urls.allow_http) {
@@ -384,16 +390,28 @@ impl Destination {
                         None
                     }
                 };
-                ("queue", queue_url.account(), partition.is_none_or(|partition| partition == role.partition()))
+                ("queue", "queueUrl", queue_url.account(), partition)
             }
             Destination::AwsEventBridge { event_bus_arn, .. } => {
-                ("bus", event_bus_arn.account(), event_bus_arn.partition() == role.partition())
+                ("bus", "eventBusArn", event_bus_arn.account(), Some(event_bus_arn.partition()))
             }
         };
-        if role.account() != target_account || !same_partition {
+        // No role trusts, and no credentials reach, across partitions: the deployment's is
+        // its delivery role's.
+        let deployment = sender.partition();
+        for (field, partition) in [("roleArn", Some(role.partition())), (target_field, target_partition)] {
+            if let Some(partition) = partition.filter(|partition| *partition != deployment) {
+                return Err(InvalidDestination::OtherPartition {
+                    field,
+                    partition: partition.to_owned(),
+                    deployment: deployment.to_owned(),
+                });
+            }
+        }
+        if role.account() != target_account {
             return Err(InvalidDestination::OtherAccount {
                 target,
-                role: format!("{}:{}", role.partition(), role.account()),
+                role: role.account().to_string(),
                 target_account: target_account.to_string(),
             });
         }
@@ -551,41 +569,67 @@ fn arn_parts(text: &str) -> Option<[&str; 6]> {
     Some([parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?])
 }
 
-fn is_partition(text: &str) -> bool {
-    text == "aws" || text.strip_prefix("aws-").is_some_and(|rest| rest.split('-').all(is_lower_word))
+/// An AWS partition: a set of regions whose ARNs name it and whose endpoints share a domain.
+/// Roles trust, and credentials reach, only within one.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// As ARNs name it: `aws`, `aws-cn`, `aws-us-gov` …
+    pub name: &'static str,
+    /// The first words of its regions' names, `<first>-<word>-<number>`.
+    region_starts: &'static [&'static str],
+    /// The domain its endpoints end in (`sqs.<region>.<domain>`).
+    domain: &'static str,
 }
 
-/// `us-east-1`, `eu-central-2`, `us-gov-west-1`, `cn-north-1` …
-fn is_region(text: &str) -> bool {
-    let mut words = text.split('-').collect::<Vec<_>>();
-    let number = words.pop().filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    number.is_some() && words.len() >= 2 && words[0].len() == 2 && words.iter().all(|word| is_lower_word(word))
+/// AWS's partitions as the SDKs' endpoint rules define them (`partitions.json`: each one's
+/// `regionRegex` and `dnsSuffix`). A region of none of them does not exist. When AWS opens a
+/// region under a new first word (`il` and `mx` came late), the SDKs' table gains it: so must
+/// this one, or destinations there are refused as malformed.
+const PARTITIONS: [Partition; 8] = [
+    Partition {
+        name: "aws",
+        region_starts: &["us", "eu", "ap", "sa", "ca", "me", "af", "il", "mx"],
+        domain: "amazonaws.com",
+    },
+    Partition { name: "aws-cn", region_starts: &["cn"], domain: "amazonaws.com.cn" },
+    Partition { name: "aws-us-gov", region_starts: &["us-gov"], domain: "amazonaws.com" },
+    Partition { name: "aws-iso", region_starts: &["us-iso"], domain: "c2s.ic.gov" },
+    Partition { name: "aws-iso-b", region_starts: &["us-isob"], domain: "sc2s.sgov.gov" },
+    Partition { name: "aws-iso-e", region_starts: &["eu-isoe"], domain: "cloud.adc-e.uk" },
+    Partition { name: "aws-iso-f", region_starts: &["us-isof"], domain: "csp.hci.ic.gov" },
+    Partition { name: "aws-eusc", region_starts: &["eusc-de"], domain: "amazonaws.eu" },
+];
+
+impl Partition {
+    /// The partition ARNs call `name`.
+    pub fn named(name: &str) -> Option<&'static Partition> {
+        PARTITIONS.iter().find(|partition| partition.name == name)
+    }
+
+    /// The partition `region` belongs to; `None` for a region of none (one that does not exist).
+    pub fn of_region(region: &str) -> Option<&'static Partition> {
+        let word_and_number = |rest: &str| {
+            rest.split_once('-').is_some_and(|(word, number)| {
+                is_lower_word(word) && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())
+            })
+        };
+        PARTITIONS.iter().find(|partition| {
+            partition.region_starts.iter().any(|start| {
+                region.strip_prefix(start).and_then(|rest| rest.strip_prefix('-')).is_some_and(word_and_number)
+            })
+        })
+    }
 }
 
 fn is_lower_word(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_lowercase())
 }
 
-/// The partition of a region's ARNs.
-fn partition_of(region: &str) -> &'static str {
-    if region.starts_with("cn-") {
-        "aws-cn"
-    } else if region.starts_with("us-gov-") {
-        "aws-us-gov"
-    } else {
-        "aws"
-    }
-}
-
-/// The region of an SQS endpoint's name: `sqs.<region>.amazonaws.com`, or `.amazonaws.com.cn`
-/// for a China region.
+/// The region of an SQS endpoint's name, `sqs.<region>.<the domain of the region's partition>`
+/// (`sqs.eu-west-1.amazonaws.com`, `sqs.cn-north-1.amazonaws.com.cn`).
 fn aws_region(domain: &str) -> Option<String> {
-    let region = domain.strip_prefix("sqs.")?;
-    let region = match region.strip_suffix(".amazonaws.com.cn") {
-        Some(china) => china.starts_with("cn-").then_some(china)?,
-        None => region.strip_suffix(".amazonaws.com").filter(|region| !region.starts_with("cn-"))?,
-    };
-    is_region(region).then(|| region.to_owned())
+    let (region, rest) = domain.strip_prefix("sqs.")?.split_once('.')?;
+    (Partition::of_region(region)?.domain == rest).then(|| region.to_owned())
 }
 
 /// IAM role names: letters, digits and `+=,.@_-`.
@@ -612,7 +656,12 @@ mod tests {
     const ROLE: &str = "arn:aws:iam::222222222222:role/career-sender";
 
     fn on_aws(value: Value) -> Result<Destination, InvalidDestination> {
-        let sender = RoleArn::parse(SENDER).unwrap();
+        deployed_as(SENDER, value)
+    }
+
+    /// On AWS, for a deployment whose delivery role is `sender`.
+    fn deployed_as(sender: &str, value: Value) -> Result<Destination, InvalidDestination> {
+        let sender = RoleArn::parse(sender).unwrap();
         Destination::parse(&value, &DestinationPolicy { sender_role: Some(&sender), urls: &UrlPolicy::default() })
     }
 
@@ -634,7 +683,11 @@ mod tests {
 
         let fifo = "https://sqs.us-gov-west-1.amazonaws.com/222222222222/events.fifo";
         let gov_role = "arn:aws-us-gov:iam::222222222222:role/path/to/sender";
-        assert!(on_aws(json!({"type": "aws_sqs", "queueUrl": fifo, "roleArn": gov_role})).unwrap().is_fifo());
+        let on_gov = deployed_as(
+            "arn:aws-us-gov:iam::111111111111:role/d",
+            json!({"type": "aws_sqs", "queueUrl": fifo, "roleArn": gov_role}),
+        );
+        assert!(on_gov.unwrap().is_fifo());
 
         let bus = on_aws(json!({"type": "aws_eventbridge", "eventBusArn": BUS, "roleArn": ROLE})).unwrap();
         let Destination::AwsEventBridge { event_bus_arn, .. } = &bus else { panic!("{bus:?}") };
@@ -666,19 +719,11 @@ mod tests {
             (json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": BUS}), E::RoleArn),
             (
                 json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": other_role}),
-                E::OtherAccount {
-                    target: "queue",
-                    role: "aws:333333333333".into(),
-                    target_account: "222222222222".into(),
-                },
+                E::OtherAccount { target: "queue", role: "333333333333".into(), target_account: "222222222222".into() },
             ),
             (
                 json!({"type": "aws_eventbridge", "eventBusArn": BUS, "roleArn": "arn:aws-cn:iam::222222222222:role/r"}),
-                E::OtherAccount {
-                    target: "bus",
-                    role: "aws-cn:222222222222".into(),
-                    target_account: "222222222222".into(),
-                },
+                E::OtherPartition { field: "roleArn", partition: "aws-cn".into(), deployment: "aws".into() },
             ),
             (
                 json!({"type": "aws_sqs", "queueUrl": "https://sqs.eu-west-1.amazonaws.com/111111111111/q", "roleArn": own_role}),
@@ -700,6 +745,72 @@ mod tests {
     }
 
     #[test]
+    fn a_destination_is_in_the_deployments_partition() {
+        use InvalidDestination as E;
+        let china = |value: Value| deployed_as("arn:aws-cn:iam::111111111111:role/d", value);
+        let cn_queue = "https://sqs.cn-north-1.amazonaws.com.cn/222222222222/q";
+        let cn_role = "arn:aws-cn:iam::222222222222:role/r";
+        let cn_bus = "arn:aws-cn:events:cn-northwest-1:222222222222:event-bus/b";
+        let in_china = json!({"type": "aws_sqs", "queueUrl": cn_queue, "roleArn": cn_role});
+        assert!(china(in_china.clone()).is_ok());
+        assert!(china(json!({"type": "aws_eventbridge", "eventBusArn": cn_bus, "roleArn": cn_role})).is_ok());
+        let other = |field, partition: &str, deployment: &str| E::OtherPartition {
+            field,
+            partition: partition.into(),
+            deployment: deployment.into(),
+        };
+        assert_eq!(on_aws(in_china), Err(other("roleArn", "aws-cn", "aws")));
+        let error = on_aws(json!({"type": "aws_eventbridge", "eventBusArn": cn_bus, "roleArn": cn_role})).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "destination.roleArn is in the AWS partition aws-cn: this deployment delivers only within its own, aws"
+        );
+        assert_eq!(
+            on_aws(json!({"type": "aws_sqs", "queueUrl": cn_queue, "roleArn": ROLE})),
+            Err(other("queueUrl", "aws-cn", "aws"))
+        );
+        assert_eq!(
+            china(json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": cn_role})),
+            Err(other("queueUrl", "aws", "aws-cn"))
+        );
+        assert_eq!(
+            china(json!({"type": "aws_eventbridge", "eventBusArn": BUS, "roleArn": cn_role})),
+            Err(other("eventBusArn", "aws", "aws-cn"))
+        );
+        let gov_bus = "arn:aws-us-gov:events:us-gov-west-1:222222222222:event-bus/b";
+        assert_eq!(
+            on_aws(json!({"type": "aws_eventbridge", "eventBusArn": gov_bus, "roleArn": ROLE})),
+            Err(other("eventBusArn", "aws-us-gov", "aws"))
+        );
+    }
+
+    #[test]
+    fn regions_belong_to_one_partition_each_and_no_other_exists() {
+        let partition = |region| Partition::of_region(region).map(|partition| partition.name);
+        for (region, name) in [
+            ("eu-west-1", "aws"),
+            ("il-central-1", "aws"),
+            ("mx-central-1", "aws"),
+            ("cn-northwest-1", "aws-cn"),
+            ("us-gov-east-1", "aws-us-gov"),
+            ("us-iso-east-1", "aws-iso"),
+            ("us-isob-east-1", "aws-iso-b"),
+            ("eu-isoe-west-1", "aws-iso-e"),
+            ("us-isof-south-1", "aws-iso-f"),
+            ("eusc-de-east-1", "aws-eusc"),
+        ] {
+            assert_eq!(partition(region), Some(name), "{region}");
+            assert_eq!(Partition::named(name).map(|partition| partition.name), Some(name));
+        }
+        for nowhere in
+            ["zz-north-1", "xyz-north-1", "eu-west", "eu-west-x", "eu-west-1-a", "EU-west-1", "eusc-fr-east-1", ""]
+        {
+            assert_eq!(partition(nowhere), None, "{nowhere}");
+        }
+        assert!(Partition::named("aws-mars").is_none());
+    }
+
+    #[test]
     fn malformed_queue_urls_and_arns() {
         for bad in [
             "http://sqs.eu-west-1.amazonaws.com/222222222222/q",
@@ -718,6 +829,8 @@ mod tests {
             "https://sqs.evil.amazonaws.com/222222222222/q",
             "https://sqs.cn-north-1.amazonaws.com/222222222222/q",
             "https://sqs.eu-west-1.amazonaws.com.cn/222222222222/q",
+            "https://sqs.us-gov-west-1.amazonaws.com.cn/222222222222/q",
+            "https://sqs.zz-north-1.amazonaws.com/222222222222/q",
             "https://queue.example.com/222222222222/q",
             "ftp://127.0.0.1/222222222222/q",
             "/222222222222/q",
@@ -728,12 +841,14 @@ mod tests {
             QueueUrl::parse(&format!("https://sqs.eu-west-1.amazonaws.com/222222222222/{}", "q".repeat(80))).is_some()
         );
         assert!(QueueUrl::parse("https://sqs.cn-north-1.amazonaws.com.cn/222222222222/q").is_some());
+        assert!(QueueUrl::parse("https://sqs.us-iso-east-1.c2s.ic.gov/222222222222/q").is_some());
         for bad in [
             "arn:aws:iam::222222222222:user/sender",
             "arn:aws:iam:eu-west-1:222222222222:role/sender",
             "arn:aws:sts::222222222222:role/sender",
             "arn:aws:iam::2222:role/sender",
             "arn:AWS:iam::222222222222:role/sender",
+            "arn:aws-mars:iam::222222222222:role/sender",
             "arn:aws:iam::222222222222:role/",
             "arn:aws:iam::222222222222:role/a//b",
             "arn:aws:iam::222222222222:role/bad name",
@@ -749,6 +864,11 @@ mod tests {
             "arn:aws:events:eu-west-1:222222222222:event-bus/",
             "arn:aws:events:eu-west-1:222222222222:event-bus/a b",
             "arn:aws:sqs:eu-west-1:222222222222:event-bus/career",
+            // A region of another partition than the ARN's, or of none: as a queue URL's domain.
+            "arn:aws:events:cn-north-1:222222222222:event-bus/career",
+            "arn:aws-cn:events:eu-west-1:222222222222:event-bus/career",
+            "arn:aws:events:us-gov-west-1:222222222222:event-bus/career",
+            "arn:aws:events:zz-north-1:222222222222:event-bus/career",
         ] {
             assert_eq!(EventBusArn::parse(bad), None, "{bad}");
         }
