@@ -11,11 +11,13 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
+use career_core::store::PartitionQuota;
 
 use crate::deployment::Deployment;
 use crate::emulators::{Installed, LocalService};
 use crate::resources::QueueUrls;
 use crate::template::{Template, REGION};
+use crate::throttling::{Modelled, ThrottlingLayer};
 
 /// The local stack's settings: the environment, with the local defaults of contract
 /// section 8 (and the local stack's table names) where a variable is not set.
@@ -30,11 +32,23 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
     if unset("DELIVERY_RETRY_BASE_SECONDS") {
         settings.retry_base = Duration::from_secs(1);
     }
+    if let Some(divisor) = std::env::var_os(SCALE_MODEL_VAR) {
+        let divisor = divisor.to_str().and_then(|text| text.trim().parse::<u32>().ok()).filter(|d| *d >= 1);
+        let divisor = divisor
+            .with_context(|| format!("{SCALE_MODEL_VAR} is a whole number from 1: AWS's quotas divided by it"))?;
+        settings.partition_quota = PartitionQuota::DYNAMODB.scaled_down(divisor);
+    }
     if settings.cursor_signing_key.is_none() {
         settings.cursor_signing_key = Some(SecretSetting::new(career_core::random::random_token("cursor_")));
     }
     Ok(settings)
 }
+
+/// Runs the local stack as a scale model (contract section 22) when set: AWS's quotas that
+/// bind the design divided by its value (10: a partition key takes 100 write units a second,
+/// not DynamoDB's 1,000), enforced by a layer in front of the emulator ([`ThrottlingLayer`]).
+/// Unset, no quota is enforced, as before.
+pub const SCALE_MODEL_VAR: &str = "LOCAL_SCALE_MODEL";
 
 /// The local stack's name: its tables are `career-…` (config.rs's default names).
 pub const STACK_NAME: &str = "career";
@@ -54,6 +68,8 @@ pub fn local_time_limit(aws: Duration) -> Duration {
 
 pub struct LocalStack {
     pub dynamodb: LocalService,
+    /// The scale model's layer in front of `dynamodb`, which the stack's clients then call.
+    pub throttling: Option<ThrottlingLayer>,
     /// moto: the SQS emulator, and KMS and SNS on the same endpoint.
     pub sqs: LocalService,
     pub queues: QueueUrls,
@@ -85,13 +101,21 @@ impl LocalStack {
             installed.start_dynamodb(dynamodb_dir.as_deref()),
             installed.start_moto(kms_dir.as_deref())
         )?;
-        let sdk = sdk_config(&dynamodb.endpoint, &sqs.endpoint)?;
+        let throttling = match settings.partition_quota {
+            PartitionQuota::DYNAMODB => None,
+            quota => {
+                let tables = AwsClients::new(sdk_config(&dynamodb.endpoint, &sqs.endpoint)?).dynamodb().clone();
+                Some(ThrottlingLayer::start(&dynamodb.endpoint, tables, quota, Modelled::Every).await?)
+            }
+        };
+        let dynamodb_endpoint = throttling.as_ref().map_or(&dynamodb.endpoint, |layer| &layer.endpoint);
+        let sdk = sdk_config(dynamodb_endpoint, &sqs.endpoint)?;
         // Services that just started can take a while to answer their first calls (the JVM
         // warming up, a data file being opened), longer than a request may wait.
         let setup = AwsClients::new(sdk.to_builder().timeout_config(startup_timeouts()).build());
         let deployment = Deployment::create(template, &setup, STACK_NAME, &mut settings).await?;
         let queues = deployment.queues()?;
-        Ok(LocalStack { dynamodb, sqs, queues, settings, deployment, sdk })
+        Ok(LocalStack { dynamodb, throttling, sqs, queues, settings, deployment, sdk })
     }
 
     /// Replaces DynamoDB Local with a new one in memory on the same port, and makes the
@@ -131,7 +155,8 @@ impl LocalStack {
 
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
     pub fn env_file(&self, api_url: &str, demo_key: &str) -> String {
-        let mut vars = aws_environment(&self.dynamodb.endpoint, &self.sqs.endpoint);
+        let dynamodb = self.throttling.as_ref().map_or(&self.dynamodb.endpoint, |layer| &layer.endpoint);
+        let mut vars = aws_environment(dynamodb, &self.sqs.endpoint);
         vars.extend([("CAREER_API_URL", api_url.to_owned()), ("CAREER_DEMO_KEY", demo_key.to_owned())]);
         // So a function run under `cargo lambda watch` behaves as it does in the local stack
         // (the settings hold the stack's lanes and KMS key).

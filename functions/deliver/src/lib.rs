@@ -23,7 +23,7 @@ use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, Before, Found, Lease, MessageFate, Policy, Step, SubscriptionChange, SubscriptionState,
 };
-use career_core::delivery::rate::{Admission, DeliveryLimiter};
+use career_core::delivery::rate::{wait_after_failed_count, Admission, DeliveryLimiter};
 use career_core::delivery::retry::{jitter, RetrySchedule};
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
@@ -71,7 +71,10 @@ impl Deps {
             },
             metrics_namespace: settings.metrics_namespace.clone(),
             groups: settings.delivery_groups,
-            limiter: DeliveryLimiter::new(RateLimitTable::new(clients.dynamodb().clone(), rate_limits)),
+            limiter: DeliveryLimiter::new(
+                RateLimitTable::new(clients.dynamodb().clone(), rate_limits),
+                settings.partition_quota,
+            ),
         })
     }
 }
@@ -342,7 +345,7 @@ async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration>
         Ok(Admission::Wait(wait)) => Some(wait),
         Err(err) => {
             tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
-            Some(deps.policy.schedule.base)
+            Some(wait_after_failed_count(jitter()))
         }
     }
 }
