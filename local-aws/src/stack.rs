@@ -33,10 +33,7 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
         settings.retry_base = Duration::from_secs(1);
     }
     if let Some(divisor) = std::env::var_os(SCALE_MODEL_VAR) {
-        let divisor = divisor.to_str().and_then(|text| text.trim().parse::<u32>().ok()).filter(|d| *d >= 1);
-        let divisor = divisor
-            .with_context(|| format!("{SCALE_MODEL_VAR} is a whole number from 1: AWS's quotas divided by it"))?;
-        settings.partition_quota = PartitionQuota::DYNAMODB.scaled_down(divisor);
+        settings.partition_quota = scale_model(&divisor.to_string_lossy())?;
     }
     if settings.cursor_signing_key.is_none() {
         settings.cursor_signing_key = Some(SecretSetting::new(career_core::random::random_token("cursor_")));
@@ -47,8 +44,16 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
 /// Runs the local stack as a scale model (contract section 22) when set: AWS's quotas that
 /// bind the design divided by its value (10: a partition key takes 100 write units a second,
 /// not DynamoDB's 1,000), enforced by a layer in front of the emulator ([`ThrottlingLayer`]).
-/// Unset, no quota is enforced, as before.
+/// Unset, the stack enforces none (DynamoDB Local has no quota).
 pub const SCALE_MODEL_VAR: &str = "LOCAL_SCALE_MODEL";
+
+/// The partition quota of the scale model [`SCALE_MODEL_VAR`] asks for.
+fn scale_model(divisor: &str) -> anyhow::Result<PartitionQuota> {
+    let divisor = divisor.trim().parse::<u32>().ok().filter(|d| *d >= 2);
+    let divisor =
+        divisor.with_context(|| format!("{SCALE_MODEL_VAR} is a whole number from 2: AWS's quotas divided by it"))?;
+    Ok(PartitionQuota::DYNAMODB.scaled_down(divisor))
+}
 
 /// The local stack's name: its tables are `career-…` (config.rs's default names).
 pub const STACK_NAME: &str = "career";
@@ -101,6 +106,7 @@ impl LocalStack {
             installed.start_dynamodb(dynamodb_dir.as_deref()),
             installed.start_moto(kms_dir.as_deref())
         )?;
+        // AWS's own quota is far above what one machine reaches: only a scale model's has a layer.
         let throttling = match settings.partition_quota {
             PartitionQuota::DYNAMODB => None,
             quota => {
@@ -213,4 +219,18 @@ fn startup_timeouts() -> TimeoutConfig {
         .operation_attempt_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(60))
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scale_model_divides_dynamodbs_partition_quota() {
+        assert_eq!(scale_model("10").unwrap(), PartitionQuota { write_units: 100, read_units: 300 });
+        assert_eq!(scale_model("5000").unwrap(), PartitionQuota { write_units: 1, read_units: 1 }, "at least a unit");
+        for bad in ["1", "0", "-2", "ten", ""] {
+            assert!(scale_model(bad).is_err(), "{bad:?}");
+        }
+    }
 }
