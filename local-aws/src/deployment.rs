@@ -86,8 +86,9 @@ impl Deployment {
         let local_values: HashMap<&str, String> = local.to_env().into_iter().collect();
         let environment = environment_of(&self.template, &self.resolver, function, &local_values)?;
         let mut settings = Settings::from_vars(&environment).with_context(|| format!("{function}'s environment"))?;
-        // Not an environment variable: tests shorten it.
+        // Not environment variables: tests shorten the one, the scale model shrinks the other.
         settings.rate_limit_window = local.rate_limit_window;
+        settings.partition_quota = local.partition_quota;
         Ok(settings)
     }
 

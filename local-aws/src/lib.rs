@@ -1,6 +1,7 @@
 //! `local-aws`: the emulation of AWS the local stack runs the functions on. It reads
 //! template.yaml (template), creates what it declares (resources), evaluates the functions'
-//! IAM roles on every call (iam), plays Lambda's event source mappings (event_sources and
+//! IAM roles on every call (iam), throttles each partition key of DynamoDB past its quota
+//! when it runs as a scale model (throttling), plays Lambda's event source mappings (event_sources and
 //! their pumps) and the HTTP API (gateway), and starts DynamoDB Local and moto (emulators), where a receiver's own AWS account lives
 //! beside the deployment's (receiver).
 //! It emulates only what AWS does: whatever the local stack does differently from Lambda
@@ -21,3 +22,4 @@ pub mod receiver;
 pub mod resources;
 pub mod stack;
 pub mod template;
+pub mod throttling;

@@ -11,11 +11,13 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use career_core::aws::AwsClients;
 use career_core::config::{SecretSetting, Settings, TableNames};
+use career_core::store::PartitionQuota;
 
 use crate::deployment::Deployment;
 use crate::emulators::{Installed, LocalService};
 use crate::resources::QueueUrls;
 use crate::template::{Template, REGION};
+use crate::throttling::{Modelled, ThrottlingLayer};
 
 /// The local stack's settings: the environment, with the local defaults of contract
 /// section 8 (and the local stack's table names) where a variable is not set.
@@ -30,10 +32,27 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
     if unset("DELIVERY_RETRY_BASE_SECONDS") {
         settings.retry_base = Duration::from_secs(1);
     }
+    if let Some(divisor) = std::env::var_os(SCALE_MODEL_VAR) {
+        settings.partition_quota = scale_model(&divisor.to_string_lossy())?;
+    }
     if settings.cursor_signing_key.is_none() {
         settings.cursor_signing_key = Some(SecretSetting::new(career_core::random::random_token("cursor_")));
     }
     Ok(settings)
+}
+
+/// Runs the local stack as a scale model (contract section 22) when set: AWS's quotas that
+/// bind the design divided by its value (10: a partition key takes 100 write units a second,
+/// not DynamoDB's 1,000), enforced by a layer in front of the emulator ([`ThrottlingLayer`]).
+/// Unset, the stack enforces none (DynamoDB Local has no quota).
+pub const SCALE_MODEL_VAR: &str = "LOCAL_SCALE_MODEL";
+
+/// The partition quota of the scale model [`SCALE_MODEL_VAR`] asks for.
+fn scale_model(divisor: &str) -> anyhow::Result<PartitionQuota> {
+    let divisor = divisor.trim().parse::<u32>().ok().filter(|d| *d >= 2);
+    let divisor =
+        divisor.with_context(|| format!("{SCALE_MODEL_VAR} is a whole number from 2: AWS's quotas divided by it"))?;
+    Ok(PartitionQuota::DYNAMODB.scaled_down(divisor))
 }
 
 /// The local stack's name: its tables are `career-…` (config.rs's default names).
@@ -54,6 +73,8 @@ pub fn local_time_limit(aws: Duration) -> Duration {
 
 pub struct LocalStack {
     pub dynamodb: LocalService,
+    /// The scale model's layer in front of `dynamodb`, which the stack's clients then call.
+    pub throttling: Option<ThrottlingLayer>,
     /// moto: the SQS emulator, and KMS and SNS on the same endpoint.
     pub sqs: LocalService,
     pub queues: QueueUrls,
@@ -85,13 +106,22 @@ impl LocalStack {
             installed.start_dynamodb(dynamodb_dir.as_deref()),
             installed.start_moto(kms_dir.as_deref())
         )?;
-        let sdk = sdk_config(&dynamodb.endpoint, &sqs.endpoint)?;
+        // AWS's own quota is far above what one machine reaches: only a scale model's has a layer.
+        let throttling = match settings.partition_quota {
+            PartitionQuota::DYNAMODB => None,
+            quota => {
+                let tables = AwsClients::new(sdk_config(&dynamodb.endpoint, &sqs.endpoint)?).dynamodb().clone();
+                Some(ThrottlingLayer::start(&dynamodb.endpoint, tables, quota, Modelled::Every).await?)
+            }
+        };
+        let dynamodb_endpoint = throttling.as_ref().map_or(&dynamodb.endpoint, |layer| &layer.endpoint);
+        let sdk = sdk_config(dynamodb_endpoint, &sqs.endpoint)?;
         // Services that just started can take a while to answer their first calls (the JVM
         // warming up, a data file being opened), longer than a request may wait.
         let setup = AwsClients::new(sdk.to_builder().timeout_config(startup_timeouts()).build());
         let deployment = Deployment::create(template, &setup, STACK_NAME, &mut settings).await?;
         let queues = deployment.queues()?;
-        Ok(LocalStack { dynamodb, sqs, queues, settings, deployment, sdk })
+        Ok(LocalStack { dynamodb, throttling, sqs, queues, settings, deployment, sdk })
     }
 
     /// Replaces DynamoDB Local with a new one in memory on the same port, and makes the
@@ -131,7 +161,8 @@ impl LocalStack {
 
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
     pub fn env_file(&self, api_url: &str, demo_key: &str) -> String {
-        let mut vars = aws_environment(&self.dynamodb.endpoint, &self.sqs.endpoint);
+        let dynamodb = self.throttling.as_ref().map_or(&self.dynamodb.endpoint, |layer| &layer.endpoint);
+        let mut vars = aws_environment(dynamodb, &self.sqs.endpoint);
         vars.extend([("CAREER_API_URL", api_url.to_owned()), ("CAREER_DEMO_KEY", demo_key.to_owned())]);
         // So a function run under `cargo lambda watch` behaves as it does in the local stack
         // (the settings hold the stack's lanes and KMS key).
@@ -188,4 +219,18 @@ fn startup_timeouts() -> TimeoutConfig {
         .operation_attempt_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(60))
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scale_model_divides_dynamodbs_partition_quota() {
+        assert_eq!(scale_model("10").unwrap(), PartitionQuota { write_units: 100, read_units: 300 });
+        assert_eq!(scale_model("5000").unwrap(), PartitionQuota { write_units: 1, read_units: 1 }, "at least a unit");
+        for bad in ["1", "0", "-2", "ten", ""] {
+            assert!(scale_model(bad).is_err(), "{bad:?}");
+        }
+    }
 }

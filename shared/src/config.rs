@@ -5,6 +5,7 @@ use std::env;
 use std::time::Duration;
 
 use crate::delivery::group_count::Groups;
+use crate::store::PartitionQuota;
 use crate::webhooks::destination::RoleArn;
 use crate::webhooks::netguard::{Guard, Network, UrlPolicy};
 
@@ -207,6 +208,10 @@ pub struct Settings {
     /// `${AWS::Partition}`, that of the deployment's region) are the deployment's own. Unset, the
     /// deployment takes no AWS destination.
     pub sender_role_arn: Option<RoleArn>,
+    /// What one partition key of a table takes a second: DynamoDB's. Not an environment
+    /// variable: only the local stack's scale model (`local_aws::throttling`) makes it
+    /// smaller, and the functions then share their items' load as they would on AWS.
+    pub partition_quota: PartitionQuota,
 }
 
 impl Settings {
@@ -245,6 +250,7 @@ impl Settings {
             metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
             operator_topic_arn: vars("OPERATOR_TOPIC_ARN").filter(|arn| !arn.trim().is_empty()),
             sender_role_arn: sender_role_arn(vars)?,
+            partition_quota: PartitionQuota::DYNAMODB,
         })
     }
 
@@ -474,6 +480,7 @@ mod tests {
             metrics_namespace: "Elsewhere".into(),
             operator_topic_arn: Some("arn:aws:sns:us-east-1:123456789012:operations".into()),
             sender_role_arn: RoleArn::parse("arn:aws:iam::123456789012:role/career-deliver"),
+            partition_quota: PartitionQuota::DYNAMODB,
         };
         let written: HashMap<&str, String> = settings.to_env().into_iter().collect();
         let read = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

@@ -278,6 +278,7 @@ pub fn base_settings() -> Settings {
         metrics_namespace: "CareerService/Webhooks".into(),
         operator_topic_arn: None,
         sender_role_arn: Some(sender_role_arn()),
+        partition_quota: career_core::store::PartitionQuota::DYNAMODB,
     }
 }
 

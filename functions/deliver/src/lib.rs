@@ -75,7 +75,10 @@ impl Deps {
             },
             metrics_namespace: settings.metrics_namespace.clone(),
             groups: settings.delivery_groups,
-            limiter: DeliveryLimiter::new(RateLimitTable::new(clients.dynamodb().clone(), rate_limits)),
+            limiter: DeliveryLimiter::new(
+                RateLimitTable::new(clients.dynamodb().clone(), rate_limits),
+                settings.partition_quota,
+            ),
         })
     }
 }

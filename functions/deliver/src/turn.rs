@@ -12,7 +12,7 @@ use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, AtSend, Before, Exit, Found, Lease, Recorded, Step, SubscriptionChange, SubscriptionState,
 };
-use career_core::delivery::rate::Admission;
+use career_core::delivery::rate::{wait_after_failed_count, Admission};
 use career_core::delivery::retry::jitter;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
@@ -166,7 +166,7 @@ async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration>
         Ok(Admission::Wait(wait)) => Some(wait),
         Err(err) => {
             tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
-            Some(deps.policy.schedule.base)
+            Some(wait_after_failed_count(jitter()))
         }
     }
 }

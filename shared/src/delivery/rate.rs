@@ -1,9 +1,15 @@
 //! A subscription's `maxDeliveriesPerSecond` (contract section 18): at most that many
 //! attempts start in any one-second window, across every instance of the delivery function.
-//! Each attempt is counted just before its send in the subscription's bucket of the rate-limit
-//! table, on the same sliding window as the API keys' limit (`ratelimit`); a delivery over the
-//! limit, or whose count answered too late to start within the window, is not sent and goes
-//! back to its lane to wait, its attempt not spent.
+//! Each attempt is counted just before its send in one of the subscription's counters in the
+//! rate-limit table, on the same sliding window as the API keys' limit (`ratelimit`); a
+//! delivery over the limit, or whose count answered too late to start within the window, is
+//! not sent and goes back to its lane to wait, its attempt not spent.
+//!
+//! One item takes at most its partition's write units a second (contract section 22), and a
+//! limit may be 10,000, so a limit is split over [`Counters`]: items that each admit their
+//! share of it, the shares adding up to the limit. An attempt is counted on one counter drawn
+//! at random among those this instance does not know to be full, so the counts spread evenly
+//! over the items, and a second counter is tried when the first is full.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::ids::SubscriptionId;
 use crate::ratelimit::SlidingWindow;
 use crate::store::rate_limits::RateLimitTable;
-use crate::store::StoreError;
+use crate::store::{PartitionQuota, StoreError};
 use crate::webhooks::DeliveryRate;
 
 /// How long after its count starts an admitted attempt may still start. A count's answer
@@ -26,6 +32,13 @@ pub const WINDOW: Duration = Duration::from_secs(1).saturating_add(MARGIN);
 /// The shortest wait of a delivery over the limit: SQS counts visibility in whole seconds,
 /// and a wait of none would hand the message straight back.
 const SHORTEST_WAIT: Duration = Duration::from_secs(1);
+/// How far waits after a failed count spread beyond [`SHORTEST_WAIT`]: a throttled counter
+/// is free again within a second, and the deliveries it turned back should not all come back
+/// in the same second.
+const SPREAD_AFTER_FAILURE: Duration = Duration::from_secs(2);
+/// Counters tried for one attempt: a second one when the first is full, so a counter that
+/// filled first does not hold back attempts that another has room for.
+const TRIES: usize = 2;
 
 /// What the limit says of one more attempt now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,55 +48,165 @@ pub enum Admission {
     Wait(Duration),
 }
 
+/// A limit's counters: as many items as keep each one's writes within half its partition's
+/// write units (the other half is for the refused counts it takes back, two writes each, and
+/// for removing old counters), their shares of the limit adding up to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counters {
+    limit: u32,
+    count: u32,
+}
+
+impl Counters {
+    pub fn of(rate: DeliveryRate, quota: PartitionQuota) -> Self {
+        let share = (quota.write_units / 2).max(1);
+        let limit = rate.per_second();
+        Counters { limit, count: limit.div_ceil(share).max(1) }
+    }
+
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
+    /// What `counter` admits in one window: the limit split evenly, the first counters
+    /// taking one more each when it does not divide.
+    pub fn share(self, counter: u32) -> u32 {
+        self.limit / self.count + u32::from(counter < self.limit % self.count)
+    }
+}
+
+/// What this instance knows of one subscription's full counters.
+#[derive(Debug)]
+struct Refused {
+    counters: Counters,
+    /// Per counter: until when it certainly stays full.
+    until: Vec<Option<Instant>>,
+    /// Deliveries this instance sent back to wait since every counter was full.
+    waiting: u32,
+}
+
+impl Refused {
+    fn new(counters: Counters) -> Self {
+        Refused { counters, until: vec![None; counters.count as usize], waiting: 0 }
+    }
+
+    /// The counters not known to be full at `now`.
+    fn open(&self, now: Instant) -> Vec<u32> {
+        (0..self.counters.count).filter(|c| self.until[*c as usize].is_none_or(|until| until <= now)).collect()
+    }
+
+    fn refuse(&mut self, counter: u32, until: Instant) {
+        self.until[counter as usize] = Some(until);
+    }
+
+    /// When every counter is full at `now`: how long until the first frees a place.
+    fn all_full_for(&self, now: Instant) -> Option<Duration> {
+        let soonest = self.until.iter().map(|until| until.map(|u| u.saturating_duration_since(now)));
+        soonest.collect::<Option<Vec<Duration>>>()?.into_iter().min().filter(|wait| !wait.is_zero())
+    }
+
+    fn lapsed(&self, now: Instant) -> bool {
+        self.until.iter().all(|until| until.is_none_or(|u| u <= now))
+    }
+}
+
+/// The counter an attempt is counted on: one of the `open` ones, by a random `draw`.
+pub fn pick(open: &[u32], draw: u64) -> Option<u32> {
+    let len = u64::try_from(open.len()).ok().filter(|len| *len > 0)?;
+    open.get(usize::try_from(draw % len).ok()?).copied()
+}
+
 pub struct DeliveryLimiter {
     window: SlidingWindow,
-    /// Subscriptions refused on this instance: until when they certainly stay refused, and how
-    /// many of their deliveries this instance sent back to wait since.
-    refused: Mutex<HashMap<SubscriptionId, (Instant, u32)>>,
+    quota: PartitionQuota,
+    /// Subscriptions with counters refused on this instance.
+    refused: Mutex<HashMap<SubscriptionId, Refused>>,
 }
 
 impl DeliveryLimiter {
-    pub fn new(table: RateLimitTable) -> Self {
-        Self { window: SlidingWindow::new(table, WINDOW), refused: Mutex::default() }
+    /// Counters in `table`, each kept within `quota`'s writes.
+    pub fn new(table: RateLimitTable, quota: PartitionQuota) -> Self {
+        Self { window: SlidingWindow::new(table, WINDOW), quota, refused: Mutex::default() }
     }
 
-    /// Counts one attempt to `subscription` if it is within `rate`. A subscription refused
-    /// on this instance is answered from memory until its window frees a place.
+    /// Counts one attempt to `subscription` if it is within `rate`. A subscription whose
+    /// counters were all refused on this instance is answered from memory until one of them
+    /// frees a place.
     pub async fn admit(&self, subscription: &SubscriptionId, rate: DeliveryRate) -> Result<Admission, StoreError> {
-        if let Some(wait) = self.still_refused(subscription, rate) {
-            return Ok(Admission::Wait(wait));
-        }
-        let asked = Instant::now();
-        let status = self.window.count(&bucket(subscription), rate.per_second()).await?;
-        if !status.exceeded {
-            if asked.elapsed() > MARGIN {
-                tracing::info!("the rate limit's count answered too late to start the attempt within its window");
-                return Ok(Admission::Wait(SHORTEST_WAIT));
+        let counters = Counters::of(rate, self.quota);
+        let mut open = match self.known(subscription, rate, counters) {
+            Known::AllFull(wait) => return Ok(Admission::Wait(wait)),
+            Known::Open(open) => open,
+        };
+        for _ in 0..TRIES {
+            let Some(counter) = pick(&open, u64::from_le_bytes(crate::random::random_bytes())) else { break };
+            let asked = Instant::now();
+            let status = self.window.count(&bucket(subscription, counter), counters.share(counter)).await?;
+            if !status.exceeded {
+                if asked.elapsed() > MARGIN {
+                    tracing::info!("the rate limit's count answered too late to start the attempt within its window");
+                    return Ok(Admission::Wait(SHORTEST_WAIT));
+                }
+                return Ok(Admission::Admitted);
             }
-            return Ok(Admission::Admitted);
+            self.remember(subscription, counters, counter, Duration::from_secs(status.reset_seconds));
+            open.retain(|c| *c != counter);
         }
-        let reset = Duration::from_secs(status.reset_seconds);
-        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        refused.retain(|_, (until, _)| *until > now);
-        refused.insert(subscription.clone(), (now + reset, 1));
+        let reset = self.soonest_free(subscription).unwrap_or(SHORTEST_WAIT);
         Ok(Admission::Wait(wait(reset, 0, rate)))
     }
 
-    fn still_refused(&self, subscription: &SubscriptionId, rate: DeliveryRate) -> Option<Duration> {
+    fn known(&self, subscription: &SubscriptionId, rate: DeliveryRate, counters: Counters) -> Known {
+        let now = Instant::now();
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        let (until, waiting) = refused.get_mut(subscription)?;
-        let reset = until.checked_duration_since(Instant::now())?;
-        let ahead = *waiting;
-        *waiting += 1;
-        Some(wait(reset, ahead, rate))
+        let Some(known) = refused.get_mut(subscription).filter(|known| known.counters == counters) else {
+            return Known::Open((0..counters.count).collect());
+        };
+        match known.all_full_for(now) {
+            Some(reset) => {
+                let ahead = known.waiting;
+                known.waiting += 1;
+                Known::AllFull(wait(reset, ahead, rate))
+            }
+            None => Known::Open(known.open(now)),
+        }
+    }
+
+    fn remember(&self, subscription: &SubscriptionId, counters: Counters, counter: u32, reset: Duration) {
+        let now = Instant::now();
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused.retain(|_, known| !known.lapsed(now));
+        let known = refused.entry(subscription.clone()).or_insert_with(|| Refused::new(counters));
+        if known.counters != counters {
+            *known = Refused::new(counters);
+        }
+        known.refuse(counter, now + reset);
+        // The first delivery sent back once every counter is full.
+        known.waiting = u32::from(known.all_full_for(now).is_some());
+    }
+
+    fn soonest_free(&self, subscription: &SubscriptionId) -> Option<Duration> {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused.get(subscription)?.all_full_for(Instant::now())
     }
 }
 
-/// The rate-limit table's bucket of a subscription's deliveries (API keys' buckets are hex
-/// hashes, so the two never meet).
-fn bucket(subscription: &SubscriptionId) -> String {
-    format!("deliveries#{}", subscription.as_str())
+/// What this instance knows of a subscription's counters before counting.
+enum Known {
+    /// Every counter full: the delivery waits this long, with no count.
+    AllFull(Duration),
+    /// The counters that may have room.
+    Open(Vec<u32>),
+}
+
+/// The rate-limit table's bucket of a subscription's deliveries, on its `counter` (API keys'
+/// buckets are hex hashes, so the two never meet). The first counter keeps the bucket of a
+/// subscription's single counter from before the split.
+fn bucket(subscription: &SubscriptionId, counter: u32) -> String {
+    match counter {
+        0 => format!("deliveries#{}", subscription.as_str()),
+        n => format!("deliveries#{}#{n}", subscription.as_str()),
+    }
 }
 
 /// How long a delivery over the limit waits: until the window frees a place (`reset`), and a
@@ -91,6 +214,13 @@ fn bucket(subscription: &SubscriptionId) -> String {
 /// so that a batch's worth does not all come back at once to be refused again.
 pub fn wait(reset: Duration, ahead: u32, rate: DeliveryRate) -> Duration {
     reset.max(SHORTEST_WAIT) + Duration::from_secs(u64::from(ahead / rate.per_second()))
+}
+
+/// How long a delivery waits when its count failed (the counter throttled, or no answer in
+/// time): a second or a few, by `jitter` in `[0, 1)`, never the retry schedule's base, since
+/// the attempt was not made.
+pub fn wait_after_failed_count(jitter: f64) -> Duration {
+    SHORTEST_WAIT + SPREAD_AFTER_FAILURE.mul_f64(jitter.clamp(0.0, 1.0))
 }
 
 #[cfg(test)]
@@ -116,8 +246,74 @@ mod tests {
     }
 
     #[test]
-    fn a_subscriptions_bucket_is_not_an_api_keys() {
+    fn a_subscriptions_buckets_are_not_an_api_keys_and_the_first_is_the_single_counters() {
         let subscription: SubscriptionId = "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap();
-        assert_eq!(bucket(&subscription), "deliveries#whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
+        assert_eq!(bucket(&subscription, 0), "deliveries#whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
+        assert_eq!(bucket(&subscription, 7), "deliveries#whk_01JDQ40A1B2C3D4E5F6G7H8J9K#7");
+    }
+
+    fn rate(n: u64) -> DeliveryRate {
+        DeliveryRate::parse(&serde_json::json!(n)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_limit_is_split_over_counters_whose_shares_add_up_to_it_each_within_half_an_items_writes() {
+        let model = PartitionQuota::DYNAMODB.scaled_down(100);
+        let cases = [
+            (1, PartitionQuota::DYNAMODB, 1),
+            (500, PartitionQuota::DYNAMODB, 1),
+            (501, PartitionQuota::DYNAMODB, 2),
+            (1_000, PartitionQuota::DYNAMODB, 2),
+            (10_000, PartitionQuota::DYNAMODB, 20),
+            (9_999, PartitionQuota::DYNAMODB, 20),
+            (50, model, 10),
+            (7, model, 2),
+        ];
+        for (limit, quota, count) in cases {
+            let counters = Counters::of(rate(limit), quota);
+            assert_eq!(counters.count(), count, "{limit} at {quota:?}");
+            let shares: Vec<u32> = (0..count).map(|c| counters.share(c)).collect();
+            assert_eq!(shares.iter().sum::<u32>(), limit as u32, "{limit}: {shares:?}");
+            assert!(shares.iter().all(|s| *s >= 1 && *s <= quota.write_units / 2), "{limit}: {shares:?}");
+            let (least, most) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(most - least <= 1, "evenly: {shares:?}");
+        }
+    }
+
+    #[test]
+    fn an_attempt_is_counted_on_an_open_counter_drawn_at_random() {
+        assert_eq!(pick(&[], 5), None);
+        assert_eq!(pick(&[3], u64::MAX), Some(3));
+        let open = [0, 2, 5];
+        let picked: Vec<u32> = (0..6).map(|draw| pick(&open, draw).unwrap()).collect();
+        assert_eq!(picked, [0, 2, 5, 0, 2, 5], "every open counter, none other");
+    }
+
+    #[test]
+    fn a_subscription_is_answered_from_memory_only_once_every_counter_is_known_full() {
+        let counters = Counters::of(rate(50), PartitionQuota::DYNAMODB.scaled_down(100));
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let mut refused = Refused::new(counters);
+        assert_eq!(refused.open(now).len(), 10);
+        for counter in 0..9 {
+            refused.refuse(counter, now + s(1) + Duration::from_millis(u64::from(counter)));
+        }
+        assert_eq!(refused.open(now), [9], "one counter may have room");
+        assert_eq!(refused.all_full_for(now), None);
+        refused.refuse(9, now + s(2));
+        assert_eq!(refused.all_full_for(now), Some(s(1)), "until the first frees a place");
+        assert!(refused.open(now).is_empty());
+        assert_eq!(refused.open(now + s(1)), [0], "the first to free is open again");
+        assert_eq!(refused.all_full_for(now + s(1)), None);
+        assert!(!refused.lapsed(now + s(1)) && refused.lapsed(now + s(2)));
+    }
+
+    #[test]
+    fn a_failed_count_waits_a_second_or_a_few_never_the_retry_base() {
+        assert_eq!(wait_after_failed_count(0.0), Duration::from_secs(1));
+        assert_eq!(wait_after_failed_count(0.5), Duration::from_secs(2));
+        assert!(wait_after_failed_count(0.999_999) < Duration::from_secs(3));
+        assert_eq!(wait_after_failed_count(7.0), Duration::from_secs(3), "jitter beyond its range is clamped");
     }
 }

@@ -50,6 +50,30 @@ where
 
 pub type Item = HashMap<String, AttributeValue>;
 
+/// What one partition key of a table (or of an index) takes a second: beyond it DynamoDB
+/// throttles the key's requests, however much the table as a whole may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionQuota {
+    /// Write units: one per 1 KB written.
+    pub write_units: u32,
+    /// Read units: one per 4 KB read strongly consistent, half that eventually consistent.
+    pub read_units: u32,
+}
+
+impl PartitionQuota {
+    /// DynamoDB's own, on AWS.
+    pub const DYNAMODB: PartitionQuota = PartitionQuota { write_units: 1_000, read_units: 3_000 };
+
+    /// This quota divided by `divisor` (each at least one unit): a scale model's.
+    pub fn scaled_down(self, divisor: u32) -> PartitionQuota {
+        let divisor = divisor.max(1);
+        PartitionQuota {
+            write_units: (self.write_units / divisor).max(1),
+            read_units: (self.read_units / divisor).max(1),
+        }
+    }
+}
+
 pub(crate) fn s(text: impl AsRef<str>) -> AttributeValue {
     AttributeValue::S(text.as_ref().to_owned())
 }

@@ -1,0 +1,202 @@
+//! The scale model (contract section 22): the throttling layer in front of DynamoDB Local
+//! answers a partition key past its units as DynamoDB does, and a subscription's
+//! `maxDeliveriesPerSecond` above one item's modelled write quota holds on it (section 18),
+//! with receivers on loopback.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use career_core::aws::queue::DeliveryQueues;
+use career_core::clock::Timestamp;
+use career_core::delivery::log::DeliveryStatus;
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::store::deliveries::DeliveryTable;
+use career_core::store::webhooks::WebhookTable;
+use career_core::store::PartitionQuota;
+use career_service::calls::{Call, Calls};
+use career_service::in_first_group;
+use career_service::pipeline::Pipeline;
+use career_service::receiver::{Received, Receiver};
+use career_service::{
+    acting_as, clients, clients_at, dynamodb, eventually, function_settings, queue_sources, services, typed,
+    unique_user, DEADLINE,
+};
+use lambda_http::http::Method;
+use local_aws::event_sources::pumps::run_queue_pump;
+use local_aws::template::function;
+use local_aws::throttling::{Modelled, ThrottlingLayer};
+use serde_json::json;
+
+/// The layer in front of the tests' DynamoDB Local, throttling `modelled` at `quota`.
+async fn layer(quota: PartitionQuota, modelled: Modelled) -> ThrottlingLayer {
+    ThrottlingLayer::start(&services().dynamodb_endpoint, dynamodb(), quota, modelled).await.expect("the layer")
+}
+
+/// A DynamoDB client through `layer`, with the SDK's retries (`retries`) or none.
+fn client_through(layer: &ThrottlingLayer, retries: bool, calls: &Calls) -> aws_sdk_dynamodb::Client {
+    let sdk = local_aws::stack::sdk_config(&layer.endpoint, &services().sqs_endpoint).unwrap();
+    // Ten attempts rather than the SDK's default three: a key's unit comes back within a second,
+    // which three jittered backoffs can fall short of.
+    let retry = if retries { RetryConfig::standard().with_max_attempts(10) } else { RetryConfig::disabled() };
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk).retry_config(retry).interceptor(calls.clone()).build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// One counted write on the rate-limit table's item `bucket`.
+async fn add(
+    client: &aws_sdk_dynamodb::Client,
+    bucket: &str,
+) -> Result<(), aws_sdk_dynamodb::error::SdkError<UpdateItemError>> {
+    client
+        .update_item()
+        .table_name(&services().settings.tables.rate_limits)
+        .key("bucket", AttributeValue::S(bucket.to_owned()))
+        .update_expression("ADD n :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await
+        .map(drop)
+}
+
+#[tokio::test]
+async fn the_scale_model_throttles_a_key_past_its_write_units_as_dynamodb_does_and_no_other_key() {
+    // One write unit a second: a second write to the key within the second is one too many.
+    let layer = layer(PartitionQuota { write_units: 1, read_units: 3 }, Modelled::Every).await;
+    let calls = Calls::default();
+    let once = client_through(&layer, false, &calls);
+    let (hot, cold) = (format!("scale-model-hot-{}", unique_user()), format!("scale-model-cold-{}", unique_user()));
+
+    let mut throttled = None;
+    for _ in 0..10 {
+        if let Err(err) = add(&once, &hot).await {
+            throttled = Some(err);
+            break;
+        }
+    }
+    let err = throttled.expect("a key past its write units is throttled");
+    let service = err.as_service_error().expect("DynamoDB's answer, not a transport error");
+    assert!(service.is_provisioned_throughput_exceeded_exception(), "{service:?}");
+    assert_eq!(err.raw_response().map(|raw| raw.status().as_u16()), Some(400));
+    let body = err.raw_response().and_then(|raw| raw.body().bytes()).map(|b| String::from_utf8_lossy(b).into_owned());
+    let body: serde_json::Value = serde_json::from_str(&body.expect("a body")).unwrap();
+    let table = &services().settings.tables.rate_limits;
+    assert_eq!(
+        body["ThrottlingReasons"],
+        json!([{"reason": "TableWriteKeyRangeThroughputExceeded",
+                "resource": format!("arn:aws:dynamodb:us-east-1:123456789012:table/{table}")}])
+    );
+
+    // Another key of the same table is not held back by it.
+    add(&once, &cold).await.expect("another key has its own units");
+
+    // With the SDK's standard retries, a throttled write is tried again after the SDK's backoff
+    // and goes through once the key has its units back.
+    let retrying = client_through(&layer, true, &calls);
+    let mark = calls.len();
+    add(&retrying, &hot).await.expect("retried until the key had its units");
+    let sent = calls.log_since(mark).into_iter().filter(|call| matches!(call, Call::Sent(_))).count();
+    assert!(sent >= 2, "the write was throttled first and retried ({sent} attempts)");
+}
+
+/// The most attempts that started in one second, by the second each was signed in (its
+/// `webhook-timestamp`), as tests/it/lanes.rs counts them.
+fn per_second(received: &[Received]) -> std::collections::BTreeMap<u64, usize> {
+    let mut seconds = std::collections::BTreeMap::new();
+    for r in received {
+        *seconds.entry(r.header("webhook-timestamp").parse::<u64>().expect("a timestamp")).or_default() += 1;
+    }
+    seconds
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rate_limit_five_times_one_items_write_quota_holds_on_the_scale_model_and_never_stalls() {
+    // DynamoDB's per-key quota divided by 200: an item takes 5 writes a second, and the
+    // limit is five times that, as 5,000 is to DynamoDB's 1,000.
+    const LIMIT: usize = 25;
+    const DELIVERIES: usize = 300;
+    let quota = PartitionQuota::DYNAMODB.scaled_down(200);
+    // A failed count that waited the retry base would show as a gap of 30 s.
+    let retry_base = Duration::from_secs(30);
+    let pipeline = Pipeline::with_settings(false, |s| {
+        s.partition_quota = quota;
+        s.retry_base = retry_base;
+    })
+    .await;
+    // The counters' table only: the model's other keys (a subscription's log shards, say)
+    // would throttle the deliveries first, and this is a test of the counters.
+    let layer = layer(quota, Modelled::Only(vec![pipeline.settings().tables.rate_limits.clone()])).await;
+    let settings = pipeline.settings().clone();
+    // Two instances of the delivery function on each lane, their DynamoDB calls through the
+    // layer.
+    let mut pumps = Vec::new();
+    for lane in queue_sources(function::DELIVER, &settings).into_iter().flat_map(|lane| [lane.clone(), lane]) {
+        let through = clients_at(&layer.endpoint, &services().sqs_endpoint);
+        let deliver = career_deliver::Deps::new(
+            &acting_as(function::DELIVER, &settings, &through),
+            &function_settings(function::DELIVER, &settings),
+        )
+        .expect("delivery settings");
+        let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
+        pumps.push(tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await }));
+    }
+
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let user = unique_user();
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    let body = json!({"maxDeliveriesPerSecond": LIMIT}).to_string();
+    pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
+
+    let (user_id, subscription_id) = (typed(&user), typed(&subscription));
+    let queue = |count: usize| {
+        let messages: Vec<DeliveryMessage> = (0..count)
+            .map(|_| DeliveryMessage::new(&Event::ping(&subscription_id), &user_id, &subscription_id))
+            .collect();
+        let settings = &settings;
+        async move {
+            // As the fan-out does: the records first, then the messages on the main lane.
+            let table = DeliveryTable::new(dynamodb(), &settings.tables.deliveries);
+            let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+            for chunk in pending.chunks(25) {
+                table.insert_new(chunk, Timestamp::now()).await.unwrap();
+            }
+            let queues = DeliveryQueues::new(&clients(), settings).unwrap();
+            for chunk in messages.chunks(100) {
+                queues.post_all(&in_first_group(chunk)).await.unwrap();
+            }
+        }
+    };
+    // One delivery first, so that the receiver's pace is known and the subscription spreads
+    // over the groups its limit gives it.
+    queue(1).await;
+    receiver.wait_for(1, DEADLINE).await;
+    let webhooks = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
+    eventually("the receiver's pace recorded", || async {
+        let fast_since = webhooks.get(&user_id, &subscription_id).await.unwrap().unwrap().fast_since;
+        fast_since.ok_or("not fast yet")
+    })
+    .await;
+
+    // On one item, as before the counters were split, most counts are throttled (each retried
+    // by the SDK, then waiting on the lane), and the deliveries do not all arrive in time.
+    queue(DELIVERIES).await;
+    let arrivals = receiver.wait_for(DELIVERIES + 1, DEADLINE).await;
+    for pump in pumps {
+        pump.abort();
+    }
+
+    let ids: std::collections::HashSet<&str> = arrivals.iter().map(|r| r.header("webhook-id")).collect();
+    assert_eq!((ids.len(), arrivals.len()), (DELIVERIES + 1, DELIVERIES + 1), "every delivery once");
+
+    let seconds = per_second(&arrivals[1..]);
+    let most = seconds.values().max().copied().unwrap_or(0);
+    assert!(most <= LIMIT, "{most} attempts started in one second: {seconds:?}");
+    // No stall: a failed count that waited the retry base would leave a gap that long.
+    let sent: Vec<u64> = seconds.keys().copied().collect();
+    let longest_gap = sent.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0);
+    assert!(longest_gap < retry_base.as_secs(), "{longest_gap} s without a delivery: {seconds:?}");
+}
