@@ -28,6 +28,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 test-checks test-build
 	rm -rf target/iam-grants
 	@$(MAKE) --no-print-directory -j2 test-suite test-processes
+	$(CARGO) test --workspace $(foreach t,$(ALONE_TESTS),--test $(t))   # the scale model, on a quiet machine
 	$(CARGO) test --workspace --test iam_grants -- --ignored --nocapture   # least privilege: grants no test used
 
 # The steps of `make test`, two at a time: the installers (mostly downloads) and the
@@ -35,9 +36,12 @@ test:
 # unit tests and the one integration binary. Every step selects the whole workspace, so
 # each builds with the same features and none compiles anything again.
 # The tests that own a process: the files of tests/ (each a binary of its own; tests/it/ is
-# the integration binary) but `iam_grants` (which reads what every other test used), and
-# careerctl's.
-PROCESS_TESTS := $(filter-out iam_grants,$(basename $(notdir $(wildcard tests/*.rs careerctl/tests/*.rs))))
+# the integration binary) but `iam_grants` (which reads what every other test used) and
+# those run alone, and careerctl's.
+# The tests that measure against quotas in units a second (tests/scale_model.rs): run alone,
+# after the suite, so they measure the scale model rather than a starved machine.
+ALONE_TESTS := scale_model
+PROCESS_TESTS := $(filter-out iam_grants $(ALONE_TESTS),$(basename $(notdir $(wildcard tests/*.rs careerctl/tests/*.rs))))
 # The integration tests mostly wait (on receivers and the emulators), so twice as many of them
 # run at once as the machine has cores: 4 on two cores, where more starve the emulators.
 IT_THREADS ?= $(shell echo $$(( 2 * $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2) )))
@@ -51,7 +55,7 @@ test-checks:
 # false`, build by name (in a command of their own: beside --tests, Cargo drops them).
 test-build: fmt-check circles clippy
 	$(CARGO) test --workspace --tests --bench service --no-run
-	$(CARGO) test --workspace $(foreach t,$(PROCESS_TESTS),--test $(t)) --no-run
+	$(CARGO) test --workspace $(foreach t,$(PROCESS_TESTS) $(ALONE_TESTS),--test $(t)) --no-run
 
 # --no-fail-fast: a failing test binary does not keep the others from running (each step
 # still fails if any of its binaries did, and so does make test).

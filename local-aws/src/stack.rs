@@ -14,7 +14,7 @@ use career_core::config::{SecretSetting, Settings, TableNames};
 use career_core::store::PartitionQuota;
 
 use crate::deployment::Deployment;
-use crate::emulators::{Installed, LocalService};
+use crate::emulators::{set_in_flight_quota, Installed, LocalService, SQS_IN_FLIGHT};
 use crate::resources::QueueUrls;
 use crate::template::{Template, REGION};
 use crate::throttling::{Modelled, ThrottlingLayer};
@@ -43,7 +43,8 @@ pub fn settings_from_env() -> anyhow::Result<Settings> {
 
 /// Runs the local stack as a scale model (contract section 22) when set: AWS's quotas that
 /// bind the design divided by its value (10: a partition key takes 100 write units a second,
-/// not DynamoDB's 1,000), enforced by a layer in front of the emulator ([`ThrottlingLayer`]).
+/// not DynamoDB's 1,000; a lane 12,000 messages in flight, not SQS's 120,000), enforced by a
+/// layer in front of DynamoDB Local ([`ThrottlingLayer`]) and by the SQS emulator.
 /// Unset, the stack enforces none (DynamoDB Local has no quota).
 pub const SCALE_MODEL_VAR: &str = "LOCAL_SCALE_MODEL";
 
@@ -121,6 +122,13 @@ impl LocalStack {
         let setup = AwsClients::new(sdk.to_builder().timeout_config(startup_timeouts()).build());
         let deployment = Deployment::create(template, &setup, STACK_NAME, &mut settings).await?;
         let queues = deployment.queues()?;
+        // The scale model holds the lanes to SQS's in-flight quota, scaled as the partitions' is.
+        if throttling.is_some() {
+            let quota = SQS_IN_FLIGHT * settings.partition_quota.write_units / PartitionQuota::DYNAMODB.write_units;
+            for lane in [&queues.delivery, &queues.retry] {
+                set_in_flight_quota(&sqs.endpoint, lane, quota.max(1)).await?;
+            }
+        }
         Ok(LocalStack { dynamodb, throttling, sqs, queues, settings, deployment, sdk })
     }
 

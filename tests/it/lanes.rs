@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use career_core::aws::queue::DeliveryQueues;
 use career_core::clock::Timestamp;
+use career_core::delivery::groups::Pace;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::Place;
 use career_core::delivery::DeliveryMessage;
@@ -214,4 +215,48 @@ async fn a_receive_from_the_main_lane_fills_its_batch_from_one_message_group_fir
     let group = |index: u8| career_core::delivery::groups::group_id(&subscription, index);
     assert_eq!(receive().await, vec![group(0); 10], "the oldest message's group, all ten of it");
     assert_eq!(receive().await, vec![group(1); 10], "then the next group's, the first one being in flight");
+}
+
+/// A send to a spread subscription that is still open at the slow mark records the receiver
+/// as slow there and then, before it ends, so the subscription's other deliveries stop
+/// spreading within the mark rather than after the send's whole timeout; and a receiver that
+/// was slow lately is not taken as fast again by its next fast answer, so one that alternates
+/// keeps one group (contract section 18; issue 49's red team found both spreading on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_send_still_open_at_the_slow_mark_ends_the_spread_and_a_fast_answer_after_does_not_restore_it() {
+    let pipeline = Pipeline::start(true).await;
+    let receiver = Receiver::holding(&[200]).await;
+    let user = unique_user();
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let (user_id, id) = (typed(&user), typed(&subscription));
+    // Its receiver answered fast before: the subscription spreads.
+    webhooks.set_pace(&user_id, &id, Pace::Fast, Timestamp::now()).await.unwrap();
+    let stored = || async { webhooks.get(&user_id, &id).await.unwrap().unwrap() };
+    assert!(stored().await.fast_since.is_some());
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    receiver.wait_for(1, DEADLINE).await;
+    let marked = eventually("the receiver recorded as slow while the send is open", || async {
+        let subscription = stored().await;
+        match (subscription.fast_since, subscription.slow_at) {
+            (None, Some(slow_at)) => Ok(slow_at),
+            pace => Err(pace),
+        }
+    })
+    .await;
+    // The holding receiver has answered nothing yet: the send is still open.
+    assert_eq!(receiver.received().len(), 1, "the first send is still the only one");
+
+    // Answered now (late), then a second delivery answered at once: fast, but slow lately.
+    receiver.open();
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    receiver.wait_for(2, DEADLINE).await;
+    pipeline.drained().await;
+    let after = stored().await;
+    assert_eq!(
+        (after.fast_since, after.slow_at),
+        (None, Some(marked)),
+        "a fast answer does not restore the spread yet"
+    );
 }

@@ -27,7 +27,6 @@ mod portal;
 mod readme;
 mod receivers;
 mod sample_events;
-mod scale_model;
 mod self_healing;
 mod stream_replay;
 mod trace_context;

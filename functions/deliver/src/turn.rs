@@ -230,7 +230,7 @@ async fn attempt_delivery(
                     "the record moved on during the send (another generation, or the claim lapsed); this copy is dropped"
                 );
             }
-            exit::execute(deps, &received.exiting(), plan::exit_recorded(recorded, after.message, received.lane)).await
+            exit::execute(deps, &received.exiting(), plan::exit_recorded(recorded, after.message)).await
         }
         // Sent, but not recorded: tried again after the schedule's base, as the same attempt.
         Err(err) => {

@@ -167,6 +167,19 @@ pub struct HeldMessage {
     pub wait_millis: u64,
 }
 
+/// SQS's quota of messages in flight, a standard queue's (about) and a FIFO queue's alike.
+pub const SQS_IN_FLIGHT: u32 = 120_000;
+
+/// Holds the queue `queue_url` of the SQS emulator at `sqs_endpoint` to `quota` messages in
+/// flight, as SQS holds every queue to [`SQS_IN_FLIGHT`] (the scale model, contract section
+/// 22): a receive takes at most what the quota leaves, and nothing while the queue holds that
+/// many.
+pub async fn set_in_flight_quota(sqs_endpoint: &str, queue_url: &str, quota: u32) -> anyhow::Result<()> {
+    let route = format!("{sqs_endpoint}/_careerctl/in-flight-quota");
+    let request = ureq::post(&route).query("queue", queue_url).query("quota", &quota.to_string());
+    blocking(move || Ok(request.call().map(drop)?)).await.context(EMULATOR_ROUTE)
+}
+
 /// The context of a failed call to the route that moto_server.py adds.
 const EMULATOR_ROUTE: &str = "the SQS emulator's message route";
 

@@ -1,4 +1,4 @@
-"""moto's server as the local stack runs it, standing in for SQS and KMS, with six changes
+"""moto's server as the local stack runs it, standing in for SQS and KMS, with seven changes
 made on moto's internals (pinned by scripts/install-local-deps.sh).
 
 - With --kms-state DIR, its KMS keys are made of a key id and key material kept in DIR, so
@@ -21,6 +21,11 @@ made on moto's internals (pinned by scripts/install-local-deps.sh).
   several groups, and every one of those groups waited for the whole batch (Lambda deletes
   a batch as its invocation returns): a subscription spread over 16 groups had two or three
   batches in flight where SQS gives it one per group.
+- SQS's quota of messages in flight, for the scale model (contract section 22): POST
+  /_careerctl/in-flight-quota?queue=<queue URL>&quota=<n> sets it for one queue (SQS's is about
+  120,000 a standard queue and 120,000 a FIFO queue; none is set otherwise). A receive then
+  takes at most what the quota leaves, and nothing while the queue holds that many in flight:
+  as on SQS, a long poll simply returns nothing.
 - SQS's 12-hour limit on a message's visibility as SQS counts it: from the message's latest
   receive (moto counts from its send, and so refuses a retry lane's late waits that SQS takes).
 - Requests whose cost does not grow with the queue's depth, as on SQS. moto reads one
@@ -51,6 +56,9 @@ from werkzeug.serving import run_simple
 from werkzeug.wrappers import Request, Response
 
 ROUTE = "/_careerctl/messages"
+QUOTA_ROUTE = "/_careerctl/in-flight-quota"
+# Each queue's in-flight quota, by queue name, where the scale model set one.
+IN_FLIGHT_QUOTAS = {}
 REGION = "us-east-1"
 
 
@@ -103,13 +111,21 @@ def seconds_until_next_change(queue, longest):
     return min(longest, (min(times) - now) / 1000 + 0.001)
 
 
+def in_flight(message, now):
+    return not now > message.visible_at
+
+
 def receive_message(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names=None):
     queue = self.get_queue(queue_name)
     deadline = time.time() + (wait_seconds_timeout or 0)
+    quota = IN_FLIGHT_QUOTAS.get(queue_name)
     # Holding the queue's condition from the check to the wait, no change goes unnoticed.
     with queue._messages_lock:
         while True:
-            received = moto_receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            allowed = count if quota is None else min(count, quota - queue.approximate_number_of_messages_not_visible)
+            received = []
+            if allowed > 0:
+                received = moto_receive(self, queue_name, allowed, 0, visibility_timeout, message_attribute_names)
             remaining = deadline - time.time()
             if received or remaining <= 0:
                 return received
@@ -184,7 +200,7 @@ SQSBackend.is_message_valid_based_on_retention_period = valid_for_retention_peri
 Queue.messages = property(visible_messages)
 Queue.approximate_number_of_messages = counted(receivable)
 Queue.approximate_number_of_messages_delayed = counted(lambda message, now: now < message.delayed_until)
-Queue.approximate_number_of_messages_not_visible = counted(lambda message, now: not now > message.visible_at)
+Queue.approximate_number_of_messages_not_visible = counted(in_flight)
 Queue.delete_message = delete_message
 SQSBackend.change_message_visibility = change_message_visibility
 Message.mark_received = mark_received
@@ -195,6 +211,11 @@ class WithSavedMessages:
         self.app = app
 
     def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") == QUOTA_ROUTE:
+            request = Request(environ)
+            _, name = backend_and_name(request.args["queue"])
+            IN_FLIGHT_QUOTAS[name] = int(request.args["quota"])
+            return Response("{}", mimetype="application/json")(environ, start_response)
         if environ.get("PATH_INFO") != ROUTE:
             return self.app(environ, start_response)
         request = Request(environ)

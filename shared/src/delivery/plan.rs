@@ -494,17 +494,17 @@ pub fn waiting(wait: Duration) -> Exit {
     }
 }
 
-/// What becomes of a message of `lane` whose attempt was recorded as planned, by its fate: a
-/// retry from the main lane waits on the retry lane (the main lane's group is not held for
-/// it), one longer than a message's delay in the table ([`AttemptRecord::parked`]: the
-/// message goes, the sweep queues the record ahead of its time).
-pub fn exit_after(fate: MessageFate, lane: Lane) -> Exit {
-    match (fate, lane) {
-        (MessageFate::Acknowledge, _) => Exit::Delete,
-        (MessageFate::DeadLetter, _) => Exit::DeadLetter,
-        (MessageFate::RetryIn(wait), _) if wait > LONGEST_DELAY => Exit::Delete,
-        (MessageFate::RetryIn(wait), Lane::Main) => Exit::Move(Place::Delay(wait)),
-        (MessageFate::RetryIn(wait), Lane::Retry) => waiting(wait),
+/// What becomes of a message whose attempt was recorded as planned, by its fate: a retry
+/// waits on the retry lane as a new message's delay, never in flight (from either lane: a
+/// failing receiver's retries must not fill a queue's in-flight quota, contract section 22),
+/// and one longer than a message's delay in the table ([`AttemptRecord::parked`]: the message
+/// goes, the sweep queues the record ahead of its time).
+pub fn exit_after(fate: MessageFate) -> Exit {
+    match fate {
+        MessageFate::Acknowledge => Exit::Delete,
+        MessageFate::DeadLetter => Exit::DeadLetter,
+        MessageFate::RetryIn(wait) if wait > LONGEST_DELAY => Exit::Delete,
+        MessageFate::RetryIn(wait) => Exit::Move(Place::Delay(wait)),
     }
 }
 
@@ -524,9 +524,9 @@ pub enum Recorded {
 /// What becomes of a message once its attempt's write came to `recorded`: as planned, its
 /// fate says; otherwise this copy's round is over (the new one is on its way, or the record
 /// moved on during the send), and it goes.
-pub fn exit_recorded(recorded: Recorded, fate: MessageFate, lane: Lane) -> Exit {
+pub fn exit_recorded(recorded: Recorded, fate: MessageFate) -> Exit {
     match recorded {
-        Recorded::AsPlanned => exit_after(fate, lane),
+        Recorded::AsPlanned => exit_after(fate),
         Recorded::HandedOn | Recorded::Not => Exit::Delete,
     }
 }
@@ -1007,26 +1007,18 @@ mod tests {
         assert_eq!(parked, [false, false, false, true, true]);
         let secs = Duration::from_secs;
         let table = [
-            (MessageFate::Acknowledge, Lane::Main, Exit::Delete, "delivered"),
-            (MessageFate::DeadLetter, Lane::Retry, Exit::DeadLetter, "no attempt left"),
-            (MessageFate::RetryIn(secs(30)), Lane::Main, Exit::Move(Place::Delay(secs(30))), "a main-lane retry"),
-            (MessageFate::RetryIn(secs(30)), Lane::Retry, Exit::Stay(secs(30)), "one claim's length stays"),
-            (MessageFate::RetryIn(secs(600)), Lane::Retry, Exit::Move(Place::Delay(secs(600))), "a delay"),
-            (
-                MessageFate::RetryIn(LONGEST_DELAY),
-                Lane::Retry,
-                Exit::Move(Place::Delay(LONGEST_DELAY)),
-                "at SQS's most",
-            ),
-            (MessageFate::RetryIn(secs(1800)), Lane::Retry, Exit::Delete, "parked: the table holds the wait"),
-            (MessageFate::RetryIn(secs(1800)), Lane::Main, Exit::Delete, "parked from the main lane too"),
+            (MessageFate::Acknowledge, Exit::Delete, "delivered"),
+            (MessageFate::DeadLetter, Exit::DeadLetter, "no attempt left"),
+            (MessageFate::RetryIn(secs(30)), Exit::Move(Place::Delay(secs(30))), "a retry is a new message's delay"),
+            (MessageFate::RetryIn(secs(600)), Exit::Move(Place::Delay(secs(600))), "a longer one too"),
+            (MessageFate::RetryIn(LONGEST_DELAY), Exit::Move(Place::Delay(LONGEST_DELAY)), "at SQS's most"),
+            (MessageFate::RetryIn(secs(1800)), Exit::Delete, "parked: the table holds the wait"),
         ];
-        for (fate, lane, exit, case) in table {
-            assert_eq!(exit_after(fate, lane), exit, "{case}");
-            assert!(!matches!(exit, Exit::Stay(wait) if wait > LONGEST_STAY), "{case}: nothing waits in flight");
+        for (fate, exit, case) in table {
+            assert_eq!(exit_after(fate), exit, "{case}");
         }
-        assert_eq!(exit_recorded(Recorded::HandedOn, MessageFate::RetryIn(secs(30)), Lane::Retry), Exit::Delete);
-        assert_eq!(exit_recorded(Recorded::Not, MessageFate::DeadLetter, Lane::Main), Exit::Delete);
+        assert_eq!(exit_recorded(Recorded::HandedOn, MessageFate::RetryIn(secs(30))), Exit::Delete);
+        assert_eq!(exit_recorded(Recorded::Not, MessageFate::DeadLetter), Exit::Delete);
         assert_eq!(waiting(secs(20)), Exit::Stay(secs(20)), "a claim another turn holds");
         assert_eq!(waiting(secs(3600)), Exit::Move(Place::Delay(LONGEST_DELAY)), "an early copy waits in hops");
         assert_eq!(unparked(first_attempt(0), at(300), at(0)).place, Place::Delay(secs(300)));
