@@ -33,7 +33,7 @@ use career_core::aws::queue::{DeliveryQueues, QueueError};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
-use career_core::store::deliveries::{DeliveryTable, DueShard, Marker, Overdue, PageStart, DUE_SHARDS};
+use career_core::store::deliveries::{DeliveryTable, DueShard, Marker, Overdue, PageStart, ShardPage, DUE_SHARDS};
 use career_core::store::StoreError;
 use career_core::telemetry::sweep_metrics;
 use futures_util::StreamExt;
@@ -275,6 +275,12 @@ struct PageRead {
     next: Option<PageStart>,
 }
 
+impl From<ShardPage<Overdue>> for PageRead {
+    fn from(page: ShardPage<Overdue>) -> Self {
+        PageRead { found: page.items, next: page.next }
+    }
+}
+
 /// Reads each of `shards`, [`SHARDS_AT_ONCE`] at a time.
 async fn read_shards(
     deps: &Deps,
@@ -311,8 +317,8 @@ async fn read_shard(
     loop {
         let page = match reads {
             Reads::Markers => marker_page(deps, shard, cutoff, start).await?,
-            Reads::DueIndex => due_page(deps, shard, cutoff, start).await?,
-            Reads::Parked => parked_page(deps, shard, cutoff, start).await?,
+            Reads::DueIndex => deps.deliveries.overdue(shard, cutoff, deps.reading.page, start).await?.into(),
+            Reads::Parked => deps.deliveries.parked(shard, cutoff, deps.reading.page, start).await?.into(),
         };
         read.found.extend(page.found);
         match page.next {
@@ -357,26 +363,6 @@ async fn marker_page(
 ) -> Result<PageRead, SweepError> {
     let page = deps.deliveries.markers_due(shard, cutoff, deps.reading.page, start).await?;
     Ok(PageRead { found: index_marked(deps, &page.items).await?, next: page.next })
-}
-
-async fn due_page(
-    deps: &Deps,
-    shard: DueShard,
-    cutoff: Timestamp,
-    start: Option<PageStart>,
-) -> Result<PageRead, SweepError> {
-    let page = deps.deliveries.overdue(shard, cutoff, deps.reading.page, start).await?;
-    Ok(PageRead { found: page.items, next: page.next })
-}
-
-async fn parked_page(
-    deps: &Deps,
-    shard: DueShard,
-    before: Timestamp,
-    start: Option<PageStart>,
-) -> Result<PageRead, SweepError> {
-    let page = deps.deliveries.parked(shard, before, deps.reading.page, start).await?;
-    Ok(PageRead { found: page.items, next: page.next })
 }
 
 /// Indexes the records of `markers` that are still pending and removes the markers

@@ -12,7 +12,7 @@ use crate::aws::queue::{DeliveryQueues, QueueError};
 use crate::clock::Timestamp;
 use crate::delivery::groups::Groups;
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
-use crate::delivery::plan::{self, Lease, NewDelivery, Place};
+use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting};
 use crate::delivery::DeliveryMessage;
 use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery};
 use crate::store::StoreError;
@@ -107,45 +107,45 @@ impl Outbox {
     /// generation (one conditional write, which holds only while it is still overdue at
     /// `cutoff` and unclaimed at `now`), then posted on the retry lane. How many it put back.
     pub async fn put_back(&self, lost: &[Overdue], cutoff: Timestamp, now: Timestamp) -> Result<usize, OutboxError> {
-        let claims: Vec<_> = lost.iter().map(|found| self.deliveries.claim_overdue(found, cutoff, now)).collect();
-        let claimed: Vec<Result<Option<StoredDelivery>, StoreError>> =
-            futures_util::stream::iter(claims).buffered(WRITES_AT_ONCE).collect().await;
-        let mut postings = Vec::new();
-        for (found, result) in lost.iter().zip(claimed) {
-            let Some(stored) = result? else { continue };
-            match stored.message() {
-                Ok(message) => postings.push(plan::put_back(message)),
-                Err(err) => {
-                    tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "an overdue record's body cannot be read");
-                }
-            }
-        }
-        // Claimed first: should this post fail, the records are due now and the next run but
+        let claims = lost.iter().map(|found| self.deliveries.claim_overdue(found, cutoff, now)).collect();
+        // Claimed first: should the post fail, the records are due now and the next run but
         // one finds them again.
-        self.post(postings.iter().map(|p| (&p.message, p.place)).collect()).await?;
-        Ok(postings.len())
+        self.post_taken(lost, claims, |message, _| plan::put_back(message)).await
     }
 
     /// Queues the parked records the sweep found due soon (contract section 22: a wait longer
     /// than a message's delay lives in the table): each taken out of its wait (one conditional
     /// write), then posted on the retry lane with the delay left until it is due. How many it
-    /// queued.
+    /// queued. Taken out first: should the post fail, the records are overdue soon and the
+    /// sweep puts them back as lost.
     pub async fn unpark(&self, parked: &[Overdue], now: Timestamp) -> Result<usize, OutboxError> {
-        let writes: Vec<_> = parked.iter().map(|found| self.deliveries.unpark(found)).collect();
+        let writes = parked.iter().map(|found| self.deliveries.unpark(found)).collect();
+        self.post_taken(parked, writes, |message, found| plan::unparked(message, found.next_attempt_at, now)).await
+    }
+
+    /// Runs `writes` (one per record of `found`, in its order, a few at a time), then posts
+    /// each record a write took, where `posting` puts it. How many it posted.
+    async fn post_taken<W>(
+        &self,
+        found: &[Overdue],
+        writes: Vec<W>,
+        posting: impl Fn(DeliveryMessage, &Overdue) -> Posting,
+    ) -> Result<usize, OutboxError>
+    where
+        W: std::future::Future<Output = Result<Option<StoredDelivery>, StoreError>>,
+    {
         let written: Vec<Result<Option<StoredDelivery>, StoreError>> =
             futures_util::stream::iter(writes).buffered(WRITES_AT_ONCE).collect().await;
         let mut postings = Vec::new();
-        for (found, result) in parked.iter().zip(written) {
+        for (found, result) in found.iter().zip(written) {
             let Some(stored) = result? else { continue };
             match stored.message() {
-                Ok(message) => postings.push(plan::unparked(message, found.next_attempt_at, now)),
+                Ok(message) => postings.push(posting(message, found)),
                 Err(err) => {
-                    tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "a parked record's body cannot be read");
+                    tracing::error!(delivery_id = %found.key.delivery_id, error = %err, "a record's body cannot be read");
                 }
             }
         }
-        // Taken out first: should this post fail, the records are overdue soon and the sweep
-        // puts them back as lost.
         self.post(postings.iter().map(|p| (&p.message, p.place)).collect()).await?;
         Ok(postings.len())
     }

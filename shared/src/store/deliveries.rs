@@ -903,9 +903,7 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<ShardPage<Overdue>, StoreError> {
-        let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
-        let (items, next) = self.page_before(Some(BY_DUE), condition, shard.to_string(), cutoff, limit, start).await?;
-        Ok(ShardPage { items: items.iter().map(Overdue::of_item).collect::<Result<_, _>>()?, next })
+        self.due_page(shard.to_string(), cutoff, limit, start).await
     }
 
     /// One page of the parked records of `shard` due before `before` (those whose next attempt
@@ -917,8 +915,18 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<ShardPage<Overdue>, StoreError> {
+        self.due_page(format!("{PARKED_PARTITION}#{shard}"), before, limit, start).await
+    }
+
+    /// One page of the due index's `partition` below `before`.
+    async fn due_page(
+        &self,
+        partition: String,
+        before: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<ShardPage<Overdue>, StoreError> {
         let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
-        let partition = format!("{PARKED_PARTITION}#{shard}");
         let (items, next) = self.page_before(Some(BY_DUE), condition, partition, before, limit, start).await?;
         Ok(ShardPage { items: items.iter().map(Overdue::of_item).collect::<Result<_, _>>()?, next })
     }
