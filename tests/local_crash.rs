@@ -39,8 +39,12 @@ async fn killing_the_sqs_emulator_in_a_burst_loses_no_delivery() {
     assert!(arrived_before < EVENTS, "the kill came in the middle of the burst ({arrived_before} arrived)");
     stack.wait_until_stopped().await;
 
-    let second_run = tokio::spawn(run_local(local_dir.path.clone(), settings));
-    let restarted = Running::wait_for(&local_dir.path).await;
+    let mut second_run = tokio::spawn(run_local(local_dir.path.clone(), settings));
+    // A second run that fails to start says why, rather than leave the wait to time out.
+    let restarted = tokio::select! {
+        running = Running::wait_for(&local_dir.path) => running,
+        ended = &mut second_run => panic!("the second run ended before it answered: {ended:?}"),
+    };
     let table = DeliveryTable::new(restarted.clients().dynamodb().clone(), &TableNames::from_env().deliveries);
     let records = eventually(format!("{EVENTS} records settled"), || async {
         let page = table.list(&typed(&subscription), None, 100, None).await.unwrap();
