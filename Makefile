@@ -13,9 +13,11 @@ export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
 
 .PHONY: help run test test-checks test-build test-suite test-processes lint circles fmt-check template-lint api-check api-lint reset build deploy bench fmt clippy
 
-## help: this list of targets (from their ## lines)
+## help: this list of targets (from their ## lines, and the ## lines that continue them)
 help:
-	@sed -n 's/^## \([a-z-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 18
+	@awk '/^## [a-z-]+: / { name = $$2; sub(/:$$/, "", name); sub(/^## [a-z-]+: /, ""); \
+		printf "  %-16s%s\n", name, $$0; more = 1; next } \
+		more && /^## / { sub(/^## /, ""); printf "  %-16s%s\n", "", $$0; next } { more = 0 }' $(MAKEFILE_LIST)
 
 ## run: the whole local stack in the foreground on http://127.0.0.1:${PORT:-3000}; Ctrl-C stops it
 run:

@@ -370,7 +370,7 @@ fn level_valued(id: &str, items: &[(&str, &Value)]) -> bool {
 
 /// Whether `alarm` fires while a queue merely holds a message: its watched figure is a queue's
 /// level and its threshold is crossed by one message (the parameters at their defaults).
-fn fires_on_a_held_message(template: &Template, alarm: &crate::template::Resource) -> bool {
+fn fires_on_a_held_message(template: &Template, alarm: &crate::template::Resource<'_>) -> bool {
     let items = metric_items(alarm);
     let watches_level = if items.is_empty() {
         is_queue_level(alarm.property("Namespace"), alarm.property("MetricName"))
@@ -477,7 +477,7 @@ fn every_table_and_index_has_its_throttles_in_an_alarm() {
         let mut wanted: Vec<Option<String>> =
             indexes.iter().map(|i| i.get("IndexName").and_then(Value::as_str).map(str::to_owned)).collect();
         wanted.push(None);
-        let covers = |alarm: &crate::template::Resource| {
+        let covers = |alarm: &crate::template::Resource<'_>| {
             let items = metric_items(alarm);
             let returned = items.iter().find(|(_, item)| item["ReturnData"].as_bool() == Some(true));
             let Some(summed) = returned.and_then(|(_, item)| expression(item)).map(|e| named_in(e, &items)) else {

@@ -545,7 +545,12 @@ impl<'a> Protocol<'a> {
 
 /// Evaluates `calls` against `role`: AWS's answer, in `protocol`, when the role refuses one. A
 /// function's role records each grant it used (`record`).
-fn evaluate(role: &Role, calls: Result<Vec<Call>, String>, protocol: Protocol, record: bool) -> Option<HttpResponse> {
+fn evaluate(
+    role: &Role,
+    calls: Result<Vec<Call>, String>,
+    protocol: Protocol<'_>,
+    record: bool,
+) -> Option<HttpResponse> {
     let calls = match calls {
         Ok(calls) => calls,
         Err(operation) => {
@@ -584,7 +589,7 @@ fn session_arn(role: &Role) -> String {
 /// protocol's `AccessDeniedException` with HTTP 400; the Query protocol's XML error with HTTP
 /// 403, `AccessDenied` (STS), or `AuthorizationError` (SNS), so each SDK reads the code as it
 /// reads AWS's.
-fn refuse(role: &Role, call: &Call, protocol: Protocol) -> HttpResponse {
+fn refuse(role: &Role, call: &Call, protocol: Protocol<'_>) -> HttpResponse {
     let Call { action, resource, .. } = call;
     eprintln!(
         "==> AccessDenied: {} called {action} on {resource}, which its role ({}) does not allow",

@@ -110,7 +110,7 @@ pub async fn create_stack(
 /// destination trust the delivery function's, which the webhooks function shows them): no
 /// region, and its `RoleName` where the template fixes one, as CloudFormation names it; else
 /// `<stack>-<logical id>` (CloudFormation adds a random suffix, which the local stack needs not).
-pub fn role_arn(role: &Resource, resolver: &Resolver) -> anyhow::Result<String> {
+pub fn role_arn(role: &Resource<'_>, resolver: &Resolver) -> anyhow::Result<String> {
     let name = match role.property("RoleName") {
         Some(name) => resolver.text(name)?,
         None => format!("{}-{}", resolver.stack_name, role.logical_id),

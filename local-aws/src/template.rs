@@ -60,7 +60,7 @@ impl Template {
 
     /// The template the workspace ships.
     pub fn shipped() -> Self {
-        Self::parse(TEMPLATE).expect("the shipped template parses (tests/template.rs)")
+        Self::parse(TEMPLATE).expect("the shipped template parses (its unit test below)")
     }
 
     /// Every resource, in the template's order.

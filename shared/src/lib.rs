@@ -9,8 +9,8 @@
 //! little surface here serves only `careerctl` and the tests: writing and revoking API keys,
 //! the platform's own writes to profiles and assessments (`store::profiles_assessments`), the operators'
 //! reads of the webhooks table (`store::webhook_admin`), and the test hooks
-//! `aws::runtime::EXTRA_ROOT_CERT_VAR` (behind the `extra-root-cert` feature) and `telemetry::init_writing_to`. What only `careerctl`
-//! runs (the local stack, its gateway and pumps, the admin commands) lives in `careerctl/`.
+//! `aws::runtime::EXTRA_ROOT_CERT_VAR` (behind the `extra-root-cert` feature) and `telemetry::init_writing_to`. The admin commands live in
+//! `careerctl/`; the local stack (the emulators, its gateway and pumps) in `local-aws/`.
 
 pub mod alerts;
 pub mod auth;

@@ -29,7 +29,11 @@ pub struct PreferenceUpdate(Vec<(&'static str, bool)>);
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum PreferenceError {
+    /// No field at all that could be a flag.
     NoPreferencesProvided,
+    /// No known flag with a boolean value, and this unknown field (the first): most often a
+    /// misspelt flag, which the answer names.
+    NoKnownPreference(String),
     InvalidPreference(&'static str),
     UnknownPreference(String),
 }
@@ -49,7 +53,7 @@ impl PreferenceUpdate {
             }
         }
         if valid.is_empty() {
-            return Err(PreferenceError::NoPreferencesProvided);
+            return Err(unknown.map_or(PreferenceError::NoPreferencesProvided, PreferenceError::NoKnownPreference));
         }
         if let Some(flag) = not_boolean {
             return Err(PreferenceError::InvalidPreference(flag));
@@ -94,10 +98,14 @@ mod tests {
 
     #[test]
     fn nothing_usable_is_no_preferences_provided() {
-        for body in
-            [json!({}), json!([]), json!(null), json!("x"), json!({"other": true}), json!({"shareProfileData": "yes"})]
-        {
+        for body in [json!({}), json!([]), json!(null), json!("x"), json!({"shareProfileData": "yes"})] {
             assert_eq!(PreferenceUpdate::parse(&body), Err(PreferenceError::NoPreferencesProvided), "{body}");
+        }
+        for body in
+            [json!({"shareAssesmentResults": true}), json!({"shareProfileData": 1, "shareAssesmentResults": true})]
+        {
+            let named = PreferenceError::NoKnownPreference("shareAssesmentResults".into());
+            assert_eq!(PreferenceUpdate::parse(&body), Err(named), "{body}");
         }
     }
 

@@ -170,7 +170,7 @@ pub fn attempt_span(
     span_id: SpanId,
     start: SystemTime,
     end: SystemTime,
-    attempt: &Attempt,
+    attempt: &Attempt<'_>,
 ) -> Value {
     let nanos = |at: SystemTime| at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos().to_string();
     let text = |key: &str, value: &str| json!({"key": key, "value": {"stringValue": value}});

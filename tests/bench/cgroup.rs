@@ -109,6 +109,7 @@ impl CpuGroup {
             .expect("a path without NUL");
         // SAFETY: between fork and exec only async-signal-safe calls are made (getpid,
         // open, write, close) on memory prepared before the fork; nothing allocates.
+        #[allow(unsafe_code, reason = "the only unsafe of the workspace: std's pre_exec hook, and libc")]
         unsafe {
             command.pre_exec(move || {
                 let mut digits = [0u8; 20];

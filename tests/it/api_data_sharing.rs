@@ -121,6 +121,22 @@ async fn no_usable_preference_is_refused_and_changes_nothing() {
     }
 }
 
+/// A misspelt flag sent alone is still `no_preferences_provided` (no known flag came), and the
+/// answer names it beside the flags it could have meant.
+#[tokio::test]
+async fn a_misspelt_flag_alone_is_named_in_the_answer() {
+    let api = Api::new();
+    let (key, before) = user_with_state(&api).await;
+    let answer = put(&api, &key, r#"{"shareAssesmentResults": true}"#).await;
+    answer.assert_error(400, "data_sharing.no_preferences_provided");
+    assert_eq!(
+        answer.json["error"]["message"],
+        "'shareAssesmentResults' is not a known preference; send at least one of shareAssessmentResults, \
+         shareProfileData, shareActivityData with a boolean value."
+    );
+    assert_eq!(get(&api, &key).await, before);
+}
+
 #[tokio::test]
 async fn a_bad_field_next_to_a_valid_flag_refuses_the_whole_update() {
     let api = Api::new();

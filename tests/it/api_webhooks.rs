@@ -384,6 +384,23 @@ async fn invalid_events_are_refused() {
     }
 }
 
+/// `webhook.ping` is a kind the catalog lists, so the answer says it cannot be listed rather
+/// than that it is unknown.
+#[tokio::test]
+async fn a_ping_in_events_is_refused_as_not_subscribable() {
+    let api = Api::loopback();
+    let (key, before) = user_with_one(&api).await;
+    let body = json!({"url": hook(), "events": ["profile.updated", "webhook.ping"]});
+    let answer = create(&api, &key, &body).await;
+    answer.assert_error(400, "webhooks.invalid_events");
+    assert_eq!(
+        answer.json["error"]["message"],
+        "Invalid events: event kind \"webhook.ping\" is not subscribable (GET /api/v1/webhooks/event-types says \
+         which are)."
+    );
+    assert_eq!(list(&api, &key).await, before);
+}
+
 #[tokio::test]
 async fn when_url_and_events_are_both_invalid_the_url_error_wins() {
     let strict = Api::new();

@@ -1824,7 +1824,7 @@ fn webhook_deliveries_match_the_documented_callbacks() {
         assert!(problems.is_empty(), "{kind}: the delivery body does not match openapi.yaml: {problems:?}");
 
         let count = operation.value["parameters"].as_array().expect("documented headers").len();
-        let parameters: Vec<Node> =
+        let parameters: Vec<Node<'_>> =
             (0..count).map(|i| doc.deref(doc.node(format!("{}/parameters/{i}", operation.at)))).collect();
         let documented: BTreeSet<String> =
             parameters.iter().map(|p| p.value["name"].as_str().unwrap().to_ascii_lowercase()).collect();

@@ -17,8 +17,6 @@ use local_aws::template::function;
 use serde_json::{json, Value};
 
 const NO_DELAY: Duration = Duration::ZERO;
-/// How long to keep watching for what must not come.
-const QUIET: Duration = Duration::from_secs(3);
 
 const FAILING: &str = "webhook.endpoint.failing";
 const DISABLED: &str = "webhook.endpoint.disabled";
@@ -41,9 +39,9 @@ fn kinds(events: &[Value]) -> Vec<&str> {
     events.iter().map(|event| event["type"].as_str().unwrap()).collect()
 }
 
-/// Waits until `receiver` got `count` distinct operational events, then a while longer to see
-/// that no other comes.
-async fn settled(receiver: &Receiver, count: usize) -> Vec<Value> {
+/// Waits until `receiver` got `count` distinct operational events, then until nothing more can
+/// come ([`Pipeline::idle`]), so that one more would be among those returned.
+async fn settled(pipeline: &Pipeline, receiver: &Receiver, count: usize) -> Vec<Value> {
     eventually(format!("{count} operational events"), || async {
         let events = operational(&receiver.received());
         if events.len() >= count {
@@ -53,7 +51,7 @@ async fn settled(receiver: &Receiver, count: usize) -> Vec<Value> {
         }
     })
     .await;
-    tokio::time::sleep(QUIET).await;
+    pipeline.idle().await;
     operational(&receiver.received())
 }
 
@@ -68,7 +66,7 @@ async fn a_failing_receiver_is_reported_failing_disabled_and_exhausted_once_each
     let (_, secret) = pipeline.subscribe(&user, &watcher.url, &OPERATIONAL).await;
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let events = settled(&watcher, 3).await;
+    let events = settled(&pipeline, &watcher, 3).await;
     assert_eq!(kinds(&events).into_iter().collect::<BTreeSet<_>>(), [DISABLED, EXHAUSTED, FAILING].into());
     let of = |kind: &str| events.iter().find(|e| e["type"] == kind).unwrap().clone();
     let expected_failing = json!({"userId": user, "subscriptionId": failing_id, "url": failing.url,
@@ -107,7 +105,7 @@ async fn a_success_after_failing_is_reported_recovered() {
     pipeline.subscribe(&user, &watcher.url, &[FAILING, RECOVERED]).await;
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let events = settled(&watcher, 2).await;
+    let events = settled(&pipeline, &watcher, 2).await;
     let mut seen = kinds(&events);
     seen.sort();
     assert_eq!(seen, [FAILING, RECOVERED]);
@@ -130,9 +128,9 @@ async fn a_flapping_receiver_is_one_event_per_transition() {
     pipeline.subscribe(&user, &watcher.url, &[FAILING, RECOVERED]).await;
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    settled(&watcher, 2).await;
+    settled(&pipeline, &watcher, 2).await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
-    let mut events = settled(&watcher, 4).await;
+    let mut events = settled(&pipeline, &watcher, 4).await;
     events.sort_by_key(|event| event["createdAt"].as_str().unwrap().to_owned());
     assert_eq!(kinds(&events), [FAILING, RECOVERED, FAILING, RECOVERED]);
     assert_eq!(events[1]["data"]["failingSince"], events[0]["createdAt"]);
@@ -150,8 +148,8 @@ async fn two_failing_subscriptions_that_report_on_each_other_do_not_loop() {
 
     pipeline.api.admin.update_profile(&user).await.unwrap();
     // Each gets the other's one transition, though delivering it fails too.
-    let to_first = settled(&first, 1).await;
-    let to_second = settled(&second, 1).await;
+    let to_first = settled(&pipeline, &first, 1).await;
+    let to_second = settled(&pipeline, &second, 1).await;
     assert_eq!(to_first.len(), 1, "{to_first:?}");
     assert_eq!(to_second.len(), 1, "{to_second:?}");
     assert_eq!(to_first[0]["data"]["subscriptionId"], second_id);
@@ -172,7 +170,7 @@ async fn a_users_only_subscription_is_not_told_but_the_operator_is() {
     assert_eq!(kinds, [EXHAUSTED, FAILING]);
     assert!(published.iter().all(|n| n.message["data"]["subscriptionId"] == only_id.as_str()));
     assert_eq!(published[0].subject.as_deref().map(|s| s.ends_with(&format!("({only_id})"))), Some(true));
-    tokio::time::sleep(QUIET).await;
+    pipeline.idle().await;
     assert!(operational(&only.received()).is_empty(), "nowhere to send it");
 }
 
@@ -189,7 +187,7 @@ async fn a_manual_pause_emits_nothing() {
     let path = format!("/api/v1/webhooks?id={paused_id}");
     let answer = pipeline.api.send_json(lambda_http::http::Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;
     assert_eq!(answer.assert_status(200)["disabledReason"], "manual");
-    tokio::time::sleep(QUIET).await;
+    pipeline.idle().await;
     assert!(watcher.received().is_empty());
     assert!(pipeline.notifications(0, Duration::ZERO).await.is_empty());
 }

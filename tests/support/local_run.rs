@@ -14,8 +14,10 @@ use serde_json::Value;
 
 use crate::{eventually, held, unique_user};
 
-/// `careerctl local` on a free port; its error as careerctl prints it.
+/// `careerctl local` on a free port, its log lines in the test's output; its error as
+/// careerctl prints it.
 pub async fn run_local(local_dir: PathBuf, settings: career_core::config::Settings) -> Result<(), String> {
+    crate::logs::install();
     let run = async { careerctl::local::run(free_port()?, &local_dir, settings).await };
     run.await.map_err(|e| format!("{e:#}"))
 }

@@ -2,23 +2,29 @@
 //! see each other's streams), the API, and optionally the pumps (the stream's, and one per
 //! delivery lane, as `careerctl local` runs them).
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use career_core::config::{Settings, TableNames};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_core::store::deliveries::DeliveryTable;
 use local_aws::deployment::Deployment;
-use local_aws::event_sources::pumps::{run_queue_pump, run_stream_pump, run_sweeps};
+use local_aws::event_sources::pumps::{checkpointed, run_queue_pump, run_stream_pump, run_sweeps};
+use local_aws::event_sources::StreamSource;
 use local_aws::resources::QueueUrls;
 use local_aws::template::{function, Template};
 use tokio::task::JoinHandle;
 
-use crate::{acting_as, clients, eventually, services, sqs, unique_user, Api};
+use crate::{acting_as, clients, eventually, services, sqs, streams, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
     pub queues: QueueUrls,
     pumps: Vec<JoinHandle<()>>,
+    /// The fan-out's streams and the file its pump checkpoints them in (with the pumps).
+    streams: Option<(Vec<StreamSource>, PathBuf)>,
 }
 
 impl Pipeline {
@@ -49,12 +55,17 @@ impl Pipeline {
         crate::register(&settings, deployment);
 
         let mut pumps = Vec::new();
+        let mut streams = None;
         if with_pumps {
             let fanout_clients = acting_as(function::FANOUT, &settings, &clients());
             let fanout_settings = crate::function_settings(function::FANOUT, &settings);
             let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).expect("fan-out settings");
             let sources = crate::stream_sources(function::FANOUT, &settings);
-            pumps.push(tokio::spawn(async move { run_stream_pump(fanout_clients, sources, &fanout, None).await }));
+            let checkpoints = std::env::temp_dir().join(format!("career-checkpoints-{stack}.json"));
+            streams = Some((sources.clone(), checkpoints.clone()));
+            pumps.push(tokio::spawn(async move {
+                run_stream_pump(fanout_clients, sources, &fanout, Some(checkpoints)).await
+            }));
             for lane in crate::queue_sources(function::DELIVER, &settings) {
                 let deliver = crate::deliver_instance(&settings);
                 let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
@@ -64,7 +75,7 @@ impl Pipeline {
             }
         }
         let api = Api::with_settings(|s| *s = settings);
-        Pipeline { api, queues, pumps }
+        Pipeline { api, queues, pumps, streams }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -115,6 +126,36 @@ impl Pipeline {
                 Ok(())
             } else {
                 Err(format!("(main, retry) hold {held:?}"))
+            }
+        })
+        .await
+    }
+
+    /// Waits until nothing more can arrive until something new happens: every record of the
+    /// fan-out's streams read (fanned out, or given up on), both lanes empty, and no record
+    /// added to a stream meanwhile. A delivery's turn writes its record before its message
+    /// leaves its lane, and the fan-out queues a batch's messages (and publishes its
+    /// operational events) before its pump moves past the batch, so once all three hold no
+    /// delivery, operational event or notification is on its way.
+    pub async fn idle(&self) {
+        let (sources, checkpoints) = self.streams.as_ref().expect("a pipeline with its pumps");
+        let sqs = sqs();
+        let lanes = (&self.queues.delivery, &self.queues.retry);
+        eventually("the streams read and the delivery lanes empty", || async {
+            let ends = stream_ends(sources).await?;
+            let read = checkpointed(checkpoints);
+            let unread: Vec<&String> =
+                ends.iter().filter(|(shard, end)| read.get(*shard) != Some(end)).map(|e| e.0).collect();
+            if !unread.is_empty() {
+                return Err(format!("shards not read to their end: {unread:?}"));
+            }
+            let held = (crate::held(&sqs, lanes.0).await, crate::held(&sqs, lanes.1).await);
+            if held != (0, 0) {
+                return Err(format!("(main, retry) hold {held:?}"));
+            }
+            match stream_ends(sources).await? == ends {
+                true => Ok(()),
+                false => Err("a record was added to a stream meanwhile".to_owned()),
             }
         })
         .await
@@ -172,10 +213,45 @@ impl Pipeline {
     }
 }
 
+/// Each shard of `sources`' streams that has a record, with its last record's sequence number.
+async fn stream_ends(sources: &[StreamSource]) -> Result<BTreeMap<String, String>, String> {
+    let streams = streams();
+    let mut ends = BTreeMap::new();
+    for source in sources {
+        let description = streams.describe_stream().stream_arn(&source.stream_arn).send().await;
+        let description = description.map_err(|err| format!("{err:?}"))?.stream_description;
+        for shard in description.and_then(|d| d.shards).unwrap_or_default() {
+            let shard_id = shard.shard_id.unwrap_or_default();
+            let iterator = streams
+                .get_shard_iterator()
+                .stream_arn(&source.stream_arn)
+                .shard_id(&shard_id)
+                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .send()
+                .await;
+            let mut iterator = iterator.map_err(|err| format!("{err:?}"))?.shard_iterator;
+            while let Some(current) = iterator {
+                let output = streams.get_records().shard_iterator(current).send().await;
+                let output = output.map_err(|err| format!("{err:?}"))?;
+                let records = output.records.unwrap_or_default();
+                let Some(last) = records.last().and_then(|r| r.dynamodb.as_ref()?.sequence_number.clone()) else {
+                    break;
+                };
+                ends.insert(shard_id.clone(), last);
+                iterator = output.next_shard_iterator;
+            }
+        }
+    }
+    Ok(ends)
+}
+
 impl Drop for Pipeline {
     fn drop(&mut self) {
         for pump in &self.pumps {
             pump.abort();
+        }
+        if let Some((_, checkpoints)) = &self.streams {
+            let _ = std::fs::remove_file(checkpoints);
         }
     }
 }

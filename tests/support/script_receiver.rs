@@ -53,10 +53,10 @@ impl ScriptReceiver {
         (port, format!("http://127.0.0.1:{port}/hook"))
     }
 
-    /// Runs `program args` in `dir` with `env` and `PORT=port`, until it listens.
+    /// Runs `program args` in `dir` with `env` and `RECEIVER_PORT=port`, until it listens.
     pub async fn start(program: &Path, args: &[&Path], dir: &Path, port: u16, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(program);
-        command.args(args).current_dir(dir).env("PORT", port.to_string()).envs(env.iter().copied());
+        command.args(args).current_dir(dir).env("RECEIVER_PORT", port.to_string()).envs(env.iter().copied());
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -515,7 +515,7 @@ mod tests {
         let batch = ["a", "b", "c"];
         /// `(ReportBatchItemFailures, the answer, the positions taken as failed, why)`.
         type Row<'a> = (bool, Option<&'a [Option<&'a str>]>, &'a [usize], &'a str);
-        let table: [Row; 8] = [
+        let table: [Row<'_>; 8] = [
             (true, Some(&[]), &[], "an empty list: all succeeded"),
             (true, Some(&[Some("c"), Some("b")]), &[1, 2], "those reported"),
             (true, Some(&[Some("")]), &[0, 1, 2], "an empty identifier fails the batch"),

@@ -28,8 +28,8 @@ use crate::config::{ConfigError, Settings};
 #[cfg(feature = "extra-root-cert")]
 pub const EXTRA_ROOT_CERT_VAR: &str = "TEST_EXTRA_ROOT_CERT_FILE";
 
-/// Local-stack hook: how many times AWS's the time limits of the functions' AWS calls are
-/// (a whole number, at least 1). The local stack sets it (`careerctl::stack::TIMEOUT_FACTOR`):
+/// Local-stack hook: how many times AWS's time limits the functions' AWS calls are given
+/// (a whole number, at least 1). The local stack sets it (`local_aws::stack::TIMEOUT_FACTOR`):
 /// its emulators share a developer's two cores with compilers, where DynamoDB Local's JVM
 /// can stall for seconds, and a test that is not about these limits must not fail on them.
 /// Unset (the default, and on AWS: the template never sets it), the factor is 1.

@@ -45,7 +45,7 @@ pub fn event_types() -> &'static [EventType] {
         entries
             .into_iter()
             .map(|entry| EventType {
-                subscribable: EventKind::SUBSCRIBABLE.contains(&entry.name),
+                subscribable: entry.name.is_subscribable(),
                 name: entry.name,
                 description: entry.description,
                 schema: entry.schema,

@@ -36,9 +36,9 @@ impl EventKind {
         EventKind::DeliveryExhausted,
     ];
 
-    /// The subscribable kind named `text`.
-    pub fn subscribable(text: &str) -> Option<Self> {
-        EventKind::parse(text).filter(|kind| EventKind::SUBSCRIBABLE.contains(kind))
+    /// Whether a subscription can list this kind.
+    pub fn is_subscribable(self) -> bool {
+        EventKind::SUBSCRIBABLE.contains(&self)
     }
 }
 
@@ -209,7 +209,7 @@ mod tests {
         let body = serde_json::to_value(&ping).unwrap();
         assert_eq!(body["type"], "webhook.ping");
         assert_eq!(serde_json::from_value::<Event>(body).unwrap(), ping);
-        assert_eq!(EventKind::subscribable("webhook.ping"), None);
-        assert_eq!(EventKind::subscribable("profile.updated"), Some(EventKind::ProfileUpdated));
+        assert!(!EventKind::WebhookPing.is_subscribable());
+        assert!(EventKind::ProfileUpdated.is_subscribable());
     }
 }

@@ -308,7 +308,7 @@ pub struct DestinationPolicy<'a> {
 
 impl Destination {
     /// A create's `destination`: its shape, then the deployment's rules.
-    pub fn parse(value: &Value, policy: &DestinationPolicy) -> Result<Self, InvalidDestination> {
+    pub fn parse(value: &Value, policy: &DestinationPolicy<'_>) -> Result<Self, InvalidDestination> {
         let fields = value.as_object().ok_or(InvalidDestination::NotAnObject)?;
         let kind = destination_type(fields)?.ok_or(InvalidDestination::Missing("type"))?;
         let change = DestinationChange::read(fields, kind)?;
@@ -328,7 +328,11 @@ impl Destination {
     }
 
     /// This destination with `change` applied, under the same rules as on create.
-    pub fn changed(&self, change: &DestinationChange, policy: &DestinationPolicy) -> Result<Self, InvalidDestination> {
+    pub fn changed(
+        &self,
+        change: &DestinationChange,
+        policy: &DestinationPolicy<'_>,
+    ) -> Result<Self, InvalidDestination> {
         if change.kind.is_some_and(|kind| kind != self.kind()) {
             return Err(InvalidDestination::TypeChange);
         }
@@ -374,7 +378,7 @@ impl Destination {
         }
     }
 
-    fn check(&self, policy: &DestinationPolicy) -> Result<(), InvalidDestination> {
+    fn check(&self, policy: &DestinationPolicy<'_>) -> Result<(), InvalidDestination> {
         let sender = policy.sender_role.ok_or(InvalidDestination::NotOffered)?;
         let role = self.role_arn();
         // Each part's partition; an emulator's queue has none (it is the deployment's).
@@ -496,7 +500,11 @@ impl AwsDestination {
 
     /// The destination `change` makes of this one ([`Destination::changed`]); the external id
     /// stays.
-    pub fn changed(&self, change: &DestinationChange, policy: &DestinationPolicy) -> Result<Self, InvalidDestination> {
+    pub fn changed(
+        &self,
+        change: &DestinationChange,
+        policy: &DestinationPolicy<'_>,
+    ) -> Result<Self, InvalidDestination> {
         let destination = self.destination.changed(change, policy)?;
         Ok(AwsDestination { destination, external_id: self.external_id.clone() })
     }

@@ -133,6 +133,9 @@ pub enum InvalidEvents {
     NotANonEmptyArray,
     #[error("unknown event kind {} (GET /api/v1/webhooks/event-types lists them)", Excerpt(.0))]
     Unknown(String),
+    /// A kind the catalog lists with `"subscribable": false` (`webhook.ping`, sent on request).
+    #[error("event kind \"{0}\" is not subscribable (GET /api/v1/webhooks/event-types says which are)")]
+    NotSubscribable(EventKind),
 }
 
 impl EventKinds {
@@ -140,10 +143,11 @@ impl EventKinds {
         let items = value.as_array().filter(|items| !items.is_empty()).ok_or(InvalidEvents::NotANonEmptyArray)?;
         let mut kinds = Vec::new();
         for item in items {
-            let kind = item
-                .as_str()
-                .and_then(EventKind::subscribable)
-                .ok_or_else(|| InvalidEvents::Unknown(item.to_string()))?;
+            let kind =
+                item.as_str().and_then(EventKind::parse).ok_or_else(|| InvalidEvents::Unknown(item.to_string()))?;
+            if !kind.is_subscribable() {
+                return Err(InvalidEvents::NotSubscribable(kind));
+            }
             if !kinds.contains(&kind) {
                 kinds.push(kind);
             }
@@ -740,7 +744,7 @@ mod tests {
             (json!({"events": null, "enabled": true}), InvalidChanges::Events(InvalidEvents::NotANonEmptyArray)),
             (
                 json!({"events": ["webhook.ping"]}),
-                InvalidChanges::Events(InvalidEvents::Unknown("\"webhook.ping\"".into())),
+                InvalidChanges::Events(InvalidEvents::NotSubscribable(EventKind::WebhookPing)),
             ),
         ] {
             assert_eq!(changes(body.clone()), Err(refused), "{body}");
@@ -846,10 +850,18 @@ mod tests {
             json!(["nope"]),
             json!([1]),
             json!(["profile.updated", null]),
-            json!(["webhook.ping"]),
         ] {
-            assert!(EventKinds::parse(&bad).is_err(), "{bad}");
+            assert!(
+                matches!(EventKinds::parse(&bad), Err(InvalidEvents::NotANonEmptyArray | InvalidEvents::Unknown(_))),
+                "{bad}"
+            );
         }
+        let ping = EventKinds::parse(&json!(["profile.updated", "webhook.ping"])).unwrap_err();
+        assert_eq!(ping, InvalidEvents::NotSubscribable(EventKind::WebhookPing));
+        assert_eq!(
+            ping.to_string(),
+            "event kind \"webhook.ping\" is not subscribable (GET /api/v1/webhooks/event-types says which are)"
+        );
     }
 
     #[test]

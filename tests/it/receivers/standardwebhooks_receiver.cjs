@@ -2,7 +2,7 @@
 //
 // For each request: verifies it against each secret in the file WEBHOOK_SECRETS_FILE (one per
 // line, read anew for every request), prints one JSON line, and answers the next status of
-// STATUSES (comma-separated; the last one repeats). Listens on 127.0.0.1:PORT.
+// STATUSES (comma-separated; the last one repeats). Listens on 127.0.0.1:RECEIVER_PORT.
 const fs = require("node:fs");
 const http = require("node:http");
 const { Webhook } = require("standardwebhooks");
@@ -39,4 +39,4 @@ http
       res.writeHead(status).end();
     });
   })
-  .listen(Number(process.env.PORT), "127.0.0.1");
+  .listen(Number(process.env.RECEIVER_PORT), "127.0.0.1");

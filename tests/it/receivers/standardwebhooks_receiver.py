@@ -2,7 +2,7 @@
 
 For each request: verifies it against each secret in the file WEBHOOK_SECRETS_FILE (one per
 line, read anew for every request), prints one JSON line, and answers the next status of
-STATUSES (comma-separated; the last one repeats). Listens on 127.0.0.1:PORT.
+STATUSES (comma-separated; the last one repeats). Listens on 127.0.0.1:RECEIVER_PORT.
 """
 import http.server
 import json
@@ -37,4 +37,4 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
 
-http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Receiver).serve_forever()
+http.server.HTTPServer(("127.0.0.1", int(os.environ["RECEIVER_PORT"])), Receiver).serve_forever()

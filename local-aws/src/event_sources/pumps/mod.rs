@@ -9,8 +9,8 @@ mod stream;
 use std::time::Duration;
 
 pub use queue::{run_queue_pump, sqs_event, RECEIVE_WAIT};
-pub use stream::run_stream_pump;
 pub use stream::stream_event;
+pub use stream::{checkpointed, run_stream_pump};
 
 /// Runs the sweep function every `every` once for each of `inputs` (the template's schedules
 /// of it, [`crate::template::Template::schedule_inputs`]), the runs at once, as the schedules

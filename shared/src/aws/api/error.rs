@@ -41,6 +41,12 @@ pub enum ApiError {
     AlertNotFound(String),
     #[error("Send at least one known preference with a boolean value.")]
     NoPreferencesProvided,
+    #[error(
+        "'{}' is not a known preference; send at least one of {} with a boolean value.",
+        Excerpt(.0),
+        crate::preferences::PREFERENCE_FLAGS.join(", ")
+    )]
+    NoKnownPreference(String),
     #[error("The preference '{0}' must be a boolean.")]
     InvalidPreference(&'static str),
     #[error("'{}' is not a known preference.", Excerpt(.0))]
@@ -129,6 +135,7 @@ impl ApiError {
             | AlertMissingId
             | AlertInvalidAction
             | NoPreferencesProvided
+            | NoKnownPreference(_)
             | InvalidPreference(_)
             | UnknownPreference(_)
             | WebhookMissingRequiredFields
@@ -167,7 +174,7 @@ impl ApiError {
             AlertMissingId => "alerts.missing_id",
             AlertInvalidAction => "alerts.invalid_action",
             AlertNotFound(_) => "alerts.not_found",
-            NoPreferencesProvided => "data_sharing.no_preferences_provided",
+            NoPreferencesProvided | NoKnownPreference(_) => "data_sharing.no_preferences_provided",
             InvalidPreference(_) => "data_sharing.invalid_preference",
             UnknownPreference(_) => "data_sharing.unknown_preference",
             WebhookMissingRequiredFields => "webhooks.missing_required_fields",
@@ -249,6 +256,7 @@ impl From<crate::preferences::PreferenceError> for ApiError {
         use crate::preferences::PreferenceError::*;
         match err {
             NoPreferencesProvided => ApiError::NoPreferencesProvided,
+            NoKnownPreference(name) => ApiError::NoKnownPreference(name),
             InvalidPreference(name) => ApiError::InvalidPreference(name),
             UnknownPreference(name) => ApiError::UnknownPreference(name),
         }

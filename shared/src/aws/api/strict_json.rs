@@ -39,7 +39,7 @@ struct StrictJsonVisitor;
 impl<'de> Visitor<'de> for StrictJsonVisitor {
     type Value = Value;
 
-    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str("a JSON value")
     }
 
