@@ -514,19 +514,19 @@ impl WebhookTable {
             Some(None) => expression.remove(MAX_DELIVERIES_PER_SECOND),
             None => expression,
         };
-        // A token only for a subscription with a URL (section 21), whichever it was read as.
-        if let Some(token) = &changes.identity_token {
-            expression = match token {
-                Some(token) => expression.set(IDENTITY_TOKEN, serde_dynamo::to_attribute_value(token)?),
-                None => expression.remove(IDENTITY_TOKEN),
-            };
-            if token.is_some() {
+        expression = match &changes.identity_token {
+            // Only to a subscription with a URL (section 21), whatever it was read as.
+            Some(Some(token)) => {
+                let no_destination = Condition::absent(DESTINATION);
                 target_unchanged = Some(match target_unchanged {
-                    Some(unchanged) => unchanged.and(Condition::absent(DESTINATION)),
-                    None => Condition::absent(DESTINATION),
+                    Some(unchanged) => unchanged.and(no_destination),
+                    None => no_destination,
                 });
+                expression.set(IDENTITY_TOKEN, serde_dynamo::to_attribute_value(token)?)
             }
-        }
+            Some(None) => expression.remove(IDENTITY_TOKEN),
+            None => expression,
+        };
         let (expression, condition) = match replacing.secrets {
             Some(new) => new.apply(expression)?,
             None => (expression, Condition::exists(ID)),
