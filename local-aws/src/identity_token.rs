@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::http::StatusCode;
@@ -114,6 +114,15 @@ impl Issuer {
     }
 }
 
+/// How many tokens STS gave in this process, by the value of their `subscription` request tag
+/// (what a test reads as CloudTrail would show the calls).
+static ISSUED: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+
+/// How many tokens tagged `subscription` = `id` STS gave in this process so far.
+pub fn tokens_tagged(id: &str) -> usize {
+    ISSUED.lock().expect("issued").get(id).copied().unwrap_or(0)
+}
+
 /// The issuer URL of the stack's tokens (its discovery document is under it).
 pub fn issuer_url() -> &'static str {
     &issuer().url
@@ -169,6 +178,9 @@ pub fn answer(caller: &str, body: &[u8]) -> HttpResponse {
         AWS_CLAIMS: {"aws_account": caller.split(':').nth(4).unwrap_or(ACCOUNT), "source_region": REGION, "request_tags": tags},
     });
     let token = issuer().sign(&claims);
+    if let Some(subscription) = tags.get("subscription") {
+        *ISSUED.lock().expect("issued").entry(subscription.clone()).or_default() += 1;
+    }
     let expiration = Timestamp::from_unix_seconds(expires);
     let body = format!(
         "<GetWebIdentityTokenResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><GetWebIdentityTokenResult>\

@@ -109,6 +109,7 @@ async fn create_returns_the_subscription_and_its_secret_once() {
             "enabled",
             "events",
             "id",
+            "identityToken",
             "maxDeliveriesPerSecond",
             "previousPublicKey",
             "publicKey",
@@ -121,6 +122,7 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     assert_eq!((&body["publicKey"], &body["previousPublicKey"]), (&Value::Null, &Value::Null), "off by default");
     assert_eq!(body["traceContext"], false, "off by default");
     assert_eq!(body["maxDeliveriesPerSecond"], Value::Null, "no rate limit by default");
+    assert_eq!(body["identityToken"], Value::Null, "no identity token by default");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),

@@ -68,6 +68,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.asymmetric_signing_off",
     "webhooks.invalid_trace_context",
     "webhooks.invalid_rate_limit",
+    "webhooks.invalid_identity_token",
 ];
 
 /// One operation: where it is, its success status and, per error status, the codes the
@@ -136,6 +137,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.invalid_asymmetric_signing",
             "webhooks.invalid_trace_context",
             "webhooks.invalid_rate_limit",
+            "webhooks.invalid_identity_token",
             "webhooks.limit_exceeded",
         ],
     )],
@@ -157,6 +159,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.invalid_asymmetric_signing",
                 "webhooks.invalid_trace_context",
                 "webhooks.invalid_rate_limit",
+                "webhooks.invalid_identity_token",
                 "webhooks.invalid_url",
                 "webhooks.invalid_destination",
                 "webhooks.invalid_events",
@@ -703,7 +706,7 @@ fn the_schemas_reject_what_they_should() {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
                "disabledReason": null, "publicKey": null, "previousPublicKey": null, "traceContext": false,
-               "maxDeliveriesPerSecond": null,
+               "maxDeliveriesPerSecond": null, "identityToken": null,
                "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
@@ -724,6 +727,15 @@ fn the_schemas_reject_what_they_should() {
         limited["maxDeliveriesPerSecond"] = bad;
         assert!(!doc.validate_at(created, &limited).is_empty(), "{}", limited["maxDeliveriesPerSecond"]);
     }
+    let mut tokened = subscription(&secret, json!(["profile.updated"]));
+    tokened["identityToken"] = json!({"audience": "a".repeat(256)});
+    assert!(doc.validate_at(created, &tokened).is_empty());
+    for bad in [json!({}), json!({"audience": ""}), json!({"audience": "a".repeat(257)}), json!("aud")] {
+        tokened["identityToken"] = bad;
+        assert!(!doc.validate_at(created, &tokened).is_empty(), "{}", tokened["identityToken"]);
+    }
+    tokened["identityToken"] = json!({"audience": "a", "alg": "RS256"});
+    assert!(!doc.validate_at(created, &tokened).is_empty(), "audience only");
     let public_key = format!("whpk_{}=", "a".repeat(43));
     let mut keyed = subscription(&secret, json!(["profile.updated"]));
     keyed["publicKey"] = json!(public_key);
@@ -1233,6 +1245,10 @@ async fn create_webhook_answers_as_documented() {
     let answer = api.send_json(Method::POST, path, &key, &traced).await;
     checker.check(&answer, 201, None);
     assert_eq!(answer.json["traceContext"], true);
+    let tokened = json!({"url": sink_url(), "events": ["profile.updated"], "identityToken": {"audience": "api://r"}});
+    let answer = api.send_json(Method::POST, path, &key, &tokened.to_string()).await;
+    checker.check(&answer, 201, None);
+    assert_eq!(answer.json["identityToken"], json!({"audience": "api://r"}));
     for destination in [
         json!({"type": "aws_sqs", "queueUrl": EMULATOR_QUEUE, "roleArn": RECEIVER_ROLE}),
         json!({"type": "aws_eventbridge", "eventBusArn": RECEIVER_BUS, "roleArn": RECEIVER_ROLE}),
@@ -1275,6 +1291,10 @@ async fn create_webhook_answers_as_documented() {
         (
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "maxDeliveriesPerSecond": 0}"#,
             "webhooks.invalid_rate_limit",
+        ),
+        (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "identityToken": {}}"#,
+            "webhooks.invalid_identity_token",
         ),
     ];
     // Refused under the production setting, so they create nothing.
@@ -1614,6 +1634,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
         (r#"{"traceContext": 1}"#, "webhooks.invalid_trace_context"),
         (r#"{"maxDeliveriesPerSecond": "2"}"#, "webhooks.invalid_rate_limit"),
+        (r#"{"identityToken": {"audience": ""}}"#, "webhooks.invalid_identity_token"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),
         (r#"{"events": null}"#, "webhooks.invalid_events"),

@@ -4,7 +4,8 @@
 //! of a rotation (both secrets verify) and a rotation without one (the old secret fails).
 //! Then every receiver snippet of docs/receiving-webhooks.md, extracted by its marker, run as it is; its `v1a`
 //! receivers (Python's `cryptography`, Node's `node:crypto`: Ed25519 verifiers independent of
-//! the service's) are sent real deliveries through a rotation of the key pair.
+//! the service's) are sent real deliveries through a rotation of the key pair, and its
+//! identity-token receivers (PyJWT, jose) real tokens of the local stack's issuer.
 
 mod readme_receiver;
 
@@ -127,8 +128,11 @@ fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
         path
     };
     match name {
-        "python-seed" | "python-standardwebhooks" | "python-v1a" => (python(), vec![write("receiver.py")]),
+        "python-seed" | "python-standardwebhooks" | "python-v1a" | "python-identity-token" => {
+            (python(), vec![write("receiver.py")])
+        }
         "node-seed" | "node-v1a" => (PathBuf::from("node"), vec![write("receiver.js")]),
+        "node-identity-token" => (PathBuf::from("node"), vec![write("receiver.mjs")]),
         "typescript-standardwebhooks" => (PathBuf::from("node"), vec![compiled_typescript_receiver().to_owned()]),
         other => panic!("no way to run {other}"),
     }
@@ -382,4 +386,64 @@ async fn the_readmes_python_v1a_receiver_verifies_real_deliveries_through_a_rota
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_readmes_node_v1a_receiver_verifies_real_deliveries_through_a_rotation() {
     the_readmes_v1a_receiver_verifies_real_deliveries_through_a_rotation("node-v1a").await;
+}
+
+/// A real delivery sent again, as it was, with `authorization` in place of its own, to a
+/// receiver on loopback; the receiver's status (204 verified, 401 refused).
+async fn present(receiver: &ScriptReceiver, delivery: &Received, authorization: Option<String>) -> u16 {
+    let kept = ["Content-Type", "X-Webhook-Delivery", "webhook-id", "webhook-timestamp", "webhook-signature"];
+    let headers = kept
+        .into_iter()
+        .map(|name| (name, delivery.header(name).to_owned()))
+        .chain(authorization.map(|value| ("Authorization", value)))
+        .collect();
+    let signed = SignedDelivery { body: delivery.body.to_vec(), headers };
+    let (sender, url) = (Sender::new(career_core::webhooks::UrlPolicy::local_stack().guard), receiver.url.clone());
+    let outcome = tokio::task::spawn_blocking(move || sender.send(&url, &signed)).await.unwrap();
+    outcome.answer().map_or(0, |answer| answer.status)
+}
+
+async fn the_readmes_identity_token_receiver_verifies_real_tokens(name: &str) {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let capture = Receiver::start(&[204], Duration::ZERO).await;
+    let audience = "https://receiver.example/hooks";
+    let body = json!({"url": capture.url, "events": ["profile.updated"], "identityToken": {"audience": audience}});
+    let created = pipeline.api.send_json(Method::POST, "/api/v1/webhooks", &key, &body.to_string()).await;
+    let id = created.assert_status(201)["id"].as_str().unwrap().to_owned();
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let delivery = capture.wait_for(1, DEADLINE).await.remove(0);
+    let token = delivery.header("authorization").to_owned();
+    assert!(token.starts_with("Bearer "), "{token:?}");
+
+    let issuer = local_aws::identity_token::issuer_url();
+    let trusting = |audience: &str, subscription: &str| {
+        let env = [("TOKEN_ISSUER", issuer), ("TOKEN_AUDIENCE", audience), ("SUBSCRIPTION_ID", subscription)];
+        let env = env.map(|(name, value)| (name, value.to_owned()));
+        async move { readme_receiver(name, &env.each_ref().map(|(n, v)| (*n, v.as_str()))).await }
+    };
+    let receiver = trusting(audience, &id).await;
+    assert_eq!(present(&receiver, &delivery, Some(token.clone())).await, 204, "{name}: the delivery's token");
+    assert_eq!(present(&receiver, &delivery, None).await, 401, "{name}: no token");
+    let unsigned = format!("{}.", token.rsplit_once('.').unwrap().0);
+    assert_eq!(present(&receiver, &delivery, Some(unsigned)).await, 401, "{name}: no signature");
+    let (head, signature) = token.rsplit_once('.').unwrap();
+    let flipped = if signature.starts_with('A') { 'B' } else { 'A' };
+    let forged = format!("{head}.{flipped}{}", &signature[1..]);
+    assert_eq!(present(&receiver, &delivery, Some(forged)).await, 401, "{name}: a changed signature");
+    let elsewhere = trusting("https://someone-else.example", &id).await;
+    assert_eq!(present(&elsewhere, &delivery, Some(token.clone())).await, 401, "{name}: another audience");
+    let other = trusting(audience, "whk_01JDQ40A1B2C3D4E5F6G7H8J9K").await;
+    assert_eq!(present(&other, &delivery, Some(token)).await, 401, "{name}: another subscription's token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readmes_python_identity_token_receiver_verifies_real_tokens() {
+    the_readmes_identity_token_receiver_verifies_real_tokens("python-identity-token").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readmes_node_identity_token_receiver_verifies_real_tokens() {
+    the_readmes_identity_token_receiver_verifies_real_tokens("node-identity-token").await;
 }

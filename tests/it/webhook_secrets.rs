@@ -91,6 +91,7 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
         "enabled",
         "events",
         "id",
+        "identityToken",
         "maxDeliveriesPerSecond",
         "previousPublicKey",
         "previousSecretExpiresAt",

@@ -18,6 +18,7 @@ mod turn;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use career_core::aws::aws_sender::AwsSender;
+use career_core::aws::identity_tokens::IdentityTokens;
 use career_core::aws::outbox::Outbox;
 use career_core::aws::queue::{self, DeliveryQueues, Lane};
 use career_core::aws::sender::Sender;
@@ -47,6 +48,8 @@ pub struct Deps {
     sender: Sender,
     /// Destinations in receivers' own AWS accounts (contract section 17).
     aws: AwsSender,
+    /// HTTP subscriptions' identity tokens (contract section 21).
+    identity_tokens: IdentityTokens,
     policy: Policy,
     metrics_namespace: String,
     /// The most groups of the main lane a subscription spreads over.
@@ -69,6 +72,7 @@ impl Deps {
             queues,
             sender: Sender::new(settings.webhook_urls.guard.clone()),
             aws: AwsSender::new(clients),
+            identity_tokens: IdentityTokens::new(clients),
             policy: Policy {
                 schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
                 disable_after: settings.webhook_disable_after,

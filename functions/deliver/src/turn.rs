@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Outcome, SendFailure};
+use career_core::delivery::aws_destination::DestinationFailure;
 use career_core::delivery::groups::{self, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
@@ -205,8 +206,10 @@ async fn attempt_delivery(
     let trace = received.delivery.trace.clone().unwrap_or_else(TraceContext::start);
     let span_id = SpanId::generate();
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
+    // An identity token asked for (contract section 21), minted or kept; a failed call fails the attempt.
+    let authorization = deps.identity_tokens.authorization(subscription).await;
     let (started, started_at) = (Instant::now(), SystemTime::now());
-    let sending = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers);
+    let sending = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers, authorization);
     let (outcome, body, marked_slow) = slow_marked(deps, subscription, sending).await;
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
@@ -264,18 +267,24 @@ async fn slow_marked(
 }
 
 /// Signs the delivery for this attempt and POSTs it to its URL (on the blocking pool: ureq
-/// blocks) or sends it into its AWS destination, with `trace_headers` beside the signed ones.
-/// Returns the outcome and the exact bytes sent.
+/// blocks) or sends it into its AWS destination, with the trace headers and the identity
+/// token's `Authorization` beside the signed ones (a token that could not be had is the
+/// attempt's failure). Returns the outcome and the exact bytes sent.
 async fn send(
     deps: &Deps,
     delivery: &DeliveryMessage,
     target: &Target,
     secrets: &SigningSecrets,
     trace_headers: Vec<(&'static str, String)>,
+    authorization: Result<Option<(&'static str, String)>, DestinationFailure>,
 ) -> (Outcome, Vec<u8>) {
     let now = Timestamp::now();
     let mut signed = SignedDelivery::new(delivery, &secrets.active_at(now), now);
     signed.headers.extend(trace_headers);
+    match authorization {
+        Ok(header) => signed.headers.extend(header),
+        Err(failure) => return (Outcome::NotTaken(failure), signed.body),
+    }
     let url = match target {
         Target::Url(url) => url.clone(),
         Target::Aws(aws) => return (deps.aws.send(delivery, aws, &signed).await, signed.body),

@@ -29,6 +29,7 @@ use career_core::store::webhooks::{Created, NewDestination, NewSecrets, Replaced
 use career_core::store::{Backoff, StoreError};
 use career_core::trace::TraceContext;
 use career_core::webhooks::destination::{AwsDestination, Destination, DestinationPolicy, InvalidDestination, RoleArn};
+use career_core::webhooks::identity_token::{IdentityToken, InvalidIdentityToken};
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::UrlPolicy;
 use career_core::webhooks::{
@@ -193,6 +194,10 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
     let trace_context = trace_context(body.get("traceContext"))?;
     let rate = body.get("maxDeliveriesPerSecond").map(DeliveryRate::parse).transpose()?.flatten();
+    let identity_token = body.get("identityToken").map(IdentityToken::parse).transpose()?.flatten();
+    if identity_token.is_some() && target.aws().is_some() {
+        return Err(InvalidIdentityToken::OnDestination.into());
+    }
     let (user_id, subscription_id) = (call.user_id().clone(), SubscriptionId::generate());
     let secrets = SigningSecrets::new(WebhookSecret::generate(), asymmetric);
     let sealed = deps.sealer.seal(&user_id, &subscription_id, &secrets).await?;
@@ -200,6 +205,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let stored = Subscription {
         trace_context,
         max_deliveries_per_second: rate,
+        identity_token,
         ..Subscription::new(user_id, subscription_id, target, kinds, sealed, secrets.public_keys())
     };
     match deps.webhooks.insert(&stored, MAX_SUBSCRIPTIONS_PER_USER).await? {
@@ -221,19 +227,29 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let (user_id, typed) = (call.user_id(), subscription_id(id)?);
     let not_found = || ApiError::WebhookNotFound(id.to_owned());
     let target_change = || ApiError::WebhookInvalidDestination(InvalidDestination::TargetChange);
+    let token_on = matches!(changes.identity_token, Some(Some(_)));
+    let token_on_destination = || ApiError::from(InvalidIdentityToken::OnDestination);
     if changes.asymmetric_signing.is_none() && changes.destination.is_none() {
         if let Some(updated) =
             deps.webhooks.update(user_id, &typed, &changes, Replacing::default(), Timestamp::now()).await?
         {
             return Reply::ok(deps.public(&updated));
         }
-        // A new URL is not written over a destination: say so, or that there is none.
+        // Neither a new URL nor an identity token is written to a destination's subscription:
+        // say so (the token is checked first, as it is read first), or that there is none.
         let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
-        return Err(if stored.target.aws().is_some() { target_change() } else { not_found() });
+        return Err(match stored.target.aws() {
+            Some(_) if token_on => token_on_destination(),
+            Some(_) => target_change(),
+            None => not_found(),
+        });
     }
     let mut backoff = Backoff::new(CONTENDED_RETRIES);
     loop {
         let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
+        if token_on && stored.target.aws().is_some() {
+            return Err(token_on_destination());
+        }
         let destination = match (&changes.destination, &stored.target) {
             (None, Target::Aws(_)) if changes.url.is_some() => return Err(target_change()),
             (None, _) => None,

@@ -192,7 +192,7 @@ fn accepted(summary: serde_json::Value) -> Outcome {
 }
 
 /// What the SDK's error says, as `aws_destination::classify` reads it.
-fn aws_error<E: ProvideErrorMetadata>(err: &SdkError<E>) -> AwsError<'_> {
+pub(crate) fn aws_error<E: ProvideErrorMetadata>(err: &SdkError<E>) -> AwsError<'_> {
     match err {
         SdkError::ServiceError(service) => {
             AwsError::Answered { code: service.err().code(), status: Some(service.raw().status().as_u16()) }

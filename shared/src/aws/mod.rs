@@ -7,6 +7,7 @@
 //! - `queue`: the delivery lanes (SQS);
 //! - `sender`: a delivery's HTTPS request (through the private-network guard);
 //! - `aws_sender`: a delivery into the receiver's own AWS account (STS, then SQS or EventBridge);
+//! - `identity_tokens`: the AWS-signed token an HTTP subscription may ask each attempt to carry (STS);
 //! - `operator`: the operator's SNS topic;
 //! - `outbox`: the one place a delivery is recorded and queued (every origin of a round);
 //!
@@ -21,6 +22,7 @@
 
 pub mod api;
 pub mod aws_sender;
+pub mod identity_tokens;
 pub mod operator;
 pub mod outbox;
 pub mod queue;

@@ -18,8 +18,9 @@ pub enum Outcome {
     Rejected(Answer),
     /// No HTTP answer, and why.
     NoAnswer(SendFailure),
-    /// A destination in the receiver's AWS account (contract section 17) did not take the
-    /// message: which call failed, and why.
+    /// An AWS call of the attempt failed: a destination in the receiver's AWS account
+    /// (contract section 17) did not take the message, or no identity token could be had for
+    /// an HTTP receiver (section 21, nothing sent). Which call, and why.
     NotTaken(DestinationFailure),
 }
 

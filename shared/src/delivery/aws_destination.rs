@@ -20,8 +20,8 @@ use super::SignedDelivery;
 /// How long an assumed role's credentials last: STS's shortest session, 15 minutes.
 pub const SESSION_SECONDS: i32 = 900;
 
-/// Credentials are used until this long before they expire, then assumed again, so no send
-/// starts with credentials about to lapse.
+/// Credentials (and an identity token, contract section 21) are used until this long before
+/// they expire, then asked for again, so no send starts with credentials about to lapse.
 pub const RENEW_BEFORE: Duration = Duration::from_secs(60);
 
 /// The `Source` of every EventBridge entry.
@@ -82,17 +82,19 @@ pub fn event_detail(signed: &SignedDelivery) -> String {
     Value::Object(detail).to_string()
 }
 
-/// Whether credentials that expire at `expires` may still be used at `now`.
+/// Whether credentials (or a token) that expire at `expires` may still be used at `now`.
 pub fn still_fresh(expires: SystemTime, now: SystemTime) -> bool {
     now + RENEW_BEFORE < expires
 }
 
-/// The call of an attempt that failed.
+/// The call of an attempt that failed: a destination's, or the identity token's of an HTTP
+/// subscription (contract section 21), made with the delivery function's own role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     AssumeRole,
     SendMessage,
     PutEvents,
+    GetWebIdentityToken,
 }
 
 impl Step {
@@ -101,6 +103,7 @@ impl Step {
             Step::AssumeRole => "sts:AssumeRole",
             Step::SendMessage => "sqs:SendMessage",
             Step::PutEvents => "events:PutEvents",
+            Step::GetWebIdentityToken => "sts:GetWebIdentityToken",
         }
     }
 }
@@ -123,6 +126,8 @@ pub enum Cause {
     KeyDenied,
     /// The queue or the bus does not exist.
     Missing,
+    /// The deployment's account has not turned outbound identity federation on.
+    FederationOff,
     Throttled,
     /// An AWS service error (a 5xx).
     ServiceError(u16),
@@ -152,6 +157,16 @@ impl fmt::Display for DestinationFailure {
                 f,
                 "{action} refused: check that the role's permissions policy allows sqs:SendMessage on the queue \
                  (and the queue's policy does not deny it)"
+            ),
+            (Cause::Denied, Step::GetWebIdentityToken) => write!(
+                f,
+                "{action} refused: the deployment's delivery role may not mint identity tokens (its operator \
+                 grants sts:GetWebIdentityToken and sts:TagGetWebIdentityToken)"
+            ),
+            (Cause::FederationOff, _) => write!(
+                f,
+                "{action}: outbound identity federation is off in the deployment's AWS account (its operator \
+                 turns it on once, docs/deploying.md)"
             ),
             (Cause::Denied, Step::PutEvents) => {
                 write!(
@@ -187,6 +202,7 @@ pub fn classify(step: Step, error: AwsError<'_>) -> DestinationFailure {
         "AccessDenied" | "AccessDeniedException" | "AuthorizationError" | "NotAuthorized" => Cause::Denied,
         code if code.starts_with("KMS.") || code.starts_with("Kms") => Cause::KeyDenied,
         "AWS.SimpleQueueService.NonExistentQueue" | "QueueDoesNotExist" | "ResourceNotFoundException" => Cause::Missing,
+        "OutboundWebIdentityFederationDisabledException" => Cause::FederationOff,
         "Throttling" | "ThrottlingException" | "RequestThrottled" | "TooManyRequestsException" => Cause::Throttled,
         _ if status == Some(429) => Cause::Throttled,
         _ if status.is_some_and(|status| status >= 500) => Cause::ServiceError(status.unwrap_or_default()),
@@ -288,6 +304,14 @@ mod tests {
                 "(503)",
             ),
             (Step::AssumeRole, AwsError::NoAnswer, Cause::NoAnswer, "no answer"),
+            (Step::GetWebIdentityToken, answered("AccessDenied", 403), Cause::Denied, "sts:TagGetWebIdentityToken"),
+            (
+                Step::GetWebIdentityToken,
+                answered("OutboundWebIdentityFederationDisabledException", 403),
+                Cause::FederationOff,
+                "outbound identity federation is off",
+            ),
+            (Step::GetWebIdentityToken, answered("Throttling", 400), Cause::Throttled, "throttled"),
             (
                 Step::AssumeRole,
                 answered("RegionDisabledException", 403),

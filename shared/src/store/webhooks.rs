@@ -19,6 +19,7 @@ use crate::events::EventKind;
 use crate::ids::{SubscriptionId, UserId};
 use crate::operational::SubscriptionState;
 use crate::webhooks::destination::AwsDestination;
+use crate::webhooks::identity_token::IdentityToken;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
     DeliveryRate, DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, Target,
@@ -48,6 +49,9 @@ const DISABLED_REASON: &str = "disabledReason";
 const FAST_SINCE: &str = "fastSince";
 const SLOW_AT: &str = "slowAt";
 const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
+/// A map, `{"audience": …}`, present only while each attempt carries an identity token
+/// (contract section 21).
+const IDENTITY_TOKEN: &str = "identityToken";
 const ID: &str = "subscriptionId";
 /// Where it delivers ([`Target`]): `url`, or `destination` (a map: `type`, `queueUrl` or
 /// `eventBusArn`, `roleArn`, `externalId`; contract section 17).
@@ -72,6 +76,8 @@ struct SubscriptionItem {
     health: HealthAttributes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_deliveries_per_second: Option<DeliveryRate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    identity_token: Option<IdentityToken>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fast_since: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,6 +182,7 @@ impl From<SubscriptionItem> for Subscription {
             created_at: item.created_at,
             health,
             max_deliveries_per_second: item.max_deliveries_per_second,
+            identity_token: item.identity_token,
             fast_since: item.fast_since,
             slow_at: item.slow_at,
         }
@@ -206,6 +213,7 @@ impl From<&Subscription> for SubscriptionItem {
             // A subscription holds no failure's error or recovery: its transitions write them.
             health: HealthAttributes { failing_since, disabled_at, disabled_reason, ..HealthAttributes::default() },
             max_deliveries_per_second: subscription.max_deliveries_per_second,
+            identity_token: subscription.identity_token.clone(),
             fast_since: subscription.fast_since,
             slow_at: subscription.slow_at,
         }
@@ -464,8 +472,9 @@ impl WebhookTable {
     /// subscription disabled already keeps when that was); enabling is
     /// [`WebhookTable::enable`]. Id, `createdAt`, the external id and, unless `replacing`
     /// replaces them (turning asymmetric signing on or off), the secrets and the destination
-    /// stay. `None` when the user has no such subscription, when a new URL meets a
-    /// destination, or when its secrets or destination are not the expected ones any more.
+    /// stay. `None` when the user has no such subscription, when a new URL or an identity
+    /// token meets a destination, or when its secrets or destination are not the expected
+    /// ones any more.
     pub async fn update(
         &self,
         user_id: &UserId,
@@ -503,6 +512,19 @@ impl WebhookTable {
         expression = match changes.max_deliveries_per_second {
             Some(Some(rate)) => expression.set(MAX_DELIVERIES_PER_SECOND, n(rate.per_second())),
             Some(None) => expression.remove(MAX_DELIVERIES_PER_SECOND),
+            None => expression,
+        };
+        expression = match &changes.identity_token {
+            // Only to a subscription with a URL (section 21), whatever it was read as.
+            Some(Some(token)) => {
+                let no_destination = Condition::absent(DESTINATION);
+                target_unchanged = Some(match target_unchanged {
+                    Some(unchanged) => unchanged.and(no_destination),
+                    None => no_destination,
+                });
+                expression.set(IDENTITY_TOKEN, serde_dynamo::to_attribute_value(token)?)
+            }
+            Some(None) => expression.remove(IDENTITY_TOKEN),
             None => expression,
         };
         let (expression, condition) = match replacing.secrets {
@@ -582,6 +604,7 @@ mod tests {
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health,
             max_deliveries_per_second: None,
+            identity_token: None,
             fast_since: None,
             slow_at: None,
         }
@@ -657,6 +680,18 @@ mod tests {
         subscription.trace_context = true;
         let item = item_of(&subscription);
         assert_eq!(item.get("traceContext"), Some(&AttributeValue::Bool(true)));
+        assert_eq!(subscription_of(item).unwrap(), subscription);
+    }
+
+    /// An identity token is one map attribute, present only while on (contract section 21).
+    #[test]
+    fn an_identity_token_is_stored_only_while_on() {
+        let mut subscription = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        assert!(!item_of(&subscription).contains_key(IDENTITY_TOKEN));
+        subscription.identity_token = IdentityToken::parse(&serde_json::json!({"audience": "api://r"})).unwrap();
+        let item = item_of(&subscription);
+        let Some(AttributeValue::M(map)) = item.get(IDENTITY_TOKEN) else { panic!("a map: {item:?}") };
+        assert_eq!(map.get("audience"), Some(&s("api://r")));
         assert_eq!(subscription_of(item).unwrap(), subscription);
     }
 

@@ -1,9 +1,10 @@
-//! Webhook subscriptions (contract sections 5, 9, 12, 13, 16, 17 and 19): URL and event
+//! Webhook subscriptions (contract sections 5, 9, 12, 13, 16, 17, 19 and 21): URL and event
 //! validation, what an update may change, secrets, the subscription, where it delivers and
 //! its health, and the subscription object the API shows.
 
 pub mod destination;
 pub mod disabled_reason;
+pub mod identity_token;
 pub mod netguard;
 pub mod rotation;
 pub mod signing;
@@ -25,6 +26,7 @@ use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::signing::PublicKey;
 use destination::{AwsDestination, DestinationChange, DestinationFields, InvalidDestination, RoleArn};
 pub use disabled_reason::DisabledReason;
+use identity_token::{IdentityToken, InvalidIdentityToken};
 pub use netguard::UrlPolicy;
 
 pub const MAX_URL_LEN: usize = 2048;
@@ -209,8 +211,8 @@ impl DeliveryRate {
 }
 
 /// What an update (PATCH) changes: any of the URL or the AWS destination, the kinds, whether it is enabled, whether
-/// it is signed with a key pair as well, whether its deliveries carry trace context, and its
-/// rate limit (`Some(None)` removes it).
+/// it is signed with a key pair as well, whether its deliveries carry trace context, its
+/// rate limit (`Some(None)` removes it) and its identity token (`Some(None)` turns it off).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
@@ -221,6 +223,8 @@ pub struct SubscriptionChanges {
     pub asymmetric_signing: Option<bool>,
     pub trace_context: Option<bool>,
     pub max_deliveries_per_second: Option<Option<DeliveryRate>>,
+    /// Taken only by a subscription with a URL (section 21): the write says so.
+    pub identity_token: Option<Option<IdentityToken>>,
 }
 
 /// Why an update's body was refused; the API's error enum words each case.
@@ -232,19 +236,28 @@ pub enum InvalidChanges {
     AsymmetricSigning(InvalidAsymmetricSigning),
     TraceContext(InvalidTraceContext),
     DeliveryRate(InvalidDeliveryRate),
+    IdentityToken(InvalidIdentityToken),
     Url(InvalidUrl),
     Destination(InvalidDestination),
     Events(InvalidEvents),
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 7] =
-        ["url", "destination", "events", "enabled", "asymmetricSigning", "traceContext", "maxDeliveriesPerSecond"];
+    pub const FIELDS: [&str; 8] = [
+        "url",
+        "destination",
+        "events",
+        "enabled",
+        "asymmetricSigning",
+        "traceContext",
+        "maxDeliveriesPerSecond",
+        "identityToken",
+    ];
 
-    /// Reads an update's body in the contract's order (sections 13, 16, 17, 18 and 19): none
-    /// of the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
-    /// `maxDeliveriesPerSecond`, then `url` or `destination` (both are invalid) and `events`
-    /// as on create (`null` is invalid).
+    /// Reads an update's body in the contract's order (sections 13, 16, 17, 18, 19 and 21):
+    /// none of the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
+    /// `maxDeliveriesPerSecond`, `identityToken`, then `url` or `destination` (both are
+    /// invalid) and `events` as on create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, policy: &UrlPolicy) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
             return Err(InvalidChanges::NoChanges);
@@ -268,6 +281,10 @@ impl SubscriptionChanges {
             Some(value) => Some(DeliveryRate::parse(value).map_err(InvalidChanges::DeliveryRate)?),
             None => None,
         };
+        let identity_token = match body.get("identityToken") {
+            Some(value) => Some(IdentityToken::parse(value).map_err(InvalidChanges::IdentityToken)?),
+            None => None,
+        };
         if body.contains_key("url") && body.contains_key("destination") {
             return Err(InvalidChanges::Destination(InvalidDestination::WithUrl));
         }
@@ -282,6 +299,7 @@ impl SubscriptionChanges {
             asymmetric_signing,
             trace_context,
             max_deliveries_per_second,
+            identity_token,
         })
     }
 }
@@ -304,6 +322,9 @@ pub struct Subscription {
     pub health: Health,
     /// `maxDeliveriesPerSecond` (contract section 18); `None` is no limit.
     pub max_deliveries_per_second: Option<DeliveryRate>,
+    /// The audience of the AWS-signed token each attempt carries (contract section 21), on a
+    /// subscription with a URL only; `None` is off.
+    pub identity_token: Option<IdentityToken>,
     /// Since when its receiver answers fast, while it does: its first attempts then spread
     /// over several groups of the main lane (`delivery::groups`, contract section 18).
     pub fast_since: Option<Timestamp>,
@@ -442,6 +463,7 @@ impl Subscription {
             created_at: Timestamp::now(),
             health: Health::Active,
             max_deliveries_per_second: None,
+            identity_token: None,
             fast_since: None,
             slow_at: None,
         }
@@ -453,7 +475,7 @@ impl Subscription {
         !EventKind::SUBSCRIBABLE.contains(&kind) || self.events.contains(&kind)
     }
 
-    /// The subscription object the API shows (contract sections 5, 16, 17 and 19; never the
+    /// The subscription object the API shows (contract sections 5, 16, 17, 19 and 21; never the
     /// secrets), the previous public key only while it still signs; `sender_role` is the
     /// delivery function's role, which a destination's owner trusts.
     pub fn public(&self, sender_role: Option<&RoleArn>) -> SubscriptionObject {
@@ -482,6 +504,7 @@ impl Subscription {
             trace_context: self.trace_context,
             failing_since: self.health.failing_since(),
             max_deliveries_per_second: self.max_deliveries_per_second,
+            identity_token: self.identity_token.clone(),
         }
     }
 }
@@ -514,6 +537,10 @@ pub struct SubscriptionObject {
     /// `null` when it has no rate limit (contract section 18).
     #[serde(default)]
     pub max_deliveries_per_second: Option<DeliveryRate>,
+    /// `{"audience": "…"}` while each attempt carries an identity token (contract section
+    /// 21), else `null`.
+    #[serde(default)]
+    pub identity_token: Option<IdentityToken>,
 }
 
 /// A destination as the subscription object shows it (contract section 17): its fields, the
@@ -708,6 +735,15 @@ mod tests {
             changes(json!({"maxDeliveriesPerSecond": null})),
             Ok(SubscriptionChanges { max_deliveries_per_second: Some(None), ..Default::default() })
         );
+        let audience = IdentityToken::parse(&json!({"audience": "api://receiver"})).unwrap();
+        assert_eq!(
+            changes(json!({"identityToken": {"audience": "api://receiver"}})),
+            Ok(SubscriptionChanges { identity_token: Some(audience), ..Default::default() })
+        );
+        assert_eq!(
+            changes(json!({"identityToken": null})),
+            Ok(SubscriptionChanges { identity_token: Some(None), ..Default::default() })
+        );
         for (body, refused) in [
             (json!({}), InvalidChanges::NoChanges),
             (json!({"secret": "x", "Url": url}), InvalidChanges::NoChanges),
@@ -738,6 +774,14 @@ mod tests {
             (
                 json!({"asymmetricSigning": 1, "maxDeliveriesPerSecond": 0}),
                 InvalidChanges::AsymmetricSigning(InvalidAsymmetricSigning),
+            ),
+            (
+                json!({"identityToken": {"audience": ""}, "url": 5, "events": []}),
+                InvalidChanges::IdentityToken(InvalidIdentityToken::Audience),
+            ),
+            (
+                json!({"identityToken": "aud", "maxDeliveriesPerSecond": 0}),
+                InvalidChanges::DeliveryRate(InvalidDeliveryRate),
             ),
             (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
             (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),

@@ -78,11 +78,11 @@ pub enum ApiError {
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
     #[error(
-        "Nothing to change: send at least one of url, destination, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond."
+        "Nothing to change: send at least one of url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond and identityToken."
     )]
     WebhookNoChanges,
     #[error(
-        "'{}' cannot be changed; send only url, destination, events, enabled, asymmetricSigning, traceContext and maxDeliveriesPerSecond.",
+        "'{}' cannot be changed; send only url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond and identityToken.",
         Excerpt(.0)
     )]
     WebhookUnknownField(String),
@@ -96,6 +96,8 @@ pub enum ApiError {
     WebhookInvalidTraceContext,
     #[error("'maxDeliveriesPerSecond' must be an integer from 1 to 10000, or null.")]
     WebhookInvalidRateLimit,
+    #[error("Invalid identityToken: {0}.")]
+    WebhookInvalidIdentityToken(crate::webhooks::identity_token::InvalidIdentityToken),
     #[error("Internal error.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -155,7 +157,8 @@ impl ApiError {
             | WebhookInvalidAsymmetricSigning
             | WebhookAsymmetricSigningOff
             | WebhookInvalidTraceContext
-            | WebhookInvalidRateLimit => StatusCode::BAD_REQUEST,
+            | WebhookInvalidRateLimit
+            | WebhookInvalidIdentityToken(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -197,6 +200,7 @@ impl ApiError {
             WebhookAsymmetricSigningOff => "webhooks.asymmetric_signing_off",
             WebhookInvalidTraceContext => "webhooks.invalid_trace_context",
             WebhookInvalidRateLimit => "webhooks.invalid_rate_limit",
+            WebhookInvalidIdentityToken(_) => "webhooks.invalid_identity_token",
             Internal(_) => "internal_error",
         }
     }
@@ -226,6 +230,7 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             AsymmetricSigning(_) => ApiError::WebhookInvalidAsymmetricSigning,
             TraceContext(_) => ApiError::WebhookInvalidTraceContext,
             DeliveryRate(_) => ApiError::WebhookInvalidRateLimit,
+            IdentityToken(invalid) => ApiError::WebhookInvalidIdentityToken(invalid),
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
             Destination(invalid) => ApiError::WebhookInvalidDestination(invalid),
             Events(invalid) => ApiError::WebhookInvalidEvents(invalid),
@@ -236,6 +241,12 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
 impl From<crate::webhooks::InvalidDeliveryRate> for ApiError {
     fn from(_: crate::webhooks::InvalidDeliveryRate) -> Self {
         ApiError::WebhookInvalidRateLimit
+    }
+}
+
+impl From<crate::webhooks::identity_token::InvalidIdentityToken> for ApiError {
+    fn from(invalid: crate::webhooks::identity_token::InvalidIdentityToken) -> Self {
+        ApiError::WebhookInvalidIdentityToken(invalid)
     }
 }
 
