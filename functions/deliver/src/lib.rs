@@ -116,8 +116,7 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
             Next::HandOver(lease) => handed_over.push((received, lease)),
             Next::Own(turn) => match moves::regroup_of(deps, received, &turn) {
                 Some((group, lease)) => regrouped.push((received, group, lease)),
-                // Boxed: a turn's future nests deep enough to pass the compiler's layout limit.
-                None => own_turns.push(Box::pin(async move { (received.id, turn::take(deps, received, turn).await) })),
+                None => own_turns.push(async move { (received.id, turn::take(deps, received, turn).await) }),
             },
         }
     }
