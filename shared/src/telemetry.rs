@@ -15,9 +15,6 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::clock::Timestamp;
-use crate::delivery::lane::Lane;
-use crate::delivery::DeliveryMessage;
 use crate::trace::{SpanId, TraceParent};
 
 /// A field of this name holding a JSON object is merged into the root of its line (EMF
@@ -272,24 +269,7 @@ pub fn sweep_metrics(namespace: &str, lag: std::time::Duration) -> Value {
     })
 }
 
-/// How long a first attempt started after its delivery was created (the change its event
-/// records, which the delivery id carries), for the main lane's backlog alarm. Only a first
-/// attempt of the fan-out's own round (a manual retry starts a later round of an old delivery)
-/// taken from the main lane, and only to a subscription without `maxDeliveriesPerSecond`: a
-/// limited subscription's deliveries wait on the main lane by design, and would raise the
-/// alarm for a backlog nothing is wrong with.
-pub fn first_attempt_wait(
-    delivery: &DeliveryMessage,
-    lane: Lane,
-    attempt: u32,
-    rate_limited: bool,
-    started: Timestamp,
-) -> Option<std::time::Duration> {
-    let first = lane == Lane::Main && attempt == 1 && delivery.generation == 0 && !rate_limited;
-    first.then(|| started.since(delivery.delivery_id.created_at()))
-}
-
-/// Adds a first attempt's wait ([`first_attempt_wait`]) to an attempt's [`delivery_metrics`]
+/// Adds a first attempt's wait (`DeliveryMessage::first_attempt_wait`) to an attempt's [`delivery_metrics`]
 /// as `FirstAttemptWait` (seconds), in a directive of its own with no dimension: one metric
 /// for the alarm, not one per event type.
 pub fn with_first_attempt_wait(mut metrics: Value, namespace: &str, wait: std::time::Duration) -> Value {
@@ -440,33 +420,6 @@ mod tests {
             .map(|m| m["Name"].as_str().unwrap().to_owned())
             .collect();
         assert!(!names.contains(&"SendLatency".to_owned()));
-    }
-
-    /// A delivery whose change happened at 08:00:00 (its id carries the time).
-    fn delivery_of_a_change_at_eight() -> DeliveryMessage {
-        let at: Timestamp = "2026-11-27T08:00:00.000Z".parse().unwrap();
-        let data = crate::events::EventData::ProfileUpdated {
-            user_id: "u1".parse().unwrap(),
-            profile_id: "prf_1".parse().unwrap(),
-        };
-        let event =
-            crate::events::Event { id: crate::ids::EventId::derived(at, &["arn", "record-1"]), created_at: at, data };
-        DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap())
-    }
-
-    #[test]
-    fn only_an_unlimited_first_rounds_first_attempt_from_the_main_lane_has_a_wait() {
-        let delivery = delivery_of_a_change_at_eight();
-        let started: Timestamp = "2026-11-27T08:06:30.250Z".parse().unwrap();
-        let wait = |delivery: &DeliveryMessage, lane, attempt, limited| {
-            first_attempt_wait(delivery, lane, attempt, limited, started)
-        };
-        assert_eq!(wait(&delivery, Lane::Main, 1, false), Some(std::time::Duration::from_millis(390_250)));
-        assert_eq!(wait(&delivery, Lane::Main, 1, true), None, "a rate limit's wait is by design");
-        assert_eq!(wait(&delivery, Lane::Main, 2, false), None, "a retry waited for its schedule");
-        assert_eq!(wait(&delivery, Lane::Retry, 1, false), None, "the retry lane's first attempts are handed over");
-        let retried = DeliveryMessage { generation: 1, ..delivery };
-        assert_eq!(wait(&retried, Lane::Main, 1, false), None, "a manual retry's change is old");
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(crate) fn report(
     let kind = delivery.event.kind().as_str();
     let receiver = subscription.target.logged();
     let limited = subscription.max_deliveries_per_second.is_some();
-    let waited = telemetry::first_attempt_wait(delivery, received.lane, attempt, limited, started.into());
+    let waited = delivery.first_attempt_wait(received.lane, attempt, limited, started.into());
     let metrics_of = |result| {
         let metrics = delivery_metrics(&deps.metrics_namespace, kind, result, latency_ms);
         match waited {

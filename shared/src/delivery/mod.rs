@@ -16,6 +16,7 @@ pub mod retry;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
+use crate::delivery::lane::Lane;
 use crate::events::Event;
 use crate::ids::{DeliveryId, SubscriptionId, UserId};
 use crate::trace::TraceContext;
@@ -55,6 +56,23 @@ pub struct DeliveryMessage {
 }
 
 impl DeliveryMessage {
+    /// How long a first attempt started after its delivery was created (the change its event
+    /// records, which the delivery id carries), for the main lane's backlog alarm. Only a first
+    /// attempt of the fan-out's own round (a manual retry starts a later round of an old delivery)
+    /// taken from the main lane, and only to a subscription without `maxDeliveriesPerSecond`: a
+    /// limited subscription's deliveries wait on the main lane by design, and would raise the
+    /// alarm for a backlog nothing is wrong with.
+    pub fn first_attempt_wait(
+        &self,
+        lane: Lane,
+        attempt: u32,
+        rate_limited: bool,
+        started: Timestamp,
+    ) -> Option<std::time::Duration> {
+        let first = lane == Lane::Main && attempt == 1 && self.generation == 0 && !rate_limited;
+        first.then(|| started.since(self.delivery_id.created_at()))
+    }
+
     /// The delivery id depends only on the event and the subscription, so a repeated stream
     /// record or a retry carries the same `X-Webhook-Delivery`.
     pub fn new(event: &Event, user_id: &UserId, subscription_id: &SubscriptionId) -> Self {
@@ -123,6 +141,33 @@ mod tests {
     use crate::ids::EventId;
     use crate::webhooks::signing::SigningKey;
     use crate::webhooks::WebhookSecret;
+
+    /// A delivery whose change happened at 08:00:00 (its id carries the time).
+    fn delivery_of_a_change_at_eight() -> DeliveryMessage {
+        let at: Timestamp = "2026-11-27T08:00:00.000Z".parse().unwrap();
+        let data = crate::events::EventData::ProfileUpdated {
+            user_id: "u1".parse().unwrap(),
+            profile_id: "prf_1".parse().unwrap(),
+        };
+        let event =
+            crate::events::Event { id: crate::ids::EventId::derived(at, &["arn", "record-1"]), created_at: at, data };
+        DeliveryMessage::new(&event, &"u1".parse().unwrap(), &"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap())
+    }
+
+    #[test]
+    fn only_an_unlimited_first_rounds_first_attempt_from_the_main_lane_has_a_wait() {
+        let delivery = delivery_of_a_change_at_eight();
+        let started: Timestamp = "2026-11-27T08:06:30.250Z".parse().unwrap();
+        let wait = |delivery: &DeliveryMessage, lane, attempt, limited| {
+            delivery.first_attempt_wait(lane, attempt, limited, started)
+        };
+        assert_eq!(wait(&delivery, Lane::Main, 1, false), Some(std::time::Duration::from_millis(390_250)));
+        assert_eq!(wait(&delivery, Lane::Main, 1, true), None, "a rate limit's wait is by design");
+        assert_eq!(wait(&delivery, Lane::Main, 2, false), None, "a retry waited for its schedule");
+        assert_eq!(wait(&delivery, Lane::Retry, 1, false), None, "the retry lane's first attempts are handed over");
+        let retried = DeliveryMessage { generation: 1, ..delivery };
+        assert_eq!(wait(&retried, Lane::Main, 1, false), None, "a manual retry's change is old");
+    }
 
     fn user() -> UserId {
         "u1".parse().unwrap()
