@@ -4,7 +4,8 @@
 //! and a ping (a new record), a manual retry or a recovery (a restarted one), the sweep (a
 //! lost one put back) and the delivery function (a round handed on at once). Where each
 //! message goes, and whether its record starts claimed, is the plan's to say
-//! (`delivery::plan::{new_delivery, restarted, put_back}`); this file only writes and sends.
+//! (`delivery::plan::{new_delivery, restarted, put_back, unparked}`); this file only writes
+//! and sends.
 
 use futures_util::StreamExt;
 
@@ -43,17 +44,16 @@ impl Outbox {
     }
 
     /// Records new deliveries, each only where it has no record yet (a stream record
-    /// processed again changes nothing), then posts those it recorded; for each, whether it
-    /// was new. A delivery that had its record already is not posted again: its first
-    /// message, or the sweep if that was lost, sends it, and only once.
-    pub async fn create(&self, new: &[NewDelivery], now: Timestamp) -> Result<Vec<bool>, OutboxError> {
+    /// processed again changes nothing), then posts those it recorded. A delivery that had its
+    /// record already is not posted again: its first message, or the sweep if that was lost,
+    /// sends it, and only once.
+    pub async fn create(&self, new: &[NewDelivery], now: Timestamp) -> Result<(), OutboxError> {
         let records: Vec<(&DeliveryMessage, DeliveryStatus)> = new.iter().map(|d| (&d.message, d.status)).collect();
         let recorded = self.deliveries.insert_new(&records, now).await?;
         let postings = (new.iter().zip(&recorded))
             .filter(|(_, recorded)| **recorded)
             .filter_map(|(d, _)| Some((&d.message, d.place?)));
-        self.post(postings.collect()).await?;
-        Ok(recorded)
+        self.post(postings.collect()).await
     }
 
     /// Records one new delivery (a ping) and posts it when it is to be sent; its record as
