@@ -575,7 +575,7 @@ function stopRefreshing() {
 }
 
 function statusBadge(status) {
-  const tone = { succeeded: 'good', failed: 'bad', pending: 'warn', skipped: 'quiet' }[status] ?? 'quiet';
+  const tone = { succeeded: 'good', failed: 'bad', pending: 'warn', skipped: 'quiet', held: 'warn', cancelled: 'quiet' }[status] ?? 'quiet';
   return el('span', { class: `badge ${tone}` }, status);
 }
 

@@ -24,6 +24,12 @@ crate::text::wire_names! {
         Failed = "failed",
         /// The subscription could not take it when its turn came; never sent.
         Skipped = "skipped",
+        /// Its turn found its subscription disabled with `whileDisabled: hold` (contract
+        /// section 20): kept, with no message in any queue, until the subscription is enabled.
+        Held = "held",
+        /// Its owner cancelled it while it waited (section 20); never sent again unless
+        /// retried by hand or replayed.
+        Cancelled = "cancelled",
     }
 }
 

@@ -67,7 +67,7 @@ pub enum ApiError {
     WebhookNotFound(String),
     #[error("Invalid grace period: {0}.")]
     WebhookInvalidGracePeriod(crate::webhooks::rotation::InvalidGracePeriod),
-    #[error("The status must be one of: pending, succeeded, failed, skipped.")]
+    #[error("The status must be one of: pending, succeeded, failed, skipped, held, cancelled.")]
     WebhookInvalidStatus,
     #[error("The query parameter 'id' is required.")]
     WebhookMissingDeliveryId,
