@@ -2,7 +2,7 @@
 //! DynamoDB Local and the SQS emulator with receivers on loopback: a declared rate held across
 //! concurrent instances of the delivery function, an unlimited sibling unaffected, a receiver
 //! that answers fast spreading over several message groups of the main lane, and a slow one
-//! keeping to one.
+//! keeping to one; a failing one sending one at a time (section 22).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -259,4 +259,46 @@ async fn a_send_still_open_at_the_slow_mark_ends_the_spread_and_a_fast_answer_af
         (None, Some(marked)),
         "a fast answer does not restore the spread yet"
     );
+}
+
+/// A failing subscription whose receiver hangs sends one at a time (contract section 22): with
+/// more of its deliveries on the retry lane than the lane's consumers take at once, its
+/// receiver never has two requests open, and another user's retry goes out beside it on time
+/// (before, every consumer held a batch of the hanging one's for a whole timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_subscription_that_hangs_sends_one_at_a_time_and_another_users_retry_goes_out_beside_it() {
+    // More than the retry lane's consumers take at once (DeliveryRetryMaxConcurrency batches
+    // of 10).
+    const BACKLOG: usize = 120;
+    let pipeline = Pipeline::start(true).await;
+    let hanging = Receiver::holding(&[500]).await;
+    let (user, other) = (unique_user(), unique_user());
+    let (subscription, _) = pipeline.subscribe(&user, &hanging.url, &["profile.updated"]).await;
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let (user_id, id) = (typed(&user), typed(&subscription));
+    webhooks.start_failure_clock(&user_id, &id, &career_service::failed_attempt(Timestamp::now())).await.unwrap();
+    // Its backlog, on the retry lane, where a failing subscription's deliveries go.
+    let messages: Vec<DeliveryMessage> =
+        (0..BACKLOG).map(|_| DeliveryMessage::new(&Event::ping(&id), &user_id, &id)).collect();
+    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+    let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+    for chunk in pending.chunks(25) {
+        table.insert_new(chunk, Timestamp::now()).await.unwrap();
+    }
+    let on_retry_lane: Vec<_> = messages.iter().map(|message| (message, Place::Delay(Duration::ZERO))).collect();
+    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().post_all(&on_retry_lane).await.unwrap();
+    hanging.wait_for(1, DEADLINE).await;
+
+    // Another user's receiver fails its first attempt; the retry goes to the same lane.
+    let flaky = Receiver::start(&[500, 200], Duration::ZERO).await;
+    pipeline.subscribe(&other, &flaky.url, &["profile.updated"]).await;
+    pipeline.api.admin.update_profile(&other).await.unwrap();
+    let arrivals = flaky.wait_for(2, DEADLINE).await;
+    let retried_after = arrivals[1].at - arrivals[0].at;
+    assert!(
+        retried_after < Duration::from_secs(5),
+        "the other user's retry waited {retried_after:?} behind the hanging subscription"
+    );
+    assert_eq!(hanging.most_open(), 1, "the failing subscription had more than one send open");
+    assert!(hanging.received().len() < BACKLOG, "its backlog went out one at a time, not at once");
 }

@@ -172,6 +172,32 @@ async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration>
     }
 }
 
+/// A failing subscription's one open send ([`plan::one_send_open`]), held for this turn's
+/// send: `Ok` with it (none when the subscription needs none), or `Err` with how long to wait
+/// behind the one already open. Unknown is open: a failing receiver never gets two at once.
+async fn open_send(deps: &Deps, subscription: &Subscription, lease: Option<Lease>) -> Result<Option<Lease>, Duration> {
+    let now = Timestamp::now();
+    let Some(open) = plan::one_send_open(subscription.health.failing_since(), lease, now) else {
+        return Ok(None);
+    };
+    match deps.limiter.open_send(&subscription.id, open.until, now).await {
+        Ok(true) => Ok(Some(open)),
+        Ok(false) => Err(plan::behind_open_send(jitter())),
+        Err(err) => {
+            tracing::error!(error = %err, "opening the failing subscription's one send failed");
+            Err(plan::behind_open_send(jitter()))
+        }
+    }
+}
+
+/// Closes the send [`open_send`] held, so the subscription's next may start at once.
+async fn close_send(deps: &Deps, subscription: &Subscription, open: Option<Lease>) {
+    let Some(open) = open else { return };
+    if let Err(err) = deps.limiter.close_send(&subscription.id, open.until).await {
+        tracing::warn!(error = %err, "closing the failing subscription's send failed; its next waits for it to lapse");
+    }
+}
+
 /// Opens the secrets, counts the attempt, signs and sends, then records and executes the plan
 /// for the answer. `lease` is the turn's claim on the record (none for a record not written yet).
 async fn attempt_delivery(
@@ -188,12 +214,20 @@ async fn attempt_delivery(
             return retry_later(deps, received).await;
         }
     };
-    // Counted last before the send, so the attempt starts within the limit's margin of its count.
-    let over_rate = over_rate(deps, subscription).await;
+    // A failing subscription sends one at a time (contract section 22). One that may send is
+    // counted last before it, so the attempt starts within the limit's margin of its count.
+    let (open, held_back) = match open_send(deps, subscription, lease).await {
+        Ok(open) => (open, over_rate(deps, subscription).await),
+        Err(behind) => (None, Some(behind)),
+    };
     if let AtSend::Wait { wait, release } =
-        plan::at_send(lease, received.delivery.claimed_until, over_rate, Timestamp::now())
+        plan::at_send(lease, received.delivery.claimed_until, held_back, Timestamp::now())
     {
-        tracing::info!(wait_seconds = wait.as_secs_f64(), "not sent now (over the rate limit, or the claim ran short)");
+        close_send(deps, subscription, open).await;
+        tracing::info!(
+            wait_seconds = wait.as_secs_f64(),
+            "not sent now (over the rate limit, behind its failing subscription's open send, or the claim ran short)"
+        );
         if let Some(lease) = release {
             if let Err(err) = deps.deliveries.release(&received.delivery, lease).await {
                 tracing::warn!(error = %err, "giving up the claim failed; the delivery waits for it");
@@ -219,9 +253,10 @@ async fn attempt_delivery(
     let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
     let fast = subscription.fast_since.is_some() && !marked_slow;
     let pace = groups::pace_after(&outcome, took, fast, subscription.slow_at, now);
-    let (recorded, ()) = tokio::join!(
+    let (recorded, (), ()) = tokio::join!(
         record(deps, &received.delivery, subscription, &body, &after, lease),
         set_pace(deps, subscription, pace, now),
+        close_send(deps, subscription, open),
     );
     report(deps, received, subscription, &outcome, &after, attempt, (started_at, latency_ms));
     let span = (&trace.parent, span_id, started_at);

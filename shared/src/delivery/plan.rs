@@ -544,24 +544,40 @@ pub enum AtSend {
 }
 
 /// Whether a turn at `now` that holds `lease` (none for a record not written yet) sends,
-/// with `over_rate`, the wait its subscription's `maxDeliveriesPerSecond` asks for (section
-/// 18; none when admitted, or it has no limit). Too late to send under the claim: it waits for the claim to end, so no
-/// send ever outlives its claim. Over the rate: it waits, giving up a claim its turn wrote
-/// (one it holds from its record's creation, `created_until`, it keeps: the message carries
-/// it back).
+/// with `held_back`, the wait its subscription asks for: its `maxDeliveriesPerSecond` (section
+/// 18) or its one open send while failing (section 22, [`behind_open_send`]); none when
+/// admitted. Too late to send under the claim: it waits for the claim to end, so no send
+/// ever outlives its claim. Held back: it waits, giving up a claim its turn wrote (one it
+/// holds from its record's creation, `created_until`, it keeps: the message carries it back).
 pub fn at_send(
     lease: Option<Lease>,
     created_until: Option<Timestamp>,
-    over_rate: Option<Duration>,
+    held_back: Option<Duration>,
     now: Timestamp,
 ) -> AtSend {
     if let Some(lease) = lease.filter(|lease| !lease.allows_send_at(now)) {
         return AtSend::Wait { wait: lease.until.since(now), release: None };
     }
-    match over_rate {
+    match held_back {
         None => AtSend::Send,
         Some(wait) => AtSend::Wait { wait, release: lease.filter(|lease| Some(lease.until) != created_until) },
     }
+}
+
+/// The one send a failing subscription may have open at a time (contract section 22): a
+/// receiver that fails, slowly or at once, holds one of its lane's consumers, never all of
+/// them, so every other subscription's retries and new deliveries go out beside it. A
+/// subscription that is not failing needs none (section 18's groups pace it).
+pub fn one_send_open(failing_since: Option<Timestamp>, lease: Option<Lease>, now: Timestamp) -> Option<Lease> {
+    failing_since.map(|_| lease.unwrap_or_else(|| Lease::from(now)))
+}
+
+/// How long a delivery waits that found its failing subscription's one send open: as long as
+/// that send may last, spread by `jitter` in `[0, 1)` over one more timeout, so the
+/// deliveries turned back do not all come back together; never longer than one claim, so it
+/// waits in its lane rather than as a new message.
+pub fn behind_open_send(jitter: f64) -> Duration {
+    TIMEOUT + RECORD_MARGIN + TIMEOUT.mul_f64(jitter.clamp(0.0, 1.0))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -869,6 +885,21 @@ mod tests {
         assert!(lease.allows_send_at(at(0)));
         assert!(lease.allows_send_at(at(10)), "secrets slow to open still leave time to record");
         assert!(!lease.allows_send_at(at(11)), "a send this late could end after the claim");
+    }
+
+    #[test]
+    fn only_a_failing_subscription_sends_one_at_a_time_under_its_turns_claim() {
+        let lease = Lease::from(at(3));
+        assert_eq!(one_send_open(None, Some(lease), at(5)), None);
+        assert_eq!(one_send_open(Some(at(0)), Some(lease), at(5)), Some(lease));
+        assert_eq!(one_send_open(Some(at(0)), None, at(5)), Some(Lease::from(at(5))));
+        // Turned back for as long as the open send may last, spread over one more timeout,
+        // and waiting in its lane (at most one claim), not as a new message.
+        let send = TIMEOUT + RECORD_MARGIN;
+        assert_eq!(behind_open_send(0.0), send);
+        assert_eq!(behind_open_send(0.5), send + TIMEOUT / 2);
+        assert_eq!(behind_open_send(7.0), send + TIMEOUT);
+        assert_eq!(waiting(behind_open_send(0.99)), Exit::Stay(behind_open_send(0.99)));
     }
 
     #[test]

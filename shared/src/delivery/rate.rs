@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::clock::Timestamp;
 use crate::ids::SubscriptionId;
 use crate::ratelimit::SlidingWindow;
 use crate::store::rate_limits::RateLimitTable;
@@ -118,6 +119,8 @@ pub fn pick(open: &[u32], draw: u64) -> Option<u32> {
 
 pub struct DeliveryLimiter {
     window: SlidingWindow,
+    /// Where a failing subscription's one open send is held (contract section 22).
+    table: RateLimitTable,
     quota: PartitionQuota,
     /// Subscriptions with counters refused on this instance.
     refused: Mutex<HashMap<SubscriptionId, Refused>>,
@@ -126,7 +129,23 @@ pub struct DeliveryLimiter {
 impl DeliveryLimiter {
     /// Counters in `table`, each kept within `quota`'s writes.
     pub fn new(table: RateLimitTable, quota: PartitionQuota) -> Self {
-        Self { window: SlidingWindow::new(table, WINDOW), quota, refused: Mutex::default() }
+        Self { window: SlidingWindow::new(table.clone(), WINDOW), table, quota, refused: Mutex::default() }
+    }
+
+    /// Opens `subscription`'s one send until `until`, unless another is open (a failing
+    /// subscription sends one at a time, `plan::one_send_open`): whether it opened.
+    pub async fn open_send(
+        &self,
+        subscription: &SubscriptionId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.table.open_send(&open_send_bucket(subscription), until, now).await
+    }
+
+    /// Closes the send opened until `until`, once it ended.
+    pub async fn close_send(&self, subscription: &SubscriptionId, until: Timestamp) -> Result<(), StoreError> {
+        self.table.close_send(&open_send_bucket(subscription), until).await
     }
 
     /// Counts one attempt to `subscription` if it is within `rate`. A subscription whose
@@ -209,6 +228,11 @@ fn bucket(subscription: &SubscriptionId, counter: u32) -> String {
     }
 }
 
+/// The rate-limit table's bucket of a subscription's one open send while it fails.
+fn open_send_bucket(subscription: &SubscriptionId) -> String {
+    format!("sending#{}", subscription.as_str())
+}
+
 /// How long a delivery over the limit waits: until the window frees a place (`reset`), and a
 /// second more for each `rate` deliveries this instance already sent back to wait before it,
 /// so that a batch's worth does not all come back at once to be refused again.
@@ -250,6 +274,8 @@ mod tests {
         let subscription: SubscriptionId = "whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap();
         assert_eq!(bucket(&subscription, 0), "deliveries#whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
         assert_eq!(bucket(&subscription, 7), "deliveries#whk_01JDQ40A1B2C3D4E5F6G7H8J9K#7");
+        // The one open send's bucket is none of the counters'.
+        assert_eq!(open_send_bucket(&subscription), "sending#whk_01JDQ40A1B2C3D4E5F6G7H8J9K");
     }
 
     fn rate(n: u64) -> DeliveryRate {

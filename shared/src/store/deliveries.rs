@@ -373,8 +373,11 @@ pub struct DeliveryPage {
 /// The status index's partition of a record of `status`: only the statuses a delivery
 /// ends in without success, and `held`, are indexed (so a release reads only what it holds).
 fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Option<String> {
-    matches!(status, DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Held | DeliveryStatus::Cancelled)
-        .then(|| format!("{subscription_id}#{}", status.as_str()))
+    matches!(
+        status,
+        DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Held | DeliveryStatus::Cancelled
+    )
+    .then(|| format!("{subscription_id}#{}", status.as_str()))
 }
 
 /// One of the [`DUE_SHARDS`] partitions of the due index and of the fan-out's markers: a

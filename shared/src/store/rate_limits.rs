@@ -11,8 +11,13 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
+use super::conditional::applied;
 use super::expression::{Condition, Expression, Updates};
-use super::{n, s, Item, StoreError};
+use super::{n, s, time, Item, StoreError};
+use crate::clock::Timestamp;
+
+/// Until when a subscription's one open send may last.
+const OPEN_UNTIL: &str = "openUntil";
 
 /// Requests counted per slot index.
 pub type SlotCounts = BTreeMap<u64, u64>;
@@ -86,6 +91,41 @@ impl RateLimitTable {
             .config_override(self.one_attempt_per_answer())
             .send()
             .await?;
+        Ok(())
+    }
+
+    /// Opens `bucket`'s one send until `until` (a failing subscription's, contract section 22),
+    /// unless another is open and has not lapsed at `now`: whether it opened. The item goes
+    /// by TTL once the send could not last any longer.
+    pub async fn open_send(&self, bucket: &str, until: Timestamp, now: Timestamp) -> Result<bool, StoreError> {
+        let expression = Expression::new()
+            .set(OPEN_UNTIL, time(until))
+            .set("expiresAt", n(until.unix_seconds() + 1))
+            .when(Condition::absent(OPEN_UNTIL).or(Condition::below(OPEN_UNTIL, time(now))));
+        applied(
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key("bucket", s(bucket))
+                .expression(expression)
+                .send()
+                .await,
+        )
+    }
+
+    /// Closes the send [`RateLimitTable::open_send`] opened until `until`, so the next may
+    /// start at once; one opened since (this one lapsed) stays open.
+    pub async fn close_send(&self, bucket: &str, until: Timestamp) -> Result<(), StoreError> {
+        let expression = Expression::new().remove(OPEN_UNTIL).when(Condition::equals(OPEN_UNTIL, time(until)));
+        applied(
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key("bucket", s(bucket))
+                .expression(expression)
+                .send()
+                .await,
+        )?;
         Ok(())
     }
 
