@@ -7,6 +7,8 @@
 
 pub mod portal;
 
+use std::time::Duration;
+
 use career_core::aws::api::{ApiError, Call, Front, Reply, Resource};
 use career_core::aws::outbox::Outbox;
 use career_core::aws::queue::DeliveryQueues;
@@ -40,10 +42,12 @@ use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 
-/// How often a rotation, a change of asymmetric signing or a manual retry's skip that met a
-/// concurrent change of its item reads it again, after a jittered pause; the pauses stay well
-/// within the function's time.
-const CONTENDED_RETRIES: u32 = 9;
+/// How long a rotation, a change of asymmetric signing or a manual retry's skip that met a
+/// concurrent change of its item goes on reading it again, after jittered pauses: a time
+/// within the function's 10 s, with room for the last try, rather than a count of tries (on a
+/// loaded machine thirty rotations of one subscription at once need more tries each, and
+/// every try that meets a change met another's success).
+const CONTENDED_BUDGET: Duration = Duration::from_secs(7);
 
 pub struct Deps {
     front: Front,
@@ -244,7 +248,7 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
             None => not_found(),
         });
     }
-    let mut backoff = Backoff::new(CONTENDED_RETRIES);
+    let mut backoff = Backoff::within(CONTENDED_BUDGET);
     loop {
         let stored = deps.webhooks.get(user_id, &typed).await?.ok_or_else(not_found)?;
         if token_on && stored.target.aws().is_some() {
@@ -303,7 +307,7 @@ async fn rotate_secret(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let grace = GracePeriod::parse(body.as_ref().and_then(|body| body.get("gracePeriodSeconds")))
         .map_err(ApiError::WebhookInvalidGracePeriod)?;
     let next = WebhookSecret::generate();
-    let mut backoff = Backoff::new(CONTENDED_RETRIES);
+    let mut backoff = Backoff::within(CONTENDED_BUDGET);
     loop {
         let stored = own_subscription(deps, &call, id).await?;
         let rotated = deps.sealer.open(&stored).await?.rotated(next.clone(), Timestamp::now(), grace);
@@ -377,7 +381,7 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = call.query("id").ok_or(ApiError::WebhookMissingDeliveryId)?;
     let not_found = || ApiError::WebhookDeliveryNotFound(id.to_owned());
     let delivery_id = DeliveryId::parse(id).ok_or_else(not_found)?;
-    let mut backoff = Backoff::new(CONTENDED_RETRIES);
+    let mut backoff = Backoff::within(CONTENDED_BUDGET);
     loop {
         // The id alone does not say which of the user's logs holds it; a delivery of a deleted
         // subscription is in none of them, and cannot be retried.

@@ -6,6 +6,8 @@
 //! `ConditionalCheckFailedException`; a transaction is cancelled with one reason per item,
 //! `ConditionalCheckFailed` for an item whose condition did not hold.
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -13,6 +15,7 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use aws_sdk_dynamodb::Client;
+use tokio::time::Instant;
 
 use super::StoreError;
 
@@ -33,12 +36,22 @@ const MAX_DOUBLINGS: u32 = 6;
 pub struct Backoff {
     pauses: u32,
     limit: u32,
+    /// When the last pause must have ended, if a time bounds them rather than `limit`.
+    deadline: Option<Instant>,
 }
 
 impl Backoff {
     /// At most `limit` pauses.
     pub fn new(limit: u32) -> Self {
-        Backoff { pauses: 0, limit }
+        Backoff { pauses: 0, limit, deadline: None }
+    }
+
+    /// As many pauses as end within `budget` from now. For writers of one item that each
+    /// read it again after meeting a change: each such meeting was another writer's success,
+    /// so they make progress, and how many tries the last one needs depends on how many meet
+    /// and how slow each try is on a loaded machine, not on a count.
+    pub fn within(budget: Duration) -> Self {
+        Backoff { pauses: 0, limit: u32::MAX, deadline: Some(Instant::now() + budget) }
     }
 
     /// Pauses before the next try; `false`, at once, when no try is left.
@@ -47,10 +60,13 @@ impl Backoff {
             return false;
         }
         let ceiling = FIRST_CEILING_MS << self.pauses.min(MAX_DOUBLINGS);
-        self.pauses += 1;
         let random = u64::from(u16::from_le_bytes(crate::random::random_bytes::<2>()));
-        let millis = ceiling / 2 + random % (ceiling / 2 + 1);
-        tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+        let pause = Duration::from_millis(ceiling / 2 + random % (ceiling / 2 + 1));
+        if self.deadline.is_some_and(|deadline| Instant::now() + pause > deadline) {
+            return false;
+        }
+        self.pauses += 1;
+        tokio::time::sleep(pause).await;
         true
     }
 }
@@ -135,4 +151,28 @@ fn conflicted<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
 /// True when a transaction was cancelled because its first item's condition did not hold.
 fn first_condition_failed<R>(err: &SdkError<TransactWriteItemsError, R>) -> bool {
     cancellation_codes(err).first() == Some(&Some(ITEM_CONDITION_FAILED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_backoff_within_a_budget_pauses_while_its_pauses_end_within_it() {
+        let budget = Duration::from_secs(1);
+        let start = Instant::now();
+        let mut backoff = Backoff::within(budget);
+        let mut pauses = 0;
+        while backoff.pause().await {
+            pauses += 1;
+        }
+        // The first four pauses take at most 20 + 40 + 80 + 160 ms: a budget of a second
+        // holds them, and no pause starts that would end past it (a starved machine may
+        // wake a sleep late, hence the slack).
+        assert!(pauses >= 4, "{pauses} pauses");
+        assert!(start.elapsed() < budget + Duration::from_millis(500), "{:?}", start.elapsed());
+        // A count still bounds the other kind.
+        let mut counted = Backoff::new(2);
+        assert!(counted.pause().await && counted.pause().await && !counted.pause().await);
+    }
 }
