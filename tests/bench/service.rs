@@ -29,6 +29,7 @@ mod payloads;
 mod rate_limit;
 mod report;
 mod runtime_api;
+mod scale_model;
 mod secrets;
 mod stats;
 mod trace;
@@ -170,6 +171,9 @@ fn main() {
         }
         if wanted("destinations") {
             sections.push(section(15, destinations::TITLE, destinations::run(bench.clone())).await);
+        }
+        if wanted("scale") {
+            sections.push(section(16, scale_model::TITLE, scale_model::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();
