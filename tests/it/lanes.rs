@@ -301,4 +301,14 @@ async fn a_failing_subscription_that_hangs_sends_one_at_a_time_and_another_users
     );
     assert_eq!(hanging.most_open(), 1, "the failing subscription had more than one send open");
     assert!(hanging.received().len() < BACKLOG, "its backlog went out one at a time, not at once");
+    // Its waiting deliveries wait as delayed messages, not in flight (a lane's in-flight quota
+    // is the whole deployment's): in flight only during their turns, not for their wait. The
+    // fewest seen in flight over a few seconds, since the turns come and go.
+    let not_visible = aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible;
+    let mut fewest = usize::MAX;
+    for _ in 0..6 {
+        fewest = fewest.min(pipeline.count(&pipeline.queues.retry, not_visible.clone()).await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(fewest < BACKLOG / 2, "{fewest} of its {BACKLOG} deliveries wait in flight");
 }

@@ -3,7 +3,7 @@
 //! the plan after it, the record, and the plan's exit. Every decision is the plan's.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use career_core::clock::Timestamp;
 use career_core::delivery::attempt::{Outcome, SendFailure};
@@ -11,7 +11,7 @@ use career_core::delivery::aws_destination::DestinationFailure;
 use career_core::delivery::groups::{self, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
-    self, After, AtSend, Before, Exit, Found, Lease, Recorded, Step, SubscriptionChange, SubscriptionState,
+    self, After, AtSend, Before, Exit, Found, HeldBack, Lease, Recorded, Step, SubscriptionChange, SubscriptionState,
 };
 use career_core::delivery::rate::{wait_after_failed_count, Admission};
 use career_core::delivery::retry::jitter;
@@ -160,22 +160,23 @@ async fn retry_later(deps: &Deps, received: &Received<'_>) -> Disposition {
 /// How long a delivery about to be sent waits instead, when its subscription's
 /// `maxDeliveriesPerSecond` has no place for it now (section 18). Unknown is over the limit:
 /// the limit is never exceeded.
-async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<Duration> {
+async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<HeldBack> {
     let rate = subscription.max_deliveries_per_second?;
-    match deps.limiter.admit(&subscription.id, rate).await {
-        Ok(Admission::Admitted) => None,
-        Ok(Admission::Wait(wait)) => Some(wait),
+    let wait = match deps.limiter.admit(&subscription.id, rate).await {
+        Ok(Admission::Admitted) => return None,
+        Ok(Admission::Wait(wait)) => wait,
         Err(err) => {
             tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
-            Some(wait_after_failed_count(jitter()))
+            wait_after_failed_count(jitter())
         }
-    }
+    };
+    Some(HeldBack::OverRate(wait))
 }
 
 /// A failing subscription's one open send ([`plan::one_send_open`]), held for this turn's
 /// send: `Ok` with it (none when the subscription needs none), or `Err` with how long to wait
 /// behind the one already open. Unknown is open: a failing receiver never gets two at once.
-async fn open_send(deps: &Deps, subscription: &Subscription, lease: Option<Lease>) -> Result<Option<Lease>, Duration> {
+async fn open_send(deps: &Deps, subscription: &Subscription, lease: Option<Lease>) -> Result<Option<Lease>, HeldBack> {
     let now = Timestamp::now();
     let Some(open) = plan::one_send_open(subscription.health.failing_since(), lease, now) else {
         return Ok(None);
@@ -220,12 +221,12 @@ async fn attempt_delivery(
         Ok(open) => (open, over_rate(deps, subscription).await),
         Err(behind) => (None, Some(behind)),
     };
-    if let AtSend::Wait { wait, release } =
+    if let AtSend::Wait { exit, release } =
         plan::at_send(lease, received.delivery.claimed_until, held_back, Timestamp::now())
     {
         close_send(deps, subscription, open).await;
         tracing::info!(
-            wait_seconds = wait.as_secs_f64(),
+            exit = ?exit,
             "not sent now (over the rate limit, behind its failing subscription's open send, or the claim ran short)"
         );
         if let Some(lease) = release {
@@ -233,7 +234,7 @@ async fn attempt_delivery(
                 tracing::warn!(error = %err, "giving up the claim failed; the delivery waits for it");
             }
         }
-        return exit::execute(deps, &received.exiting(), plan::waiting(wait)).await;
+        return exit::execute(deps, &received.exiting(), exit).await;
     }
     // Each attempt is a span of the delivery's trace (contract section 19); a message queued
     // before trace context has none, so its attempt starts one.

@@ -531,37 +531,50 @@ pub fn exit_recorded(recorded: Recorded, fate: MessageFate) -> Exit {
     }
 }
 
-/// What a turn about to send does, once it knows its claim and its subscription's rate.
+/// Why a turn about to send waits instead, and how long, as its subscription asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldBack {
+    /// Its `maxDeliveriesPerSecond` has no place for it now (section 18).
+    OverRate(Duration),
+    /// Its subscription fails and has its one send open ([`one_send_open`], section 22).
+    BehindOpenSend(Duration),
+}
+
+/// What a turn about to send does, once it knows its claim and what its subscription asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtSend {
     Send,
-    /// Waits, nothing sent and its attempt not spent; the claim it wrote is given up first
-    /// (`release`), so its next turn can claim at once.
+    /// Waits, nothing sent and its attempt not spent, as `exit` says; the claim it wrote is
+    /// given up first (`release`), so its next turn can claim at once.
     Wait {
-        wait: Duration,
+        exit: Exit,
         release: Option<Lease>,
     },
 }
 
 /// Whether a turn at `now` that holds `lease` (none for a record not written yet) sends,
-/// with `held_back`, the wait its subscription asks for: its `maxDeliveriesPerSecond` (section
-/// 18) or its one open send while failing (section 22, [`behind_open_send`]); none when
-/// admitted. Too late to send under the claim: it waits for the claim to end, so no send
-/// ever outlives its claim. Held back: it waits, giving up a claim its turn wrote (one it
-/// holds from its record's creation, `created_until`, it keeps: the message carries it back).
+/// with `held_back`, what its subscription asks for instead (none when admitted). Too late to
+/// send under the claim: it waits for the claim to end, so no send ever outlives its claim.
+/// Held back: it waits, giving up a claim its turn wrote (one it holds from its record's
+/// creation, `created_until`, it keeps: the message carries it back). A rate's wait is short
+/// and its lane's groups bound how many wait at once, so it may wait in flight; a wait behind
+/// a failing subscription's open send is a new message's delay, since any number of that
+/// subscription's deliveries may wait so, and in flight they would fill the lane's quota.
 pub fn at_send(
     lease: Option<Lease>,
     created_until: Option<Timestamp>,
-    held_back: Option<Duration>,
+    held_back: Option<HeldBack>,
     now: Timestamp,
 ) -> AtSend {
     if let Some(lease) = lease.filter(|lease| !lease.allows_send_at(now)) {
-        return AtSend::Wait { wait: lease.until.since(now), release: None };
+        return AtSend::Wait { exit: waiting(lease.until.since(now)), release: None };
     }
-    match held_back {
-        None => AtSend::Send,
-        Some(wait) => AtSend::Wait { wait, release: lease.filter(|lease| Some(lease.until) != created_until) },
-    }
+    let exit = match held_back {
+        None => return AtSend::Send,
+        Some(HeldBack::OverRate(wait)) => waiting(wait),
+        Some(HeldBack::BehindOpenSend(wait)) => Exit::Move(Place::Delay(wait)),
+    };
+    AtSend::Wait { exit, release: lease.filter(|lease| Some(lease.until) != created_until) }
 }
 
 /// The one send a failing subscription may have open at a time (contract section 22): a
@@ -574,10 +587,9 @@ pub fn one_send_open(failing_since: Option<Timestamp>, lease: Option<Lease>, now
 
 /// How long a delivery waits that found its failing subscription's one send open: as long as
 /// that send may last, spread by `jitter` in `[0, 1)` over one more timeout, so the
-/// deliveries turned back do not all come back together; never longer than one claim, so it
-/// waits in its lane rather than as a new message.
-pub fn behind_open_send(jitter: f64) -> Duration {
-    TIMEOUT + RECORD_MARGIN + TIMEOUT.mul_f64(jitter.clamp(0.0, 1.0))
+/// deliveries turned back do not all come back together.
+pub fn behind_open_send(jitter: f64) -> HeldBack {
+    HeldBack::BehindOpenSend(TIMEOUT + RECORD_MARGIN + TIMEOUT.mul_f64(jitter.clamp(0.0, 1.0)))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -893,13 +905,11 @@ mod tests {
         assert_eq!(one_send_open(None, Some(lease), at(5)), None);
         assert_eq!(one_send_open(Some(at(0)), Some(lease), at(5)), Some(lease));
         assert_eq!(one_send_open(Some(at(0)), None, at(5)), Some(Lease::from(at(5))));
-        // Turned back for as long as the open send may last, spread over one more timeout,
-        // and waiting in its lane (at most one claim), not as a new message.
+        // Turned back for as long as the open send may last, spread over one more timeout.
         let send = TIMEOUT + RECORD_MARGIN;
-        assert_eq!(behind_open_send(0.0), send);
-        assert_eq!(behind_open_send(0.5), send + TIMEOUT / 2);
-        assert_eq!(behind_open_send(7.0), send + TIMEOUT);
-        assert_eq!(waiting(behind_open_send(0.99)), Exit::Stay(behind_open_send(0.99)));
+        assert_eq!(behind_open_send(0.0), HeldBack::BehindOpenSend(send));
+        assert_eq!(behind_open_send(0.5), HeldBack::BehindOpenSend(send + TIMEOUT / 2));
+        assert_eq!(behind_open_send(7.0), HeldBack::BehindOpenSend(send + TIMEOUT));
     }
 
     #[test]
@@ -1060,24 +1070,32 @@ mod tests {
     fn at_the_send_a_short_claim_or_the_rate_makes_it_wait_and_only_a_written_claim_is_given_up() {
         let written = Lease::from(at(0));
         let created = Lease::from(at(-5));
-        let rate = Some(Duration::from_millis(400));
+        let rate = Some(HeldBack::OverRate(Duration::from_millis(400)));
+        let stay = Exit::Stay(Duration::from_millis(400));
         assert_eq!(at_send(Some(written), None, None, at(0)), AtSend::Send);
         assert_eq!(at_send(None, None, None, at(0)), AtSend::Send, "a record not written yet");
         assert_eq!(
             at_send(Some(written), None, rate, at(0)),
-            AtSend::Wait { wait: Duration::from_millis(400), release: Some(written) },
+            AtSend::Wait { exit: stay, release: Some(written) },
             "over the rate: the claim its turn wrote is given up"
         );
         assert_eq!(
             at_send(Some(created), Some(created.until), rate, at(0)),
-            AtSend::Wait { wait: Duration::from_millis(400), release: None },
+            AtSend::Wait { exit: stay, release: None },
             "the creation claim stays with the message"
         );
         let late = at(11);
         assert_eq!(
             at_send(Some(written), None, None, late),
-            AtSend::Wait { wait: written.until.since(late), release: None },
+            AtSend::Wait { exit: Exit::Stay(written.until.since(late)), release: None },
             "too late to send under the claim: it waits for the claim to end"
+        );
+        // Behind a failing subscription's open send: a new message's delay, never in flight.
+        let behind = behind_open_send(0.5);
+        let HeldBack::BehindOpenSend(wait) = behind else { panic!("{behind:?}") };
+        assert_eq!(
+            at_send(Some(written), None, Some(behind), at(0)),
+            AtSend::Wait { exit: Exit::Move(Place::Delay(wait)), release: Some(written) }
         );
     }
 
