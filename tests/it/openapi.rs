@@ -1733,7 +1733,7 @@ async fn health_answers_as_documented() {
     }
 
     let valid = RequestSpec::new(&HEALTH, path, None);
-    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.deliveries)).await;
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }
 

@@ -7,6 +7,7 @@
 //! log's retention after its hour, so a subscription's figures reach as far back as its log:
 //! the state `new` means nothing attempted in that time, and a longer chart needs nothing new.
 
+use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
@@ -44,13 +45,19 @@ fn bucket(index: usize) -> String {
 #[derive(Clone)]
 pub struct HealthTable {
     client: Client,
+    /// The same client, without retries, for the writes.
+    once: Client,
     table: String,
 }
 
 impl HealthTable {
-    /// The figures kept in the deliveries table `table`.
+    /// The figures kept in the deliveries table `table`. Its writes are made once, never
+    /// retried: one throttled on its item (a subscription past a partition's 1,000 writes a
+    /// second, or the scale model's share of them) loses that batch's figures rather than hold
+    /// the batch's deliveries back while the SDK backs off.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+        let once = Client::from_conf(client.config().to_builder().retry_config(RetryConfig::disabled()).build());
+        Self { client, once, table: table.into() }
     }
 
     /// Adds a batch's `tally` to the subscription's `hour`: one write, creating the item if
@@ -76,7 +83,7 @@ impl HealthTable {
                 expression = expression.set(name, time(at));
             }
         }
-        self.client
+        self.once
             .update_item()
             .table_name(&self.table)
             .key(LOG_PARTITION, s(partition(subscription_id)))
