@@ -4,13 +4,8 @@
 //! status index, one write of the figures per subscription per delivery batch, and the
 //! refusals (400, another user's 404).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_sdk_dynamodb::error::BoxError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use career_core::aws::queue::DeliveryQueues;
 use career_core::clock::Timestamp;
@@ -20,11 +15,12 @@ use career_core::events::Event;
 use career_core::store::deliveries::DeliveryTable;
 use career_core::store::health::HealthTable;
 use career_core::webhooks::health::{Hour, Tally, BUCKETS};
+use career_service::calls::Calls;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::{
-    acting_as, clients, dynamodb, eventually, function_settings, in_first_group, receive_messages, sdk_config, typed,
-    unique_user, Api, DEADLINE,
+    acting_as, clients, clients_logging_dynamodb, dynamodb, eventually, function_settings, in_first_group,
+    receive_messages, typed, unique_user, Api, DEADLINE,
 };
 use lambda_http::http::Method;
 use local_aws::template::function;
@@ -33,31 +29,6 @@ use serde_json::Value;
 async fn health(api: &Api, user: &str, subscription: &str) -> Value {
     let key = api.key(user, "read:webhooks").await;
     api.get(&format!("/api/v1/webhooks/health?id={subscription}"), &key).await.assert_status(200).clone()
-}
-
-/// Counts the `UpdateItem` requests a DynamoDB client sends to the health figures' items.
-#[derive(Clone, Debug, Default)]
-struct HealthWrites(Arc<AtomicUsize>);
-
-impl Intercept for HealthWrites {
-    fn name(&self) -> &'static str {
-        "HealthWrites"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let request = context.request();
-        let update = request.headers().get("x-amz-target").is_some_and(|target| target.ends_with(".UpdateItem"));
-        let body = request.body().bytes().map(String::from_utf8_lossy).unwrap_or_default();
-        if update && body.contains("#health\"") {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    }
 }
 
 /// Before any attempt a subscription is `new`, with nothing known; after a failure and three
@@ -157,18 +128,17 @@ async fn a_batch_to_one_subscription_is_one_write_of_its_figures() {
     let main_lane = settings.delivery_queue_url.as_deref().expect("the main lane");
     let batch = receive_messages(main_lane, messages.len()).await;
 
-    let writes = HealthWrites::default();
-    let counted = aws_sdk_dynamodb::config::Builder::from(&sdk_config()).interceptor(writes.clone()).build();
-    let counted = clients().with_dynamodb(aws_sdk_dynamodb::Client::from_conf(counted));
+    let calls = Calls::default();
     let deliver = career_deliver::Deps::new(
-        &acting_as(function::DELIVER, settings, &counted),
+        &acting_as(function::DELIVER, settings, &clients_logging_dynamodb(&calls)),
         &function_settings(function::DELIVER, settings),
     )
     .unwrap();
     let answer = career_deliver::handle(&deliver, local_aws::event_sources::pumps::sqs_event(batch)).await;
     assert!(answer.batch_item_failures.is_empty(), "every delivery sent");
     assert_eq!(receiver.received().len(), messages.len());
-    assert_eq!(writes.0.load(Ordering::SeqCst), 1, "one write of the figures for the batch");
+    let health_item = format!("{subscription}#health\"");
+    assert_eq!(calls.sent_with("UpdateItem", &health_item), 1, "one write of the figures for the batch");
     let figures = health(&pipeline.api, &user, &subscription).await;
     assert_eq!(figures["last24h"]["attempts"], messages.len(), "{figures}");
     assert_eq!(figures["state"], "healthy", "{figures}");

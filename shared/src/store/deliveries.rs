@@ -25,6 +25,7 @@
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue, Select};
@@ -981,14 +982,9 @@ impl DeliveryTable {
             let Some(key) = status_key(subscription_id, status) else { continue };
             let (mut start, mut of_status) = (None, 0);
             loop {
+                // Ids below `end`: every id made before `until` sorts under `end`'s text.
                 let output = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(BY_STATUS)
-                    // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                    .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
-                    .expression_attribute_values(":key", s(&key))
+                    .of_status(&key, "statusKey = :key AND deliveryId BETWEEN :first AND :end")
                     .expression_attribute_values(":first", s(&first))
                     .expression_attribute_values(":end", s(&end))
                     .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
@@ -1030,12 +1026,7 @@ impl DeliveryTable {
         let (mut count, mut start) = (0, None);
         loop {
             let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(BY_STATUS)
-                .key_condition_expression("statusKey = :key")
-                .expression_attribute_values(":key", s(&key))
+                .of_status(&key, "statusKey = :key")
                 .select(Select::Count)
                 .set_exclusive_start_key(start)
                 .send()
@@ -1046,6 +1037,16 @@ impl DeliveryTable {
                 return Ok(count);
             }
         }
+    }
+
+    /// A query of the status index's partition `key` (`:key` in `condition`).
+    fn of_status(&self, key: &str, condition: &str) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name(BY_STATUS)
+            .key_condition_expression(condition)
+            .expression_attribute_values(":key", s(key))
     }
 
     /// The record of a delivery of the subscription.
@@ -1110,17 +1111,9 @@ impl DeliveryTable {
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
+        let condition = if after.is_some() { "statusKey = :key AND deliveryId < :after" } else { "statusKey = :key" };
         let mut query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(BY_STATUS)
-            .key_condition_expression(if after.is_some() {
-                "statusKey = :key AND deliveryId < :after"
-            } else {
-                "statusKey = :key"
-            })
-            .expression_attribute_values(":key", s(key))
+            .of_status(key, condition)
             .scan_index_forward(false)
             // One extra record tells whether another page follows, so the last page says so.
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
