@@ -18,6 +18,7 @@ from career_client.api.webhooks import (
     create_webhook_subscription,
     delete_webhook_subscription,
     enable_webhook_subscription,
+    get_webhook_health,
     list_webhook_deliveries,
     list_webhook_subscriptions,
     ping_webhook_subscription,
@@ -66,6 +67,9 @@ while True:
         sys.exit(f"the ping {ping.id} was not delivered: {log}")
     time.sleep(0.2)
 expect("retry", retry_webhook_delivery.sync_detailed(client=client, id=ping.id), 202)
+health = expect("health", get_webhook_health.sync_detailed(client=client, id=created.id), 200)
+if str(health.state) not in ("healthy", "failing") or health.to_dict()["last24h"]["attempts"] < 1:
+    sys.exit(f"health after a delivered ping: {health}")
 
 signed = expect("create with a key pair", create_webhook_subscription.sync_detailed(client=client, body=SubscriptionCreate(url=RECEIVER, events=[KnownEventType("profile.updated")], asymmetric_signing=True)), 201)
 keys = expect("signing keys", list_webhook_signing_keys.sync_detailed(client=client, id=signed.id), 200)

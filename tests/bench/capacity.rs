@@ -22,7 +22,8 @@ use aws_sdk_dynamodb::operation::{
     transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
     update_item::{UpdateItemInput, UpdateItemOutput},
 };
-use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
 use crate::counting::{self, Calls};
 
@@ -115,6 +116,20 @@ pub fn figure(units: f64) -> String {
     }
 }
 
+/// Where a write to a subscription's health figures (contract section 20) is counted: apart
+/// from the deliveries table they live in, so the records' writes are what they were, and the
+/// figures' cost is a part of its own.
+pub const HEALTH_FIGURES: &str = "health figures";
+
+/// A write of the health figures' items (partition `whk_…#health`), marked in the operation's
+/// config bag until its answer.
+#[derive(Clone, Debug)]
+struct HealthWrite;
+
+impl Storable for HealthWrite {
+    type Storer = StoreReplace<Self>;
+}
+
 /// Sets `ReturnConsumedCapacity` on a request of any of these operations.
 macro_rules! ask_for_capacity {
     ($input:expr, $($operation:ty),+) => {{
@@ -134,8 +149,15 @@ impl Intercept for Capacity {
         &self,
         context: &mut BeforeSerializationInterceptorContextMut<'_>,
         _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        let health = context.input_mut().downcast_ref::<UpdateItemInput>().is_some_and(|update| {
+            let partition = update.key.as_ref().and_then(|key| key.get("logPartition"));
+            matches!(partition, Some(AttributeValue::S(partition)) if partition.ends_with("#health"))
+        });
+        if health {
+            cfg.interceptor_state().store_put(HealthWrite);
+        }
         ask_for_capacity!(
             context.input_mut(),
             PutItemInput,
@@ -155,7 +177,7 @@ impl Intercept for Capacity {
         &self,
         context: &AfterDeserializationInterceptorContextRef<'_>,
         _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         // A refused call (a failed condition) consumes units too, but its error does not say
         // how many; the benchmarks' calls succeed.
@@ -189,6 +211,10 @@ impl Intercept for Capacity {
             many(&mut consumed, "TransactWriteItems", o.consumed_capacity.as_ref());
         } else {
             return Ok(());
+        }
+        if cfg.load::<HealthWrite>().is_some() {
+            let units = consumed.parts.values().sum();
+            consumed.parts = BTreeMap::from([(HEALTH_FIGURES.to_owned(), units)]);
         }
         self.0.lock().unwrap().push(consumed);
         Ok(())

@@ -29,7 +29,7 @@ use lambda_http::http::Method;
 use local_aws::template::{function, scalar, Template};
 use serde_json::{json, Value};
 
-use crate::capacity::{figure, Consumed};
+use crate::capacity::{figure, Consumed, HEALTH_FIGURES};
 use crate::meter::{count, grouped, is_read, item_bytes, Cost, Groups, Mark, Meter, SQS_CHUNK};
 use crate::payloads::{batch, profile_record};
 use crate::report::{Row, Section};
@@ -127,6 +127,9 @@ const TEN_KB: usize = 10 * 1024;
 const TARGET_WRITE_UNITS: f64 = 4.0;
 const TARGET_READ_UNITS: f64 = 2.0;
 const TARGET_USD: f64 = 2.0;
+/// What a subscription's health figures (contract section 20) may add to the at-load row, in
+/// USD per million deliveries: one write per subscription a delivery batch, under 1 KB.
+const TARGET_HEALTH_USD: f64 = 0.10;
 /// Issue 27: no per-user ceiling below this many deliveries a second from the key design.
 const TARGET_PER_USER: f64 = 1000.0;
 /// What one DynamoDB partition takes at most, a second, in write units (AWS documents 1,000
@@ -1213,6 +1216,20 @@ fn render(
             Some(at_load.total <= TARGET_USD),
         ),
     ];
+    // The health figures' writes, counted apart from the records' (tests/bench/capacity.rs).
+    let health_writes = load_line.cost.writes.by_part.get(HEALTH_FIGURES).copied().unwrap_or_default();
+    let health_per_delivery = health_writes / load_line.per as f64;
+    let health_usd = health_per_delivery * WRITE_UNIT.usd_per_million;
+    rows.push(Row::new(
+        "Cost: health figures at load, per million (included in the row above)",
+        format!("≤ ${TARGET_HEALTH_USD:.2}"),
+        format!(
+            "{} ({} write units per delivery: one write per subscription a batch of {LOAD_BATCH})",
+            usd(health_usd),
+            figure(health_per_delivery),
+        ),
+        Some(health_writes > 0.0 && health_usd <= TARGET_HEALTH_USD),
+    ));
     rows.push(Row::new(
         "Cost per million: 10 KB body; third attempt; ping; sweep (per overdue)",
         "reported",

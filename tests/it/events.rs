@@ -427,6 +427,7 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
         identity_token: None,
         fast_since: None,
         slow_at: None,
+        recovered_at: None,
     };
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();

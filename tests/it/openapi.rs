@@ -252,6 +252,13 @@ const SIGNING_KEYS: Op = Op {
     ],
 };
 
+const HEALTH: Op = Op {
+    method: "get",
+    path: "/api/v1/webhooks/health",
+    success: 200,
+    errors: &[(400, &["webhooks.missing_subscription_id"]), (404, &["webhooks.not_found"])],
+};
+
 /// Every operation the functions route: `(method, path, scope)`.
 fn code_operations() -> Vec<(Method, &'static str, &'static str)> {
     fn of<Op: Copy>(resource: &career_core::aws::api::Resource<Op>) -> Vec<(Method, &'static str, &'static str)> {
@@ -294,7 +301,7 @@ fn the_contracts_table_of_operations_is_what_the_functions_route_with_their_scop
     assert_eq!(code.len(), OPERATIONS.len(), "every operation of OPERATIONS is routed");
 }
 
-const OPERATIONS: [&Op; 16] = [
+const OPERATIONS: [&Op; 17] = [
     &LIST_ALERTS,
     &MARK_ALERT,
     &GET_PREFERENCES,
@@ -311,6 +318,7 @@ const OPERATIONS: [&Op; 16] = [
     &RECOVER_DELIVERIES,
     &EVENT_TYPES,
     &SIGNING_KEYS,
+    &HEALTH,
 ];
 
 impl Op {
@@ -1702,6 +1710,29 @@ async fn signing_keys_answer_as_documented() {
     }
 
     let valid = RequestSpec::new(&SIGNING_KEYS, path, None);
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn health_answers_as_documented() {
+    let mut checker = Checker::new(&HEALTH);
+    let api = Api::loopback();
+    let (_, key, id) = subscribed(&api).await;
+    let path = format!("/api/v1/webhooks/health?id={id}");
+    let answer = api.get(&path, &key).await;
+    checker.check(&answer, 200, None);
+    assert_eq!(answer.json["state"], "new");
+    for missing in ["/api/v1/webhooks/health", "/api/v1/webhooks/health?id="] {
+        checker.check(&api.get(missing, &key).await, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let foreign = subscribed(&api).await.2;
+    for id in [foreign.as_str(), "whk_nonsense"] {
+        let answer = api.get(&format!("/api/v1/webhooks/health?id={id}"), &key).await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&HEALTH, path, None);
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }

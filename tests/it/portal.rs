@@ -229,6 +229,16 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let verifier = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public_key.bytes());
     assert!(verifier.verify(&message, &signature).is_ok(), "the page's public key verifies the v1a entry");
 
+    // The health chart counted the URL subscription's attempts, all succeeded, at most the 13
+    // the page had made by then (two of the first ping, the recovered one, ten more pings).
+    let charted = text("healthChart");
+    let count = |after: &str| -> u64 {
+        let rest = charted.split(after).nth(1).unwrap_or_else(|| panic!("{after:?} in {charted}"));
+        rest.split(' ').next().unwrap().parse().unwrap()
+    };
+    let (attempts, succeeded) = (count("Last 24 hours: "), count("attempts, "));
+    assert!((1..=13).contains(&attempts) && succeeded == attempts, "{charted}");
+
     // Every view was checked, without a violation; the picture was taken.
     let views = summary["axeViolations"].as_object().unwrap();
     assert!(views.len() >= 8 && views.values().all(|count| count == 0), "{views:?}");

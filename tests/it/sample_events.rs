@@ -518,6 +518,15 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
                 assert!(keys[0]["publicKey"].as_str().is_some_and(|key| key.starts_with("whpk_")), "{json}");
             }
             "webhooks-enable.json" => assert_eq!((&json["id"], &json["enabled"]), (&json!(subscription), &json!(true))),
+            "webhooks-health.json" => {
+                assert_eq!(
+                    (&json["subscriptionId"], &json["state"]),
+                    (&json!(subscription), &json!("healthy")),
+                    "{json}"
+                );
+                assert!(json["last24h"]["succeeded"].as_u64().is_some_and(|n| n >= 2), "{json}");
+                assert_eq!(json["held"], 0, "{json}");
+            }
             "webhooks-recover.json" => assert_eq!(json, json!({"recovering": 0, "more": false})),
             "fanout-stream-batch.json" => {
                 // For the seeded subscription these events are the delivery sample's deliveries

@@ -162,6 +162,10 @@ async function steps() {
   summary.subscriptionId = await fact('#summary', 'ID');
   check((await fact('#summary', 'Trace context')) === 'On', 'created with trace context on');
   await page.locator('#log .empty').waitFor();
+  // Its health before any attempt (contract section 20): new, nothing waiting, no chart yet.
+  await page.locator('#health [data-state="new"]').waitFor();
+  check((await fact('#health', 'Held')) === '0' && (await fact('#health', 'Pending')) === '0', 'nothing waits');
+  check((await text('#health-chart figcaption')) === 'No attempts in the last 24 hours.', 'no attempts yet');
   await accessible('a subscription without deliveries');
 
   // A ping reaches the receiver and succeeds in the log; its details; a retry of it.
@@ -243,6 +247,15 @@ async function steps() {
   summary.chart = await page.locator('#chart figcaption').innerText();
   check(summary.chart.endsWith(`: ${sent} succeeded.`), `the chart counts every delivery: ${summary.chart}`);
   check((await page.locator('#chart rect.bar[data-outcome="succeeded"]').count()) > 0, 'the chart has bars');
+  // Its health after them: healthy, and the last 24 hours' attempts charted, none failed.
+  await page.getByRole('button', { name: 'Send a test ping' }).click();
+  await notice('Test ping queued as delivery');
+  await page.locator('#health [data-state="healthy"]').waitFor();
+  summary.healthChart = await page.locator('#health-chart figcaption').innerText();
+  check(/^Last 24 hours: \d+ attempts, \d+ succeeded, 0 failed; latency \d+ ms at the median, \d+ ms at the 95th percentile\.$/
+    .test(summary.healthChart), `the health chart: ${summary.healthChart}`);
+  check((await page.locator('#health-chart rect.bar[data-outcome="succeeded"]').count()) === 1, 'one bar of attempts');
+  check((await page.locator('#health-chart rect.bar[data-outcome="failed"]').count()) === 0, 'no failure to show');
   await accessible('a subscription with its deliveries');
 
   // Asymmetric signing turned on: the public key shown and copied, and a ping signed with it

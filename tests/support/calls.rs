@@ -20,9 +20,10 @@ pub enum Call {
     Answered,
 }
 
-/// The log of the clients it is installed on.
+/// The log of the clients it is installed on, and each transmitted request's operation and
+/// body (JSON, for DynamoDB and SQS), for a test that counts the requests naming one item.
 #[derive(Clone, Debug, Default)]
-pub struct Calls(Arc<Mutex<Vec<(Instant, Call)>>>);
+pub struct Calls(Arc<Mutex<Vec<(Instant, Call)>>>, Arc<Mutex<Vec<(String, String)>>>);
 
 impl Calls {
     /// A mark for [`Calls::since`] and [`Calls::log_since`].
@@ -48,6 +49,11 @@ impl Calls {
     /// Transmissions and answers since `mark`, in order.
     pub fn log_since(&self, mark: usize) -> Vec<Call> {
         self.0.lock().unwrap()[mark..].iter().map(|(_, call)| call.clone()).collect()
+    }
+
+    /// How many requests of `operation` were transmitted with `text` in their body.
+    pub fn sent_with(&self, operation: &str, text: &str) -> usize {
+        self.1.lock().unwrap().iter().filter(|(name, body)| name == operation && body.contains(text)).count()
     }
 
     /// When `operation` was first transmitted at or after `after`.
@@ -88,7 +94,10 @@ impl Intercept for Calls {
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let target = context.request().headers().get("x-amz-target").unwrap_or("unknown");
-        self.push(Call::Sent(target.rsplit('.').next().unwrap_or(target).to_owned()));
+        let operation = target.rsplit('.').next().unwrap_or(target).to_owned();
+        let body = context.request().body().bytes().map(String::from_utf8_lossy).unwrap_or_default();
+        self.1.lock().unwrap().push((operation.clone(), body.into_owned()));
+        self.push(Call::Sent(operation));
         Ok(())
     }
 

@@ -9,7 +9,8 @@
 //!
 //! One job a file: this one the batch and its answer (each result carrying its message's
 //! id), `turn` one message's turn, `moves` the batch's moves off its groups, `exit` what
-//! becomes of a message (the plan's [`Exit`]), `report` what an attempt logs.
+//! becomes of a message (the plan's [`Exit`]), `report` what an attempt logs and what the
+//! batch adds to its subscriptions' health figures (contract section 20).
 
 mod exit;
 mod moves;
@@ -32,17 +33,21 @@ use career_core::delivery::retry::RetrySchedule;
 use career_core::delivery::DeliveryMessage;
 use career_core::ids::SubscriptionId;
 use career_core::store::deliveries::DeliveryTable;
+use career_core::store::health::HealthTable;
 use career_core::store::rate_limits::RateLimitTable;
 use career_core::store::sealing::Sealer;
 use career_core::store::webhooks::WebhookTable;
 
 use exit::Disposition;
+use report::Observed;
 use turn::Next;
 
 pub struct Deps {
     webhooks: WebhookTable,
     deliveries: DeliveryTable,
     outbox: Outbox,
+    /// The subscriptions' health figures, one write per subscription a batch.
+    health: HealthTable,
     sealer: Sealer,
     queues: DeliveryQueues,
     sender: Sender,
@@ -62,11 +67,14 @@ impl Deps {
     pub fn new(clients: &AwsClients, settings: &Settings) -> Result<Self, ConfigError> {
         let [webhooks, deliveries, rate_limits] =
             settings.tables.require([Table::Webhooks, Table::Deliveries, Table::RateLimits])?;
+        // The health figures are kept beside the log, in its table.
+        let health = HealthTable::new(clients.dynamodb().clone(), deliveries);
         let deliveries = DeliveryTable::new(clients.dynamodb().clone(), deliveries);
         let queues = DeliveryQueues::with_dead_letter(clients, settings)?;
         Ok(Self {
             webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
             outbox: Outbox::new(deliveries.clone(), queues.clone()),
+            health,
             deliveries,
             sealer: Sealer::new(clients, settings)?,
             queues,
@@ -110,13 +118,17 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         receipt.early = early;
     }
     let loaded = turn::load(deps, &received, Timestamp::now()).await;
+    let observed = Observed::default();
     let (mut handed_over, mut regrouped, mut own_turns) = (Vec::new(), Vec::new(), Vec::new());
     for (received, next) in received.iter().zip(loaded) {
         match next {
             Next::HandOver(lease) => handed_over.push((received, lease)),
             Next::Own(turn) => match moves::regroup_of(deps, received, &turn) {
                 Some((group, lease)) => regrouped.push((received, group, lease)),
-                None => own_turns.push(async move { (received.id, turn::take(deps, received, turn).await) }),
+                None => {
+                    let observed = &observed;
+                    own_turns.push(async move { (received.id, turn::take(deps, received, turn, observed).await) })
+                }
             },
         }
     }
@@ -134,6 +146,8 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         )
     })
     .await;
+    // The batch's one write per subscription to the health figures, once its turns are over.
+    observed.write(deps, Timestamp::now()).await;
     answer(own.into_iter().chain(handed).chain(moved).chain(dropped))
 }
 

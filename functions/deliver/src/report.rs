@@ -1,13 +1,18 @@
-//! What an attempt reports: one log line with its metrics (EMF), and its OpenTelemetry span
-//! (contract section 19).
+//! What an attempt reports: one log line with its metrics (EMF), its OpenTelemetry span
+//! (contract section 19), and what it adds to its subscription's health figures (section
+//! 20), which the batch writes once per subscription when its turns are over.
 
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use career_core::clock::Timestamp;
 use career_core::delivery::attempt::Outcome;
 use career_core::delivery::plan::{After, MessageFate};
 use career_core::delivery::DeliveryMessage;
+use career_core::ids::SubscriptionId;
 use career_core::telemetry::{self, delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceParent};
+use career_core::webhooks::health::{self, Hour, Observation};
 use career_core::webhooks::Subscription;
 
 use crate::{Deps, Received};
@@ -80,4 +85,29 @@ pub(crate) fn log_span(
     let end = start + Duration::from_secs_f64(duration_ms / 1000.0);
     let span = telemetry::attempt_span(parent, span_id, start, end, &attempt);
     tracing::info!(span = %span, duration_ms, "{}", telemetry::ATTEMPT_SPAN);
+}
+
+/// What a batch's turns saw of their subscriptions' receivers, for the health figures.
+#[derive(Default)]
+pub(crate) struct Observed(Mutex<Vec<(SubscriptionId, Observation)>>);
+
+impl Observed {
+    pub(crate) fn saw(&self, subscription: &SubscriptionId, seen: Observation) {
+        // A turn that panicked while holding the lock loses nothing it saw: the list is whole.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((subscription.clone(), seen));
+    }
+
+    /// Adds what the batch saw to its subscriptions' hours: one write per subscription
+    /// (`health::tally`), all at once. A failed write loses that batch's figures, logged,
+    /// and never holds a delivery back: the figures are a view, the log is the record.
+    pub(crate) async fn write(self, deps: &Deps, now: Timestamp) {
+        let seen = self.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let hour = Hour::of(now);
+        let writes = health::tally(seen).into_iter().map(|(subscription, tally)| async move {
+            if let Err(err) = deps.health.add(&subscription, hour, &tally).await {
+                tracing::warn!(error = %err, subscription_id = %subscription, "adding the batch to the health figures failed");
+            }
+        });
+        futures_util::future::join_all(writes).await;
+    }
 }

@@ -21,12 +21,13 @@ use career_core::store::deliveries::RecordKey;
 use career_core::store::StoreError;
 use career_core::telemetry::{delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceContext};
+use career_core::webhooks::health::Observation;
 use career_core::webhooks::rotation::SigningSecrets;
 use career_core::webhooks::{DisabledReason, Subscription, Target};
 use tracing::Instrument;
 
 use crate::exit::{self, Disposition};
-use crate::report::{log_span, report};
+use crate::report::{log_span, report, Observed};
 use crate::{Deps, Received};
 
 /// What a message's turn found: a turn of its own, or a place in its batch's hand-over to
@@ -121,8 +122,8 @@ pub(crate) async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp)
         .collect()
 }
 
-/// Takes one message's turn from what it found.
-pub(crate) async fn take(deps: &Deps, received: &Received<'_>, turn: Turn) -> Disposition {
+/// Takes one message's turn from what it found; what it sees of the receiver goes to `observed`.
+pub(crate) async fn take(deps: &Deps, received: &Received<'_>, turn: Turn, observed: &Observed) -> Disposition {
     let span = received.span.clone();
     async move {
         let (step, lease) = match turn {
@@ -133,7 +134,7 @@ pub(crate) async fn take(deps: &Deps, received: &Received<'_>, turn: Turn) -> Di
         };
         match step {
             Step::Send { attempt, subscription } => {
-                attempt_delivery(deps, received, &subscription.subscription, attempt, lease).await
+                attempt_delivery(deps, received, &subscription.subscription, attempt, lease, observed).await
             }
             Step::Stale => {
                 tracing::info!("stale copy dropped unsent: the record belongs to another generation or is settled");
@@ -200,13 +201,15 @@ async fn close_send(deps: &Deps, subscription: &Subscription, open: Option<Lease
 }
 
 /// Opens the secrets, counts the attempt, signs and sends, then records and executes the plan
-/// for the answer. `lease` is the turn's claim on the record (none for a record not written yet).
+/// for the answer. `lease` is the turn's claim on the record (none for a record not written
+/// yet); the attempt, or the rate limit's refusal, goes to `observed`.
 async fn attempt_delivery(
     deps: &Deps,
     received: &Received<'_>,
     subscription: &Subscription,
     attempt: u32,
     lease: Option<Lease>,
+    observed: &Observed,
 ) -> Disposition {
     let secrets = match deps.sealer.open(subscription).await {
         Ok(secrets) => secrets,
@@ -221,6 +224,9 @@ async fn attempt_delivery(
         Ok(open) => (open, over_rate(deps, subscription).await),
         Err(behind) => (None, Some(behind)),
     };
+    if matches!(held_back, Some(HeldBack::OverRate(_))) {
+        observed.saw(&subscription.id, Observation::RateLimited { at: Timestamp::now() });
+    }
     if let AtSend::Wait { exit, release } =
         plan::at_send(lease, received.delivery.claimed_until, held_back, Timestamp::now())
     {
@@ -249,6 +255,8 @@ async fn attempt_delivery(
     let took = started.elapsed();
     let latency_ms = took.as_secs_f64() * 1000.0;
     let now = Timestamp::now();
+    let succeeded = matches!(outcome, Outcome::Delivered(_));
+    observed.saw(&subscription.id, Observation::Attempt { succeeded, latency_ms, at: now });
     let failing_since = subscription.health.failing_since();
     let kind = received.delivery.event.kind();
     let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());

@@ -103,6 +103,11 @@ export class Api {
     return this.call('POST', '/api/v1/webhooks/deliveries/retry', { query: { id } });
   }
 
+  /** The subscription's state, last 24 hours and what waits (contract section 20). */
+  health(id) {
+    return this.call('GET', '/api/v1/webhooks/health', { query: { id } });
+  }
+
   /** Sends again the failed and skipped deliveries created in [since, until). */
   recover(id, since, until) {
     const body = until ? { since, until } : { since };

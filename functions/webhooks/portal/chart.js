@@ -1,6 +1,7 @@
-// The chart of recent deliveries' outcomes over time: stacked bars in inline SVG, one per
-// time slice, drawn from the records the delivery log returns. The caption says the same in
-// words, so the chart is never the only way to read it.
+// The charts: recent deliveries' outcomes over time (stacked bars in inline SVG, one per
+// time slice, drawn from the records the delivery log returns), and a subscription's last 24
+// hours as its health tells them (contract section 20). Each caption says the same in words,
+// so a chart is never the only way to read it.
 
 const SVG = 'http://www.w3.org/2000/svg';
 export const OUTCOMES = ['succeeded', 'failed', 'pending', 'skipped'];
@@ -108,4 +109,52 @@ export function drawOutcomes(figure, deliveries, now = Date.now()) {
   }
   caption.textContent = label;
   figure.replaceChildren(chart, legend, caption);
+}
+
+/**
+ * Replaces the content of `figure` with the last 24 hours of `health` (the answer of GET
+ * /api/v1/webhooks/health): one bar of its attempts, succeeded and failed, and one of each
+ * latency percentile, on a scale to the 95th.
+ */
+export function drawHealth(figure, health) {
+  const { attempts, succeeded, failed, p50Ms, p95Ms } = health.last24h;
+  const caption = document.createElement('figcaption');
+  if (attempts === 0) {
+    caption.textContent = 'No attempts in the last 24 hours.';
+    figure.replaceChildren(caption);
+    return;
+  }
+  const label = `Last 24 hours: ${attempts} attempts, ${succeeded} succeeded, ${failed} failed; `
+    + `latency ${p50Ms} ms at the median, ${p95Ms} ms at the 95th percentile.`;
+  const rowHeight = 28;
+  const labelWidth = 120;
+  const plotWidth = WIDTH - labelWidth - PLOT.right - 80;
+  const chart = svg('svg', {
+    viewBox: `0 0 ${WIDTH} ${rowHeight * 3 + 8}`,
+    role: 'img',
+    'aria-label': label,
+    class: 'health',
+    preserveAspectRatio: 'xMidYMid meet',
+  });
+  const row = (index, name, parts, text) => {
+    const y = 4 + index * rowHeight;
+    chart.append(svg('text', { x: labelWidth - 8, y: y + 17, 'text-anchor': 'end', class: 'tick' }, name));
+    let x = labelWidth;
+    for (const { width, outcome, tip } of parts) {
+      if (width <= 0) continue;
+      chart.append(svg('rect', { x, y: y + 4, width, height: rowHeight - 10, class: `bar ${outcome}`, 'data-outcome': outcome },
+        svg('title', {}, tip)));
+      x += width;
+    }
+    chart.append(svg('text', { x: x + 6, y: y + 17, class: 'tick' }, text));
+  };
+  row(0, 'Attempts', [
+    { width: (succeeded / attempts) * plotWidth, outcome: 'succeeded', tip: `${succeeded} succeeded` },
+    { width: (failed / attempts) * plotWidth, outcome: 'failed', tip: `${failed} failed` },
+  ], String(attempts));
+  const slowest = Math.max(1, p95Ms);
+  row(1, 'Median', [{ width: (p50Ms / slowest) * plotWidth, outcome: 'pending', tip: `${p50Ms} ms` }], `${p50Ms} ms`);
+  row(2, '95th percentile', [{ width: plotWidth, outcome: 'pending', tip: `${p95Ms} ms` }], `${p95Ms} ms`);
+  caption.textContent = label;
+  figure.replaceChildren(chart, caption);
 }

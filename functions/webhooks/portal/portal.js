@@ -4,7 +4,7 @@
 // from data: text goes in with textContent, so a URL or an answer's body stays text.
 
 import { Api, ApiError } from './api.js';
-import { drawOutcomes } from './chart.js';
+import { drawHealth, drawOutcomes } from './chart.js';
 
 /** The key lives in this tab's sessionStorage only (contract section 14). */
 const KEY_STORAGE = 'career-portal-key';
@@ -160,6 +160,8 @@ function signOut(reason) {
   $('subscriptions').replaceChildren();
   $('log').replaceChildren();
   $('chart').replaceChildren();
+  $('health').replaceChildren();
+  $('health-chart').replaceChildren();
   for (const dialog of document.querySelectorAll('dialog[open]')) dialog.close();
   showView('sign-in-view');
   if (reason) {
@@ -544,20 +546,43 @@ async function restartLog() {
   await refreshDeliveries();
 }
 
-/** Reads the log's page and the chart's records again, then the shown delivery from them. */
+/** The health's state as a badge (contract section 20). */
+function healthBadge(health) {
+  const tone = { healthy: 'good', failing: 'warn', disabled: 'bad', new: 'quiet' }[health.state];
+  return el('span', { class: `badge ${tone}`, 'data-state': health.state }, health.state);
+}
+
+/** The subscription's health: its state and since when, what waits, and its last 24 hours. */
+function renderHealth(health) {
+  const facts = [
+    ['State', el('span', {}, healthBadge(health), ' since ', time(health.since))],
+    ['Last success', time(health.lastSuccessAt)],
+    ['Last failure', time(health.lastFailureAt)],
+    ['Held', el('span', { 'data-count': 'held' }, String(health.held))],
+    ['Pending', el('span', { 'data-count': 'pending' }, String(health.pending))],
+    ['Rate limited', health.rateLimited ? 'Yes: its limit held a delivery back in the last minute' : 'No'],
+  ];
+  if (health.nextProbeAt) facts.push(['Next probe', time(health.nextProbeAt)]);
+  $('health').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
+  drawHealth($('health-chart'), health);
+}
+
+/** Reads the log's page, the chart's records and the health again, then the shown delivery. */
 async function refreshDeliveries() {
   stopRefreshing();
   const subscription = state.current;
   const loaded = await act('Could not load the delivery log', () => Promise.all([
     state.api.deliveries(subscription.id, logQuery()),
     state.api.deliveries(subscription.id, { limit: CHART_DELIVERIES }),
+    state.api.health(subscription.id),
   ]));
   if (!loaded || state.current !== subscription) return;
-  const [page, recent] = loaded;
+  const [page, recent, health] = loaded;
   state.log.nextCursor = page.nextCursor;
   state.log.deliveries = page.deliveries;
   renderLog(page.deliveries);
   drawOutcomes($('chart'), recent.deliveries);
+  renderHealth(health);
   if (state.delivery) {
     const fresh = [...page.deliveries, ...recent.deliveries].find((d) => d.id === state.delivery.id);
     if (fresh) renderDelivery(fresh, false);

@@ -1,7 +1,8 @@
 //! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
 //! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
 //! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12),
-//! the event catalog (section 13) and the public keys of asymmetric signing (section 16). Each path is a resource below; an operation is one
+//! the event catalog (section 13), the public keys of asymmetric signing (section 16) and a
+//! subscription's health (section 20). Each path is a resource below; an operation is one
 //! line there and one arm in `handle`. It also serves the portal's page and files (section
 //! 14, `portal`), which need no key.
 
@@ -26,11 +27,13 @@ use career_core::events::Event;
 use career_core::ids::{DeliveryId, SubscriptionId};
 use career_core::pagination::{page_size, CursorKey};
 use career_core::store::deliveries::{DeliveryTable, StoredDelivery};
+use career_core::store::health::HealthTable;
 use career_core::store::sealing::Sealer;
 use career_core::store::webhooks::{Created, NewDestination, NewSecrets, Replaced, Replacing, WebhookTable};
 use career_core::store::{Backoff, StoreError};
 use career_core::trace::TraceContext;
 use career_core::webhooks::destination::{AwsDestination, Destination, DestinationPolicy, InvalidDestination, RoleArn};
+use career_core::webhooks::health::{HealthReport, Known};
 use career_core::webhooks::identity_token::{IdentityToken, InvalidIdentityToken};
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::UrlPolicy;
@@ -53,6 +56,8 @@ pub struct Deps {
     front: Front,
     webhooks: WebhookTable,
     deliveries: DeliveryTable,
+    /// The subscriptions' health figures, beside their logs (contract section 20).
+    health: HealthTable,
     outbox: Outbox,
     cursors: CursorKey,
     sealer: Sealer,
@@ -70,6 +75,7 @@ impl Deps {
             front: Front::new(clients.dynamodb(), settings)?,
             webhooks: WebhookTable::new(clients.dynamodb().clone(), webhooks),
             deliveries: DeliveryTable::new(clients.dynamodb().clone(), deliveries),
+            health: HealthTable::new(clients.dynamodb().clone(), deliveries),
             outbox: Outbox::new(
                 DeliveryTable::new(clients.dynamodb().clone(), deliveries),
                 DeliveryQueues::new(clients, settings)?,
@@ -105,9 +111,10 @@ pub enum Operation {
     Recover,
     EventTypes,
     SigningKeys,
+    Health,
 }
 
-pub const RESOURCES: [Resource<Operation>; 9] = [
+pub const RESOURCES: [Resource<Operation>; 10] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
@@ -146,6 +153,7 @@ pub const RESOURCES: [Resource<Operation>; 9] = [
         path: "/api/v1/webhooks/signing-keys",
         operations: &[(Method::GET, Scope::ReadWebhooks, Operation::SigningKeys)],
     },
+    Resource { path: "/api/v1/webhooks/health", operations: &[(Method::GET, Scope::ReadWebhooks, Operation::Health)] },
 ];
 
 pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
@@ -167,6 +175,7 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
                 Operation::Recover => recover(deps, call).await,
                 Operation::EventTypes => Reply::ok(json!({"eventTypes": event_types()})),
                 Operation::SigningKeys => signing_keys(deps, call).await,
+                Operation::Health => health(deps, call).await,
             }
         })
         .await
@@ -333,6 +342,23 @@ async fn signing_keys(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let subscription = own_subscription(deps, &call, id).await?;
     let keys = subscription.public_keys.ok_or(ApiError::WebhookAsymmetricSigningOff)?;
     Reply::ok(json!({"keys": keys.listed_at(Timestamp::now())}))
+}
+
+/// Contract section 20: the subscription's state and figures, from its own item, its newest
+/// hours of health figures (one `Query`) and the status index's counts of its held and
+/// pending deliveries (each a `COUNT` query of what it holds), read together; never its log.
+async fn health(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = subscription_query(&call)?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    let (hours, held, pending) = tokio::try_join!(
+        deps.health.recent(&subscription.id),
+        deps.deliveries.count_indexed(&subscription.id, DeliveryStatus::Held),
+        deps.deliveries.count_indexed(&subscription.id, DeliveryStatus::Pending),
+    )?;
+    // The probe schedule is the subscription's (section 20's probes): none while none is set.
+    let next_probe_at = None;
+    let known = Known { hours: &hours, held, pending, next_probe_at };
+    Reply::ok(HealthReport::of(&subscription, &known, Timestamp::now()))
 }
 
 /// The `id` query parameter of an operation on one subscription.

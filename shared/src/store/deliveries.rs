@@ -10,10 +10,12 @@
 //! writes spread over its shards. Two sparse global indexes serve the rest, each projecting
 //! only keys, so a record's body and its receiver's answer are never copied and what a
 //! write costs in them does not grow with them:
-//! - `byStatus` (partition `statusKey` = `whk_…#failed` or `whk_…#skipped`, sort
-//!   `deliveryId`): only the records that ended without success, so the common path
-//!   (`pending` to `succeeded`) never writes it, while the list of failed deliveries and a
-//!   recovery cost what they return.
+//! - `byStatus` (partition `statusKey` = `whk_…#<status>`, sort `deliveryId`): the records
+//!   that ended without success, the held ones, and the pending ones that wait in the due
+//!   index (a retry, a restart, a ping, a first try the sweep found waiting), so the common
+//!   path (a fan-out's first try, `pending` to `succeeded`) never writes it, while the list of
+//!   failed deliveries, a recovery and the health's counts of held and pending (contract
+//!   section 20) cost what they return.
 //! - `byDue` (partition `dueShard`, one of [`DUE_SHARDS`], sort `nextAttemptAt`): only
 //!   `pending` records, so the sweep reads what is overdue and nothing else, and its writes
 //!   spread over the shards at any event rate. A first try the fan-out records is not in it:
@@ -23,9 +25,10 @@
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue, Select};
 use aws_sdk_dynamodb::Client;
 use futures_util::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
@@ -65,9 +68,10 @@ const MARKER_PARTITION: &str = "fanout";
 pub const MARKER_RECORDS: usize = 10;
 /// How many records a fan-out writes at once.
 const PUTS_AT_ONCE: usize = 25;
-/// The attributes that writes name, beside the keys.
-const LOG_PARTITION: &str = "logPartition";
-const DELIVERY_ID: &str = "deliveryId";
+/// The attributes that writes name, beside the keys (the table's keys and TTL are also those
+/// of the health figures' items, `store::health`).
+pub(super) const LOG_PARTITION: &str = "logPartition";
+pub(super) const DELIVERY_ID: &str = "deliveryId";
 const SUBSCRIPTION_ID: &str = "subscriptionId";
 const STATUS: &str = "status";
 const STATUS_KEY: &str = "statusKey";
@@ -78,9 +82,9 @@ const DUE_SHARD: &str = "dueShard";
 const SUCCEEDED_AT: &str = "succeededAt";
 const LEASE_UNTIL: &str = "leaseUntil";
 const LAST_ERROR: &str = "lastError";
-const EXPIRES_AT: &str = "expiresAt";
+pub(super) const EXPIRES_AT: &str = "expiresAt";
 /// How many keys one list call reads at most while it looks for records of a status the
-/// status index does not hold (`pending`, `succeeded`): a page may then come back short,
+/// status index does not hold whole (`pending`, `succeeded`): a page may then come back short,
 /// with a cursor to go on from.
 const LIST_SCAN_BUDGET: usize = 500;
 /// How many records a filtered list reads from one shard at a time.
@@ -370,14 +374,26 @@ pub struct DeliveryPage {
     pub last_id_if_more: Option<DeliveryId>,
 }
 
-/// The status index's partition of a record of `status`: only the statuses a delivery
-/// ends in without success, and `held`, are indexed (so a release reads only what it holds).
+/// The status index's partition of a record of `status`: every status but `succeeded` (so a
+/// release reads only what it holds, and the health counts what waits, contract section 20).
+/// A `pending` record is in it only while it is in the due index too: a fan-out's first try
+/// is in neither ([`DeliveryTable::insert_new`]), so the index holds some of the `pending`
+/// records, not all ([`indexes_every`]).
 fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Option<String> {
-    matches!(
-        status,
-        DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Held | DeliveryStatus::Cancelled
-    )
-    .then(|| format!("{subscription_id}#{}", status.as_str()))
+    (status != DeliveryStatus::Succeeded).then(|| format!("{subscription_id}#{}", status.as_str()))
+}
+
+/// Whether the status index holds every record of `status`: all but `pending`'s.
+fn indexes_every(status: DeliveryStatus) -> bool {
+    status != DeliveryStatus::Pending
+}
+
+/// Sets `expression`'s status index key to that of a record of `status` (or removes it).
+fn with_status_key(expression: Expression, subscription_id: &SubscriptionId, status: DeliveryStatus) -> Expression {
+    match status_key(subscription_id, status) {
+        Some(key) => expression.set(STATUS_KEY, s(key)),
+        None => expression.remove(STATUS_KEY),
+    }
 }
 
 /// One of the [`DUE_SHARDS`] partitions of the due index and of the fan-out's markers: a
@@ -527,9 +543,11 @@ impl DeliveryTable {
             .await?;
         let items: Vec<DeliveryItem> = messages
             .iter()
-            .map(|(message, status)| DeliveryItem {
-                due_shard: None,
-                ..DeliveryItem::new(message, &message.body(), *status, at)
+            .map(|(message, status)| {
+                let item = DeliveryItem::new(message, &message.body(), *status, at);
+                // A pending first try is in neither index: its marker stands in for both.
+                let status_key = item.status_key.clone().filter(|_| *status != DeliveryStatus::Pending);
+                DeliveryItem { due_shard: None, status_key, ..item }
             })
             .collect();
         // The futures are made first: a stream that maps with a closure over `self` is not
@@ -628,7 +646,9 @@ impl DeliveryTable {
             let Some(key) = marker.records.iter().find(|key| key.delivery_id == found.delivery_id) else { continue };
             let unindexed =
                 Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())).and(Condition::absent(DUE_SHARD));
-            let expression = Expression::new().set(DUE_SHARD, s(due_shard(&key.delivery_id))).when(unindexed);
+            let in_due_index = Expression::new().set(DUE_SHARD, s(due_shard(&key.delivery_id)));
+            let expression =
+                with_status_key(in_due_index, &key.subscription_id, DeliveryStatus::Pending).when(unindexed);
             if applied(self.record_update(key).expression(expression).send().await)? {
                 indexed.push(Overdue { key: key.clone(), next_attempt_at });
             }
@@ -849,9 +869,8 @@ impl DeliveryTable {
         if let Some(status) = if_status {
             condition = condition.and(Condition::equals(STATUS, s(status.as_str())));
         }
-        let expression = Expression::new()
+        let expression = with_status_key(Expression::new(), &record.subscription_id, pending)
             .set(STATUS, s(pending.as_str()))
-            .remove(STATUS_KEY)
             .set(NEXT_ATTEMPT_AT, time(at))
             .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
             .add(GENERATION, 1)
@@ -963,14 +982,9 @@ impl DeliveryTable {
             let Some(key) = status_key(subscription_id, status) else { continue };
             let (mut start, mut of_status) = (None, 0);
             loop {
+                // Ids below `end`: every id made before `until` sorts under `end`'s text.
                 let output = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(BY_STATUS)
-                    // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                    .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
-                    .expression_attribute_values(":key", s(&key))
+                    .of_status(&key, "statusKey = :key AND deliveryId BETWEEN :first AND :end")
                     .expression_attribute_values(":first", s(&first))
                     .expression_attribute_values(":end", s(&end))
                     .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
@@ -997,6 +1011,42 @@ impl DeliveryTable {
         found.sort_by(|a, b| a.record.id.cmp(&b.record.id));
         found.truncate(limit as usize + 1);
         Ok(found)
+    }
+
+    /// How many of the subscription's records the status index holds as `status` (contract
+    /// section 20: `held`, and the `pending` ones that wait in the due index), counted by the
+    /// index itself (`Select: COUNT`, eventually consistent), page after page: it reads only
+    /// those entries, about 100 bytes each, so half a read unit per 40 or so, never the log.
+    pub async fn count_indexed(
+        &self,
+        subscription_id: &SubscriptionId,
+        status: DeliveryStatus,
+    ) -> Result<u64, StoreError> {
+        let Some(key) = status_key(subscription_id, status) else { return Ok(0) };
+        let (mut count, mut start) = (0, None);
+        loop {
+            let output = self
+                .of_status(&key, "statusKey = :key")
+                .select(Select::Count)
+                .set_exclusive_start_key(start)
+                .send()
+                .await?;
+            count += u64::try_from(output.count).unwrap_or_default();
+            start = output.last_evaluated_key.filter(|key| !key.is_empty());
+            if start.is_none() {
+                return Ok(count);
+            }
+        }
+    }
+
+    /// A query of the status index's partition `key` (`:key` in `condition`).
+    fn of_status(&self, key: &str, condition: &str) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name(BY_STATUS)
+            .key_condition_expression(condition)
+            .expression_attribute_values(":key", s(key))
     }
 
     /// The record of a delivery of the subscription.
@@ -1036,8 +1086,8 @@ impl DeliveryTable {
     }
 
     /// Newest first, `limit` records of the subscription (of one `status`, if given) after
-    /// `after` (a delivery id from the previous page), strongly consistent. The `failed` and
-    /// `skipped` lists read the status index, so they cost what they return; the others
+    /// `after` (a delivery id from the previous page), strongly consistent. The lists of a
+    /// status the status index holds whole read it, so they cost what they return; the others
     /// read the subscription's log shards together, at most [`LIST_SCAN_BUDGET`] records a
     /// call when filtered.
     pub async fn list(
@@ -1047,7 +1097,7 @@ impl DeliveryTable {
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
-        match status.and_then(|status| status_key(subscription_id, status)) {
+        match status.filter(|status| indexes_every(*status)).and_then(|status| status_key(subscription_id, status)) {
             Some(key) => self.list_of_status(&key, status, limit, after).await,
             None => self.list_of_log(subscription_id, status, limit, after).await,
         }
@@ -1061,17 +1111,9 @@ impl DeliveryTable {
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
+        let condition = if after.is_some() { "statusKey = :key AND deliveryId < :after" } else { "statusKey = :key" };
         let mut query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(BY_STATUS)
-            .key_condition_expression(if after.is_some() {
-                "statusKey = :key AND deliveryId < :after"
-            } else {
-                "statusKey = :key"
-            })
-            .expression_attribute_values(":key", s(key))
+            .of_status(key, condition)
             .scan_index_forward(false)
             // One extra record tells whether another page follows, so the last page says so.
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
@@ -1273,11 +1315,7 @@ fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Ti
         KeptBody::Text(text) => ("body", s(text)),
         KeptBody::Deflated(bytes) => ("bodyDeflated", AttributeValue::B(Blob::new(bytes))),
     };
-    let expression = match status_key(&message.subscription_id, status) {
-        Some(key) => Expression::new().set(STATUS_KEY, s(key)),
-        None => Expression::new().remove(STATUS_KEY),
-    };
-    expression
+    with_status_key(Expression::new(), &message.subscription_id, status)
         .set(STATUS, s(status.as_str()))
         .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
         .set_if_absent("userId", s(&message.user_id))

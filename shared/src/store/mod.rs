@@ -11,6 +11,7 @@ mod conditional;
 pub mod data_key;
 pub mod deliveries;
 mod expression;
+pub mod health;
 pub mod keys;
 pub mod preferences;
 pub mod profiles_assessments;

@@ -197,6 +197,7 @@ mod tests {
             identity_token: None,
             fast_since: None,
             slow_at: None,
+            recovered_at: None,
         }
     }
 

@@ -185,6 +185,7 @@ impl From<SubscriptionItem> for Subscription {
             identity_token: item.identity_token,
             fast_since: item.fast_since,
             slow_at: item.slow_at,
+            recovered_at: item.health.recovered_at,
         }
     }
 }
@@ -210,8 +211,14 @@ impl From<&Subscription> for SubscriptionItem {
             public_keys: subscription.public_keys.clone(),
             trace_context: subscription.trace_context,
             created_at: subscription.created_at,
-            // A subscription holds no failure's error or recovery: its transitions write them.
-            health: HealthAttributes { failing_since, disabled_at, disabled_reason, ..HealthAttributes::default() },
+            // A subscription holds no failure's error: its transitions write it.
+            health: HealthAttributes {
+                failing_since,
+                disabled_at,
+                disabled_reason,
+                recovered_at: subscription.recovered_at,
+                ..HealthAttributes::default()
+            },
             max_deliveries_per_second: subscription.max_deliveries_per_second,
             identity_token: subscription.identity_token.clone(),
             fast_since: subscription.fast_since,
@@ -607,6 +614,7 @@ mod tests {
             identity_token: None,
             fast_since: None,
             slow_at: None,
+            recovered_at: None,
         }
     }
 

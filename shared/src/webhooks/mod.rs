@@ -4,6 +4,7 @@
 
 pub mod destination;
 pub mod disabled_reason;
+pub mod health;
 pub mod identity_token;
 pub mod netguard;
 pub mod rotation;
@@ -331,6 +332,9 @@ pub struct Subscription {
     /// When its receiver last stopped answering fast (an answer, or a send still open, at the
     /// slow mark): it does not spread again for a while after (`delivery::groups::SLOW_MEMORY`).
     pub slow_at: Option<Timestamp>,
+    /// When a success last stopped its failure clock (section 15's `recovered`), if ever:
+    /// since when it is healthy (section 20's health).
+    pub recovered_at: Option<Timestamp>,
 }
 
 /// Where a subscription delivers: over HTTP (sections 5 to 16) or into its owner's AWS
@@ -466,6 +470,7 @@ impl Subscription {
             identity_token: None,
             fast_since: None,
             slow_at: None,
+            recovered_at: None,
         }
     }
 
