@@ -229,14 +229,20 @@ async fn a_replay_takes_the_oldest_thousand_a_call_and_says_more() {
     pipeline.drained().await;
 }
 
-/// A replay that names another user's subscription, or a body it refuses, changes nothing.
-#[tokio::test]
-async fn a_refused_replay_replays_nothing() {
-    let pipeline = Pipeline::start(false).await;
+/// Two users, each with a subscription: `(user, other, user's, other's)`.
+async fn two_users(pipeline: &Pipeline) -> (String, String, String, String) {
     let (user, other) = (unique_user(), unique_user());
     let url = format!("{}/hook", career_service::sink_url());
     let (own, _) = pipeline.subscribe(&user, &url, &["profile.updated"]).await;
     let (foreign, _) = pipeline.subscribe(&other, &url, &["profile.updated"]).await;
+    (user, other, own, foreign)
+}
+
+/// A replay that names another user's subscription, or a body it refuses, changes nothing.
+#[tokio::test]
+async fn a_refused_replay_replays_nothing() {
+    let pipeline = Pipeline::start(false).await;
+    let (user, _, own, foreign) = two_users(&pipeline).await;
     let since = Timestamp::now() - Duration::from_secs(60);
     let own_failed =
         recorded(&pipeline, &user, &own, &event(&user, "profile.updated", since, 1), DeliveryStatus::Failed).await;
@@ -352,10 +358,7 @@ async fn a_cancel_during_an_attempt_records_the_attempt_and_stays_cancelled() {
 #[tokio::test]
 async fn a_refused_cancel_cancels_nothing() {
     let pipeline = Pipeline::start(false).await;
-    let (user, other) = (unique_user(), unique_user());
-    let url = format!("{}/hook", career_service::sink_url());
-    let (own, _) = pipeline.subscribe(&user, &url, &["profile.updated"]).await;
-    let (foreign, _) = pipeline.subscribe(&other, &url, &["profile.updated"]).await;
+    let (user, other, own, foreign) = two_users(&pipeline).await;
     let ping = |user: String, subscription: String| {
         let pipeline = &pipeline;
         async move {

@@ -23,6 +23,7 @@
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
@@ -975,11 +976,14 @@ impl DeliveryTable {
         let mut found = Vec::new();
         for &status in statuses {
             match status_key(subscription_id, status) {
-                Some(key) => found.extend(self.indexed_in_window(&key, &range, limit, matches(status)).await?),
+                Some(key) => {
+                    found.extend(self.in_window(InWindow::Indexed(&key), &range, limit, matches(status)).await?)
+                }
                 None => {
-                    let shards = (0..LOG_SHARDS).map(|shard| {
-                        let partition = log_partition(subscription_id, shard);
-                        self.logged_in_window(partition, status, &range, limit, matches(status))
+                    let partitions: Vec<String> =
+                        (0..LOG_SHARDS).map(|shard| log_partition(subscription_id, shard)).collect();
+                    let shards = partitions.iter().map(|partition| {
+                        self.in_window(InWindow::Logged(partition, status), &range, limit, matches(status))
                     });
                     for of_shard in futures_util::future::try_join_all(shards).await? {
                         found.extend(of_shard);
@@ -992,75 +996,47 @@ impl DeliveryTable {
         Ok(found)
     }
 
-    /// The records of the status index's partition `key` with ids in `[first, end]` that
-    /// `keep` keeps, oldest first, until more than `limit` are kept.
-    async fn indexed_in_window(
+    /// The records of `source` with ids in `[first, end]` that `keep` keeps, oldest first,
+    /// until more than `limit` are kept.
+    async fn in_window(
         &self,
-        key: &str,
+        source: InWindow<'_>,
         (first, end): &(String, String),
         limit: u32,
         keep: impl Fn(&StoredDelivery) -> bool,
     ) -> Result<Vec<StoredDelivery>, StoreError> {
         let (mut start, mut found) = (None, Vec::new());
         loop {
-            let output = self
+            let query = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .index_name(BY_STATUS)
-                // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
-                .expression_attribute_values(":key", s(key))
                 .expression_attribute_values(":first", s(first))
                 .expression_attribute_values(":end", s(end))
-                .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            let keys: Result<Vec<RecordKey>, _> =
-                output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
-            found.extend(self.records(&keys?).await?.into_iter().filter(&keep));
-            start = output.last_evaluated_key;
-            if start.is_none() || found.len() > limit as usize {
-                return Ok(found);
-            }
-        }
-    }
-
-    /// The records of one shard of a log, `partition`, of `status`, with ids in `[first, end]`,
-    /// that `keep` keeps, oldest first, until more than `limit` are kept.
-    async fn logged_in_window(
-        &self,
-        partition: String,
-        status: DeliveryStatus,
-        (first, end): &(String, String),
-        limit: u32,
-        keep: impl Fn(&StoredDelivery) -> bool,
-    ) -> Result<Vec<StoredDelivery>, StoreError> {
-        let (mut start, mut found) = (None, Vec::new());
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("logPartition = :p AND deliveryId BETWEEN :first AND :end")
-                .filter_expression("#status = :status")
-                .expression_attribute_names("#status", STATUS)
-                .expression_attribute_values(":p", s(&partition))
-                .expression_attribute_values(":first", s(first))
-                .expression_attribute_values(":end", s(end))
-                .expression_attribute_values(":status", s(status.as_str()))
-                .consistent_read(true)
-                .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            for item in output.items.unwrap_or_default() {
-                let stored = stored_of(item)?;
-                if keep(&stored) {
-                    found.push(stored);
+                .set_exclusive_start_key(start);
+            // Ids below `end`: every id made before `until` sorts under `end`'s text.
+            let query = match source {
+                InWindow::Indexed(key) => query
+                    .index_name(BY_STATUS)
+                    .key_condition_expression("statusKey = :p AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":p", s(key))
+                    .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX)),
+                InWindow::Logged(partition, status) => filtered_to(query, status)
+                    .key_condition_expression("logPartition = :p AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":p", s(partition))
+                    .consistent_read(true)
+                    .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX)),
+            };
+            let output = query.send().await?;
+            let items = output.items.unwrap_or_default();
+            let read = match source {
+                InWindow::Indexed(_) => {
+                    let keys: Result<Vec<RecordKey>, _> = items.iter().map(RecordKey::from_item).collect();
+                    self.records(&keys?).await?
                 }
-            }
+                InWindow::Logged(..) => items.into_iter().map(stored_of).collect::<Result<_, _>>()?,
+            };
+            found.extend(read.into_iter().filter(&keep));
             start = output.last_evaluated_key;
             if start.is_none() || found.len() > limit as usize {
                 return Ok(found);
@@ -1127,10 +1103,7 @@ impl DeliveryTable {
                 .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start);
             if let Some(status) = status {
-                query = query
-                    .filter_expression("#status = :status")
-                    .expression_attribute_names("#status", STATUS)
-                    .expression_attribute_values(":status", s(status.as_str()));
+                query = filtered_to(query, status);
             }
             let output = query.send().await?;
             for item in output.items.unwrap_or_default() {
@@ -1343,10 +1316,7 @@ impl DeliveryTable {
             query = query.expression_attribute_values(":after", s(after));
         }
         if let Some(status) = status {
-            query = query
-                .filter_expression("#status = :status")
-                .expression_attribute_names("#status", STATUS)
-                .expression_attribute_values(":status", s(status.as_str()));
+            query = filtered_to(query, status);
         }
         let output = query.send().await?;
         let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
@@ -1401,6 +1371,15 @@ impl DeliveryTable {
     }
 }
 
+/// Where [`DeliveryTable::matching`] reads a window of records of one status.
+#[derive(Clone, Copy)]
+enum InWindow<'a> {
+    /// The status index's partition (`whk_…#<status>`): keys, then their records.
+    Indexed(&'a str),
+    /// A shard of the subscription's log, filtered to the status: whole records.
+    Logged(&'a str, DeliveryStatus),
+}
+
 /// How [`DeliveryTable::batch_items`] reads.
 #[derive(Clone, Copy)]
 enum BatchRead {
@@ -1444,6 +1423,14 @@ impl ReadDownTo {
             (ReadDownTo::Id(a), ReadDownTo::Id(b)) => a.cmp(b),
         }
     }
+}
+
+/// `query` keeping only the records of `status` (a filter: what it reads costs the same).
+fn filtered_to(query: QueryFluentBuilder, status: DeliveryStatus) -> QueryFluentBuilder {
+    query
+        .filter_expression("#status = :status")
+        .expression_attribute_names("#status", STATUS)
+        .expression_attribute_values(":status", s(status.as_str()))
 }
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the
