@@ -15,7 +15,7 @@ use career_core::delivery::recovery::MAX_PER_CALL;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventData};
 use career_core::ids::{AssessmentId, EventId, ProfileId};
-use career_core::store::deliveries::DeliveryTable;
+use career_core::store::deliveries::{DeliveryTable, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::pipeline::Pipeline;
@@ -352,6 +352,53 @@ async fn a_cancel_during_an_attempt_records_the_attempt_and_stays_cancelled() {
         "the attempt counts and its answer shows"
     );
     assert_eq!(receiver.received().len(), 1, "nothing more was sent");
+}
+
+/// Makes a skipped record `held`, as a turn that found its subscription disabled with
+/// `whileDisabled: hold` leaves it (its status and its status index partition).
+async fn hold(pipeline: &Pipeline, subscription: &str, delivery: &str) {
+    let key = RecordKey { subscription_id: typed(subscription), delivery_id: typed(delivery) };
+    let s = |text: String| aws_sdk_dynamodb::types::AttributeValue::S(text);
+    dynamodb()
+        .update_item()
+        .table_name(&pipeline.settings().tables.deliveries)
+        .set_key(Some(key.item()))
+        .update_expression("SET #status = :held, statusKey = :key")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_values(":held", s("held".into()))
+        .expression_attribute_values(":key", s(format!("{subscription}#held")))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A cancel ends a held delivery too (found through the status index), and a cancelled one is
+/// replayed when asked for: sent, and `succeeded`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_ends_what_is_held_and_a_replay_sends_what_was_cancelled() {
+    let pipeline = Pipeline::start(true).await;
+    let user = unique_user();
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let since = Timestamp::now() - Duration::from_secs(60);
+    let event = event(&user, "profile.updated", since, 1);
+    let held = recorded(&pipeline, &user, &subscription, &event, DeliveryStatus::Skipped).await;
+    hold(&pipeline, &subscription, &held).await;
+    let key = pipeline.api.key(&user, "write:webhooks").await;
+    assert_eq!(cancel(&pipeline, &key, &subscription, None).await, (202, json!({"cancelling": 1, "more": false})));
+    let cancelled = record(&pipeline, &subscription, &held).await;
+    assert_eq!((cancelled.status, cancelled.attempts), (DeliveryStatus::Cancelled, 0));
+
+    let by_subscription = json!({subscription.clone(): 1});
+    let (status, default) = replay(&pipeline, &key, json!({"since": since, "dryRun": true})).await;
+    assert_eq!((status, &default["matching"]), (200, &json!(0)), "not by default: {default}");
+    let asked = json!({"since": since, "status": ["cancelled"]});
+    let (status, replayed) = replay(&pipeline, &key, asked).await;
+    assert_eq!((status, replayed), (202, json!({"replaying": 1, "more": false, "bySubscription": by_subscription})));
+    receiver.wait_for(1, DEADLINE).await;
+    pipeline.settled(&subscription).await;
+    assert_eq!(got(&receiver), sorted(&[&held]));
+    assert_eq!(record(&pipeline, &subscription, &held).await.status, DeliveryStatus::Succeeded);
 }
 
 /// A cancel's refusals, in the contract's order of checks, change nothing.
