@@ -282,10 +282,12 @@ async fn a_refused_replay_replays_nothing() {
 /// gets it again. A manual retry then sends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancel_during_a_wait_drops_the_queued_copy_unsent() {
-    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(5)).await;
+    // The retry waits at least 12 s: time enough to cancel it on a busy machine.
+    let pipeline = Pipeline::with_settings(true, |s| s.retry_base = Duration::from_secs(15)).await;
     let user = unique_user();
     let receiver = Receiver::start(&[500, 200], Duration::ZERO).await;
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let key = pipeline.api.key(&user, "read:webhooks,write:webhooks").await;
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let delivery = receiver.wait_for(1, DEADLINE).await[0].header("webhook-id").to_owned();
     eventually("the delivery waits for its retry", || async {
@@ -297,7 +299,6 @@ async fn a_cancel_during_a_wait_drops_the_queued_copy_unsent() {
         }
     })
     .await;
-    let key = pipeline.api.key(&user, "read:webhooks,write:webhooks").await;
     assert_eq!(cancel(&pipeline, &key, &subscription, None).await, (202, json!({"cancelling": 1, "more": false})));
 
     pipeline.drained().await;
