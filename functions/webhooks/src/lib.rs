@@ -1,9 +1,10 @@
 //! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
 //! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
 //! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12),
-//! replay across subscriptions and cancelling what waits (section 20), the event catalog (section 13) and the public keys of asymmetric signing (section 16). Each path is a resource below; an operation is one
-//! line there and one arm in `handle`. It also serves the portal's page and files (section
-//! 14, `portal`), which need no key.
+//! the event catalog (section 13), the public keys of asymmetric signing (section 16), and
+//! replay across subscriptions and cancelling what waits (section 20). Each path is a
+//! resource below; an operation is one line there and one arm in `handle`. It also serves
+//! the portal's page and files (section 14, `portal`), which need no key.
 
 pub mod portal;
 

@@ -1,11 +1,11 @@
 //! The outbox: the one place that records a delivery and puts its message on its way
 //! (contract section 12: the record first, so a message lost on its way leaves a `pending`
 //! record the sweep finds). Every origin of a delivery's round goes through it: the fan-out
-//! and a ping (a new record), a manual retry, a recovery or a replay (a restarted one), the sweep (a
-//! lost one put back) and the delivery function (a round handed on at once). Where each
-//! message goes, and whether its record starts claimed, is the plan's to say
-//! (`delivery::plan::{new_delivery, restarted, put_back, unparked, handed_on}`); this file only writes
-//! and sends.
+//! and a ping (a new record), a manual retry, a recovery or a replay (a restarted one), the
+//! sweep (a lost one put back) and the delivery function (a round handed on at once). Where
+//! each message goes, and whether its record starts claimed, is the plan's to say
+//! (`delivery::plan::{new_delivery, restarted, put_back, unparked, handed_on}`); this file
+//! only writes and sends.
 
 use futures_util::StreamExt;
 
@@ -167,11 +167,13 @@ impl Outbox {
         Ok(postings.len())
     }
 
-    /// Gives a turn's claim to the round a manual retry or a recovery started while the turn
-    /// held it (with the attempt the turn made under it, which then counts, if any), and posts
-    /// that round at once rather than let the retry's own copy wait for the claim to end.
-    /// `Ok(false)` when the turn no longer holds the claim. Should the post fail, the record
-    /// is pending and overdue soon: the sweep puts it back.
+    /// Gives a turn's claim to the round a manual retry, a recovery or a replay started while
+    /// the turn held it (with the attempt the turn made under it, which then counts, if any),
+    /// and posts that round at once rather than let the retry's own copy wait for the claim to
+    /// end; when the owner cancelled the delivery meanwhile (contract section 20), the claim
+    /// ends with the attempt recorded, and nothing is posted ([`plan::handed_on`]). `Ok(false)`
+    /// when the turn no longer holds the claim. Should the post fail, the record is pending and
+    /// overdue soon: the sweep puts it back.
     pub async fn hand_on(
         &self,
         message: &DeliveryMessage,
@@ -179,15 +181,18 @@ impl Outbox {
         attempt: Option<&AttemptRecord>,
     ) -> Result<bool, StoreError> {
         let Some(round) = self.deliveries.hand_on(message, lease, attempt).await? else { return Ok(false) };
-        tracing::info!(
-            to_generation = round.generation,
-            "a new round started while this turn held the claim; handed on at once"
-        );
+        let (generation, status) = (round.generation, round.record.status);
         let posted = match round.message() {
-            Ok(message) => match plan::handed_on(message, round.record.status) {
-                Some(posting) => self.post(vec![(&posting.message, posting.place)]).await,
+            Ok(message) => match plan::handed_on(message, status) {
+                Some(posting) => {
+                    tracing::info!(
+                        to_generation = generation,
+                        "a new round started while this turn held the claim; handed on at once"
+                    );
+                    self.post(vec![(&posting.message, posting.place)]).await
+                }
                 None => {
-                    tracing::info!(status = %round.record.status, "the round ended during the attempt; nothing more is sent");
+                    tracing::info!(%status, "the delivery ended while this turn held the claim; nothing more is sent");
                     Ok(())
                 }
             },

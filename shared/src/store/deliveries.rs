@@ -780,14 +780,16 @@ impl DeliveryTable {
         applied(self.record_update(&RecordKey::of(message)).expression(expression.when(held)).send().await)
     }
 
-    /// Gives a turn's claim to the round a manual retry or a recovery started while the turn
-    /// held it (contract section 12), in one conditional write that holds only while the
-    /// record is still under `lease` and of a newer generation than the message's: the claim
-    /// ends and the generation moves on once more, so that the record as it now is, returned,
-    /// makes the one message of the new round (the copy the retry queued, which would wait for
-    /// the claim to end, is stale). With `attempt` (the send the turn made under the claim, of
-    /// the old round), the attempt counts and its answer shows, while the status, the due time
-    /// and the round stay the new round's. `None` when the turn no longer holds the claim.
+    /// Gives a turn's claim to the round a manual retry, a recovery or a replay started while
+    /// the turn held it (contract section 12), or to a record cancelled meanwhile (section 20),
+    /// in one conditional write that holds only while the record is still under `lease` and of
+    /// a newer generation than the message's: the claim ends and the generation moves on once
+    /// more, so that the record as it now is, returned, makes the one message of the new round
+    /// (the copy the retry queued, which would wait for the claim to end, is stale). With
+    /// `attempt` (the send the turn made under the claim, of the old round), the attempt counts
+    /// and its answer shows, while the status, the due time and the round stay the new
+    /// round's (a cancelled record stays `cancelled`). `None` when the turn no longer holds
+    /// the claim.
     pub async fn hand_on(
         &self,
         message: &DeliveryMessage,
