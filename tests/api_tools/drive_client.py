@@ -22,7 +22,9 @@ from career_client.api.webhooks import (
     list_webhook_deliveries,
     list_webhook_subscriptions,
     ping_webhook_subscription,
+    cancel_webhook_deliveries,
     recover_webhook_deliveries,
+    replay_webhook_deliveries,
     retry_webhook_delivery,
     list_webhook_event_types,
     list_webhook_signing_keys,
@@ -30,7 +32,7 @@ from career_client.api.webhooks import (
     update_webhook_subscription,
 )
 from career_client.models import AlertAction, AlertActionAction, KnownEventType, PreferencesUpdate, SecretRotation
-from career_client.models import RecoverWindow, SubscriptionCreate, SubscriptionUpdate
+from career_client.models import CancelRequest, RecoverWindow, ReplayRequest, ReplayRequestStatusItem, SubscriptionCreate, SubscriptionUpdate
 
 API, KEY = os.environ["CAREER_API_URL"], os.environ["CAREER_API_KEY"]
 RECEIVER, ALERT = os.environ["CAREER_WEBHOOK_URL"], os.environ["CAREER_ALERT_ID"]
@@ -120,6 +122,18 @@ recovering = expect("recover", recover_webhook_deliveries.sync_detailed(client=c
 # The ping skipped while paused, at least (the first ping's retry may have met the pause too).
 if recovering.recovering < 1 or recovering.more:
     sys.exit(f"recover: {recovering}")
+# Nothing failed or skipped is left in the window: the recovery sent it again.
+replay = ReplayRequest(since=an_hour_ago, subscription_ids=[created.id], dry_run=True)
+matching = expect("replay, dry run", replay_webhook_deliveries.sync_detailed(client=client, body=replay), 200)
+if matching.more or matching.by_subscription.additional_properties.get(created.id) != matching.matching:
+    sys.exit(f"replay, dry run: {matching}")
+replay = ReplayRequest(since=an_hour_ago, subscription_ids=[created.id], status=[ReplayRequestStatusItem("succeeded")])
+replaying = expect("replay", replay_webhook_deliveries.sync_detailed(client=client, body=replay), 202)
+if replaying.more or replaying.by_subscription.additional_properties.get(created.id) != replaying.replaying:
+    sys.exit(f"replay: {replaying}")
+cancelled = expect("cancel", cancel_webhook_deliveries.sync_detailed(client=client, id=created.id, body=CancelRequest()), 202)
+if cancelled.more:
+    sys.exit(f"cancel: {cancelled}")
 catalog = expect("event types", list_webhook_event_types.sync_detailed(client=client), 200)
 names = [str(event_type.name) for event_type in catalog.event_types]
 if UNKNOWN_KIND not in names or "webhook.ping" not in names:

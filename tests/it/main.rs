@@ -21,6 +21,7 @@ mod events;
 mod identity_tokens;
 mod lanes;
 mod lifecycle_health;
+mod lifecycle_replay;
 mod local_gateway;
 mod openapi;
 mod operational_events;

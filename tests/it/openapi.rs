@@ -61,6 +61,8 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.delivery_not_found",
     "webhooks.invalid_recover_window",
     "webhooks.subscription_disabled",
+    "webhooks.invalid_replay",
+    "webhooks.invalid_cancel",
     "webhooks.no_changes",
     "webhooks.unknown_field",
     "webhooks.invalid_enabled",
@@ -240,6 +242,41 @@ const RECOVER_DELIVERIES: Op = Op {
     ],
 };
 
+const REPLAY_DELIVERIES: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/replay",
+    success: 202,
+    errors: &[
+        (400, &["request.unsupported_media_type", "request.invalid_json", "webhooks.invalid_replay"]),
+        (404, &["webhooks.not_found"]),
+    ],
+};
+
+const CANCEL_DELIVERIES: Op = Op {
+    method: "post",
+    path: "/api/v1/webhooks/deliveries/cancel",
+    success: 202,
+    errors: &[
+        (
+            400,
+            &[
+                "webhooks.missing_subscription_id",
+                "request.unsupported_media_type",
+                "request.invalid_json",
+                "webhooks.invalid_cancel",
+            ],
+        ),
+        (404, &["webhooks.not_found"]),
+    ],
+};
+
+/// The successes an operation answers beside its own (the contract's table names one):
+/// `(path, status)`.
+const OTHER_SUCCESSES: &[(&str, u16)] = &[
+    // A dry run changes nothing: 200, not 202 (contract section 20).
+    ("/api/v1/webhooks/replay", 200),
+];
+
 const EVENT_TYPES: Op = Op { method: "get", path: "/api/v1/webhooks/event-types", success: 200, errors: &[] };
 
 const SIGNING_KEYS: Op = Op {
@@ -301,7 +338,7 @@ fn the_contracts_table_of_operations_is_what_the_functions_route_with_their_scop
     assert_eq!(code.len(), OPERATIONS.len(), "every operation of OPERATIONS is routed");
 }
 
-const OPERATIONS: [&Op; 17] = [
+const OPERATIONS: [&Op; 19] = [
     &LIST_ALERTS,
     &MARK_ALERT,
     &GET_PREFERENCES,
@@ -316,6 +353,8 @@ const OPERATIONS: [&Op; 17] = [
     &PING_WEBHOOK,
     &ENABLE_WEBHOOK,
     &RECOVER_DELIVERIES,
+    &REPLAY_DELIVERIES,
+    &CANCEL_DELIVERIES,
     &EVENT_TYPES,
     &SIGNING_KEYS,
     &HEALTH,
@@ -335,6 +374,12 @@ impl Op {
 
     fn http_method(&self) -> Method {
         self.method.to_uppercase().parse().unwrap()
+    }
+
+    /// Every success status: the contract's, and any other it answers ([`OTHER_SUCCESSES`]).
+    fn successes(&self) -> Vec<u16> {
+        let others = OTHER_SUCCESSES.iter().filter(|(path, _)| *path == self.path).map(|(_, status)| *status);
+        std::iter::once(self.success).chain(others).collect()
     }
 
     /// Every error status and its codes, as the contract has them.
@@ -857,12 +902,14 @@ fn the_document_has_exactly_the_contracts_operations_statuses_and_codes() {
             .collect();
         let contract = op.contract_errors();
         let mut wanted: BTreeSet<u16> = contract.keys().copied().collect();
-        wanted.insert(op.success);
+        wanted.extend(op.successes());
         assert_eq!(statuses, wanted, "{}: the documented statuses", op.name());
 
-        let success = doc.response(op, op.success);
-        assert!(!doc.is_error(&success), "{}: the success schema is no error", op.name());
-        check_documented_headers(doc, op, op.success, &success);
+        for status in op.successes() {
+            let success = doc.response(op, status);
+            assert!(!doc.is_error(&success), "{} {status}: the success schema is no error", op.name());
+            check_documented_headers(doc, op, status, &success);
+        }
 
         for (status, codes) in &contract {
             let response = doc.response(op, *status);
@@ -1595,6 +1642,79 @@ async fn recover_deliveries_answers_as_documented() {
     webhooks.enable(&typed(&user), &typed(&id)).await.unwrap();
 
     let valid = RequestSpec::new(&RECOVER_DELIVERIES, path, Some(&window));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn replay_deliveries_answers_as_documented() {
+    let mut checker = Checker::new(&REPLAY_DELIVERIES);
+    let api = Api::loopback();
+    let (user, key, id) = subscribed(&api).await;
+    failed_once(&api, &user, &id).await;
+    let path = "/api/v1/webhooks/replay";
+    let hour_ago = career_core::clock::Timestamp::now() - std::time::Duration::from_secs(3600);
+    let dry = json!({"since": hour_ago, "status": ["pending"], "dryRun": true});
+    let refused = api.send_json(Method::POST, path, &key, &dry.to_string()).await;
+    checker.check(&refused, 400, Some("webhooks.invalid_replay"));
+    let dry = json!({"since": hour_ago, "dryRun": true}).to_string();
+    let answer = api.send_json(Method::POST, path, &key, &dry).await;
+    checker.check(&answer, 200, None);
+    assert_eq!(answer.json, json!({"matching": 0, "more": false, "bySubscription": {id.clone(): 0}}));
+    let window = json!({"since": hour_ago, "subscriptionIds": [id]}).to_string();
+    let answer = api.send_json(Method::POST, path, &key, &window).await;
+    checker.check(&answer, 202, None);
+
+    let text = api.request(Method::POST, path).key(&key).header("content-type", "text/plain").body(b"{}");
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[]", "60"] {
+        checker.check(&api.send_json(Method::POST, path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    let someone_elses = subscribed(&api).await.2;
+    for other in [someone_elses.as_str(), "whk_nonsense"] {
+        let body = json!({"since": hour_ago, "subscriptionIds": [id, other]}).to_string();
+        checker.check(&api.send_json(Method::POST, path, &key, &body).await, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&REPLAY_DELIVERIES, path, Some(&dry));
+    common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
+    checker.assert_complete();
+}
+
+#[tokio::test]
+async fn cancel_deliveries_answers_as_documented() {
+    let mut checker = Checker::new(&CANCEL_DELIVERIES);
+    let api = Api::loopback();
+    let (user, key, id) = subscribed(&api).await;
+    failed_once(&api, &user, &id).await;
+    let path = format!("/api/v1/webhooks/deliveries/cancel?id={id}");
+    let answer = api.request(Method::POST, &path).key(&key).send().await;
+    checker.check(&answer, 202, None);
+    assert_eq!(answer.json, json!({"cancelling": 1, "more": false}), "the delivery waiting for its retry");
+    let before = json!({"createdBefore": career_core::clock::Timestamp::now()}).to_string();
+    checker.check(&api.send_json(Method::POST, &path, &key, &before).await, 202, None);
+
+    for missing in ["/api/v1/webhooks/deliveries/cancel", "/api/v1/webhooks/deliveries/cancel?id="] {
+        let answer = api.send_json(Method::POST, missing, &key, &before).await;
+        checker.check(&answer, 400, Some("webhooks.missing_subscription_id"));
+    }
+    let text = api.request(Method::POST, &path).key(&key).header("content-type", "text/plain").body(b"{}");
+    checker.check(&text.send().await, 400, Some("request.unsupported_media_type"));
+    for not_json in ["{", "[]", "60"] {
+        checker.check(&api.send_json(Method::POST, &path, &key, not_json).await, 400, Some("request.invalid_json"));
+    }
+    for bad in [json!({"createdBefore": "now"}), json!({"before": "2026-11-23T00:00:00Z"})] {
+        let answer = api.send_json(Method::POST, &path, &key, &bad.to_string()).await;
+        checker.check(&answer, 400, Some("webhooks.invalid_cancel"));
+    }
+    let someone_elses = subscribed(&api).await.2;
+    for other in [someone_elses.as_str(), "whk_nonsense"] {
+        let answer =
+            api.send_json(Method::POST, &format!("/api/v1/webhooks/deliveries/cancel?id={other}"), &key, &before).await;
+        checker.check(&answer, 404, Some("webhooks.not_found"));
+    }
+
+    let valid = RequestSpec::new(&CANCEL_DELIVERIES, path, Some(&before));
     common_errors(&mut checker, &valid, |s| missing_table(&mut s.tables.webhooks)).await;
     checker.assert_complete();
 }

@@ -210,6 +210,9 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     // The one sent while paused was recovered, and the pings that filled the log came too.
     let recovered = text("skippedDelivery");
     assert_eq!(receiver.received().iter().filter(|r| r.header("webhook-id") == recovered).count(), 1);
+    // The one sent while paused again was replayed, once.
+    let replayed = text("replayedDelivery");
+    assert_eq!(receiver.received().iter().filter(|r| r.header("webhook-id") == replayed).count(), 1);
     assert!(receiver.received().len() >= 12, "{}", receiver.received().len());
 
     // The ping sent with asymmetric signing on carries a v1a entry that the key the page

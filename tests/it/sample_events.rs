@@ -415,7 +415,7 @@ fn sample_deliveries(text: &str) -> Vec<DeliveryMessage> {
         .collect()
 }
 
-/// The recover sample with its window starting a day ago.
+/// The recover (or replay) sample with its window starting a day ago.
 fn with_recent_since(text: &str) -> String {
     let mut event: Value = serde_json::from_str(text).expect("a JSON event");
     let mut body: Value = serde_json::from_str(event["body"].as_str().expect("a body")).expect("a JSON body");
@@ -439,7 +439,7 @@ async fn every_sample_answers_what_the_readme_says_after_demo_seed() {
             files.get(name).unwrap_or_else(|| panic!("docs/deploying.md lists {name}, which events/ does not hold"));
         // As docs/deploying.md says: its `since` edited to within the last 30 days.
         let text = &match name {
-            "webhooks-recover.json" => with_recent_since(text),
+            "webhooks-recover.json" | "webhooks-replay.json" => with_recent_since(text),
             _ => text.clone(),
         };
         let (status, json) = match ApiFunction::named(&row.function) {

@@ -29,8 +29,8 @@ const ROLE_ARN = env('ROLE_ARN');
 const ORIGIN = new URL(PORTAL_LINK).origin;
 /** How long a wait for the page or a delivery may take before the step fails. */
 const PATIENCE_MS = 30_000;
-/** Pings sent to fill more than one page of the log at 10 a page (with the two before). */
-const EXTRA_PINGS = 9;
+/** Pings sent to fill more than one page of the log at 10 a page (with the three before). */
+const EXTRA_PINGS = 8;
 
 const log = (message) => process.stderr.write(`portal test: ${message}\n`);
 function check(condition, message) {
@@ -204,6 +204,27 @@ async function steps() {
   await notice('Recovering 1 delivery.');
   await waitForRow(summary.skippedDelivery, 'succeeded', 1);
 
+  // Paused again, a ping is skipped; a replay of the window, its count shown first, sends it.
+  // Then nothing waits, so a cancel cancels nothing.
+  log('replaying and cancelling');
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await notice('Paused');
+  await page.getByRole('button', { name: 'Send a test ping' }).click();
+  await notice('and skipped: the subscription is paused or disabled');
+  summary.replayedDelivery = (await text('#notice')).match(/dlv_[0-9A-Za-z]+/)[0];
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await notice('Resumed');
+  check(await page.locator('#replay-run').isDisabled(), 'no replay before its count');
+  await page.getByRole('button', { name: 'Count deliveries to replay' }).click();
+  await page.locator('#replay-matching').filter({ hasText: '1 delivery to replay.' }).waitFor();
+  await accessible('a replay counted');
+  await page.getByRole('button', { name: 'Replay 1 delivery' }).click();
+  await notice('Replaying 1 delivery.');
+  await waitForRow(summary.replayedDelivery, 'succeeded', 1);
+  check(await page.locator('#replay-run').isDisabled(), 'a count is used once');
+  await page.getByRole('button', { name: 'Cancel waiting deliveries' }).click();
+  await notice('Cancelled 0 deliveries.');
+
   // URL and kinds changed; a save that changes nothing shows the API's code.
   log('changing its URL and kinds');
   summary.editedUrl = RECEIVER_URL.replace(/\/hook$/, '/hook-edited');
@@ -222,7 +243,7 @@ async function steps() {
     await page.getByRole('button', { name: 'Send a test ping' }).click();
     await notice('Test ping queued as delivery');
   }
-  const sent = EXTRA_PINGS + 2;
+  const sent = EXTRA_PINGS + 3;
   await page.waitForFunction((count) => {
     const rows = [...document.querySelectorAll('#log tbody tr')];
     return rows.length === count && rows.every((row) => row.dataset.status === 'succeeded');

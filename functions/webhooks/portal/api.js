@@ -113,4 +113,14 @@ export class Api {
     const body = until ? { since, until } : { since };
     return this.call('POST', '/api/v1/webhooks/recover', { query: { id }, body });
   }
+
+  /** Replays a window across subscriptions (contract section 20); `dryRun` only counts. */
+  replay(body) {
+    return this.call('POST', '/api/v1/webhooks/replay', { body });
+  }
+
+  /** Cancels the subscription's pending and held deliveries created until now. */
+  cancelWaiting(id) {
+    return this.call('POST', '/api/v1/webhooks/deliveries/cancel', { query: { id } });
+  }
 }

@@ -448,6 +448,7 @@ async function openSubscription(subscription) {
   fillEditForm(subscription);
   $('recover-since').value = localInputValue(new Date(Date.now() - 3_600_000));
   $('recover-until').value = '';
+  resetReplayForm();
   $('delivery-view').hidden = true;
   state.delivery = null;
   state.log = { cursors: [null], page: 0, nextCursor: null, deliveries: [] };
@@ -523,6 +524,68 @@ async function recover(event) {
   if (!answer) return;
   const more = answer.more ? ' More than that matched: recover again from the last one sent.' : '';
   showNotice(`Recovering ${answer.recovering} ${answer.recovering === 1 ? 'delivery' : 'deliveries'}.${more}`);
+  await restartLog();
+}
+
+// ------------------------------------------------------------------ replay and cancel (section 20)
+
+function plural(count) {
+  return `${count} ${count === 1 ? 'delivery' : 'deliveries'}`;
+}
+
+/** The replay asked for by the form, of the open subscription; `dryRun` only counts. */
+function replayRequest(dryRun) {
+  const statuses = [...document.querySelectorAll('#replay-form input[name="replay-status"]:checked')];
+  const untilText = $('replay-until').value;
+  return {
+    since: new Date($('replay-since').value).toISOString(),
+    ...(untilText ? { until: new Date(untilText).toISOString() } : {}),
+    subscriptionIds: [state.current.id],
+    status: statuses.map((box) => box.value),
+    dryRun,
+  };
+}
+
+/** A count stands only for the form it was made for: any change asks for a new one. */
+function forgetReplayCount() {
+  $('replay-run').disabled = true;
+  $('replay-run').textContent = 'Replay';
+  $('replay-matching').textContent = '';
+}
+
+function resetReplayForm() {
+  $('replay-since').value = localInputValue(new Date(Date.now() - 3_600_000));
+  $('replay-until').value = '';
+  forgetReplayCount();
+}
+
+async function countReplay(event) {
+  event.preventDefault();
+  forgetReplayCount();
+  const answer = await act('Could not count the deliveries to replay',
+    () => state.api.replay(replayRequest(true)), $('replay-count'));
+  if (!answer) return;
+  const more = answer.more ? ' More matched: a replay takes the oldest 1,000, replay again for the rest.' : '';
+  $('replay-matching').textContent = `${plural(answer.matching)} to replay.${more}`;
+  $('replay-run').textContent = `Replay ${plural(answer.matching)}`;
+  $('replay-run').disabled = answer.matching === 0;
+}
+
+async function runReplay() {
+  const answer = await act('Could not replay the window', () => state.api.replay(replayRequest(false)), $('replay-run'));
+  forgetReplayCount();
+  if (!answer) return;
+  const more = answer.more ? ' More matched: replay again from the last one sent.' : '';
+  showNotice(`Replaying ${plural(answer.replaying)}.${more}`);
+  await restartLog();
+}
+
+async function cancelWaiting(event) {
+  const answer = await act('Could not cancel the waiting deliveries',
+    () => state.api.cancelWaiting(state.current.id), event.currentTarget);
+  if (!answer) return;
+  const more = answer.more ? ' More were waiting: cancel again for the rest.' : '';
+  showNotice(`Cancelled ${plural(answer.cancelling)}.${more}`);
   await restartLog();
 }
 
@@ -732,6 +795,10 @@ function wire() {
   $('edit-form').addEventListener('submit', saveEdit);
   $('rotate-form').addEventListener('submit', rotate);
   $('recover-form').addEventListener('submit', recover);
+  $('replay-form').addEventListener('submit', countReplay);
+  $('replay-form').addEventListener('input', forgetReplayCount);
+  $('replay-run').addEventListener('click', runReplay);
+  $('cancel-waiting').addEventListener('click', cancelWaiting);
   $('status-filter').addEventListener('change', restartLog);
   $('page-size').addEventListener('change', restartLog);
   $('refresh').addEventListener('click', () => {

@@ -1,10 +1,10 @@
 //! `/api/v1/webhooks`: list (GET), create (POST), update (PATCH) and delete (DELETE)
 //! webhook subscriptions; below it secret rotation (contract section 10), the delivery log,
 //! manual retries, pings and re-enabling (section 9), recovery after an outage (section 12),
-//! the event catalog (section 13), the public keys of asymmetric signing (section 16) and a
-//! subscription's health (section 20). Each path is a resource below; an operation is one
-//! line there and one arm in `handle`. It also serves the portal's page and files (section
-//! 14, `portal`), which need no key.
+//! the event catalog (section 13), the public keys of asymmetric signing (section 16), replay
+//! across subscriptions, cancelling what waits and a subscription's health (section 20). Each
+//! path is a resource below; an operation is one line there and one arm in `handle`. It also
+//! serves the portal's page and files (section 14, `portal`), which need no key.
 
 pub mod portal;
 
@@ -17,10 +17,12 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
 use career_core::credentials::Scope;
+use career_core::delivery::cancel::CancelBefore;
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::{self, NotSent, SkipReason};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
+use career_core::delivery::replay::{self, ReplayRequest};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::catalog::event_types;
 use career_core::events::Event;
@@ -109,12 +111,14 @@ pub enum Operation {
     Ping,
     Enable,
     Recover,
+    Replay,
+    Cancel,
     EventTypes,
     SigningKeys,
     Health,
 }
 
-pub const RESOURCES: [Resource<Operation>; 10] = [
+pub const RESOURCES: [Resource<Operation>; 12] = [
     Resource {
         path: "/api/v1/webhooks",
         operations: &[
@@ -136,6 +140,10 @@ pub const RESOURCES: [Resource<Operation>; 10] = [
         path: "/api/v1/webhooks/deliveries/retry",
         operations: &[(Method::POST, Scope::WriteWebhooks, Operation::RetryDelivery)],
     },
+    Resource {
+        path: "/api/v1/webhooks/deliveries/cancel",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Cancel)],
+    },
     Resource { path: "/api/v1/webhooks/ping", operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Ping)] },
     Resource {
         path: "/api/v1/webhooks/enable",
@@ -144,6 +152,10 @@ pub const RESOURCES: [Resource<Operation>; 10] = [
     Resource {
         path: "/api/v1/webhooks/recover",
         operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Recover)],
+    },
+    Resource {
+        path: "/api/v1/webhooks/replay",
+        operations: &[(Method::POST, Scope::WriteWebhooks, Operation::Replay)],
     },
     Resource {
         path: "/api/v1/webhooks/event-types",
@@ -173,6 +185,8 @@ pub async fn handle(deps: &Deps, request: Request) -> Response<Body> {
                 Operation::Ping => ping(deps, call).await,
                 Operation::Enable => enable(deps, call).await,
                 Operation::Recover => recover(deps, call).await,
+                Operation::Replay => replay(deps, call).await,
+                Operation::Cancel => cancel(deps, call).await,
                 Operation::EventTypes => Reply::ok(json!({"eventTypes": event_types()})),
                 Operation::SigningKeys => signing_keys(deps, call).await,
                 Operation::Health => health(deps, call).await,
@@ -481,12 +495,72 @@ async fn recover(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     if !subscription.health.is_enabled() {
         return Err(ApiError::WebhookSubscriptionDisabled);
     }
-    let mut found = deps.deliveries.recoverable(&subscription.id, window.since, window.until, MAX_PER_CALL).await?;
+    let statuses = [DeliveryStatus::Failed, DeliveryStatus::Skipped];
+    let window = (window.since, window.until);
+    let mut found = deps.deliveries.matching(&subscription.id, &statuses, None, window, MAX_PER_CALL).await?;
     let more = found.len() > MAX_PER_CALL as usize;
     found.truncate(MAX_PER_CALL as usize);
     // One that changed since it was read (a manual retry got there) is not counted.
     let recovering = restart(deps, &subscription, &found, |stored| Some(stored.record.status)).await?.len();
     Reply::accepted(json!({"recovering": recovering, "more": more}))
+}
+
+/// Contract section 20: sends the matching deliveries of the caller's matching subscriptions
+/// again, as a recovery does, at most [`MAX_PER_CALL`] a call, oldest first; with `dryRun`,
+/// only counts what a real call would take, through the same selection.
+async fn replay(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let body = call.json_object()?;
+    let request = ReplayRequest::parse(&body, Timestamp::now()).map_err(ApiError::WebhookInvalidReplay)?;
+    let mut subscriptions = deps.webhooks.list(call.user_id()).await?;
+    if let Some(ids) = &request.subscription_ids {
+        // Every one named must be the caller's, or nothing is replayed.
+        if let Some(missing) = ids.iter().find(|id| !subscriptions.iter().any(|s| s.id.as_str() == id.as_str())) {
+            return Err(ApiError::WebhookNotFound(missing.clone()));
+        }
+        subscriptions.retain(|s| ids.iter().any(|id| s.id.as_str() == id.as_str()));
+    }
+    let window = (request.window.since, request.window.until);
+    let reads = subscriptions.iter().map(|subscription| {
+        let kinds = request.kinds.as_deref();
+        deps.deliveries.matching(&subscription.id, &request.statuses, kinds, window, MAX_PER_CALL)
+    });
+    let found = futures_util::future::try_join_all(reads).await?.into_iter().flatten().collect();
+    let taken = replay::oldest(found, |stored: &StoredDelivery| &stored.record.id);
+    let mut by_subscription = serde_json::Map::new();
+    let mut total = 0;
+    for subscription in &subscriptions {
+        let of_it: Vec<StoredDelivery> =
+            taken.deliveries.iter().filter(|d| d.record.subscription_id == subscription.id).cloned().collect();
+        let count = if request.dry_run {
+            of_it.len()
+        } else {
+            // One that changed since it was read (a manual retry got there) is not counted.
+            restart(deps, subscription, &of_it, |stored| Some(stored.record.status)).await?.len()
+        };
+        total += count;
+        by_subscription.insert(subscription.id.to_string(), json!(count));
+    }
+    if request.dry_run {
+        Reply::ok(json!({"matching": total, "more": taken.more, "bySubscription": by_subscription}))
+    } else {
+        Reply::accepted(json!({"replaying": total, "more": taken.more, "bySubscription": by_subscription}))
+    }
+}
+
+/// Contract section 20: every `pending` or `held` delivery of the subscription created before
+/// the body's `createdBefore` (default now) ends `cancelled`, at most [`MAX_PER_CALL`] a call.
+async fn cancel(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
+    let id = subscription_query(&call)?;
+    let body = call.optional_json_object()?;
+    let now = Timestamp::now();
+    let before = CancelBefore::parse(body.as_ref(), now).map_err(ApiError::WebhookInvalidCancel)?;
+    let subscription = own_subscription(deps, &call, id).await?;
+    let mut waiting = deps.deliveries.waiting(&subscription.id, before.0, MAX_PER_CALL).await?;
+    let more = waiting.len() > MAX_PER_CALL as usize;
+    waiting.truncate(MAX_PER_CALL as usize);
+    // One that stopped waiting since it was read (its attempt settled it) is not counted.
+    let cancelling = deps.deliveries.cancel(&waiting, now).await?;
+    Reply::accepted(json!({"cancelling": cancelling, "more": more}))
 }
 
 async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {

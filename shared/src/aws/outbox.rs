@@ -1,11 +1,11 @@
 //! The outbox: the one place that records a delivery and puts its message on its way
 //! (contract section 12: the record first, so a message lost on its way leaves a `pending`
 //! record the sweep finds). Every origin of a delivery's round goes through it: the fan-out
-//! and a ping (a new record), a manual retry or a recovery (a restarted one), the sweep (a
-//! lost one put back) and the delivery function (a round handed on at once). Where each
-//! message goes, and whether its record starts claimed, is the plan's to say
-//! (`delivery::plan::{new_delivery, restarted, put_back, unparked}`); this file only writes
-//! and sends.
+//! and a ping (a new record), a manual retry, a recovery or a replay (a restarted one), the
+//! sweep (a lost one put back) and the delivery function (a round handed on at once). Where
+//! each message goes, and whether its record starts claimed, is the plan's to say
+//! (`delivery::plan::{new_delivery, restarted, put_back, unparked, handed_on}`); this file
+//! only writes and sends.
 
 use futures_util::StreamExt;
 
@@ -13,7 +13,7 @@ use crate::aws::queue::{DeliveryQueues, QueueError};
 use crate::clock::Timestamp;
 use crate::delivery::groups::Groups;
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
-use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting};
+use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting, Restarted};
 use crate::delivery::DeliveryMessage;
 use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery};
 use crate::store::StoreError;
@@ -64,12 +64,14 @@ impl Outbox {
         Ok(record)
     }
 
-    /// Starts each delivery's schedule again in its next generation (a manual retry or a
-    /// recovery, of a subscription in `health` spreading over `spread` groups; with
-    /// `if_status`, one whose status changed since it was read is left out), then posts the
-    /// rounds it restarted where the plan puts them ([`plan::restarted`]), even when another
-    /// write failed. The records first: should a post fail, the sweep finds them pending and
-    /// overdue. The rounds restarted, and the first failure.
+    /// Starts each delivery's schedule again in its next generation (a manual retry, a recovery
+    /// or a replay, of a subscription in `health` spreading over `spread` groups; with
+    /// `if_status`, one whose status changed since it was read is left out), then acts on each
+    /// round it restarted as the plan says ([`plan::restarted`]), even when another write
+    /// failed: posts it, or, its subscription being disabled, ends its record as its turn would
+    /// (a second write, of the new generation). The records first: should a post or an end
+    /// fail, the sweep finds them pending and overdue, and their turns post or end them. The
+    /// rounds restarted (as the restart left them), and the first failure.
     pub async fn restart(
         &self,
         found: &[StoredDelivery],
@@ -90,13 +92,28 @@ impl Outbox {
                 Err(err) => failure = failure.or(Some(err.into())),
             }
         }
-        let mut postings = Vec::new();
+        let (mut postings, mut ends) = (Vec::new(), Vec::new());
         for stored in &restarted {
-            match stored.message() {
-                Ok(message) => postings.push(plan::restarted(message, stored.lease_until, (health, spread), now)),
-                Err(err) => failure = failure.or(Some(err.into())),
+            let seen = (stored.record.attempts, stored.lease_until);
+            let message = match stored.message() {
+                Ok(message) => message,
+                Err(err) => {
+                    failure = failure.or(Some(err.into()));
+                    continue;
+                }
+            };
+            match plan::restarted(&message, seen, (health, spread), now) {
+                Restarted::Post(place) => postings.push(Posting { message, place }),
+                Restarted::NotSent(not_sent) => ends.push((message, stored.record.body.as_bytes(), not_sent)),
             }
         }
+        // A round that moved on since (a concurrent retry) is left to it.
+        let ends: Vec<_> = (ends.iter())
+            .map(|(message, body, not_sent)| self.deliveries.record_not_sent(message, body, now, *not_sent))
+            .collect();
+        let ended: Vec<Result<bool, StoreError>> =
+            futures_util::stream::iter(ends).buffer_unordered(WRITES_AT_ONCE).collect().await;
+        failure = failure.or(ended.into_iter().find_map(Result::err).map(OutboxError::from));
         if let Err(err) = self.post(postings.iter().map(|p| (&p.message, p.place)).collect()).await {
             failure = failure.or(Some(err));
         }
@@ -150,11 +167,13 @@ impl Outbox {
         Ok(postings.len())
     }
 
-    /// Gives a turn's claim to the round a manual retry or a recovery started while the turn
-    /// held it (with the attempt the turn made under it, which then counts, if any), and posts
-    /// that round at once rather than let the retry's own copy wait for the claim to end.
-    /// `Ok(false)` when the turn no longer holds the claim. Should the post fail, the record
-    /// is pending and overdue soon: the sweep puts it back.
+    /// Gives a turn's claim to the round a manual retry, a recovery or a replay started while
+    /// the turn held it (with the attempt the turn made under it, which then counts, if any),
+    /// and posts that round at once rather than let the retry's own copy wait for the claim to
+    /// end; when the owner cancelled the delivery meanwhile (contract section 20), the claim
+    /// ends with the attempt recorded, and nothing is posted ([`plan::handed_on`]). `Ok(false)`
+    /// when the turn no longer holds the claim. Should the post fail, the record is pending and
+    /// overdue soon: the sweep puts it back.
     pub async fn hand_on(
         &self,
         message: &DeliveryMessage,
@@ -162,15 +181,21 @@ impl Outbox {
         attempt: Option<&AttemptRecord>,
     ) -> Result<bool, StoreError> {
         let Some(round) = self.deliveries.hand_on(message, lease, attempt).await? else { return Ok(false) };
-        tracing::info!(
-            to_generation = round.generation,
-            "a new round started while this turn held the claim; handed on at once"
-        );
+        let (generation, status) = (round.generation, round.record.status);
         let posted = match round.message() {
-            Ok(message) => {
-                let posting = plan::put_back(message);
-                self.post(vec![(&posting.message, posting.place)]).await
-            }
+            Ok(message) => match plan::handed_on(message, status) {
+                Some(posting) => {
+                    tracing::info!(
+                        to_generation = generation,
+                        "a new round started while this turn held the claim; handed on at once"
+                    );
+                    self.post(vec![(&posting.message, posting.place)]).await
+                }
+                None => {
+                    tracing::info!(%status, "the delivery ended while this turn held the claim; nothing more is sent");
+                    Ok(())
+                }
+            },
             Err(err) => Err(err.into()),
         };
         if let Err(err) = posted {

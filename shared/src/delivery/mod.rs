@@ -4,6 +4,7 @@
 
 pub mod attempt;
 pub mod aws_destination;
+pub mod cancel;
 pub mod group_count;
 pub mod groups;
 pub mod lane;
@@ -11,6 +12,7 @@ pub mod log;
 pub mod plan;
 pub mod rate;
 pub mod recovery;
+pub mod replay;
 pub mod retry;
 
 use serde::{Deserialize, Serialize};

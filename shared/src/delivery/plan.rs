@@ -178,24 +178,46 @@ pub fn new_delivery(message: DeliveryMessage, health: &Health, spread: Groups, n
     NewDelivery { message, status: DeliveryStatus::Pending, place: Some(place) }
 }
 
-/// Where the message of a round that a manual retry or a recovery started at `now` goes (to a
-/// subscription in `health` that spreads over `spread` groups),
-/// whose record's last claim ends at `lease_until`: as a new delivery's, unless a turn may
-/// still hold the record (an attempt in flight, or a first attempt queued with its creation
-/// claim). Then the retry lane, where the copy waits for the claim without holding up the
-/// subscription's other first attempts; mostly the holder hands the round on before, and
-/// the copy finds itself stale. It starts unclaimed: the restart left the claim to its holder.
+/// What becomes of a round that a manual retry, a recovery or a replay started.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Restarted {
+    /// Queued in this place.
+    Post(Place),
+    /// Not sent, its subscription being disabled: the record ends as its turn would (contract
+    /// section 9), as [`NotSent`] says.
+    NotSent(NotSent),
+}
+
+/// What becomes of the round a manual retry, a recovery or a replay started at `now`, of a
+/// record that holds `attempts` and whose last claim ends at `lease_until`, to a subscription in
+/// `health` that spreads over `spread` groups. A disabled subscription is sent nothing: the
+/// record ends as its turn would find it. Else its message goes where a new delivery's would,
+/// unless a turn may still hold the record (an attempt in flight, or a first attempt queued
+/// with its creation claim): then the retry lane, where the copy waits for the claim without
+/// holding up the subscription's other first attempts; mostly the holder hands the round on
+/// before, and the copy finds itself stale. It starts unclaimed: the restart left the claim to
+/// its holder.
 pub fn restarted(
-    message: DeliveryMessage,
-    lease_until: Option<Timestamp>,
+    message: &DeliveryMessage,
+    (attempts, lease_until): (u32, Option<Timestamp>),
     (health, spread): (&Health, Groups),
     now: Timestamp,
-) -> Posting {
+) -> Restarted {
+    if !health.is_enabled() {
+        return Restarted::NotSent(NotSent { reason: SkipReason::Disabled, attempts });
+    }
     let place = match lease_until {
         Some(until) if until > now => Place::Delay(Duration::ZERO),
         _ => first_place(health, &message.delivery_id, spread),
     };
-    Posting { message, place }
+    Restarted::Post(place)
+}
+
+/// Where the round a turn hands on goes ([`put_back`]), unless its record is no longer
+/// `pending`: an owner's cancel ended it while the turn held the claim (contract section 20),
+/// and the turn's attempt, recorded, was its last.
+pub fn handed_on(message: DeliveryMessage, status: DeliveryStatus) -> Option<Posting> {
+    (status == DeliveryStatus::Pending).then(|| put_back(message))
 }
 
 /// The message of a round the delivery function hands on at once, or the sweep puts back:
@@ -601,6 +623,9 @@ pub struct After {
 
 /// The lastError of an attempt a 410 answered.
 pub const GONE_ERROR: &str = "answered 410; subscription disabled";
+/// The lastError of a delivery its owner cancelled while it waited (contract section 20); an
+/// attempt in flight then, recorded after, shows its own.
+pub const CANCELLED_ERROR: &str = "cancelled by its owner";
 
 /// The plan after attempt number `attempt` of a delivery of `kind` got `outcome` at `now`.
 /// `jitter` is a random number in `[0, 1)` for the schedule's wait. A 2xx is a success, a
@@ -862,8 +887,37 @@ mod tests {
             (None, failing, now, "a failing subscription's rounds wait on the retry lane"),
         ];
         for (lease_until, health, place, case) in table {
-            let posting = restarted(message.clone(), lease_until, (&health, spread), at(0));
-            assert_eq!(posting, Posting { message: message.clone(), place }, "{case}");
+            assert_eq!(
+                restarted(&message, (2, lease_until), (&health, spread), at(0)),
+                Restarted::Post(place),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_restarted_round_of_a_disabled_subscription_ends_as_its_turn_would() {
+        let message = first_attempt(0);
+        let spread = Groups::new(16).unwrap();
+        for reason in [DisabledReason::Failing, DisabledReason::Gone, DisabledReason::Manual] {
+            let disabled = Health::Disabled { at: at(-60), reason };
+            for (attempts, lease_until, status) in
+                [(0, None, DeliveryStatus::Skipped), (3, Some(at(25)), DeliveryStatus::Failed)]
+            {
+                let ended = restarted(&message, (attempts, lease_until), (&disabled, spread), at(0));
+                let not_sent = NotSent { reason: SkipReason::Disabled, attempts };
+                assert_eq!(ended, Restarted::NotSent(not_sent), "{reason:?}, {attempts} attempts");
+                assert_eq!(not_sent.status(), status);
+            }
+        }
+    }
+
+    #[test]
+    fn a_round_handed_on_goes_on_only_while_pending() {
+        let message = first_attempt(0);
+        assert_eq!(handed_on(message.clone(), DeliveryStatus::Pending), Some(put_back(message.clone())));
+        for status in DeliveryStatus::ALL.into_iter().filter(|status| *status != DeliveryStatus::Pending) {
+            assert_eq!(handed_on(message.clone(), status), None, "{status}");
         }
     }
 

@@ -1,12 +1,13 @@
-//! Recovering after an outage (contract section 12): the window of a `POST …/recover` call,
-//! checked once, and how much one call recovers.
+//! Recovering after an outage (contract section 12): the window of a `POST …/recover` call
+//! (and of a replay's, section 20), checked once, and how much one call recovers.
 
 use serde_json::{Map, Value};
 
 use super::log::RETENTION;
 use crate::clock::Timestamp;
 
-/// At most this many deliveries are recovered by one call, oldest first.
+/// At most this many deliveries are recovered, replayed or cancelled by one call (contract
+/// sections 12 and 20).
 pub const MAX_PER_CALL: u32 = 1000;
 
 /// `[since, until)`: `since` before `until`, and no further back than the log keeps.

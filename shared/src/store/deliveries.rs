@@ -11,7 +11,7 @@
 //! only keys, so a record's body and its receiver's answer are never copied and what a
 //! write costs in them does not grow with them:
 //! - `byStatus` (partition `statusKey` = `whk_…#<status>`, sort `deliveryId`): the records
-//!   that ended without success, the held ones, and the pending ones that wait in the due
+//!   that ended without success, the held and cancelled ones, and the pending ones that wait in the due
 //!   index (a retry, a restart, a ping, a first try the sweep found waiting), so the common
 //!   path (a fan-out's first try, `pending` to `succeeded`) never writes it, while the list of
 //!   failed deliveries, a recovery and the health's counts of held and pending (contract
@@ -799,14 +799,16 @@ impl DeliveryTable {
         applied(self.record_update(&RecordKey::of(message)).expression(expression.when(held)).send().await)
     }
 
-    /// Gives a turn's claim to the round a manual retry or a recovery started while the turn
-    /// held it (contract section 12), in one conditional write that holds only while the
-    /// record is still under `lease` and of a newer generation than the message's: the claim
-    /// ends and the generation moves on once more, so that the record as it now is, returned,
-    /// makes the one message of the new round (the copy the retry queued, which would wait for
-    /// the claim to end, is stale). With `attempt` (the send the turn made under the claim, of
-    /// the old round), the attempt counts and its answer shows, while the status, the due time
-    /// and the round stay the new round's. `None` when the turn no longer holds the claim.
+    /// Gives a turn's claim to the round a manual retry, a recovery or a replay started while
+    /// the turn held it (contract section 12), or to a record cancelled meanwhile (section 20),
+    /// in one conditional write that holds only while the record is still under `lease` and of
+    /// a newer generation than the message's: the claim ends and the generation moves on once
+    /// more, so that the record as it now is, returned, makes the one message of the new round
+    /// (the copy the retry queued, which would wait for the claim to end, is stale). With
+    /// `attempt` (the send the turn made under the claim, of the old round), the attempt counts
+    /// and its answer shows, while the status, the due time and the round stay the new
+    /// round's (a cancelled record stays `cancelled`). `None` when the turn no longer holds
+    /// the claim.
     pub async fn hand_on(
         &self,
         message: &DeliveryMessage,
@@ -966,45 +968,46 @@ impl DeliveryTable {
         self.update_returning(&parked.key, expression).await?.map(stored_of).transpose()
     }
 
-    /// The subscription's `failed` and `skipped` records created in `[since, until)`, oldest
-    /// first, at most `limit` + 1 (the extra one says more follow), through the status index:
-    /// a record's `createdAt` is the time inside its id, so the window is a range of keys.
-    pub async fn recoverable(
+    /// The subscription's records of `statuses` (and of `kinds`, when given) created in
+    /// `[since, until)`, oldest first, at most `limit` + 1 (the extra one says more follow), as
+    /// a recovery and a replay send them again. A record's `createdAt` is the time inside its
+    /// id, so the window is a range of keys. Those of a status the status index holds are read
+    /// through it, so they cost what they match; `succeeded` ones, which no index holds, are
+    /// read from the subscription's log over the window, filtered, so they cost the window's
+    /// records of the log. Never a Scan.
+    pub async fn matching(
         &self,
         subscription_id: &SubscriptionId,
-        since: Timestamp,
-        until: Timestamp,
+        statuses: &[DeliveryStatus],
+        kinds: Option<&[EventKind]>,
+        (since, until): (Timestamp, Timestamp),
         limit: u32,
     ) -> Result<Vec<StoredDelivery>, StoreError> {
-        let (first, end) = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
+        let range = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
+        // The index is read eventually consistently, the log's filter sees the record as it
+        // was: the record says what it is now.
+        let matches = |status: DeliveryStatus| {
+            move |d: &StoredDelivery| {
+                d.record.status == status
+                    && (since..until).contains(&d.record.created_at)
+                    && kinds.is_none_or(|kinds| kinds.contains(&d.record.event_type))
+            }
+        };
         let mut found = Vec::new();
-        for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
-            let Some(key) = status_key(subscription_id, status) else { continue };
-            let (mut start, mut of_status) = (None, 0);
-            loop {
-                // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                let output = self
-                    .of_status(&key, "statusKey = :key AND deliveryId BETWEEN :first AND :end")
-                    .expression_attribute_values(":first", s(&first))
-                    .expression_attribute_values(":end", s(&end))
-                    .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await?;
-                let keys: Result<Vec<RecordKey>, _> =
-                    output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
-                // The index is read eventually consistently: the record says what it is now.
-                let in_window: Vec<StoredDelivery> = self
-                    .records(&keys?)
-                    .await?
-                    .into_iter()
-                    .filter(|d| d.record.status == status && (since..until).contains(&d.record.created_at))
-                    .collect();
-                of_status += in_window.len();
-                found.extend(in_window);
-                start = output.last_evaluated_key;
-                if start.is_none() || of_status > limit as usize {
-                    break;
+        for &status in statuses {
+            match status_key(subscription_id, status) {
+                Some(key) => {
+                    found.extend(self.in_window(InWindow::Indexed(&key), &range, limit, matches(status)).await?)
+                }
+                None => {
+                    let partitions: Vec<String> =
+                        (0..LOG_SHARDS).map(|shard| log_partition(subscription_id, shard)).collect();
+                    let shards = partitions.iter().map(|partition| {
+                        self.in_window(InWindow::Logged(partition, status), &range, limit, matches(status))
+                    });
+                    for of_shard in futures_util::future::try_join_all(shards).await? {
+                        found.extend(of_shard);
+                    }
                 }
             }
         }
@@ -1039,6 +1042,54 @@ impl DeliveryTable {
         }
     }
 
+    /// The records of `source` with ids in `[first, end]` that `keep` keeps, oldest first,
+    /// until more than `limit` are kept.
+    async fn in_window(
+        &self,
+        source: InWindow<'_>,
+        (first, end): &(String, String),
+        limit: u32,
+        keep: impl Fn(&StoredDelivery) -> bool,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        let (mut start, mut found) = (None, Vec::new());
+        loop {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .expression_attribute_values(":first", s(first))
+                .expression_attribute_values(":end", s(end))
+                .set_exclusive_start_key(start);
+            // Ids below `end`: every id made before `until` sorts under `end`'s text.
+            let query = match source {
+                InWindow::Indexed(key) => query
+                    .index_name(BY_STATUS)
+                    .key_condition_expression("statusKey = :p AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":p", s(key))
+                    .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX)),
+                InWindow::Logged(partition, status) => filtered_to(query, status)
+                    .key_condition_expression("logPartition = :p AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":p", s(partition))
+                    .consistent_read(true)
+                    .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX)),
+            };
+            let output = query.send().await?;
+            let items = output.items.unwrap_or_default();
+            let read = match source {
+                InWindow::Indexed(_) => {
+                    let keys: Result<Vec<RecordKey>, _> = items.iter().map(RecordKey::from_item).collect();
+                    self.records(&keys?).await?
+                }
+                InWindow::Logged(..) => items.into_iter().map(stored_of).collect::<Result<_, _>>()?,
+            };
+            found.extend(read.into_iter().filter(&keep));
+            start = output.last_evaluated_key;
+            if start.is_none() || found.len() > limit as usize {
+                return Ok(found);
+            }
+        }
+    }
+
     /// A query of the status index's partition `key` (`:key` in `condition`).
     fn of_status(&self, key: &str, condition: &str) -> QueryFluentBuilder {
         self.client
@@ -1047,6 +1098,113 @@ impl DeliveryTable {
             .index_name(BY_STATUS)
             .key_condition_expression(condition)
             .expression_attribute_values(":key", s(key))
+    }
+
+    /// The keys of the subscription's `pending` and `held` records created before `before`,
+    /// newest first, at most `limit` + 1 (the extra one says more follow), as a cancel ends
+    /// them (contract section 20). The held ones come from the status index, so they cost what
+    /// they are. No index holds one subscription's pending records (the due index is the
+    /// deployment's, by due time, and a first try is in none): they come from the
+    /// subscription's log below `before`, its shards read together, newest first, keys only,
+    /// filtered, so they cost every record of the log created before then (30 days at most)
+    /// down to the oldest pending one found, as a `pending` list does. Never a Scan. Read
+    /// eventually consistently: the cancel's write holds only while the record still waits.
+    pub async fn waiting(
+        &self,
+        subscription_id: &SubscriptionId,
+        before: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<RecordKey>, StoreError> {
+        let end = ids::first_id_at(ids::DELIVERY, before);
+        let held = status_key(subscription_id, DeliveryStatus::Held)
+            .map(|key| (key, "statusKey = :p AND deliveryId < :end", Some(BY_STATUS)));
+        let logs = (0..LOG_SHARDS)
+            .map(|shard| (log_partition(subscription_id, shard), "logPartition = :p AND deliveryId < :end", None));
+        let reads = held.into_iter().chain(logs).map(|(partition, condition, index)| {
+            // Only the log's reads need the filter: the index's partition is all held.
+            let pending = index.is_none().then_some(DeliveryStatus::Pending);
+            self.keys_below(index, condition, partition, &end, pending, limit)
+        });
+        let mut found: Vec<RecordKey> =
+            futures_util::future::try_join_all(reads).await?.into_iter().flatten().collect();
+        found.sort_by(|a, b| b.delivery_id.cmp(&a.delivery_id));
+        found.truncate(limit as usize + 1);
+        Ok(found)
+    }
+
+    /// The keys of `partition` (of the table, or of `index`) below `end` by `condition` (`:p`
+    /// the partition, `:end` the bound), of `status` when given, newest first, until more
+    /// than `limit` are found.
+    async fn keys_below(
+        &self,
+        index: Option<&str>,
+        condition: &str,
+        partition: String,
+        end: &str,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+    ) -> Result<Vec<RecordKey>, StoreError> {
+        let (mut start, mut found) = (None, Vec::new());
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(index.map(str::to_owned))
+                .key_condition_expression(condition)
+                .expression_attribute_values(":p", s(&partition))
+                .expression_attribute_values(":end", s(end))
+                .projection_expression("logPartition, deliveryId")
+                .scan_index_forward(false)
+                .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start);
+            if let Some(status) = status {
+                query = filtered_to(query, status);
+            }
+            let output = query.send().await?;
+            for item in output.items.unwrap_or_default() {
+                found.push(RecordKey::from_item(&item)?);
+            }
+            start = output.last_evaluated_key;
+            if start.is_none() || found.len() > limit as usize {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// Cancels the records of `keys` that still wait (contract section 20), each in one
+    /// conditional write that holds only while it is `pending` or `held`: `cancelled`, out of
+    /// the due index, in its next generation (so a copy of its message still queued finds it
+    /// settled and is dropped unsent), its `lastError` saying so and its last answer kept, a
+    /// few at a time. A claim in progress is left to its holder, as a manual retry leaves it:
+    /// the attempt in flight records its outcome under it (`hand_on`: it counts and its answer
+    /// shows), and the record stays `cancelled`. How many it cancelled.
+    pub async fn cancel(&self, keys: &[RecordKey], at: Timestamp) -> Result<usize, StoreError> {
+        let cancelled = DeliveryStatus::Cancelled;
+        let waits = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
+            .or(Condition::equals(STATUS, s(DeliveryStatus::Held.as_str())));
+        // The futures are made first: a stream that maps with a closure over `self` is not
+        // provably `Send`.
+        let writes: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let expression = Expression::new()
+                    .set(STATUS, s(cancelled.as_str()))
+                    .set(LAST_ERROR, s(plan::CANCELLED_ERROR))
+                    .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
+                    .add(GENERATION, 1)
+                    .remove(NEXT_ATTEMPT_AT)
+                    .remove(DUE_SHARD);
+                let expression = with_status_key(expression, &key.subscription_id, cancelled);
+                self.record_update(key).expression(expression.when(waits.clone())).send()
+            })
+            .collect();
+        let written: Vec<_> = futures_util::stream::iter(writes).buffer_unordered(PUTS_AT_ONCE).collect().await;
+        let mut count = 0;
+        for result in written {
+            count += usize::from(applied(result)?);
+        }
+        Ok(count)
     }
 
     /// The record of a delivery of the subscription.
@@ -1204,10 +1362,7 @@ impl DeliveryTable {
             query = query.expression_attribute_values(":after", s(after));
         }
         if let Some(status) = status {
-            query = query
-                .filter_expression("#status = :status")
-                .expression_attribute_names("#status", STATUS)
-                .expression_attribute_values(":status", s(status.as_str()));
+            query = filtered_to(query, status);
         }
         let output = query.send().await?;
         let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
@@ -1262,6 +1417,15 @@ impl DeliveryTable {
     }
 }
 
+/// Where [`DeliveryTable::matching`] reads a window of records of one status.
+#[derive(Clone, Copy)]
+enum InWindow<'a> {
+    /// The status index's partition (`whk_…#<status>`): keys, then their records.
+    Indexed(&'a str),
+    /// A shard of the subscription's log, filtered to the status: whole records.
+    Logged(&'a str, DeliveryStatus),
+}
+
 /// How [`DeliveryTable::batch_items`] reads.
 #[derive(Clone, Copy)]
 enum BatchRead {
@@ -1305,6 +1469,14 @@ impl ReadDownTo {
             (ReadDownTo::Id(a), ReadDownTo::Id(b)) => a.cmp(b),
         }
     }
+}
+
+/// `query` keeping only the records of `status` (a filter: what it reads costs the same).
+fn filtered_to(query: QueryFluentBuilder, status: DeliveryStatus) -> QueryFluentBuilder {
+    query
+        .filter_expression("#status = :status")
+        .expression_attribute_names("#status", STATUS)
+        .expression_attribute_values(":status", s(status.as_str()))
 }
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the

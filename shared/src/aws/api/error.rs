@@ -77,6 +77,10 @@ pub enum ApiError {
     WebhookInvalidRecoverWindow(crate::delivery::recovery::InvalidWindow),
     #[error("The subscription is disabled; enable it before recovering its deliveries.")]
     WebhookSubscriptionDisabled,
+    #[error("Invalid replay: {0}.")]
+    WebhookInvalidReplay(crate::delivery::replay::InvalidReplay),
+    #[error("Invalid cancel: {0}.")]
+    WebhookInvalidCancel(crate::delivery::cancel::InvalidCancel),
     #[error(
         "Nothing to change: send at least one of url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond and identityToken."
     )]
@@ -151,6 +155,8 @@ impl ApiError {
             | WebhookMissingDeliveryId
             | WebhookInvalidRecoverWindow(_)
             | WebhookSubscriptionDisabled
+            | WebhookInvalidReplay(_)
+            | WebhookInvalidCancel(_)
             | WebhookNoChanges
             | WebhookUnknownField(_)
             | WebhookInvalidEnabled
@@ -193,6 +199,8 @@ impl ApiError {
             WebhookDeliveryNotFound(_) => "webhooks.delivery_not_found",
             WebhookInvalidRecoverWindow(_) => "webhooks.invalid_recover_window",
             WebhookSubscriptionDisabled => "webhooks.subscription_disabled",
+            WebhookInvalidReplay(_) => "webhooks.invalid_replay",
+            WebhookInvalidCancel(_) => "webhooks.invalid_cancel",
             WebhookNoChanges => "webhooks.no_changes",
             WebhookUnknownField(_) => "webhooks.unknown_field",
             WebhookInvalidEnabled => "webhooks.invalid_enabled",
