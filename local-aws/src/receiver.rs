@@ -1,6 +1,7 @@
 //! The receiver's side of contract section 17 in the local stack: an AWS account of the
 //! receiver's own in moto (which keeps accounts apart), holding the role a subscription's
-//! deliveries assume and the queue or bus they go to. `careerctl receiver` makes a sample one
+//! deliveries assume and the queue or bus they go to (an EventBridge bus, or a Custom Event
+//! Bus, which moto_server.py emulates). `careerctl receiver` makes a sample one
 //! for docs/receiving-webhooks.md's walk-through, and the integration tests make theirs here.
 //!
 //! Calls made in that account carry moto's account header (signed with the stack's own keys,
@@ -57,6 +58,7 @@ pub struct ReceiverAccount {
     iam: aws_sdk_iam::Client,
     sqs: aws_sdk_sqs::Client,
     events: aws_sdk_eventbridge::Client,
+    events_v2: aws_sdk_eventbridgev2::Client,
 }
 
 /// Names the receiver's account on a request to moto.
@@ -72,6 +74,7 @@ impl ReceiverAccount {
             iam: aws_sdk_iam::Client::new(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
             events: aws_sdk_eventbridge::Client::new(sdk),
+            events_v2: aws_sdk_eventbridgev2::Client::new(sdk),
         }
     }
 
@@ -139,6 +142,14 @@ impl ReceiverAccount {
             delete.customize().mutate_request(in_account).send().await.context("deleting a message received")?;
         }
         Ok(messages)
+    }
+
+    /// A Custom Event Bus named `name` (the eventsv2 API); its ARN. What lands on it is read
+    /// with `emulators::held_events`.
+    pub async fn create_event_bus_v2(&self, name: &str) -> anyhow::Result<String> {
+        let create = self.events_v2.create_event_bus().name(name).customize().mutate_request(in_account);
+        let created = create.send().await.context("creating the Custom Event Bus")?;
+        created.event_bus_arn.context("a Custom Event Bus has an ARN")
     }
 
     /// A bus named `name` with a rule that forwards every event of the service to the queue
