@@ -309,7 +309,7 @@ async fn a_role_of_the_deployments_own_account_is_refused_with_the_contracts_sen
 
 /// Waits for at least `count` entries on the receiver's Custom Event Bus (which the emulator
 /// retains, as the bus does) and reads them.
-async fn landed(bus_arn: &str, count: usize) -> Vec<local_aws::emulators::HeldEvent> {
+pub(crate) async fn landed(bus_arn: &str, count: usize) -> Vec<local_aws::emulators::HeldEvent> {
     let moto = &career_service::services().sqs_endpoint;
     eventually(format!("{count} event(s) on the receiver's Custom Event Bus"), || async {
         let held = local_aws::emulators::held_events(moto, bus_arn).await.map_err(|err| format!("{err:#}"))?;
