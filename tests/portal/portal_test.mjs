@@ -104,6 +104,27 @@ async function fact(list, name) {
 
 const summary = {};
 
+/**
+ * Creates a subscription to `profile.updated` in the receiver's AWS account: the form's target
+ * `label`, with `fields` (selector → value) filled, which show no URL or identity token field;
+ * its secret, shown once, and the page opens it for its role's policies.
+ */
+async function createDestination(label, fields) {
+  const create = page.locator('#create-form');
+  await create.getByLabel(label).check();
+  check(await page.locator('#create-url').isHidden(), `no URL field for ${label}`);
+  check(await page.locator('#create-token').isHidden(), `no identity token for ${label}`);
+  for (const [selector, value] of Object.entries(fields)) await page.fill(selector, value);
+  await create.getByLabel('profile.updated').check();
+  await create.getByRole('button', { name: 'Create subscription' }).click();
+  await visible('#secret-dialog');
+  const secret = await page.inputValue('#secret-value');
+  await page.getByRole('button', { name: 'I have stored it' }).click();
+  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  await notice('give your role the policies below');
+  return secret;
+}
+
 /** Every step, in order, in the one browser session. */
 async function steps() {
 
@@ -316,18 +337,9 @@ async function steps() {
   // gives the role exactly the policies copied here and checks that a ping then arrives.
   log('creating a subscription to an SQS queue');
   check(await page.locator('#create-queue').isHidden(), 'no queue field for a URL');
-  await create.getByLabel('An SQS queue in your AWS account').check();
-  check(await page.locator('#create-url').isHidden(), 'no URL field for a queue');
-  await page.fill('#create-queue', QUEUE_URL);
-  await page.fill('#create-role', ROLE_ARN);
-  await create.getByLabel('profile.updated').check();
-  await create.getByRole('button', { name: 'Create subscription' }).click();
-  await visible('#secret-dialog');
-  summary.destinationSecret = await page.inputValue('#secret-value');
+  summary.destinationSecret = await createDestination('An SQS queue in your AWS account',
+    { '#create-queue': QUEUE_URL, '#create-role': ROLE_ARN });
   check(/^whsec_/.test(summary.destinationSecret), `a secret: ${summary.destinationSecret}`);
-  await page.getByRole('button', { name: 'I have stored it' }).click();
-  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
-  await notice('give your role the policies below');
   await visible('#aws-panel');
   summary.destinationId = await fact('#summary', 'ID');
   check((await fact('#summary', 'Destination')) === QUEUE_URL, 'the queue is the destination');
@@ -358,17 +370,8 @@ async function steps() {
 
   // One onto a Custom Event Bus (eventsv2): the bus's ARN and its role, then its policies.
   log('creating a subscription to a Custom Event Bus');
-  await create.getByLabel('A Custom Event Bus (eventsv2) in your AWS account').check();
-  check(await page.locator('#create-token').isHidden(), 'no identity token for a destination');
-  await page.fill('#create-bus', BUS_ARN);
-  await page.fill('#create-role', BUS_ROLE_ARN);
-  await create.getByLabel('profile.updated').check();
-  await create.getByRole('button', { name: 'Create subscription' }).click();
-  await visible('#secret-dialog');
-  summary.busSecret = await page.inputValue('#secret-value');
-  await page.getByRole('button', { name: 'I have stored it' }).click();
-  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
-  await notice('give your role the policies below');
+  await createDestination('A Custom Event Bus (eventsv2) in your AWS account',
+    { '#create-bus': BUS_ARN, '#create-role': BUS_ROLE_ARN });
   summary.busSubscriptionId = await fact('#summary', 'ID');
   check((await fact('#summary', 'Destination type')) === 'Custom Event Bus', 'a Custom Event Bus');
   check((await fact('#summary', 'Destination')) === BUS_ARN, 'the bus is the destination');

@@ -188,6 +188,29 @@ impl QueueUrl {
 
 text_traits!(QueueUrl, "an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)");
 
+/// The text and the parts of a bus's ARN, of either API (each type's `parse` checked them).
+macro_rules! bus_arn_parts {
+    ($name:ident) => {
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn partition(&self) -> &str {
+                arn_part(&self.0, 1)
+            }
+
+            pub fn region(&self) -> &str {
+                arn_part(&self.0, 3)
+            }
+
+            pub fn account(&self) -> AccountId {
+                AccountId(arn_part(&self.0, 4).to_owned())
+            }
+        }
+    };
+}
+
 /// An EventBridge bus's ARN, `arn:<partition>:events:<region>:<account>:event-bus/<name>`.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -200,24 +223,9 @@ impl EventBusArn {
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
         name_ok.then(|| EventBusArn(text.to_owned()))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    pub fn partition(&self) -> &str {
-        arn_part(&self.0, 1)
-    }
-
-    pub fn region(&self) -> &str {
-        arn_part(&self.0, 3)
-    }
-
-    pub fn account(&self) -> AccountId {
-        AccountId(arn_part(&self.0, 4).to_owned())
-    }
 }
 
+bus_arn_parts!(EventBusArn);
 text_traits!(EventBusArn, "an EventBridge bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)");
 
 /// A Custom Event Bus's ARN (the eventsv2 API),
@@ -247,24 +255,9 @@ impl EventBusV2Arn {
     fn names_one(text: &str) -> bool {
         text.contains(":event-busv2/")
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    pub fn partition(&self) -> &str {
-        arn_part(&self.0, 1)
-    }
-
-    pub fn region(&self) -> &str {
-        arn_part(&self.0, 3)
-    }
-
-    pub fn account(&self) -> AccountId {
-        AccountId(arn_part(&self.0, 4).to_owned())
-    }
 }
 
+bus_arn_parts!(EventBusV2Arn);
 text_traits!(
     EventBusV2Arn,
     "a Custom Event Bus ARN (arn:<partition>:events:<region>:<account>:event-busv2/<name>/<id>)"
