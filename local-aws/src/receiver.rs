@@ -152,6 +152,12 @@ impl ReceiverAccount {
         created.event_bus_arn.context("a Custom Event Bus has an ARN")
     }
 
+    pub async fn delete_event_bus_v2(&self, bus_arn: &str) -> anyhow::Result<()> {
+        let delete = self.events_v2.delete_event_bus().event_bus_arn(bus_arn).customize().mutate_request(in_account);
+        delete.send().await.context("deleting the Custom Event Bus")?;
+        Ok(())
+    }
+
     /// A bus named `name` with a rule that forwards every event of the service to the queue
     /// `queue_url` (how a receiver observes its bus), or the one made before; the bus's ARN.
     pub async fn create_bus_to(&self, name: &str, queue_url: &str) -> anyhow::Result<String> {

@@ -358,7 +358,7 @@ async fn a_custom_event_bus_gets_the_event_in_the_subscriptions_group_deduplicat
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_custom_event_bus_role_that_does_not_trust_the_sender_or_may_not_put_fails_with_the_contracts_sentences() {
+async fn a_custom_event_bus_that_does_not_trust_the_sender_may_not_put_or_is_gone_fails_with_the_contracts_sentences() {
     let (pipeline, account) = start().await;
     let (user, name, bus_arn, subscription) = on_custom_bus(&pipeline, &account).await;
     let id = subscription["id"].as_str().unwrap();
@@ -385,6 +385,14 @@ async fn a_custom_event_bus_role_that_does_not_trust_the_sender_or_may_not_put_f
     );
     pipeline.settled(id).await;
     assert!(landed_now(&bus_arn).await.is_empty(), "nothing reached the bus");
+
+    // Allowed now, but the bus is gone.
+    role_for(&account, &name, &subscription, external_id, ("events:PutEvents", &bus_arn)).await;
+    account.delete_event_bus_v2(&bus_arn).await.unwrap();
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let missing = |r: &DeliveryRecord| r.last_error.as_deref().is_some_and(|e| e.contains("does not exist"));
+    let gone = record_until(&pipeline, id, missing).await;
+    assert_eq!(gone.last_error.as_deref(), Some("events:PutEvents: the event bus does not exist (check eventBusArn)"));
 }
 
 /// What the receiver's Custom Event Bus holds now.
