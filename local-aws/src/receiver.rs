@@ -144,11 +144,21 @@ impl ReceiverAccount {
         Ok(messages)
     }
 
-    /// A Custom Event Bus named `name` (the eventsv2 API); its ARN. What lands on it is read
-    /// with `emulators::held_events`.
+    /// A Custom Event Bus named `name` (the eventsv2 API), or the one made before; its ARN
+    /// (whose last part the bus was given when made). What lands on it is read with
+    /// `emulators::held_events`.
     pub async fn create_event_bus_v2(&self, name: &str) -> anyhow::Result<String> {
         let create = self.events_v2.create_event_bus().name(name).customize().mutate_request(in_account);
-        let created = create.send().await.context("creating the Custom Event Bus")?;
+        let created = match create.send().await {
+            Ok(created) => created,
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_already_exists_exception()) => {
+                let list = self.events_v2.list_event_buses().name_prefix(name).customize().mutate_request(in_account);
+                let listed = list.send().await.context("listing the Custom Event Buses")?;
+                let made = listed.event_buses().iter().find(|bus| bus.name() == Some(name));
+                return made.and_then(|bus| bus.event_bus_arn()).map(str::to_owned).context("the bus made before");
+            }
+            Err(err) => return Err(err).context("creating the Custom Event Bus"),
+        };
         created.event_bus_arn.context("a Custom Event Bus has an ARN")
     }
 

@@ -399,3 +399,24 @@ async fn a_custom_event_bus_that_does_not_trust_the_sender_may_not_put_or_is_gon
 async fn landed_now(bus_arn: &str) -> Vec<local_aws::emulators::HeldEvent> {
     local_aws::emulators::held_events(&career_service::services().sqs_endpoint, bus_arn).await.unwrap()
 }
+
+/// `careerctl demo aws-receiver --eventbus` (receiving-webhooks.md's walk-through): made again,
+/// it is the same bus; given the subscription's two values, its role lets a delivery land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_demo_receivers_custom_event_bus_is_made_once_and_takes_the_subscriptions_deliveries() {
+    use careerctl::aws_receiver::{set_up, Kind};
+    let (pipeline, _) = start().await;
+    let clients = career_service::clients();
+    let user = unique_user();
+    let name = format!("demo-{}", &user[user.len() - 8..]);
+    let made = set_up(&clients, &name, Kind::EventBus, None).await.unwrap();
+    let again = set_up(&clients, &name, Kind::EventBus, None).await.unwrap();
+    assert_eq!(made["destination"], again["destination"], "made again, the same bus");
+    let subscription = subscribe(&pipeline, &user, made["destination"].clone()).await;
+    let text = |field: &str| subscription["destination"][field].as_str().unwrap().to_owned();
+    set_up(&clients, &name, Kind::EventBus, Some((text("senderRoleArn"), text("externalId")))).await.unwrap();
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let held = landed(&text("eventBusArn"), 1).await.remove(0);
+    assert_eq!(held.event_group_id, subscription["id"].as_str().map(str::to_owned));
+}

@@ -37,8 +37,8 @@ of the Custom Event Bus (the eventsv2 API), which moto does not have.
   tens of milliseconds, and every other request, another user's included, waited behind it.
   Here the retention period is read directly, and each count reads the clock once.
 
-- The Custom Event Bus (contract section 17's `aws_eventbus`): CreateEventBus, DeleteEventBus
-  and PutEvents of the eventsv2 API, in its RPC v2 CBOR protocol (POST
+- The Custom Event Bus (contract section 17's `aws_eventbus`): CreateEventBus, ListEventBuses
+  (by name prefix, one page), DeleteEventBus and PutEvents of the eventsv2 API, in its RPC v2 CBOR protocol (POST
   /service/AWSEventsV2/operation/<name>), read and answered with botocore's own CBOR parser and
   serializer and its eventbridgev2 model (botocore comes with moto: nothing hand-written, no
   other package). A bus belongs to the account of moto's account header (its ARN
@@ -257,15 +257,24 @@ def eventsv2(request):
     body = request.get_data()
     given = parser.parse_data_item(parser.get_peekable_stream_from_bytes(body)) if body else {}
     output = EVENTSV2.operation_model(operation).output_shape if operation in EVENTSV2.operation_names else None
+    account = request.headers.get("x-moto-account-id", DEFAULT_ACCOUNT)
+    in_account = f"arn:aws:events:{REGION}:{account}:event-busv2/"
     with BUSES_LOCK:
         if operation == "CreateEventBus":
-            account = request.headers.get("x-moto-account-id", DEFAULT_ACCOUNT)
-            prefix = f"arn:aws:events:{REGION}:{account}:event-busv2/{given['Name']}/"
+            prefix = f"{in_account}{given['Name']}/"
             if any(arn.startswith(prefix) for arn in BUSES):
                 return cbor_error("ResourceAlreadyExistsException", f"Event bus {given['Name']} already exists.")
             arn = prefix + "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(25))
             BUSES[arn] = []
             return cbor_answer({"EventBusArn": arn, "Name": given["Name"], "State": "ACTIVE"}, output)
+        if operation == "ListEventBuses":
+            named = in_account + given.get("NamePrefix", "")
+            buses = [
+                {"Name": arn.split("/")[1], "EventBusArn": arn, "State": "ACTIVE"}
+                for arn in BUSES
+                if arn.startswith(named)
+            ]
+            return cbor_answer({"EventBuses": buses}, output)
         arn = given.get("EventBusArn", "")
         if operation not in ("DeleteEventBus", "PutEvents"):
             return cbor_error("InvalidInputException", f"The local stack does not emulate {operation}.")
