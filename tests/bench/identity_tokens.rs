@@ -26,9 +26,9 @@ use career_service::{typed, unique_user};
 use local_aws::identity_token::tokens_tagged;
 use local_aws::template::function;
 
-use crate::cost::{memory_sizes, usd, LAMBDA_GB_SECOND};
+use crate::cost::{duration_usd_per_million, memory_sizes, usd, LAMBDA_GB_SECOND};
 use crate::report::{Row, Section};
-use crate::stats::{ms, summarize, Summary};
+use crate::stats::{ms, renewals, summarize, Renewals, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Identity tokens on HTTP deliveries";
@@ -137,12 +137,9 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 }
 
 fn render(timed: &Timed, memory_mb: f64) -> Section {
-    let renews_every = Duration::from_secs(TOKEN_SECONDS as u64) - RENEW_BEFORE;
-    // The token the subscription's first attempt minted, renewed once per `renews_every`.
-    let per_window = 1 + timed.warm_mints;
-    let met = timed.warm_mints == 0 && renews_every >= TARGET_WINDOW;
+    let token = Duration::from_secs(TOKEN_SECONDS as u64);
+    let Renewals { per_window, renews_every, met } = renewals(timed.warm_mints, token, RENEW_BEFORE, TARGET_WINDOW);
     let extra = timed.with_token.median.as_secs_f64() - timed.without.median.as_secs_f64();
-    let usd_per_million = |seconds: f64| seconds * memory_mb / 1024.0 * LAMBDA_GB_SECOND.usd_per_million;
     let first_extra = timed.first.median.as_secs_f64();
     let rows = vec![
         Row::new(
@@ -168,7 +165,7 @@ fn render(timed: &Timed, memory_mb: f64) -> Section {
                  function's duration ({memory_mb:.0} MB)",
                 ms(timed.with_token.median),
                 ms(timed.without.median),
-                usd(usd_per_million(extra.max(0.0))),
+                usd(duration_usd_per_million(extra.max(0.0), memory_mb)),
                 extra_ms = extra * 1000.0
             ),
             None,
