@@ -12,30 +12,39 @@ fn role_name(name: &str) -> String {
     format!("{name}-sender")
 }
 
-/// Makes (again: every call is idempotent) the queue `name`, with `eventbridge` the bus `name`
-/// forwarding to it, and, given the subscription's `senderRoleArn` and `externalId`, the role
-/// that lets the service send there. Prints the `destination` to create the subscription with.
+/// Where the sample receiver takes its deliveries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Queue,
+    /// An EventBridge bus with a rule forwarding to the queue.
+    EventBridge,
+    /// A Custom Event Bus (eventsv2), which keeps what it is put.
+    EventBus,
+}
+
+/// Makes (again: every call is idempotent) the queue `name`, with `kind` the bus `name`, and,
+/// given the subscription's `senderRoleArn` and `externalId`, the role that lets the service
+/// send there. Prints the `destination` to create the subscription with.
 pub async fn set_up(
     clients: &AwsClients,
     name: &str,
-    eventbridge: bool,
+    kind: Kind,
     sender: Option<(String, String)>,
 ) -> anyhow::Result<Value> {
     let account = ReceiverAccount::new(clients);
     let queue_url = account.create_queue(name).await?;
     let role_arn = format!("arn:aws:iam::{RECEIVER_ACCOUNT}:role/{}", role_name(name));
-    let (destination, permissions) = match eventbridge {
-        false => (
+    let on_bus = |kind: &str, bus_arn: &str| {
+        let destination = json!({"type": kind, "eventBusArn": bus_arn, "roleArn": role_arn});
+        (destination, permissions_policy("events:PutEvents", bus_arn))
+    };
+    let (destination, permissions) = match kind {
+        Kind::Queue => (
             json!({"type": "aws_sqs", "queueUrl": queue_url, "roleArn": role_arn}),
             permissions_policy("sqs:SendMessage", &queue_arn(&queue_url)),
         ),
-        true => {
-            let bus_arn = account.create_bus_to(name, &queue_url).await?;
-            (
-                json!({"type": "aws_eventbridge", "eventBusArn": bus_arn, "roleArn": role_arn}),
-                permissions_policy("events:PutEvents", &bus_arn),
-            )
-        }
+        Kind::EventBridge => on_bus("aws_eventbridge", &account.create_bus_to(name, &queue_url).await?),
+        Kind::EventBus => on_bus("aws_eventbus", &account.create_event_bus_v2(name).await?),
     };
     let mut made = json!({"destination": destination, "queueUrl": queue_url, "permissionsPolicy": permissions});
     if let Some((sender_role_arn, external_id)) = sender {

@@ -272,15 +272,18 @@ enum DemoCommand {
     /// Make a sample receiver in its own AWS account (111122223333) in the local stack's
     /// emulators, for a subscription with a `destination` (docs/receiving-webhooks.md,
     /// "Receiving in your own AWS account"): the queue NAME (with --eventbridge, also the bus
-    /// NAME and a rule forwarding to the queue) and, with --sender-role-arn and
+    /// NAME and a rule forwarding to the queue; with --eventbus, also the Custom Event Bus NAME) and, with --sender-role-arn and
     /// --external-id (the subscription's), the role NAME-sender that trusts the service.
     /// Prints {"destination", "queueUrl", "permissionsPolicy", "trustPolicy"}. Idempotent.
     AwsReceiver {
         #[arg(long, default_value = "webhooks")]
         name: String,
         /// Deliver to an EventBridge bus rather than the queue.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "eventbus")]
         eventbridge: bool,
+        /// Deliver to a Custom Event Bus (eventsv2) NAME rather than the queue.
+        #[arg(long)]
+        eventbus: bool,
         /// The subscription's senderRoleArn.
         #[arg(long, requires = "external_id")]
         sender_role_arn: Option<String>,
@@ -405,8 +408,14 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             let (settings, sealer) = sealing(&clients)?;
             json(careerctl::demo::seed(clients.dynamodb(), &settings, &sealer, &receiver_url).await)
         }
-        Command::Demo(DemoCommand::AwsReceiver { name, eventbridge, sender_role_arn, external_id }) => {
-            careerctl::aws_receiver::set_up(&clients, &name, eventbridge, sender_role_arn.zip(external_id)).await
+        Command::Demo(DemoCommand::AwsReceiver { name, eventbridge, eventbus, sender_role_arn, external_id }) => {
+            use careerctl::aws_receiver::Kind;
+            let kind = match (eventbridge, eventbus) {
+                (true, _) => Kind::EventBridge,
+                (_, true) => Kind::EventBus,
+                _ => Kind::Queue,
+            };
+            careerctl::aws_receiver::set_up(&clients, &name, kind, sender_role_arn.zip(external_id)).await
         }
         Command::Demo(DemoCommand::AwsMessages { name }) => careerctl::aws_receiver::messages(&clients, &name).await,
         Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),

@@ -1,8 +1,9 @@
 //! IAM as the local stack enforces it: each function's AWS clients act as that function's
 //! role from template.yaml, and every call they make is evaluated against the role's policy
 //! before it reaches DynamoDB Local or moto. A call the role does not allow is answered as
-//! AWS answers it (400 `AccessDeniedException` in JSON; 403 `AccessDenied`, or SNS's
-//! `AuthorizationError`, in the Query protocol's XML), so the function takes its own error path,
+//! AWS answers it (400 `AccessDeniedException` in JSON; 403 `AccessDeniedException` in the RPC
+//! v2 CBOR protocol's; 403 `AccessDenied`, or SNS's `AuthorizationError`, in the Query
+//! protocol's XML), so the function takes its own error path,
 //! and the stack logs one line naming the function, the action and the resource.
 //!
 //! Emulation only, like DynamoDB Local: it lives in the local stack's HTTP client (see
@@ -415,6 +416,10 @@ pub fn calls_of(target: &str, body: &Json) -> Option<Vec<Call>> {
             buses.dedup();
             Some(buses.into_iter().map(|bus| call("events:PutEvents".to_owned(), bus)).collect())
         }
+        // The Custom Event Bus (eventsv2): its entries name no bus, the request does.
+        "AWSEventsV2" if operation == "PutEvents" => {
+            Some(vec![call("events:PutEvents".to_owned(), text(body, "EventBusArn")?.to_owned())])
+        }
         "TrentService" => kms_calls(operation, body),
         _ => None,
     }
@@ -524,6 +529,11 @@ fn request_calls(request: &HttpRequest) -> Result<Vec<Call>, String> {
         Protocol::Json(target) => {
             calls_of(target, &serde_json::from_slice(bytes).unwrap_or(Json::Null)).ok_or(target.to_owned())
         }
+        Protocol::Cbor { service, operation } => {
+            let target = format!("{service}.{operation}");
+            let body: Json = ciborium::from_reader(bytes).unwrap_or(Json::Null);
+            calls_of(&target, &body).ok_or(target)
+        }
         Protocol::Query => query_calls_of(bytes)
             .ok_or_else(|| String::from_utf8_lossy(bytes).split('&').next().unwrap_or_default().to_owned()),
     }
@@ -534,13 +544,25 @@ fn request_calls(request: &HttpRequest) -> Result<Vec<Call>, String> {
 enum Protocol<'a> {
     /// The JSON protocol (DynamoDB, SQS, KMS, EventBridge): the operation in `X-Amz-Target`.
     Json(&'a str),
+    /// Smithy's RPC v2 CBOR protocol (the Custom Event Bus's eventsv2): the service and the
+    /// operation in the path, `/service/<service>/operation/<operation>`, bodies in CBOR.
+    Cbor { service: &'a str, operation: &'a str },
     /// The Query protocol (SNS, STS): the operation in the form body, errors in XML.
     Query,
 }
 
 impl<'a> Protocol<'a> {
     fn of(request: &'a HttpRequest) -> Self {
-        request.headers().get("x-amz-target").map_or(Protocol::Query, Protocol::Json)
+        if let Some(target) = request.headers().get("x-amz-target") {
+            return Protocol::Json(target);
+        }
+        let cbor = request.headers().get("smithy-protocol") == Some("rpc-v2-cbor");
+        let path = request.uri().split('?').next().unwrap_or_default();
+        let named = path.split_once("/service/").and_then(|(_, rest)| rest.split_once("/operation/"));
+        match named {
+            Some((service, operation)) if cbor => Protocol::Cbor { service, operation },
+            _ => Protocol::Query,
+        }
     }
 }
 
@@ -603,9 +625,13 @@ fn refuse(role: &Role, call: &Call, protocol: Protocol<'_>) -> HttpResponse {
          policy allows the {action} action",
         session_arn(role)
     );
-    if protocol == Protocol::Query {
-        let code = if action.starts_with("sns:") { "AuthorizationError" } else { "AccessDenied" };
-        return query_error(code, &message);
+    match protocol {
+        Protocol::Query => {
+            let code = if action.starts_with("sns:") { "AuthorizationError" } else { "AccessDenied" };
+            return query_error(code, &message);
+        }
+        Protocol::Cbor { .. } => return cbor_error("AccessDeniedException", 403, &message),
+        Protocol::Json(_) => {}
     }
     let body = serde_json::json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": message});
     let mut response = HttpResponse::new(StatusCode::try_from(400).expect("a status"), SdkBody::from(body.to_string()));
@@ -628,6 +654,18 @@ fn refuse_assumption(role: &Role, call: &Call) -> HttpResponse {
         call.resource
     );
     query_error("AccessDenied", &message)
+}
+
+/// An RPC v2 CBOR service's error: `status` (the error's own, 403 for `AccessDeniedException`)
+/// and the CBOR map naming `code` in `__type`, as the SDKs read it.
+fn cbor_error(code: &str, status: u16, message: &str) -> HttpResponse {
+    let mut body = Vec::new();
+    let error = serde_json::json!({"__type": code, "Message": message});
+    ciborium::into_writer(&error, &mut body).expect("a map of strings encodes");
+    let mut response = HttpResponse::new(StatusCode::try_from(status).expect("a status"), SdkBody::from(body));
+    response.headers_mut().insert("content-type", "application/cbor");
+    response.headers_mut().insert("smithy-protocol", "rpc-v2-cbor");
+    response
 }
 
 /// A Query protocol service's refusal: HTTP 403 and the XML error naming `code`.
@@ -1042,6 +1080,26 @@ mod tests {
         assert!(status == 403 && body.contains("<Code>AuthorizationError</Code>"), "{status} {body}");
         let (status, body) = refused("sqs:SendMessage", Protocol::Json("AmazonSQS.SendMessage"));
         assert!(status == 400 && body.contains("AccessDeniedException"), "{status} {body}");
+        let (status, body) =
+            refused("events:PutEvents", Protocol::Cbor { service: "AWSEventsV2", operation: "PutEvents" });
+        assert!(status == 403 && body.contains("AccessDeniedException"), "{status} {body}");
+    }
+
+    #[test]
+    fn a_custom_event_bus_request_is_read_from_its_path_and_cbor_body() {
+        let bus = "arn:aws:events:us-east-1:111122223333:event-busv2/orders/abcdefghij0123456789abcde";
+        let mut body = Vec::new();
+        let put = serde_json::json!({"EventBusArn": bus, "Entries": [{"Source": "s", "DetailType": "d"}]});
+        ciborium::into_writer(&put, &mut body).unwrap();
+        let mut request = HttpRequest::new(SdkBody::from(body));
+        request.set_uri("http://127.0.0.1:1/service/AWSEventsV2/operation/PutEvents").unwrap();
+        request.headers_mut().insert("smithy-protocol", "rpc-v2-cbor");
+        assert_eq!(Protocol::of(&request), Protocol::Cbor { service: "AWSEventsV2", operation: "PutEvents" });
+        assert_eq!(request_calls(&request), Ok(vec![call("events:PutEvents", bus)]));
+        let mut other = HttpRequest::new(SdkBody::from(Vec::new()));
+        other.set_uri("http://127.0.0.1:1/service/AWSEventsV2/operation/DeleteEventBus").unwrap();
+        other.headers_mut().insert("smithy-protocol", "rpc-v2-cbor");
+        assert_eq!(request_calls(&other), Err("AWSEventsV2.DeleteEventBus".to_owned()), "no call it does not map");
     }
 
     fn assume(external_id: Option<&str>) -> Call {

@@ -1,6 +1,7 @@
 //! The receiver's side of contract section 17 in the local stack: an AWS account of the
 //! receiver's own in moto (which keeps accounts apart), holding the role a subscription's
-//! deliveries assume and the queue or bus they go to. `careerctl receiver` makes a sample one
+//! deliveries assume and the queue or bus they go to (an EventBridge bus, or a Custom Event
+//! Bus, which moto_server.py emulates). `careerctl receiver` makes a sample one
 //! for docs/receiving-webhooks.md's walk-through, and the integration tests make theirs here.
 //!
 //! Calls made in that account carry moto's account header (signed with the stack's own keys,
@@ -57,6 +58,7 @@ pub struct ReceiverAccount {
     iam: aws_sdk_iam::Client,
     sqs: aws_sdk_sqs::Client,
     events: aws_sdk_eventbridge::Client,
+    events_v2: aws_sdk_eventbridgev2::Client,
 }
 
 /// Names the receiver's account on a request to moto.
@@ -72,6 +74,7 @@ impl ReceiverAccount {
             iam: aws_sdk_iam::Client::new(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
             events: aws_sdk_eventbridge::Client::new(sdk),
+            events_v2: aws_sdk_eventbridgev2::Client::new(sdk),
         }
     }
 
@@ -139,6 +142,30 @@ impl ReceiverAccount {
             delete.customize().mutate_request(in_account).send().await.context("deleting a message received")?;
         }
         Ok(messages)
+    }
+
+    /// A Custom Event Bus named `name` (the eventsv2 API), or the one made before; its ARN
+    /// (whose last part the bus was given when made). What lands on it is read with
+    /// `emulators::held_events`.
+    pub async fn create_event_bus_v2(&self, name: &str) -> anyhow::Result<String> {
+        let create = self.events_v2.create_event_bus().name(name).customize().mutate_request(in_account);
+        let created = match create.send().await {
+            Ok(created) => created,
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_already_exists_exception()) => {
+                let list = self.events_v2.list_event_buses().name_prefix(name).customize().mutate_request(in_account);
+                let listed = list.send().await.context("listing the Custom Event Buses")?;
+                let made = listed.event_buses().iter().find(|bus| bus.name() == Some(name));
+                return made.and_then(|bus| bus.event_bus_arn()).map(str::to_owned).context("the bus made before");
+            }
+            Err(err) => return Err(err).context("creating the Custom Event Bus"),
+        };
+        created.event_bus_arn.context("a Custom Event Bus has an ARN")
+    }
+
+    pub async fn delete_event_bus_v2(&self, bus_arn: &str) -> anyhow::Result<()> {
+        let delete = self.events_v2.delete_event_bus().event_bus_arn(bus_arn).customize().mutate_request(in_account);
+        delete.send().await.context("deleting the Custom Event Bus")?;
+        Ok(())
     }
 
     /// A bus named `name` with a rule that forwards every event of the service to the queue

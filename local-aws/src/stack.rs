@@ -205,6 +205,8 @@ fn aws_environment(dynamodb: &str, moto: &str) -> Vec<(&'static str, String)> {
         ("AWS_ENDPOINT_URL_STS", moto.to_owned()),
         ("AWS_ENDPOINT_URL_IAM", moto.to_owned()),
         ("AWS_ENDPOINT_URL_EVENTBRIDGE", moto.to_owned()),
+        // The Custom Event Bus (eventsv2), which moto_server.py emulates.
+        ("AWS_ENDPOINT_URL_EVENTBRIDGEV2", moto.to_owned()),
         (career_core::aws::runtime::TIMEOUT_FACTOR_VAR, TIMEOUT_FACTOR.to_string()),
     ]
 }

@@ -896,6 +896,12 @@ impl Line {
     }
 }
 
+/// What `seconds` more of a function's billed duration at `memory_mb` costs per million
+/// invocations, in dollars.
+pub fn duration_usd_per_million(seconds: f64, memory_mb: f64) -> f64 {
+    seconds * memory_mb / 1024.0 * LAMBDA_GB_SECOND.usd_per_million
+}
+
 pub fn usd(value: f64) -> String {
     if value >= 10.0 {
         format!("${value:.1}")

@@ -25,9 +25,9 @@ use career_service::{typed, unique_user};
 use local_aws::receiver::{permissions_policy, queue_arn, trust_policy, ReceiverAccount, RECEIVER_ACCOUNT};
 use local_aws::template::function;
 
-use crate::cost::{memory_sizes, usd, LAMBDA_GB_SECOND};
+use crate::cost::{duration_usd_per_million, memory_sizes, usd, LAMBDA_GB_SECOND};
 use crate::report::{Row, Section};
-use crate::stats::{ms, summarize, Summary};
+use crate::stats::{ms, renewals, summarize, Renewals, Summary};
 use crate::{progress, Bench};
 
 pub const TITLE: &str = "Delivery to an AWS destination";
@@ -138,14 +138,10 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
 }
 
 fn render(timed: &Timed, memory_mb: f64) -> Section {
-    let renews_every = Duration::from_secs(SESSION_SECONDS as u64) - RENEW_BEFORE;
-    // One for the session the subscription's first send made, renewed once per `renews_every`.
-    let per_window = 1 + timed.warm_assumptions;
-    let met = timed.warm_assumptions == 0 && renews_every >= TARGET_WINDOW;
+    let session = Duration::from_secs(SESSION_SECONDS as u64);
+    let Renewals { per_window, renews_every, met } =
+        renewals(timed.warm_assumptions, session, RENEW_BEFORE, TARGET_WINDOW);
     let extra = timed.warm.median.as_secs_f64() - timed.http.median.as_secs_f64();
-    // The delivery function's extra billed duration; STS does not charge for AssumeRole, and the
-    // receiver's account pays for its SendMessage.
-    let usd_per_million = |seconds: f64| seconds * memory_mb / 1024.0 * LAMBDA_GB_SECOND.usd_per_million;
     let cold_extra = timed.cold.median.as_secs_f64() - timed.warm.median.as_secs_f64();
     let rows = vec![
         Row::new(
@@ -171,7 +167,9 @@ fn render(timed: &Timed, memory_mb: f64) -> Section {
                  duration ({memory_mb:.0} MB), STS free, SendMessage billed to the receiver",
                 ms(timed.warm.median),
                 ms(timed.http.median),
-                usd(usd_per_million(extra.max(0.0))),
+                // The delivery function's extra billed duration; STS does not charge for
+                // AssumeRole, and the receiver's account pays for its SendMessage.
+                usd(duration_usd_per_million(extra.max(0.0), memory_mb)),
                 extra_ms = extra * 1000.0
             ),
             None,

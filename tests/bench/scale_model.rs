@@ -1,4 +1,4 @@
-//! Benchmark 16, Scale model: the promises of contract section 22 measured past the quota or
+//! Benchmark 17, Scale model: the promises of contract section 22 measured past the quota or
 //! the capacity that binds them, at a size this machine can exceed. Its row here: busy
 //! subscriptions share the main lane fairly, a quiet subscription's latency beside two busy
 //! fast ones against its latency alone, with the main lane's groups and consumers divided by
@@ -122,7 +122,7 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
          of the busy subscriptions ({shipped_groups} each as shipped, `DeliveryGroupsPerSubscription`); \
          docs/deploying.md's capacity table says so."
     )];
-    Ok(Section { number: 16, title: TITLE, rows, body, unmet_notes })
+    Ok(Section { number: 17, title: TITLE, rows, body, unmet_notes })
 }
 
 /// "≥ " for a p99 that is a delivery not arrived within [`STARVED`].

@@ -3,7 +3,7 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace,destinations`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace,destinations,tokens`
 //! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
 //! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare), and
@@ -22,6 +22,7 @@ mod end_to_end;
 mod footprint;
 mod healing;
 mod history;
+mod identity_tokens;
 mod isolation;
 mod meter;
 mod overhead;
@@ -172,8 +173,11 @@ fn main() {
         if wanted("destinations") {
             sections.push(section(15, destinations::TITLE, destinations::run(bench.clone())).await);
         }
+        if wanted("tokens") {
+            sections.push(section(16, identity_tokens::TITLE, identity_tokens::run(bench.clone())).await);
+        }
         if wanted("scale") {
-            sections.push(section(16, scale_model::TITLE, scale_model::run(bench.clone())).await);
+            sections.push(section(17, scale_model::TITLE, scale_model::run(bench.clone())).await);
         }
     });
     let took = started.elapsed();

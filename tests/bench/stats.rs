@@ -11,6 +11,21 @@ pub struct Summary {
     pub max: Duration,
 }
 
+/// What a subscription's warm sends cost in calls for a credential kept until `renew_before`
+/// before it expires (an `AssumeRole` session, an identity token): the one its first send
+/// made, and those `warm_calls` the warm sends made after it; renewed once per `renews_every`.
+pub struct Renewals {
+    pub per_window: usize,
+    pub renews_every: Duration,
+    /// At most one call per `window`: none while warm, and kept at least that long.
+    pub met: bool,
+}
+
+pub fn renewals(warm_calls: usize, lifetime: Duration, renew_before: Duration, window: Duration) -> Renewals {
+    let renews_every = lifetime - renew_before;
+    Renewals { per_window: 1 + warm_calls, renews_every, met: warm_calls == 0 && renews_every >= window }
+}
+
 /// Median (mean of the two middle samples for an even count) and nearest-rank percentiles.
 pub fn summarize(samples: &[Duration]) -> Summary {
     assert!(!samples.is_empty(), "no samples");

@@ -306,3 +306,117 @@ async fn a_role_of_the_deployments_own_account_is_refused_with_the_contracts_sen
     assert!(local_aws::iam::denials().iter().any(by_its_own_policy), "refused by the delivery role's deny");
     assert_eq!(local_aws::iam::assumptions_of(&own_role), 0);
 }
+
+/// Waits for at least `count` entries on the receiver's Custom Event Bus (which the emulator
+/// retains, as the bus does) and reads them.
+pub(crate) async fn landed(bus_arn: &str, count: usize) -> Vec<local_aws::emulators::HeldEvent> {
+    let moto = &career_service::services().sqs_endpoint;
+    eventually(format!("{count} event(s) on the receiver's Custom Event Bus"), || async {
+        let held = local_aws::emulators::held_events(moto, bus_arn).await.map_err(|err| format!("{err:#}"))?;
+        match held.len() >= count {
+            true => Ok(held),
+            false => Err(format!("{} so far", held.len())),
+        }
+    })
+    .await
+}
+
+/// A receiver's Custom Event Bus `busv2-…` for a new user's subscription, and its ARN.
+async fn on_custom_bus(pipeline: &Pipeline, account: &ReceiverAccount) -> (String, String, String, Value) {
+    let user = unique_user();
+    let name = format!("busv2-{}", &user[user.len() - 8..]);
+    let bus_arn = account.create_event_bus_v2(&name).await.expect("the receiver's Custom Event Bus");
+    let destination = json!({"type": "aws_eventbus", "eventBusArn": bus_arn, "roleArn": role_arn(&name)});
+    let subscription = subscribe(pipeline, &user, destination).await;
+    (user, name, bus_arn, subscription)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_custom_event_bus_gets_the_event_in_the_subscriptions_group_deduplicated_by_its_delivery_id() {
+    let (pipeline, account) = start().await;
+    let (user, name, bus_arn, subscription) = on_custom_bus(&pipeline, &account).await;
+    let (id, secret) = (subscription["id"].as_str().unwrap(), subscription["secret"].as_str().unwrap());
+    let external_id = subscription["destination"]["externalId"].as_str().unwrap();
+    role_for(&account, &name, &subscription, external_id, ("events:PutEvents", &bus_arn)).await;
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let held = landed(&bus_arn, 1).await.remove(0);
+    assert_eq!((held.source.as_str(), held.detail_type.as_str()), ("career.webhooks", "profile.updated"));
+    let detail: Value = serde_json::from_str(held.detail.as_deref().expect("a detail")).unwrap();
+    assert_eq!(detail["type"], "profile.updated", "the event's own fields, as on an EventBridge bus");
+    let envelope = &detail["webhook"];
+    let body = envelope["body"].as_str().expect("the signed body");
+    let headers = STANDARD_HEADERS.map(|name| (name, envelope["headers"][name].as_str().unwrap()));
+    assert!(verifies(secret, &headers, body), "{envelope}");
+    assert_eq!(held.event_group_id.as_deref(), Some(id), "the subscription is the event group");
+    let delivery = envelope["headers"]["X-Webhook-Delivery"].as_str().unwrap();
+    assert_eq!(held.deduplication_id.as_deref(), Some(delivery), "the delivery id deduplicates");
+    let record = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Succeeded).await;
+    assert_eq!((record.id.as_str(), record.last_response_status), (delivery, Some(200)));
+    let answered: Value = serde_json::from_str(record.last_response_body.as_deref().unwrap()).unwrap();
+    assert_eq!(answered, json!({"FailedEntryCount": 0, "EventId": held.event_id}), "the record names the bus's event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_custom_event_bus_that_does_not_trust_the_sender_may_not_put_or_is_gone_fails_with_the_contracts_sentences() {
+    let (pipeline, account) = start().await;
+    let (user, name, bus_arn, subscription) = on_custom_bus(&pipeline, &account).await;
+    let id = subscription["id"].as_str().unwrap();
+    let external_id = subscription["destination"]["externalId"].as_str().unwrap();
+    // Trusting another role of the deployment's account, not the sender.
+    let other = format!("arn:aws:iam::{}:role/someone-else", local_aws::template::ACCOUNT);
+    let put = permissions_policy("events:PutEvents", &bus_arn);
+    account.replace_role(&name, &trust_policy(&other, external_id), &put).await.unwrap();
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let record = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Failed).await;
+    assert_eq!(record.last_error.as_deref(), Some(ASSUME_ROLE_REFUSED));
+    assert_eq!(record.last_response_status, None);
+
+    // Trusted now, but allowed to put only on another bus.
+    let elsewhere = bus_arn.replace("/busv2-", "/elsewhere-");
+    role_for(&account, &name, &subscription, external_id, ("events:PutEvents", &elsewhere)).await;
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let refused = |r: &DeliveryRecord| r.last_error.as_deref().is_some_and(|e| e.starts_with("events:PutEvents"));
+    let record = record_until(&pipeline, id, refused).await;
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("events:PutEvents refused: check that the role's permissions policy allows events:PutEvents on the bus")
+    );
+    pipeline.settled(id).await;
+    assert!(landed_now(&bus_arn).await.is_empty(), "nothing reached the bus");
+
+    // Allowed now, but the bus is gone.
+    role_for(&account, &name, &subscription, external_id, ("events:PutEvents", &bus_arn)).await;
+    account.delete_event_bus_v2(&bus_arn).await.unwrap();
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let missing = |r: &DeliveryRecord| r.last_error.as_deref().is_some_and(|e| e.contains("does not exist"));
+    let gone = record_until(&pipeline, id, missing).await;
+    assert_eq!(gone.last_error.as_deref(), Some("events:PutEvents: the event bus does not exist (check eventBusArn)"));
+}
+
+/// What the receiver's Custom Event Bus holds now.
+async fn landed_now(bus_arn: &str) -> Vec<local_aws::emulators::HeldEvent> {
+    local_aws::emulators::held_events(&career_service::services().sqs_endpoint, bus_arn).await.unwrap()
+}
+
+/// `careerctl demo aws-receiver --eventbus` (receiving-webhooks.md's walk-through): made again,
+/// it is the same bus; given the subscription's two values, its role lets a delivery land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_demo_receivers_custom_event_bus_is_made_once_and_takes_the_subscriptions_deliveries() {
+    use careerctl::aws_receiver::{set_up, Kind};
+    let (pipeline, _) = start().await;
+    let clients = career_service::clients();
+    let user = unique_user();
+    let name = format!("demo-{}", &user[user.len() - 8..]);
+    let made = set_up(&clients, &name, Kind::EventBus, None).await.unwrap();
+    let again = set_up(&clients, &name, Kind::EventBus, None).await.unwrap();
+    assert_eq!(made["destination"], again["destination"], "made again, the same bus");
+    let subscription = subscribe(&pipeline, &user, made["destination"].clone()).await;
+    let text = |field: &str| subscription["destination"][field].as_str().unwrap().to_owned();
+    set_up(&clients, &name, Kind::EventBus, Some((text("senderRoleArn"), text("externalId")))).await.unwrap();
+
+    pipeline.api.admin.update_profile(&user).await.unwrap();
+    let held = landed(&text("eventBusArn"), 1).await.remove(0);
+    assert_eq!(held.event_group_id, subscription["id"].as_str().map(str::to_owned));
+}

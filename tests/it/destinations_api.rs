@@ -248,3 +248,93 @@ async fn an_event_bus_in_a_region_of_another_partition_or_of_none_is_refused_as_
         assert_eq!(listed(&api, &key, id).await, before[0], "after {change}");
     }
 }
+
+/// A Custom Event Bus's ARN (the eventsv2 API): `event-busv2/<name>/<25-character id>`.
+fn bus_v2(name: &str) -> String {
+    format!("arn:aws:events:us-east-1:{ACCOUNT}:event-busv2/{name}/abcdefghij0123456789abcde")
+}
+
+fn eventbus(bus_arn: &str, role_arn: &str) -> Value {
+    json!({"type": "aws_eventbus", "eventBusArn": bus_arn, "roleArn": role_arn})
+}
+
+/// A Custom Event Bus destination is created, shown and changed as an EventBridge bus is, its
+/// ARN checked as the eventsv2 model's pattern says, and each broken rule refused with
+/// `webhooks.invalid_destination`, changing nothing.
+#[tokio::test]
+async fn a_custom_event_bus_is_created_and_changed_and_each_malformed_arn_refused() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let first = created(&api, &key, eventbus(&bus_v2("orders"), &role("sender"))).await;
+    let id = first["id"].as_str().unwrap();
+    assert_eq!(
+        first["destination"],
+        json!({"type": "aws_eventbus", "eventBusArn": bus_v2("orders"), "roleArn": role("sender"),
+            "externalId": external_id(&first), "senderRoleArn": sender_role_arn().as_str()})
+    );
+    let before = [without_secret(&first)];
+    let id_25 = "abcdefghij0123456789abcde";
+    let arn = |partition: &str, region: &str, account: &str, resource: &str| {
+        format!("arn:{partition}:events:{region}:{account}:{resource}")
+    };
+    for bus_arn in [
+        bus("orders"),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/orders/{}", &id_25[1..])),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/orders/{id_25}f")),
+        arn("aws", "us-east-1", ACCOUNT, "event-busv2/orders/ABCDEFGHIJ0123456789ABCDE"),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/orders/{}", &id_25.replace('a', "-"))),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/{id_25}")),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/.orders/{id_25}")),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/or ders/{id_25}")),
+        arn("aws", "us-east-1", ACCOUNT, &format!("event-busv2/{}/{id_25}", "n".repeat(257))),
+        arn("aws", "us-east-1", "2109876543", &format!("event-busv2/orders/{id_25}")),
+        arn("aws-mars", "us-east-1", ACCOUNT, &format!("event-busv2/orders/{id_25}")),
+        arn("aws", "cn-north-1", ACCOUNT, &format!("event-busv2/orders/{id_25}")),
+        arn("aws", "zz-north-1", ACCOUNT, &format!("event-busv2/orders/{id_25}")),
+        arn("aws", "", ACCOUNT, &format!("event-busv2/orders/{id_25}")),
+        format!("arn:aws:sqs:us-east-1:{ACCOUNT}:event-busv2/orders/{id_25}"),
+    ] {
+        refused(&api, &key, &subscribing(eventbus(&bus_arn, &role("r"))), INVALID, &before).await;
+    }
+    for destination in [
+        json!({"type": "aws_eventbus", "roleArn": role("r")}),
+        json!({"type": "aws_eventbus", "eventBusArn": bus_v2("b"), "queueUrl": queue("q"), "roleArn": role("r")}),
+        eventbus(&bus_v2("b"), "arn:aws:iam::333333333333:role/r"),
+        json!({"type": "aws_eventbridge", "eventBusArn": bus_v2("b"), "roleArn": role("r")}),
+    ] {
+        refused(&api, &key, &subscribing(destination), INVALID, &before).await;
+    }
+
+    let change = json!({"destination": {"eventBusArn": bus_v2("payments")}}).to_string();
+    let changed = update(&api, &key, id, &change).await.assert_status(200).clone();
+    assert_eq!(
+        (changed["destination"]["type"].as_str(), changed["destination"]["eventBusArn"].as_str()),
+        (Some("aws_eventbus"), Some(bus_v2("payments").as_str()))
+    );
+    assert_eq!(external_id(&changed), external_id(&first), "the external id never changes");
+    for body in [
+        json!({"destination": {"eventBusArn": bus("b")}}),
+        json!({"destination": {"type": "aws_eventbridge"}}),
+        json!({"destination": {"eventBusArn": format!("{}x", bus_v2("b"))}}),
+    ] {
+        update(&api, &key, id, &body.to_string()).await.assert_error(400, INVALID);
+        assert_eq!(listed(&api, &key, id).await, changed, "after {body}");
+    }
+}
+
+/// A Custom Event Bus in another partition is refused naming it, as a queue or an EventBridge
+/// bus is.
+#[tokio::test]
+async fn a_custom_event_bus_in_another_partition_is_refused_naming_it() {
+    let api = Api::loopback();
+    let key = api.full_key(&unique_user()).await;
+    let cn_bus = format!("arn:aws-cn:events:cn-north-1:{ACCOUNT}:event-busv2/orders/abcdefghij0123456789abcde");
+    let cn_role = format!("arn:aws-cn:iam::{ACCOUNT}:role/r");
+    for destination in [eventbus(&cn_bus, &cn_role), eventbus(&cn_bus, &role("r"))] {
+        let answer = create(&api, &key, &subscribing(destination.clone())).await;
+        answer.assert_error(400, INVALID);
+        let message = answer.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains("partition aws-cn") && message.contains("its own, aws"), "{destination}: {message}");
+        assert_eq!(list(&api, &key).await, Vec::<Value>::new());
+    }
+}

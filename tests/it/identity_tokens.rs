@@ -47,7 +47,7 @@ async fn published(url: String) -> Value {
 }
 
 /// The token's claims, verified with the key its issuer publishes for its `kid`, for `audience`.
-async fn verified(token: &str, audience: &str) -> Result<Value, jsonwebtoken::errors::Error> {
+pub(crate) async fn verified(token: &str, audience: &str) -> Result<Value, jsonwebtoken::errors::Error> {
     let discovery = published(format!("{}/.well-known/openid-configuration", issuer_url())).await;
     assert_eq!(discovery["issuer"], issuer_url());
     let jwks: JwkSet =
@@ -133,7 +133,7 @@ async fn subscribe(api: &Api, user: &str, url: &str, identity_token: Option<Valu
 }
 
 /// The bearer token an attempt carried.
-fn bearer(received: &Received) -> &str {
+pub(crate) fn bearer(received: &Received) -> &str {
     let header = received.header("authorization");
     header.strip_prefix("Bearer ").unwrap_or_else(|| panic!("no bearer token: {header:?}"))
 }

@@ -1307,6 +1307,7 @@ async fn create_webhook_answers_as_documented() {
     for destination in [
         json!({"type": "aws_sqs", "queueUrl": EMULATOR_QUEUE, "roleArn": RECEIVER_ROLE}),
         json!({"type": "aws_eventbridge", "eventBusArn": RECEIVER_BUS, "roleArn": RECEIVER_ROLE}),
+        json!({"type": "aws_eventbus", "eventBusArn": RECEIVER_BUS_V2, "roleArn": RECEIVER_ROLE}),
     ] {
         let body = json!({"destination": destination, "events": ["profile.updated"]}).to_string();
         let answer = api.send_json(Method::POST, path, &key, &body).await;
@@ -1377,6 +1378,7 @@ async fn create_webhook_answers_as_documented() {
 const EMULATOR_QUEUE: &str = "http://127.0.0.1:9/210987654321/receiver.fifo";
 const RECEIVER_ROLE: &str = "arn:aws:iam::210987654321:role/career-webhooks-sender";
 const RECEIVER_BUS: &str = "arn:aws:events:us-east-1:210987654321:event-bus/receiver";
+const RECEIVER_BUS_V2: &str = "arn:aws:events:us-east-1:210987654321:event-busv2/receiver/abcdefghij0123456789abcde";
 
 /// Creates a subscription for the owner of `key` and returns its id.
 async fn create_subscription(api: &Api, key: &str) -> String {

@@ -2,8 +2,8 @@
 //! gateway: no key needed, the security headers on every answer. Then the page itself in
 //! headless Chromium (tests/portal/portal_test.mjs, with playwright-core and axe-core from
 //! `scripts/install-local-deps.sh --browser`) against the pipeline, a loopback receiver and
-//! a queue in the receiver's own AWS account, and what it did checked against the receiver,
-//! the queue and the API.
+//! a queue and a Custom Event Bus in the receiver's own AWS account, and what it did checked
+//! against the receiver, the queue, the bus and the API.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +21,10 @@ use local_aws::gateway::{self, ApiFunctions};
 use local_aws::receiver::ReceiverAccount;
 use serde_json::Value;
 
-use crate::destinations;
+use crate::{destinations, identity_tokens};
+
+/// The identity token's audience the page asks for its HTTP subscription (contract section 21).
+const TOKEN_AUDIENCE: &str = "api://portal-test";
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
                    frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -166,6 +169,9 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let account = ReceiverAccount::new(&career_service::clients());
     let queue_name = format!("portal-{}", &user[user.len() - 8..]);
     let queue_url = account.create_queue(&queue_name).await.expect("the receiver's queue");
+    // And a Custom Event Bus, with a role of its own (each subscription's external id is its own).
+    let bus_role = format!("{queue_name}-bus");
+    let bus_arn = account.create_event_bus_v2(&bus_role).await.expect("the receiver's Custom Event Bus");
     let profile = std::env::temp_dir().join(format!("career-portal-chromium-{}", unique_user()));
     std::fs::create_dir_all(&profile).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/portal/portal_test.mjs");
@@ -178,6 +184,9 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
         .env("RECEIVER_URL", &receiver.url)
         .env("QUEUE_URL", &queue_url)
         .env("ROLE_ARN", destinations::role_arn(&queue_name))
+        .env("BUS_ARN", &bus_arn)
+        .env("BUS_ROLE_ARN", destinations::role_arn(&bus_role))
+        .env("TOKEN_AUDIENCE", TOKEN_AUDIENCE)
         .env("SCREENSHOT", &screenshot)
         .env("PROFILE_DIR", &profile)
         .kill_on_drop(true)
@@ -204,6 +213,9 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     for delivery in &sent {
         assert!(signing::verify_hex(&text("secret"), &delivery.body, delivery.header("x-webhook-signature")));
         assert_eq!(delivery.json()["type"], "webhook.ping");
+        // Created with the identity token the page asked for, for its audience.
+        let token = identity_tokens::bearer(delivery);
+        identity_tokens::verified(token, TOKEN_AUDIENCE).await.expect("a token for the page's audience");
     }
     assert_eq!((text("answerStatus"), text("answerShown")), ("200".to_owned(), "thanks".to_owned()));
     assert_eq!(text("bodyShown").as_bytes(), sent[0].body, "the page shows the exact body sent");
@@ -262,6 +274,21 @@ async fn the_portal_manages_a_subscription_in_headless_chromium() {
     let headers = destinations::STANDARD_HEADERS.map(|name| (name, destinations::attribute(&pinged, name)));
     assert!(destinations::verifies(&text("destinationSecret"), &headers, pinged.body().unwrap()), "{headers:?}");
     let deleted = pipeline.api.request(Method::DELETE, &format!("/api/v1/webhooks?id={destination}")).key(&key).send();
+    deleted.await.assert_status(200);
+
+    // So are the two the page showed for the Custom Event Bus: a ping lands on the bus in the
+    // subscription's event group.
+    let (trust, permissions) = (policy("busTrustPolicy"), policy("busPermissionsPolicy"));
+    account.replace_role(&bus_role, &trust, &permissions).await.expect("the bus's role");
+    let on_bus = text("busSubscriptionId");
+    let ping = pipeline.api.request(Method::POST, &format!("/api/v1/webhooks/ping?id={on_bus}")).key(&key).send();
+    ping.await.assert_status(202);
+    let landed = destinations::landed(&bus_arn, 1).await.remove(0);
+    assert_eq!(
+        (landed.detail_type.as_str(), landed.event_group_id.as_deref()),
+        ("webhook.ping", Some(on_bus.as_str()))
+    );
+    let deleted = pipeline.api.request(Method::DELETE, &format!("/api/v1/webhooks?id={on_bus}")).key(&key).send();
     deleted.await.assert_status(200);
 
     // The page deleted the URL subscription through the API.

@@ -6,8 +6,10 @@
 // Environment: PORTAL_NODE_MODULES (where playwright-core and axe-core are installed),
 // CHROMIUM (the browser), PORTAL_LINK and EXPIRED_LINK (`…/portal#key=cak_…`), RECEIVER_URL
 // (the loopback receiver), QUEUE_URL and ROLE_ARN (a queue of the receiver's AWS account in the
-// local emulators, and the role, not made yet, to name for it), SCREENSHOT (where to save the picture) and PROFILE_DIR (a fresh,
-// empty directory for the browser's profile).
+// local emulators, and the role, not made yet, to name for it), BUS_ARN and BUS_ROLE_ARN (a
+// Custom Event Bus of that account, and its role, not made yet either), TOKEN_AUDIENCE (the
+// identity token's audience to ask for), SCREENSHOT (where to save the picture) and PROFILE_DIR
+// (a fresh, empty directory for the browser's profile).
 
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -26,6 +28,9 @@ const EXPIRED_LINK = env('EXPIRED_LINK');
 const RECEIVER_URL = env('RECEIVER_URL');
 const QUEUE_URL = env('QUEUE_URL');
 const ROLE_ARN = env('ROLE_ARN');
+const BUS_ARN = env('BUS_ARN');
+const BUS_ROLE_ARN = env('BUS_ROLE_ARN');
+const TOKEN_AUDIENCE = env('TOKEN_AUDIENCE');
 const ORIGIN = new URL(PORTAL_LINK).origin;
 /** How long a wait for the page or a delivery may take before the step fails. */
 const PATIENCE_MS = 30_000;
@@ -99,6 +104,27 @@ async function fact(list, name) {
 
 const summary = {};
 
+/**
+ * Creates a subscription to `profile.updated` in the receiver's AWS account: the form's target
+ * `label`, with `fields` (selector → value) filled, which show no URL or identity token field;
+ * its secret, shown once, and the page opens it for its role's policies.
+ */
+async function createDestination(label, fields) {
+  const create = page.locator('#create-form');
+  await create.getByLabel(label).check();
+  check(await page.locator('#create-url').isHidden(), `no URL field for ${label}`);
+  check(await page.locator('#create-token').isHidden(), `no identity token for ${label}`);
+  for (const [selector, value] of Object.entries(fields)) await page.fill(selector, value);
+  await create.getByLabel('profile.updated').check();
+  await create.getByRole('button', { name: 'Create subscription' }).click();
+  await visible('#secret-dialog');
+  const secret = await page.inputValue('#secret-value');
+  await page.getByRole('button', { name: 'I have stored it' }).click();
+  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  await notice('give your role the policies below');
+  return secret;
+}
+
 /** Every step, in order, in the one browser session. */
 async function steps() {
 
@@ -138,6 +164,7 @@ async function steps() {
   await create.getByRole('button', { name: 'Create subscription' }).click();
   await problemWith('webhooks.invalid_url');
   await page.fill('#create-url', RECEIVER_URL);
+  await page.fill('#create-token', TOKEN_AUDIENCE);
   await create.getByLabel('Send trace context').check();
   await create.getByRole('button', { name: 'Create subscription' }).click();
   await visible('#secret-dialog');
@@ -344,18 +371,9 @@ async function steps() {
   // gives the role exactly the policies copied here and checks that a ping then arrives.
   log('creating a subscription to an SQS queue');
   check(await page.locator('#create-queue').isHidden(), 'no queue field for a URL');
-  await create.getByLabel('An SQS queue in your AWS account').check();
-  check(await page.locator('#create-url').isHidden(), 'no URL field for a queue');
-  await page.fill('#create-queue', QUEUE_URL);
-  await page.fill('#create-role', ROLE_ARN);
-  await create.getByLabel('profile.updated').check();
-  await create.getByRole('button', { name: 'Create subscription' }).click();
-  await visible('#secret-dialog');
-  summary.destinationSecret = await page.inputValue('#secret-value');
+  summary.destinationSecret = await createDestination('An SQS queue in your AWS account',
+    { '#create-queue': QUEUE_URL, '#create-role': ROLE_ARN });
   check(/^whsec_/.test(summary.destinationSecret), `a secret: ${summary.destinationSecret}`);
-  await page.getByRole('button', { name: 'I have stored it' }).click();
-  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
-  await notice('give your role the policies below');
   await visible('#aws-panel');
   summary.destinationId = await fact('#summary', 'ID');
   check((await fact('#summary', 'Destination')) === QUEUE_URL, 'the queue is the destination');
@@ -383,6 +401,26 @@ async function steps() {
   await page.getByRole('button', { name: '← All subscriptions' }).click();
   await visible('#list-view');
   check((await text('#subscriptions tbody')).includes(QUEUE_URL), 'the list shows the queue');
+
+  // One onto a Custom Event Bus (eventsv2): the bus's ARN and its role, then its policies.
+  log('creating a subscription to a Custom Event Bus');
+  await createDestination('A Custom Event Bus (eventsv2) in your AWS account',
+    { '#create-bus': BUS_ARN, '#create-role': BUS_ROLE_ARN });
+  summary.busSubscriptionId = await fact('#summary', 'ID');
+  check((await fact('#summary', 'Destination type')) === 'Custom Event Bus', 'a Custom Event Bus');
+  check((await fact('#summary', 'Destination')) === BUS_ARN, 'the bus is the destination');
+  check(await page.locator('#kms-block').isHidden(), 'no KMS statement for a bus');
+  for (const [name, button, result] of [['busTrustPolicy', 'Copy trust policy', '#copy-trust-result'],
+    ['busPermissionsPolicy', 'Copy permissions policy', '#copy-permissions-result']]) {
+    await page.getByRole('button', { name: button }).click();
+    await page.locator(result).filter({ hasText: 'Copied' }).waitFor();
+    summary[name] = await page.evaluate(() => navigator.clipboard.readText());
+  }
+  const put = JSON.parse(summary.busPermissionsPolicy).Statement[0];
+  check(put.Action === 'events:PutEvents' && put.Resource === BUS_ARN, `the permissions policy: ${summary.busPermissionsPolicy}`);
+  await accessible('a Custom Event Bus destination with its role\'s policies');
+  await page.getByRole('button', { name: '← All subscriptions' }).click();
+  await visible('#list-view');
 
   // Signing out forgets the key; signing in again by typing it (keyboard only).
   log('signing out and in again');

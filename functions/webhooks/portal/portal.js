@@ -267,7 +267,7 @@ async function showList(notice) {
 
 // ------------------------------------------------------------------ creating
 
-/** Which target the create form is set to: `url`, `aws_sqs` or `aws_eventbridge`. */
+/** Which target the create form is set to: `url`, `aws_sqs`, `aws_eventbridge` or `aws_eventbus`. */
 function createTargetType() {
   return $('create-form').querySelector('input[name="target"]:checked').value;
 }
@@ -275,18 +275,30 @@ function createTargetType() {
 /** Shows (and requires) the create form's fields for its target only. */
 function showCreateTarget() {
   const type = createTargetType();
+  const bus = type === 'aws_eventbridge' || type === 'aws_eventbus';
   const fields = { 'create-url': type === 'url', 'create-queue': type === 'aws_sqs',
-    'create-bus': type === 'aws_eventbridge', 'create-role': type !== 'url' };
+    'create-bus': bus, 'create-role': type !== 'url' };
   for (const [id, shown] of Object.entries(fields)) {
     $(`${id}-field`).hidden = !shown;
     $(id).required = shown;
   }
+  // An identity token is for HTTP deliveries only (contract section 21), and optional.
+  $('create-token-field').hidden = type !== 'url';
+  $('create-bus').placeholder = type === 'aws_eventbus'
+    ? 'arn:aws:events:eu-west-1:111122223333:event-busv2/webhooks/<its 25-character id>'
+    : 'arn:aws:events:eu-west-1:111122223333:event-bus/webhooks';
 }
+
+/** The names the portal gives the destination types. */
+const DESTINATION_TYPES = { aws_sqs: 'SQS queue', aws_eventbridge: 'EventBridge bus', aws_eventbus: 'Custom Event Bus' };
 
 /** The create form's target as the API takes it: `{ url }` or `{ destination }` (contract section 17). */
 function createTarget() {
   const type = createTargetType();
-  if (type === 'url') return { url: $('create-url').value.trim() };
+  if (type === 'url') {
+    const audience = $('create-token').value.trim();
+    return { url: $('create-url').value.trim(), ...(audience && { identityToken: { audience } }) };
+  }
   const where = type === 'aws_sqs' ? { queueUrl: $('create-queue').value.trim() } : { eventBusArn: $('create-bus').value.trim() };
   return { destination: { type, ...where, roleArn: $('create-role').value.trim() } };
 }
@@ -362,7 +374,7 @@ async function toggleSigning(event) {
 function destinationFacts(destination) {
   if (!destination) return [];
   return [
-    ['Destination type', destination.type === 'aws_sqs' ? 'SQS queue' : 'EventBridge bus'],
+    ['Destination type', DESTINATION_TYPES[destination.type] ?? destination.type],
     ['Role', el('code', {}, destination.roleArn)],
     ['External ID', el('code', {}, destination.externalId)],
     ['Sender role', el('code', {}, destination.senderRoleArn ?? 'not configured')],

@@ -180,6 +180,26 @@ pub async fn set_in_flight_quota(sqs_endpoint: &str, queue_url: &str, quota: u32
     blocking(move || Ok(request.call().map(drop)?)).await.context(EMULATOR_ROUTE)
 }
 
+/// An entry a Custom Event Bus of the emulator holds (moto_server.py), as it was put.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldEvent {
+    pub event_id: String,
+    pub source: String,
+    pub detail_type: String,
+    pub detail: Option<String>,
+    pub event_group_id: Option<String>,
+    pub deduplication_id: Option<String>,
+}
+
+/// Every entry the Custom Event Bus `bus_arn` of the emulator at `endpoint` holds, in the order
+/// it was put (a bus retains its events; the eventsv2 API has no call that lists them).
+pub async fn held_events(endpoint: &str, bus_arn: &str) -> anyhow::Result<Vec<HeldEvent>> {
+    let request = ureq::get(&format!("{endpoint}/_careerctl/event-bus")).query("arn", bus_arn);
+    let text = blocking(move || Ok(request.call()?.into_string()?)).await.context("the emulator's event bus route")?;
+    serde_json::from_str(&text).context("the emulator's event bus route")
+}
+
 /// The context of a failed call to the route that moto_server.py adds.
 const EMULATOR_ROUTE: &str = "the SQS emulator's message route";
 

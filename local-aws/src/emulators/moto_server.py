@@ -1,5 +1,6 @@
 """moto's server as the local stack runs it, standing in for SQS and KMS, with seven changes
-made on moto's internals (pinned by scripts/install-local-deps.sh).
+made on moto's internals (pinned by scripts/install-local-deps.sh), and an emulation of its own
+of the Custom Event Bus (the eventsv2 API), which moto does not have.
 
 - With --kms-state DIR, its KMS keys are made of a key id and key material kept in DIR, so
   what the local stack encrypted under its key still decrypts after a restart (moto keeps
@@ -36,6 +37,18 @@ made on moto's internals (pinned by scripts/install-local-deps.sh).
   tens of milliseconds, and every other request, another user's included, waited behind it.
   Here the retention period is read directly, and each count reads the clock once.
 
+- The Custom Event Bus (contract section 17's `aws_eventbus`): CreateEventBus, ListEventBuses
+  (by name prefix, one page), DeleteEventBus and PutEvents of the eventsv2 API, in its RPC v2 CBOR protocol (POST
+  /service/AWSEventsV2/operation/<name>), read and answered with botocore's own CBOR parser and
+  serializer and its eventbridgev2 model (botocore comes with moto: nothing hand-written, no
+  other package). A bus belongs to the account of moto's account header (its ARN
+  `arn:aws:events:<region>:<account>:event-busv2/<name>/<25 lowercase letters and digits>`), a
+  PutEvents to one that does not exist is a ResourceNotFoundException, and the bus keeps every
+  entry it was put, each with its event group and deduplication id (nothing is dropped as a
+  duplicate). As a bus retains its events, GET /_careerctl/event-bus?arn=<bus ARN> lists them,
+  for the receiver's tests. IAM is the local stack's: it evaluates each PutEvents signed by a
+  receiver's role before it arrives here (local-aws/src/iam.rs).
+
 Unlike moto_server it leaves SIGINT as it finds it (ignored, under careerctl's watchdog): a
 Ctrl-C in the terminal must not end it before careerctl has saved the queues.
 """
@@ -44,9 +57,17 @@ import argparse
 import base64
 import json
 import os
+import secrets
+import string
+import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
+
+import botocore.session
+from botocore.parsers import RpcV2CBORParser
+from botocore.serialize import RpcV2CBORSerializer
 
 import moto.kms.models as kms
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
@@ -206,11 +227,99 @@ SQSBackend.change_message_visibility = change_message_visibility
 Message.mark_received = mark_received
 
 
+EVENTSV2_PATH = "/service/AWSEventsV2/operation/"
+EVENT_BUS_ROUTE = "/_careerctl/event-bus"
+EVENTSV2 = botocore.session.get_session().get_service_model("eventbridgev2")
+DEFAULT_ACCOUNT = "123456789012"
+# Each Custom Event Bus by ARN: the entries it was put, in order.
+BUSES = {}
+BUSES_LOCK = threading.Lock()
+
+
+def cbor_answer(value, shape, status=200):
+    """`value` encoded as the model's `shape`, as the service answers."""
+    body = bytearray()
+    RpcV2CBORSerializer()._serialize_data_item(body, value, shape)
+    return Response(bytes(body), status=status, content_type="application/cbor", headers={"smithy-protocol": "rpc-v2-cbor"})
+
+
+def cbor_error(code, message):
+    """The error `code` of the model (its HTTP status), its `__type` naming it."""
+    text = EVENTSV2.shape_for("String")
+    pairs = SimpleNamespace(type_name="map", key=text, value=text)
+    status = EVENTSV2.shape_for(code).metadata["error"]["httpStatusCode"]
+    return cbor_answer({"__type": code, "Message": message}, pairs, status)
+
+
+def eventsv2(request):
+    operation = request.path[len(EVENTSV2_PATH) :]
+    parser = RpcV2CBORParser()
+    body = request.get_data()
+    given = parser.parse_data_item(parser.get_peekable_stream_from_bytes(body)) if body else {}
+    output = EVENTSV2.operation_model(operation).output_shape if operation in EVENTSV2.operation_names else None
+    account = request.headers.get("x-moto-account-id", DEFAULT_ACCOUNT)
+    in_account = f"arn:aws:events:{REGION}:{account}:event-busv2/"
+    with BUSES_LOCK:
+        if operation == "CreateEventBus":
+            prefix = f"{in_account}{given['Name']}/"
+            if any(arn.startswith(prefix) for arn in BUSES):
+                return cbor_error("ResourceAlreadyExistsException", f"Event bus {given['Name']} already exists.")
+            arn = prefix + "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(25))
+            BUSES[arn] = []
+            return cbor_answer({"EventBusArn": arn, "Name": given["Name"], "State": "ACTIVE"}, output)
+        if operation == "ListEventBuses":
+            named = in_account + given.get("NamePrefix", "")
+            buses = [
+                {"Name": arn.split("/")[1], "EventBusArn": arn, "State": "ACTIVE"}
+                for arn in BUSES
+                if arn.startswith(named)
+            ]
+            return cbor_answer({"EventBuses": buses}, output)
+        arn = given.get("EventBusArn", "")
+        if operation not in ("DeleteEventBus", "PutEvents"):
+            return cbor_error("InvalidInputException", f"The local stack does not emulate {operation}.")
+        if arn not in BUSES:
+            return cbor_error("ResourceNotFoundException", f"Event bus {arn} does not exist.")
+        if operation == "DeleteEventBus":
+            del BUSES[arn]
+            return cbor_answer({}, output)
+        results = []
+        for entry in given.get("Entries", []):
+            metadata = entry.get("SystemMetadata", {})
+            held = {
+                "eventId": str(uuid.uuid4()),
+                "source": entry["Source"],
+                "detailType": entry["DetailType"],
+                "detail": entry.get("Detail"),
+                "eventGroupId": metadata.get("EventGroupId"),
+                "deduplicationId": metadata.get("DeduplicationId"),
+                "sequenceNumber": str(len(BUSES[arn]) + 1),
+            }
+            BUSES[arn].append(held)
+            results.append(
+                {"EventId": held["eventId"], "SequenceNumber": held["sequenceNumber"], "SuccessCode": "PUBLISHED"}
+            )
+        return cbor_answer({"FailedEntryCount": 0, "Entries": results}, output)
+
+
+def held_events(request):
+    with BUSES_LOCK:
+        held = BUSES.get(request.args["arn"])
+    if held is None:
+        return Response(json.dumps({"error": "no such bus"}), status=404, mimetype="application/json")
+    return Response(json.dumps(held), mimetype="application/json")
+
+
 class WithSavedMessages:
     def __init__(self, app):
         self.app = app
 
     def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(EVENTSV2_PATH):
+            return eventsv2(Request(environ))(environ, start_response)
+        if path == EVENT_BUS_ROUTE:
+            return held_events(Request(environ))(environ, start_response)
         if environ.get("PATH_INFO") == QUOTA_ROUTE:
             request = Request(environ)
             _, name = backend_and_name(request.args["queue"])

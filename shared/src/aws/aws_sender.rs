@@ -1,6 +1,7 @@
 //! Sends to a destination in the receiver's own AWS account (contract section 17): assumes
-//! the subscription's role with its external id, then one `SendMessage` or `PutEvents` signed
-//! with those credentials only. The function's own credentials sign nothing but the
+//! the subscription's role with its external id, then one `SendMessage` or `PutEvents` (to an
+//! EventBridge bus, or to a Custom Event Bus through the eventsv2 API) signed with those
+//! credentials only. The function's own credentials sign nothing but the
 //! `AssumeRole`. What is sent and what an error means are `aws_destination`'s decisions.
 //!
 //! Each subscription's session (its credentials, and the queue's or bus's client made with
@@ -13,16 +14,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use aws_sdk_eventbridgev2::types::{PutEventsRequestEntry as BusV2Entry, PutEventsSystemMetadata};
 use aws_sdk_sqs::config::Credentials;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::MessageAttributeValue;
+use aws_types::endpoint_config::AccountIdEndpointMode;
 use aws_types::region::Region;
 
 use crate::aws::AwsClients;
 use crate::delivery::attempt::{Answer, Outcome};
 use crate::delivery::aws_destination::{
-    classify, event_detail, still_fresh, AwsError, DestinationFailure, QueueMessage, Step, EVENT_SOURCE,
-    SESSION_SECONDS,
+    classify, still_fresh, AwsError, BusEvent, DestinationFailure, QueueMessage, Step, EVENT_SOURCE, SESSION_SECONDS,
 };
 use crate::delivery::{DeliveryMessage, SignedDelivery};
 use crate::ids::SubscriptionId;
@@ -56,6 +58,7 @@ struct Session {
 enum TargetClient {
     Sqs(aws_sdk_sqs::Client),
     EventBridge(aws_sdk_eventbridge::Client),
+    EventBusV2(aws_sdk_eventbridgev2::Client),
 }
 
 impl AwsSender {
@@ -70,20 +73,25 @@ impl AwsSender {
             Ok(client) => client,
             Err(failure) => return Outcome::NotTaken(failure),
         };
+        let (subscription, id) = (delivery.subscription_id.as_str(), delivery.delivery_id.as_str());
+        let bus_event = |ordered| BusEvent::new(signed, delivery.event.kind().as_str(), subscription, id, ordered);
         match (&aws.destination, client) {
             (Destination::AwsSqs { queue_url, .. }, TargetClient::Sqs(sqs)) => {
-                let (subscription, id) = (delivery.subscription_id.as_str(), delivery.delivery_id.as_str());
                 let message = QueueMessage::new(signed, subscription, id, queue_url.is_fifo());
                 send_message(&sqs, queue_url.as_str(), message).await
             }
             (Destination::AwsEventBridge { event_bus_arn, .. }, TargetClient::EventBridge(events)) => {
+                let event = bus_event(false);
                 let entry = PutEventsRequestEntry::builder()
                     .event_bus_name(event_bus_arn.as_str())
                     .source(EVENT_SOURCE)
-                    .detail_type(delivery.event.kind().as_str())
-                    .detail(event_detail(signed))
+                    .detail_type(event.detail_type)
+                    .detail(event.detail)
                     .build();
                 put_events(&events, entry).await
+            }
+            (Destination::AwsEventBus { event_bus_arn, .. }, TargetClient::EventBusV2(events)) => {
+                put_events_v2(&events, event_bus_arn.as_str(), bus_event(true)).await
             }
             _ => unreachable!("a session's client is made for its destination's kind (the key holds its target)"),
         }
@@ -151,6 +159,15 @@ impl AwsSender {
                     .region(Region::new(event_bus_arn.region().to_owned()));
                 TargetClient::EventBridge(aws_sdk_eventbridge::Client::from_conf(config.build()))
             }
+            Destination::AwsEventBus { event_bus_arn, .. } => {
+                // The bus's account picks its endpoint (the eventsv2 API's account-based
+                // routing; an endpoint given, as the local stack's, wins).
+                let config = aws_sdk_eventbridgev2::config::Builder::from(sdk)
+                    .credentials_provider(credentials)
+                    .region(Region::new(event_bus_arn.region().to_owned()))
+                    .account_id_endpoint_mode(AccountIdEndpointMode::Preferred);
+                TargetClient::EventBusV2(aws_sdk_eventbridgev2::Client::from_conf(config.build()))
+            }
         };
         Ok(Session { expires, client })
     }
@@ -177,12 +194,37 @@ async fn put_events(events: &aws_sdk_eventbridge::Client, entry: PutEventsReques
         Err(err) => return Outcome::NotTaken(classify(Step::PutEvents, aws_error(&err))),
     };
     let entry = put.entries().first();
-    match put.failed_entry_count() {
-        0 => accepted(serde_json::json!({"FailedEntryCount": 0, "EventId": entry.and_then(|e| e.event_id())})),
-        _ => {
-            let code = entry.and_then(|entry| entry.error_code());
-            Outcome::NotTaken(classify(Step::PutEvents, AwsError::Answered { code, status: None }))
-        }
+    put_outcome(put.failed_entry_count(), entry.and_then(|e| e.event_id()), entry.and_then(|e| e.error_code()))
+}
+
+/// One entry on a Custom Event Bus, in its event group with its deduplication id. A repeat
+/// the bus drops as a duplicate is a success too: the delivery is on the bus.
+async fn put_events_v2(events: &aws_sdk_eventbridgev2::Client, bus_arn: &str, event: BusEvent) -> Outcome {
+    let mut metadata = PutEventsSystemMetadata::builder();
+    if let Some((group, deduplication)) = event.ordering {
+        metadata = metadata.event_group_id(group).deduplication_id(deduplication);
+    }
+    let entry = BusV2Entry::builder()
+        .source(EVENT_SOURCE)
+        .detail_type(event.detail_type)
+        .detail(event.detail)
+        .system_metadata(metadata.build())
+        .build()
+        .expect("the source and the detail type are set");
+    let put = match events.put_events().event_bus_arn(bus_arn).entries(entry).send().await {
+        Ok(put) => put,
+        Err(err) => return Outcome::NotTaken(classify(Step::PutEvents, aws_error(&err))),
+    };
+    let entry = put.entries().first();
+    put_outcome(put.failed_entry_count(), entry.and_then(|e| e.event_id()), entry.and_then(|e| e.error_code()))
+}
+
+/// What a `PutEvents` of one entry answered, on either bus: taken with its event id, or its
+/// entry's error.
+fn put_outcome(failed: i32, event_id: Option<&str>, error_code: Option<&str>) -> Outcome {
+    match failed {
+        0 => accepted(serde_json::json!({"FailedEntryCount": 0, "EventId": event_id})),
+        _ => Outcome::NotTaken(classify(Step::PutEvents, AwsError::Answered { code: error_code, status: None })),
     }
 }
 

@@ -6,7 +6,7 @@
 //! - `api`: the HTTP boundary of the three API functions (API Gateway's requests);
 //! - `queue`: the delivery lanes (SQS);
 //! - `sender`: a delivery's HTTPS request (through the private-network guard);
-//! - `aws_sender`: a delivery into the receiver's own AWS account (STS, then SQS or EventBridge);
+//! - `aws_sender`: a delivery into the receiver's own AWS account (STS, then SQS, EventBridge or the Custom Event Bus);
 //! - `identity_tokens`: the AWS-signed token an HTTP subscription may ask each attempt to carry (STS);
 //! - `operator`: the operator's SNS topic;
 //! - `outbox`: the one place a delivery is recorded and queued (every origin of a round);

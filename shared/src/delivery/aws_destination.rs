@@ -9,6 +9,9 @@
 //!   "body": "<the event body as sent, the bytes the signature covers>"}`. Rules match on
 //!   the event's own fields; a receiver verifies `webhook.body` with `webhook.headers`
 //!   (EventBridge may re-serialize `Detail`, so the signed bytes travel as a string).
+//! - A Custom Event Bus (the eventsv2 API): the same entry, with the subscription as its
+//!   `EventGroupId` (the bus keeps each group's order) and the delivery id as its
+//!   `DeduplicationId`, as a FIFO queue gets them.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -71,8 +74,28 @@ impl QueueMessage {
     }
 }
 
+/// One `PutEvents` entry's parameters, on either bus: its `Source` is [`EVENT_SOURCE`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BusEvent {
+    /// The event kind.
+    pub detail_type: String,
+    pub detail: String,
+    /// `(EventGroupId, DeduplicationId)` on a Custom Event Bus.
+    pub ordering: Option<(String, String)>,
+}
+
+impl BusEvent {
+    pub fn new(signed: &SignedDelivery, kind: &str, subscription_id: &str, delivery_id: &str, ordered: bool) -> Self {
+        BusEvent {
+            detail_type: kind.to_owned(),
+            detail: event_detail(signed),
+            ordering: ordered.then(|| (subscription_id.to_owned(), delivery_id.to_owned())),
+        }
+    }
+}
+
 /// An EventBridge entry's `Detail`: the event's object with the [`ENVELOPE_FIELD`] member.
-pub fn event_detail(signed: &SignedDelivery) -> String {
+fn event_detail(signed: &SignedDelivery) -> String {
     let mut detail: Map<String, Value> = serde_json::from_slice(&signed.body).expect("an event is a JSON object");
     let headers: Map<String, Value> =
         carried_headers(signed).into_iter().map(|(name, value)| (name.to_owned(), Value::String(value))).collect();
@@ -252,13 +275,24 @@ mod tests {
     #[test]
     fn an_event_detail_is_the_event_with_the_envelope_beside_its_fields() {
         let signed = signed(&[]);
-        let detail: Value = serde_json::from_str(&event_detail(&signed)).unwrap();
+        let event = BusEvent::new(&signed, "profile.updated", "whk_1", "dlv_1", false);
+        assert_eq!((event.detail_type.as_str(), event.ordering), ("profile.updated", None));
+        let detail: Value = serde_json::from_str(&event.detail).unwrap();
         assert_eq!(detail["type"], "profile.updated");
         assert_eq!(detail["data"]["a"], "é");
         assert_eq!(detail[ENVELOPE_FIELD]["body"].as_str().unwrap().as_bytes(), signed.body.as_slice());
         assert_eq!(detail[ENVELOPE_FIELD]["headers"]["webhook-signature"], "v1,abc v1a,def");
         let keys: Vec<&String> = detail.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["id", "type", "data", ENVELOPE_FIELD], "the event's fields keep their order");
+    }
+
+    #[test]
+    fn a_custom_event_bus_entry_is_the_same_event_in_the_subscriptions_group_deduplicated_by_the_delivery() {
+        let signed = signed(&[]);
+        let ordered = BusEvent::new(&signed, "profile.updated", "whk_1", "dlv_1", true);
+        let plain = BusEvent::new(&signed, "profile.updated", "whk_1", "dlv_1", false);
+        assert_eq!(ordered.ordering, Some(("whk_1".to_owned(), "dlv_1".to_owned())));
+        assert_eq!((ordered.detail_type, ordered.detail), (plain.detail_type, plain.detail), "the same envelope");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Destinations in the receiver's own AWS account (contract section 17): an SQS queue or an
-//! EventBridge bus, and the role the service assumes to send there, with an external id the
-//! service generates. Parsed once here, at the API; the sender reads the parts it needs.
+//! Destinations in the receiver's own AWS account (contract section 17): an SQS queue, an
+//! EventBridge bus or a Custom Event Bus (the eventsv2 API), and the role the service assumes to
+//! send there, with an external id the service generates. Parsed once here, at the API; the sender reads the parts it needs.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -21,6 +21,10 @@ const MAX_ROLE_PATH_LEN: usize = 512;
 const MAX_ROLE_NAME_LEN: usize = 64;
 const MAX_QUEUE_NAME_LEN: usize = 80;
 const MAX_BUS_NAME_LEN: usize = 256;
+/// The longest Custom Event Bus ARN the eventsv2 API takes (its model's `EventBusArn`).
+const MAX_BUS_V2_ARN_LEN: usize = 1011;
+/// The random id that ends a Custom Event Bus ARN: lowercase letters and digits.
+const BUS_V2_ID_LEN: usize = 25;
 const FIFO_SUFFIX: &str = ".fifo";
 /// The start of every assumed-role session's name; the subscription id follows.
 const SESSION_PREFIX: &str = "career-webhooks-";
@@ -32,6 +36,8 @@ wire_names! {
         AwsSqs = "aws_sqs",
         /// An EventBridge event bus.
         AwsEventBridge = "aws_eventbridge",
+        /// A Custom Event Bus (the eventsv2 API): FIFO per event group, deduplication.
+        AwsEventBus = "aws_eventbus",
     }
 }
 
@@ -84,11 +90,11 @@ impl RoleArn {
     }
 
     pub fn partition(&self) -> &str {
-        self.0.split(':').nth(1).expect("checked by parse")
+        arn_part(&self.0, 1)
     }
 
     pub fn account(&self) -> AccountId {
-        AccountId(self.0.split(':').nth(4).expect("checked by parse").to_owned())
+        AccountId(arn_part(&self.0, 4).to_owned())
     }
 }
 
@@ -182,6 +188,29 @@ impl QueueUrl {
 
 text_traits!(QueueUrl, "an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)");
 
+/// The text and the parts of a bus's ARN, of either API (each type's `parse` checked them).
+macro_rules! bus_arn_parts {
+    ($name:ident) => {
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn partition(&self) -> &str {
+                arn_part(&self.0, 1)
+            }
+
+            pub fn region(&self) -> &str {
+                arn_part(&self.0, 3)
+            }
+
+            pub fn account(&self) -> AccountId {
+                AccountId(arn_part(&self.0, 4).to_owned())
+            }
+        }
+    };
+}
+
 /// An EventBridge bus's ARN, `arn:<partition>:events:<region>:<account>:event-bus/<name>`.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -189,37 +218,50 @@ pub struct EventBusArn(String);
 
 impl EventBusArn {
     pub fn parse(text: &str) -> Option<Self> {
-        let [arn, partition, service, region, account, resource] = arn_parts(text)?;
-        let name = resource.strip_prefix("event-bus/")?;
+        let name = events_resource(text)?.strip_prefix("event-bus/")?;
         let name_ok = (1..=MAX_BUS_NAME_LEN).contains(&name.len())
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
-        // The region is one of the ARN's partition, as a queue URL's is of its domain's.
-        let ok = arn == "arn"
-            && Partition::of_region(region).is_some_and(|of_region| of_region.name == partition)
-            && service == "events"
-            && AccountId::parse(account).is_some()
-            && name_ok;
-        ok.then(|| EventBusArn(text.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    pub fn partition(&self) -> &str {
-        self.0.split(':').nth(1).expect("checked by parse")
-    }
-
-    pub fn region(&self) -> &str {
-        self.0.split(':').nth(3).expect("checked by parse")
-    }
-
-    pub fn account(&self) -> AccountId {
-        AccountId(self.0.split(':').nth(4).expect("checked by parse").to_owned())
+        name_ok.then(|| EventBusArn(text.to_owned()))
     }
 }
 
+bus_arn_parts!(EventBusArn);
 text_traits!(EventBusArn, "an EventBridge bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)");
+
+/// A Custom Event Bus's ARN (the eventsv2 API),
+/// `arn:<partition>:events:<region>:<account>:event-busv2/<name>/<id>`: as its model's pattern
+/// says, a name of 1-256 letters, digits, `.`, `-` and `_` that starts with a letter or digit,
+/// and an id of 25 lowercase letters and digits; and, as for [`EventBusArn`], a region of the
+/// ARN's partition.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EventBusV2Arn(String);
+
+impl EventBusV2Arn {
+    pub fn parse(text: &str) -> Option<Self> {
+        if text.len() > MAX_BUS_V2_ARN_LEN {
+            return None;
+        }
+        let (name, id) = events_resource(text)?.strip_prefix("event-busv2/")?.split_once('/')?;
+        let name_ok = (1..=MAX_BUS_NAME_LEN).contains(&name.len())
+            && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        let id_ok = id.len() == BUS_V2_ID_LEN && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        (name_ok && id_ok).then(|| EventBusV2Arn(text.to_owned()))
+    }
+
+    /// Whether `text` names a Custom Event Bus rather than an EventBridge bus, well-formed or
+    /// not: what a PATCH's `eventBusArn` changes when it gives no `type`.
+    fn names_one(text: &str) -> bool {
+        text.contains(":event-busv2/")
+    }
+}
+
+bus_arn_parts!(EventBusV2Arn);
+text_traits!(
+    EventBusV2Arn,
+    "a Custom Event Bus ARN (arn:<partition>:events:<region>:<account>:event-busv2/<name>/<id>)"
+);
 
 /// The external id of a subscription's role assumption (`sts:ExternalId`): generated by the
 /// service when the subscription is created, 43 base64url characters, never taken from a
@@ -249,6 +291,7 @@ text_traits!(ExternalId, "an external id");
 pub enum Destination {
     AwsSqs { queue_url: QueueUrl, role_arn: RoleArn },
     AwsEventBridge { event_bus_arn: EventBusArn, role_arn: RoleArn },
+    AwsEventBus { event_bus_arn: EventBusV2Arn, role_arn: RoleArn },
 }
 
 /// Why a `destination` (or its change) was refused: `webhooks.invalid_destination`.
@@ -270,6 +313,11 @@ pub enum InvalidDestination {
     QueueUrl,
     #[error("destination.eventBusArn must be an EventBridge bus ARN, arn:<partition>:events:<region>:<account>:event-bus/<name>")]
     EventBusArn,
+    #[error(
+        "destination.eventBusArn must be a Custom Event Bus ARN, \
+         arn:<partition>:events:<region>:<account>:event-busv2/<name>/<25 lowercase letters and digits>"
+    )]
+    EventBusV2Arn,
     #[error("destination.roleArn must be an IAM role ARN, arn:<partition>:iam::<account>:role/<name>")]
     RoleArn,
     #[error("destination.queueUrl must be on AWS: this deployment does not deliver to a local queue")]
@@ -322,6 +370,10 @@ impl Destination {
                 event_bus_arn: change.event_bus_arn.ok_or(InvalidDestination::Missing("eventBusArn"))?,
                 role_arn,
             },
+            DestinationType::AwsEventBus => Destination::AwsEventBus {
+                event_bus_arn: change.event_bus_v2_arn.ok_or(InvalidDestination::Missing("eventBusArn"))?,
+                role_arn,
+            },
         };
         destination.check(policy)?;
         Ok(destination)
@@ -346,6 +398,10 @@ impl Destination {
                 event_bus_arn: change.event_bus_arn.clone().unwrap_or_else(|| event_bus_arn.clone()),
                 role_arn,
             },
+            Destination::AwsEventBus { event_bus_arn, .. } => Destination::AwsEventBus {
+                event_bus_arn: change.event_bus_v2_arn.clone().unwrap_or_else(|| event_bus_arn.clone()),
+                role_arn,
+            },
         };
         changed.check(policy)?;
         Ok(changed)
@@ -355,13 +411,16 @@ impl Destination {
         match self {
             Destination::AwsSqs { .. } => DestinationType::AwsSqs,
             Destination::AwsEventBridge { .. } => DestinationType::AwsEventBridge,
+            Destination::AwsEventBus { .. } => DestinationType::AwsEventBus,
         }
     }
 
     /// The role the service assumes to send.
     pub fn role_arn(&self) -> &RoleArn {
         match self {
-            Destination::AwsSqs { role_arn, .. } | Destination::AwsEventBridge { role_arn, .. } => role_arn,
+            Destination::AwsSqs { role_arn, .. }
+            | Destination::AwsEventBridge { role_arn, .. }
+            | Destination::AwsEventBus { role_arn, .. } => role_arn,
         }
     }
 
@@ -375,6 +434,7 @@ impl Destination {
         match self {
             Destination::AwsSqs { queue_url, .. } => queue_url.as_str(),
             Destination::AwsEventBridge { event_bus_arn, .. } => event_bus_arn.as_str(),
+            Destination::AwsEventBus { event_bus_arn, .. } => event_bus_arn.as_str(),
         }
     }
 
@@ -397,6 +457,9 @@ impl Destination {
                 ("queue", "queueUrl", queue_url.account(), partition)
             }
             Destination::AwsEventBridge { event_bus_arn, .. } => {
+                ("bus", "eventBusArn", event_bus_arn.account(), Some(event_bus_arn.partition()))
+            }
+            Destination::AwsEventBus { event_bus_arn, .. } => {
                 ("bus", "eventBusArn", event_bus_arn.account(), Some(event_bus_arn.partition()))
             }
         };
@@ -434,6 +497,7 @@ pub struct DestinationChange {
     pub kind: Option<DestinationType>,
     pub queue_url: Option<QueueUrl>,
     pub event_bus_arn: Option<EventBusArn>,
+    pub event_bus_v2_arn: Option<EventBusV2Arn>,
     pub role_arn: Option<RoleArn>,
 }
 
@@ -441,15 +505,16 @@ impl DestinationChange {
     pub fn parse(value: &Value) -> Result<Self, InvalidDestination> {
         let fields = value.as_object().ok_or(InvalidDestination::NotAnObject)?;
         let given = destination_type(fields)?;
-        // Without a type, the queue URL or bus ARN given says which kind it changes; a role
-        // alone fits either.
-        let kind = given.unwrap_or(if fields.contains_key("eventBusArn") {
-            DestinationType::AwsEventBridge
-        } else {
-            DestinationType::AwsSqs
+        // Without a type, the queue URL or bus ARN given says which kind it changes (both buses
+        // take `eventBusArn`; their ARNs tell them apart); a role alone fits any.
+        let kind = given.unwrap_or(match fields.get("eventBusArn") {
+            Some(arn) if arn.as_str().is_some_and(EventBusV2Arn::names_one) => DestinationType::AwsEventBus,
+            Some(_) => DestinationType::AwsEventBridge,
+            None => DestinationType::AwsSqs,
         });
         let change = DestinationChange::read(fields, kind)?;
-        let targeted = change.queue_url.is_some() || change.event_bus_arn.is_some();
+        let targeted =
+            change.queue_url.is_some() || change.event_bus_arn.is_some() || change.event_bus_v2_arn.is_some();
         Ok(DestinationChange { kind: given.or(targeted.then_some(kind)), ..change })
     }
 
@@ -458,7 +523,9 @@ impl DestinationChange {
     fn read(fields: &Map<String, Value>, kind: DestinationType) -> Result<Self, InvalidDestination> {
         let (target, allowed) = match kind {
             DestinationType::AwsSqs => ("queueUrl", "type, queueUrl and roleArn"),
-            DestinationType::AwsEventBridge => ("eventBusArn", "type, eventBusArn and roleArn"),
+            DestinationType::AwsEventBridge | DestinationType::AwsEventBus => {
+                ("eventBusArn", "type, eventBusArn and roleArn")
+            }
         };
         for name in fields.keys() {
             match name.as_str() {
@@ -479,8 +546,14 @@ impl DestinationChange {
             }
             _ => None,
         };
+        let event_bus_v2_arn = match (kind, text("eventBusArn")) {
+            (DestinationType::AwsEventBus, Some(arn)) => {
+                Some(EventBusV2Arn::parse(arn).ok_or(InvalidDestination::EventBusV2Arn)?)
+            }
+            _ => None,
+        };
         let role_arn = text("roleArn").map(|arn| RoleArn::parse(arn).ok_or(InvalidDestination::RoleArn)).transpose()?;
-        Ok(DestinationChange { kind: Some(kind), queue_url, event_bus_arn, role_arn })
+        Ok(DestinationChange { kind: Some(kind), queue_url, event_bus_arn, event_bus_v2_arn, role_arn })
     }
 }
 
@@ -526,9 +599,18 @@ pub struct DestinationFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_url: Option<QueueUrl>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_bus_arn: Option<EventBusArn>,
+    pub event_bus_arn: Option<BusArn>,
     pub role_arn: RoleArn,
     pub external_id: ExternalId,
+}
+
+/// A stored or shown `eventBusArn`: an EventBridge bus's or a Custom Event Bus's, which the
+/// destination's `type` must match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BusArn {
+    EventBridge(EventBusArn),
+    V2(EventBusV2Arn),
 }
 
 impl TryFrom<DestinationFields> for AwsDestination {
@@ -538,8 +620,11 @@ impl TryFrom<DestinationFields> for AwsDestination {
         let role_arn = fields.role_arn;
         let destination = match (fields.kind, fields.queue_url, fields.event_bus_arn) {
             (DestinationType::AwsSqs, Some(queue_url), None) => Destination::AwsSqs { queue_url, role_arn },
-            (DestinationType::AwsEventBridge, None, Some(event_bus_arn)) => {
+            (DestinationType::AwsEventBridge, None, Some(BusArn::EventBridge(event_bus_arn))) => {
                 Destination::AwsEventBridge { event_bus_arn, role_arn }
+            }
+            (DestinationType::AwsEventBus, None, Some(BusArn::V2(event_bus_arn))) => {
+                Destination::AwsEventBus { event_bus_arn, role_arn }
             }
             _ => return Err("a destination has the queue URL or the bus ARN of its type"),
         };
@@ -552,7 +637,10 @@ impl From<AwsDestination> for DestinationFields {
         let kind = aws.destination.kind();
         let (queue_url, event_bus_arn, role_arn) = match aws.destination {
             Destination::AwsSqs { queue_url, role_arn } => (Some(queue_url), None, role_arn),
-            Destination::AwsEventBridge { event_bus_arn, role_arn } => (None, Some(event_bus_arn), role_arn),
+            Destination::AwsEventBridge { event_bus_arn, role_arn } => {
+                (None, Some(BusArn::EventBridge(event_bus_arn)), role_arn)
+            }
+            Destination::AwsEventBus { event_bus_arn, role_arn } => (None, Some(BusArn::V2(event_bus_arn)), role_arn),
         };
         DestinationFields { kind, queue_url, event_bus_arn, role_arn, external_id: aws.external_id }
     }
@@ -569,6 +657,22 @@ fn destination_type(fields: &Map<String, Value>) -> Result<Option<DestinationTyp
                 .ok_or_else(|| InvalidDestination::UnknownType(value.to_string()))
         })
         .transpose()
+}
+
+/// The resource of an EventBridge ARN (a bus's, of either API): `None` unless the ARN is of
+/// `events`, in a region of its partition (as a queue URL's is of its domain's), in an account.
+fn events_resource(text: &str) -> Option<&str> {
+    let [arn, partition, service, region, account, resource] = arn_parts(text)?;
+    let ok = arn == "arn"
+        && Partition::of_region(region).is_some_and(|of_region| of_region.name == partition)
+        && service == "events"
+        && AccountId::parse(account).is_some();
+    ok.then_some(resource)
+}
+
+/// Part `index` of an ARN that parsed.
+fn arn_part(arn: &str, index: usize) -> &str {
+    arn.split(':').nth(index).expect("checked by parse")
 }
 
 /// The six parts of an ARN; the last (the resource) may hold colons.
@@ -662,6 +766,7 @@ mod tests {
     const QUEUE: &str = "https://sqs.eu-west-1.amazonaws.com/222222222222/career-events";
     const BUS: &str = "arn:aws:events:eu-west-1:222222222222:event-bus/career";
     const ROLE: &str = "arn:aws:iam::222222222222:role/career-sender";
+    const BUS_V2: &str = "arn:aws:events:eu-west-1:222222222222:event-busv2/career.events-1/abcdefghij0123456789abcde";
 
     fn on_aws(value: Value) -> Result<Destination, InvalidDestination> {
         deployed_as(SENDER, value)
@@ -702,6 +807,51 @@ mod tests {
         assert_eq!((event_bus_arn.region(), event_bus_arn.account().as_str()), ("eu-west-1", "222222222222"));
         assert!(!bus.is_fifo());
         assert_eq!((bus.kind(), bus.target(), bus.role_arn().as_str()), (DestinationType::AwsEventBridge, BUS, ROLE));
+
+        let v2 = on_aws(json!({"type": "aws_eventbus", "eventBusArn": BUS_V2, "roleArn": ROLE})).unwrap();
+        let Destination::AwsEventBus { event_bus_arn, .. } = &v2 else { panic!("{v2:?}") };
+        assert_eq!((event_bus_arn.region(), event_bus_arn.account().as_str()), ("eu-west-1", "222222222222"));
+        assert!(!v2.is_fifo(), "its ordering is the bus's event groups, not a FIFO queue's");
+        assert_eq!((v2.kind(), v2.target(), v2.role_arn().as_str()), (DestinationType::AwsEventBus, BUS_V2, ROLE));
+    }
+
+    #[test]
+    fn a_custom_event_bus_arn_is_as_its_model_says() {
+        let with = |partition: &str, region: &str, account: &str, resource: &str| {
+            EventBusV2Arn::parse(&format!("arn:{partition}:events:{region}:{account}:{resource}"))
+        };
+        let id = "abcdefghij0123456789abcde";
+        assert!(with("aws", "eu-west-1", "222222222222", &format!("event-busv2/b/{id}")).is_some());
+        assert!(with("aws-cn", "cn-north-1", "222222222222", &format!("event-busv2/B.b-_9/{id}")).is_some());
+        let longest = format!("event-busv2/{}/{id}", "n".repeat(256));
+        assert!(with("aws", "eu-west-1", "222222222222", &longest).is_some(), "a name of 256 characters");
+        for (partition, region, account, resource) in [
+            // The partition, the region of that partition, the service, the account.
+            ("aws-mars", "eu-west-1", "222222222222", format!("event-busv2/b/{id}")),
+            ("aws", "cn-north-1", "222222222222", format!("event-busv2/b/{id}")),
+            ("aws-cn", "eu-west-1", "222222222222", format!("event-busv2/b/{id}")),
+            ("aws", "zz-north-1", "222222222222", format!("event-busv2/b/{id}")),
+            ("aws", "", "222222222222", format!("event-busv2/b/{id}")),
+            ("aws", "eu-west-1", "2222222222", format!("event-busv2/b/{id}")),
+            ("aws", "eu-west-1", "22222222222a", format!("event-busv2/b/{id}")),
+            // The resource: the v2 kind, a name, the 25-character id.
+            ("aws", "eu-west-1", "222222222222", format!("event-bus/b/{id}")),
+            ("aws", "eu-west-1", "222222222222", format!("event-busv2/{id}")),
+            ("aws", "eu-west-1", "222222222222", format!("event-busv2//{id}")),
+            ("aws", "eu-west-1", "222222222222", format!("event-busv2/-b/{id}")),
+            ("aws", "eu-west-1", "222222222222", format!("event-busv2/a b/{id}")),
+            ("aws", "eu-west-1", "222222222222", format!("event-busv2/a/b/{id}")),
+            ("aws", "eu-west-1", "222222222222", format!("event-busv2/{}/{id}", "n".repeat(257))),
+            ("aws", "eu-west-1", "222222222222", "event-busv2/b/abcdefghij0123456789abcd".to_owned()),
+            ("aws", "eu-west-1", "222222222222", "event-busv2/b/abcdefghij0123456789abcdef".to_owned()),
+            ("aws", "eu-west-1", "222222222222", "event-busv2/b/ABCDEFGHIJ0123456789ABCDE".to_owned()),
+            ("aws", "eu-west-1", "222222222222", "event-busv2/b/abcdefghij0123456789abcd-".to_owned()),
+        ] {
+            assert_eq!(with(partition, region, account, &resource), None, "{partition} {region} {account} {resource}");
+        }
+        assert_eq!(EventBusV2Arn::parse(&format!("arn:aws:sqs:eu-west-1:222222222222:event-busv2/b/{id}")), None);
+        assert_eq!(EventBusV2Arn::parse(BUS), None, "an EventBridge bus is not a Custom Event Bus");
+        assert_eq!(EventBusArn::parse(BUS_V2), None, "nor the other way round");
     }
 
     #[test]
@@ -724,6 +874,21 @@ mod tests {
             (json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE, "externalId": "x"}), E::ExternalIdGiven),
             (json!({"type": "aws_sqs", "queueUrl": 5, "roleArn": ROLE}), E::QueueUrl),
             (json!({"type": "aws_eventbridge", "eventBusArn": QUEUE, "roleArn": ROLE}), E::EventBusArn),
+            (json!({"type": "aws_eventbridge", "eventBusArn": BUS_V2, "roleArn": ROLE}), E::EventBusArn),
+            (json!({"type": "aws_eventbus", "eventBusArn": BUS, "roleArn": ROLE}), E::EventBusV2Arn),
+            (json!({"type": "aws_eventbus", "roleArn": ROLE}), E::Missing("eventBusArn")),
+            (
+                json!({"type": "aws_eventbus", "eventBusArn": BUS_V2, "queueUrl": QUEUE, "roleArn": ROLE}),
+                E::UnknownField { field: "queueUrl".into(), allowed: "type, eventBusArn and roleArn" },
+            ),
+            (
+                json!({"type": "aws_eventbus", "eventBusArn": BUS_V2, "roleArn": other_role}),
+                E::OtherAccount { target: "bus", role: "333333333333".into(), target_account: "222222222222".into() },
+            ),
+            (
+                json!({"type": "aws_eventbus", "eventBusArn": BUS_V2.replace("222222222222", "111111111111"), "roleArn": own_role}),
+                E::OwnAccount,
+            ),
             (json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": BUS}), E::RoleArn),
             (
                 json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": other_role}),
@@ -789,6 +954,16 @@ mod tests {
         assert_eq!(
             on_aws(json!({"type": "aws_eventbridge", "eventBusArn": gov_bus, "roleArn": ROLE})),
             Err(other("eventBusArn", "aws-us-gov", "aws"))
+        );
+        let cn_bus_v2 = "arn:aws-cn:events:cn-north-1:222222222222:event-busv2/b/abcdefghij0123456789abcde";
+        assert!(china(json!({"type": "aws_eventbus", "eventBusArn": cn_bus_v2, "roleArn": cn_role})).is_ok());
+        assert_eq!(
+            on_aws(json!({"type": "aws_eventbus", "eventBusArn": cn_bus_v2, "roleArn": ROLE})),
+            Err(other("eventBusArn", "aws-cn", "aws"))
+        );
+        assert_eq!(
+            china(json!({"type": "aws_eventbus", "eventBusArn": BUS_V2, "roleArn": cn_role})),
+            Err(other("eventBusArn", "aws", "aws-cn"))
         );
     }
 
@@ -941,6 +1116,31 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_event_bus_change_is_told_by_its_arn_and_keeps_the_type() {
+        let sender = RoleArn::parse(SENDER).unwrap();
+        let policy = DestinationPolicy { sender_role: Some(&sender), urls: &UrlPolicy::default() };
+        let bus = on_aws(json!({"type": "aws_eventbus", "eventBusArn": BUS_V2, "roleArn": ROLE})).unwrap();
+        let change = |value: Value| DestinationChange::parse(&value).and_then(|c| bus.changed(&c, &policy));
+        let other = BUS_V2.replace("career.events-1", "other");
+        let changed = change(json!({"eventBusArn": other})).unwrap();
+        assert_eq!(
+            (changed.kind(), changed.target(), changed.role_arn().as_str()),
+            (DestinationType::AwsEventBus, other.as_str(), ROLE)
+        );
+        let new_role = "arn:aws:iam::222222222222:role/new-sender";
+        assert_eq!(change(json!({"roleArn": new_role})).unwrap().role_arn().as_str(), new_role);
+        assert_eq!(
+            change(json!({"type": "aws_eventbus", "eventBusArn": "arn:x"})),
+            Err(InvalidDestination::EventBusV2Arn)
+        );
+        let malformed_v2 = BUS_V2.replace("abcdefghij0123456789abcde", "short");
+        assert_eq!(change(json!({"eventBusArn": malformed_v2})), Err(InvalidDestination::EventBusV2Arn));
+        assert_eq!(change(json!({"eventBusArn": BUS})), Err(InvalidDestination::TypeChange), "an EventBridge bus");
+        assert_eq!(change(json!({"type": "aws_eventbridge"})), Err(InvalidDestination::TypeChange));
+        assert_eq!(change(json!({"queueUrl": QUEUE})), Err(InvalidDestination::TypeChange));
+    }
+
+    #[test]
     fn the_stored_form_round_trips_and_the_external_id_is_long_and_fresh() {
         let queue = on_aws(json!({"type": "aws_sqs", "queueUrl": QUEUE, "roleArn": ROLE})).unwrap();
         let aws = AwsDestination::new(queue);
@@ -954,6 +1154,18 @@ mod tests {
         assert_eq!(serde_json::from_value::<AwsDestination>(stored).unwrap(), aws);
         let mixed = json!({"type": "aws_eventbridge", "queueUrl": QUEUE, "roleArn": ROLE, "externalId": aws.external_id.as_str()});
         assert!(serde_json::from_value::<AwsDestination>(mixed).is_err());
+        for (kind, bus) in [("aws_eventbridge", BUS), ("aws_eventbus", BUS_V2)] {
+            let stored =
+                json!({"type": kind, "eventBusArn": bus, "roleArn": ROLE, "externalId": aws.external_id.as_str()});
+            let read = serde_json::from_value::<AwsDestination>(stored.clone()).unwrap();
+            assert_eq!((read.destination.kind().as_str(), read.destination.target()), (kind, bus));
+            assert_eq!(serde_json::to_value(&read).unwrap(), stored);
+        }
+        for (kind, bus) in [("aws_eventbridge", BUS_V2), ("aws_eventbus", BUS)] {
+            let swapped =
+                json!({"type": kind, "eventBusArn": bus, "roleArn": ROLE, "externalId": aws.external_id.as_str()});
+            assert!(serde_json::from_value::<AwsDestination>(swapped).is_err(), "{kind} with {bus}");
+        }
     }
 
     #[test]
