@@ -212,7 +212,14 @@ pub struct Settings {
     /// variable: only the local stack's scale model (`local_aws::throttling`) makes it
     /// smaller, and the functions then share their items' load as they would on AWS.
     pub partition_quota: PartitionQuota,
+    /// How many held deliveries one enable (or delete) settles itself (contract section 20);
+    /// the sweep settles the rest, as many a run. Not an environment variable: only tests make
+    /// it smaller, to see the rest settled without holding thousands.
+    pub release_per_call: u32,
 }
+
+/// [`Settings::release_per_call`] as the contract says it (section 20).
+pub const RELEASE_PER_CALL: u32 = 1_000;
 
 impl Settings {
     /// Reads and checks every setting: a bad value is a [`ConfigError`] at cold start.
@@ -251,6 +258,7 @@ impl Settings {
             operator_topic_arn: vars("OPERATOR_TOPIC_ARN").filter(|arn| !arn.trim().is_empty()),
             sender_role_arn: sender_role_arn(vars)?,
             partition_quota: PartitionQuota::DYNAMODB,
+            release_per_call: RELEASE_PER_CALL,
         })
     }
 
@@ -481,6 +489,7 @@ mod tests {
             operator_topic_arn: Some("arn:aws:sns:us-east-1:123456789012:operations".into()),
             sender_role_arn: RoleArn::parse("arn:aws:iam::123456789012:role/career-deliver"),
             partition_quota: PartitionQuota::DYNAMODB,
+            release_per_call: RELEASE_PER_CALL,
         };
         let written: HashMap<&str, String> = settings.to_env().into_iter().collect();
         let read = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

@@ -115,7 +115,8 @@ async fn create_returns_the_subscription_and_its_secret_once() {
             "publicKey",
             "secret",
             "traceContext",
-            "url"
+            "url",
+            "whileDisabled"
         ],
         "{body}"
     );
@@ -123,6 +124,7 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     assert_eq!(body["traceContext"], false, "off by default");
     assert_eq!(body["maxDeliveriesPerSecond"], Value::Null, "no rate limit by default");
     assert_eq!(body["identityToken"], Value::Null, "no identity token by default");
+    assert_eq!(body["whileDisabled"], "hold", "holds by default (contract section 20)");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),
@@ -1001,8 +1003,8 @@ async fn updates_reach_the_delivery_and_a_pause_skips() {
     assert!(verify_hex(secret, &delivered.body, delivered.header("x-webhook-signature")), "the secret create showed");
     assert_eq!(old.received().len(), 0, "nothing for the old URL");
 
-    // Paused: the next event is logged skipped and sent nowhere.
-    update(api, &key, id, r#"{"enabled": false}"#).await.assert_status(200);
+    // Paused, skipping what comes meanwhile: the next event is logged skipped and sent nowhere.
+    update(api, &key, id, r#"{"enabled": false, "whileDisabled": "skip"}"#).await.assert_status(200);
     api.admin.complete_assessment(&user, None).await.unwrap();
     let skipped_path = format!("{PATH}/deliveries?id={id}&status=skipped");
     let skipped = eventually("a skipped delivery", || async {

@@ -20,6 +20,7 @@ mod docs;
 mod events;
 mod identity_tokens;
 mod lanes;
+mod lifecycle_hold;
 mod local_gateway;
 mod openapi;
 mod operational_events;

@@ -68,6 +68,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.asymmetric_signing_off",
     "webhooks.invalid_trace_context",
     "webhooks.invalid_rate_limit",
+    "webhooks.invalid_while_disabled",
     "webhooks.invalid_identity_token",
 ];
 
@@ -137,6 +138,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.invalid_asymmetric_signing",
             "webhooks.invalid_trace_context",
             "webhooks.invalid_rate_limit",
+            "webhooks.invalid_while_disabled",
             "webhooks.invalid_identity_token",
             "webhooks.limit_exceeded",
         ],
@@ -159,6 +161,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.invalid_asymmetric_signing",
                 "webhooks.invalid_trace_context",
                 "webhooks.invalid_rate_limit",
+                "webhooks.invalid_while_disabled",
                 "webhooks.invalid_identity_token",
                 "webhooks.invalid_url",
                 "webhooks.invalid_destination",
@@ -706,7 +709,7 @@ fn the_schemas_reject_what_they_should() {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
                "disabledReason": null, "publicKey": null, "previousPublicKey": null, "traceContext": false,
-               "maxDeliveriesPerSecond": null, "identityToken": null,
+               "maxDeliveriesPerSecond": null, "whileDisabled": "hold", "identityToken": null,
                "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
@@ -1293,6 +1296,10 @@ async fn create_webhook_answers_as_documented() {
             "webhooks.invalid_rate_limit",
         ),
         (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "whileDisabled": "drop"}"#,
+            "webhooks.invalid_while_disabled",
+        ),
+        (
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "identityToken": {}}"#,
             "webhooks.invalid_identity_token",
         ),
@@ -1524,7 +1531,7 @@ async fn enable_webhook_answers_as_documented() {
     let path = format!("/api/v1/webhooks/enable?id={id}");
     let answer = api.request(Method::POST, &path).key(&key).send().await;
     checker.check(&answer, 200, None);
-    assert_eq!(answer.json["enabled"], true);
+    assert_eq!((&answer.json["enabled"], &answer.json["released"]), (&json!(true), &json!(0)));
 
     for missing in ["/api/v1/webhooks/enable", "/api/v1/webhooks/enable?id="] {
         let answer = api.request(Method::POST, missing).key(&key).send().await;
@@ -1634,6 +1641,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
         (r#"{"traceContext": 1}"#, "webhooks.invalid_trace_context"),
         (r#"{"maxDeliveriesPerSecond": "2"}"#, "webhooks.invalid_rate_limit"),
+        (r#"{"whileDisabled": null}"#, "webhooks.invalid_while_disabled"),
         (r#"{"identityToken": {"audience": ""}}"#, "webhooks.invalid_identity_token"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),

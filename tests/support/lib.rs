@@ -279,6 +279,7 @@ pub fn base_settings() -> Settings {
         operator_topic_arn: None,
         sender_role_arn: Some(sender_role_arn()),
         partition_quota: career_core::store::PartitionQuota::DYNAMODB,
+        release_per_call: career_core::config::RELEASE_PER_CALL,
     }
 }
 

@@ -1,23 +1,25 @@
 //! The outbox: the one place that records a delivery and puts its message on its way
 //! (contract section 12: the record first, so a message lost on its way leaves a `pending`
 //! record the sweep finds). Every origin of a delivery's round goes through it: the fan-out
-//! and a ping (a new record), a manual retry or a recovery (a restarted one), the sweep (a
-//! lost one put back) and the delivery function (a round handed on at once). Where each
+//! and a ping (a new record), a manual retry, a recovery or an enable's release of what its
+//! subscription held (a restarted one), the sweep (a lost one put back, or a held one
+//! released) and the delivery function (a round handed on at once). Where each
 //! message goes, and whether its record starts claimed, is the plan's to say
 //! (`delivery::plan::{new_delivery, restarted, put_back, unparked}`); this file only writes
 //! and sends.
 
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 
 use crate::aws::queue::{DeliveryQueues, QueueError};
 use crate::clock::Timestamp;
 use crate::delivery::groups::Groups;
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
-use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting};
+use crate::delivery::plan::{self, HeldFate, Lease, NewDelivery, Place, Posting};
 use crate::delivery::DeliveryMessage;
-use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery};
+use crate::ids::SubscriptionId;
+use crate::store::deliveries::{DeliveryTable, HeldMarker, Overdue, StoredDelivery};
 use crate::store::StoreError;
-use crate::webhooks::Health;
+use crate::webhooks::{Health, Subscription};
 
 /// How many conditional writes of one call run at once.
 const WRITES_AT_ONCE: usize = 16;
@@ -77,6 +79,19 @@ impl Outbox {
         (health, spread): (&Health, Groups),
         now: Timestamp,
     ) -> (Vec<StoredDelivery>, Option<OutboxError>) {
+        let place =
+            |message, stored: &StoredDelivery| plan::restarted(message, stored.lease_until, (health, spread), now);
+        self.restart_placed(found, if_status, now, place).await
+    }
+
+    /// [`Self::restart`], each round posted where `posting` puts it, oldest first.
+    async fn restart_placed(
+        &self,
+        found: &[StoredDelivery],
+        if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
+        now: Timestamp,
+        posting: impl Fn(DeliveryMessage, &StoredDelivery) -> Posting,
+    ) -> (Vec<StoredDelivery>, Option<OutboxError>) {
         // The futures are made first: a stream that maps with a closure over `self` is not
         // provably `Send`.
         let writes: Vec<_> =
@@ -90,10 +105,12 @@ impl Outbox {
                 Err(err) => failure = failure.or(Some(err.into())),
             }
         }
+        // The writes end in any order; the rounds go oldest first.
+        restarted.sort_by(|a, b| a.record.id.cmp(&b.record.id));
         let mut postings = Vec::new();
         for stored in &restarted {
             match stored.message() {
-                Ok(message) => postings.push(plan::restarted(message, stored.lease_until, (health, spread), now)),
+                Ok(message) => postings.push(posting(message, stored)),
                 Err(err) => failure = failure.or(Some(err.into())),
             }
         }
@@ -101,6 +118,96 @@ impl Outbox {
             failure = failure.or(Some(err));
         }
         (restarted, failure)
+    }
+
+    /// Releases what `subscription`, just enabled, held (contract section 20): the one function
+    /// every enable path calls (POST enable, PATCH `enabled: true`, a probe's success). Each
+    /// `held` record restarts `pending` ([`Self::restart`]: its schedule from its start, its
+    /// attempts kept), in one conditional write that holds only while it is still `held`, so
+    /// each is released once however many releases meet; at most `per_call`, oldest first,
+    /// queued where the plan puts a restarted round of `subscription` (spreading over `spread`
+    /// groups), so they go at its pace. The sweep releases the rest, and any a turn held as it
+    /// read the subscription just before, from a marker ([`plan::settle_rest_at`]). How many
+    /// this call released.
+    pub async fn release(
+        &self,
+        subscription: &Subscription,
+        spread: Groups,
+        per_call: u32,
+        now: Timestamp,
+    ) -> Result<usize, OutboxError> {
+        let (held, more) = self.held(&subscription.id, per_call).await?;
+        let (released, failure) =
+            self.restart(&held, |_| Some(DeliveryStatus::Held), (&subscription.health, spread), now).await;
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        self.deliveries.mark_held(&subscription.id, HeldFate::Release, plan::settle_rest_at(more, now)).await?;
+        Ok(released.len())
+    }
+
+    /// Ends what a deleted subscription held, as [`plan::HELD_DELETED`] says (contract section
+    /// 20), each once (a conditional write), at most `per_call`; the sweep ends the rest from a
+    /// marker, as [`Self::release`]'s. Nothing is queued. How many this call ended.
+    pub async fn end_held(
+        &self,
+        subscription_id: &SubscriptionId,
+        per_call: u32,
+        now: Timestamp,
+    ) -> Result<usize, OutboxError> {
+        let (held, more) = self.held(subscription_id, per_call).await?;
+        let ended = self.end_each(&held, now).await?;
+        self.deliveries.mark_held(subscription_id, HeldFate::End, plan::settle_rest_at(more, now)).await?;
+        Ok(ended)
+    }
+
+    /// Settles, in a sweep's run at `now`, at most `per_call` of the held records of the
+    /// subscription `marker` names, as its fate says: released on the retry lane, due now (the
+    /// marker does not know the subscription's groups; its rate limit holds at the send), or
+    /// ended. The marker goes once nothing it names is left. How many it settled.
+    pub async fn settle_marked(
+        &self,
+        marker: &HeldMarker,
+        per_call: u32,
+        now: Timestamp,
+    ) -> Result<usize, OutboxError> {
+        let (held, more) = self.held(&marker.subscription_id, per_call).await?;
+        let settled = match marker.fate {
+            HeldFate::Release => {
+                let posting = |message, _: &StoredDelivery| plan::put_back(message);
+                let (released, failure) =
+                    self.restart_placed(&held, |_| Some(DeliveryStatus::Held), now, posting).await;
+                if let Some(err) = failure {
+                    return Err(err);
+                }
+                released.len()
+            }
+            HeldFate::End => self.end_each(&held, now).await?,
+        };
+        if !more {
+            self.deliveries.remove_held_marker(marker).await?;
+        }
+        Ok(settled)
+    }
+
+    /// The subscription's held records, at most `per_call`, oldest first, and whether more are held.
+    async fn held(
+        &self,
+        subscription_id: &SubscriptionId,
+        per_call: u32,
+    ) -> Result<(Vec<StoredDelivery>, bool), StoreError> {
+        let mut held = self.deliveries.held(subscription_id, per_call).await?;
+        let more = held.len() > per_call as usize;
+        held.truncate(per_call as usize);
+        Ok((held, more))
+    }
+
+    /// Ends each of `held` ([`DeliveryTable::end_held`]), a few at a time; how many it ended.
+    async fn end_each(&self, held: &[StoredDelivery], now: Timestamp) -> Result<usize, StoreError> {
+        let writes: Vec<_> = held.iter().map(|stored| self.deliveries.end_held(stored, now)).collect();
+        let ended: Vec<bool> =
+            futures_util::stream::iter(writes).buffer_unordered(WRITES_AT_ONCE).try_collect().await?;
+        Ok(ended.into_iter().filter(|ended| *ended).count())
     }
 
     /// Puts back the overdue records the sweep takes as lost: each moved to its next

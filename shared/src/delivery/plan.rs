@@ -33,7 +33,7 @@ use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::DeliveryId;
 use crate::operational;
-use crate::webhooks::{DisabledReason, Health, Subscription};
+use crate::webhooks::{DisabledReason, Health, Subscription, WhileDisabled};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -162,13 +162,20 @@ pub struct NewDelivery {
     pub place: Option<Place>,
 }
 
-/// A new delivery to a subscription in `health` that spreads over `spread` groups
-/// ([`Groups::spread_of`]), made at `now`: a disabled subscription is sent nothing (its record
-/// says `skipped`); a first attempt for the main lane starts claimed, so its turn writes no
-/// claim ([`granted`]); the retry lane's copies claim for themselves.
-pub fn new_delivery(message: DeliveryMessage, health: &Health, spread: Groups, now: Timestamp) -> NewDelivery {
+/// A new delivery to a subscription in `health` that does `while_disabled` and spreads over
+/// `spread` groups ([`Groups::spread_of`]), made at `now`: a disabled subscription is sent
+/// nothing (its record says `held` or `skipped`, as [`disabled`] says, and has no message); a
+/// first attempt for the main lane starts claimed, so its turn writes no claim ([`granted`]);
+/// the retry lane's copies claim for themselves.
+pub fn new_delivery(
+    message: DeliveryMessage,
+    (health, while_disabled): (&Health, WhileDisabled),
+    spread: Groups,
+    now: Timestamp,
+) -> NewDelivery {
     if !health.is_enabled() {
-        return NewDelivery { message, status: DeliveryStatus::Skipped, place: None };
+        let not_sent = NotSent { reason: disabled(message.event.kind(), while_disabled), attempts: 0 };
+        return NewDelivery { message, status: not_sent.status(), place: None };
     }
     let place = first_place(health, &message.delivery_id, spread);
     let message = match place {
@@ -287,6 +294,8 @@ pub struct SubscriptionState {
     /// Whether it still lists the delivery's kind (contract section 13: every delivery sent
     /// after a change uses the new kinds).
     pub receives: bool,
+    /// What becomes of the delivery while it is disabled (contract section 20).
+    pub while_disabled: WhileDisabled,
 }
 
 impl SubscriptionState {
@@ -297,6 +306,7 @@ impl SubscriptionState {
             enabled: health.is_enabled(),
             failing_since: health.failing_since(),
             receives: subscription.receives(kind),
+            while_disabled: subscription.while_disabled,
         }
     }
 }
@@ -352,15 +362,19 @@ pub enum Step<S> {
 pub enum SkipReason {
     #[error("the subscription is disabled")]
     Disabled,
+    /// Disabled with `whileDisabled: hold` (contract section 20): kept until it is enabled.
+    #[error("the subscription is disabled")]
+    Held,
     #[error("the subscription was deleted")]
     Deleted,
     #[error("the subscription no longer lists {}", .0.as_str())]
     NotListed(EventKind),
 }
 
-/// How a delivery whose turn may not send ends (contract section 9): `skipped` only when it
-/// was never sent, as `skipped` promises; one attempted before ends `failed` (not dead-lettered:
-/// no attempt ran out). Its text is the record's `lastError`.
+/// How a delivery whose turn may not send ends (contract sections 9 and 20): `held`, its
+/// attempts and last answer kept, when its subscription holds it; else `skipped` only when it
+/// was never sent, as `skipped` promises; one attempted before ends `failed` (not
+/// dead-lettered: no attempt ran out). Its text is the record's `lastError`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NotSent {
     pub reason: SkipReason,
@@ -370,19 +384,67 @@ pub struct NotSent {
 
 impl NotSent {
     pub fn status(&self) -> DeliveryStatus {
-        match self.attempts {
-            0 => DeliveryStatus::Skipped,
+        match (self.reason, self.attempts) {
+            (SkipReason::Held, _) => DeliveryStatus::Held,
+            (_, 0) => DeliveryStatus::Skipped,
             _ => DeliveryStatus::Failed,
         }
+    }
+
+    /// Why a delivery recorded as `status` by its creation (the fan-out's or a ping's) was not
+    /// sent: its subscription was disabled ([`new_delivery`]); none for one on its way.
+    pub fn at_creation(status: DeliveryStatus) -> Option<Self> {
+        let reason = match status {
+            DeliveryStatus::Skipped => SkipReason::Disabled,
+            DeliveryStatus::Held => SkipReason::Held,
+            _ => return None,
+        };
+        Some(NotSent { reason, attempts: 0 })
+    }
+}
+
+/// Why a delivery of `kind` to a disabled subscription that does `while_disabled` is not sent
+/// (contract section 20): held with `hold`, but for a ping, which is a check, not data; ended
+/// with `skip`, as sections 9 and 13 say.
+pub fn disabled(kind: EventKind, while_disabled: WhileDisabled) -> SkipReason {
+    match (kind, while_disabled) {
+        (EventKind::WebhookPing, _) | (_, WhileDisabled::Skip) => SkipReason::Disabled,
+        (_, WhileDisabled::Hold) => SkipReason::Held,
     }
 }
 
 impl std::fmt::Display for NotSent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.attempts {
-            0 => write!(f, "not sent: {}", self.reason),
+        match (self.reason, self.attempts) {
+            (SkipReason::Held, _) => write!(f, "held: {}", self.reason),
+            (_, 0) => write!(f, "not sent: {}", self.reason),
             _ => write!(f, "not sent again: {}", self.reason),
         }
+    }
+}
+
+crate::text::wire_names! {
+    /// What becomes of a subscription's held deliveries when it changes (contract section 20).
+    pub enum HeldFate: "held fate" {
+        /// It was enabled: each is `pending` again, its schedule from its start, attempts kept.
+        Release = "release",
+        /// It was deleted: each ends as [`HELD_DELETED`] says.
+        End = "end",
+    }
+}
+
+/// How a held delivery ends when its subscription is deleted (contract section 20): `skipped`,
+/// whatever it was sent before, as its subscription's end, not its own, stopped it.
+pub const HELD_DELETED: NotSent = NotSent { reason: SkipReason::Deleted, attempts: 0 };
+
+/// When the sweep settles the rest of a subscription's held deliveries, once an enable or a
+/// delete at `now` settled its share of them: at once when `more` were held than that; else
+/// once every turn that read the subscription before the change has ended (one claim's
+/// length), so that a delivery such a turn held just after is settled too.
+pub fn settle_rest_at(more: bool, now: Timestamp) -> Timestamp {
+    match more {
+        true => now,
+        false => now + LONGEST_STAY,
     }
 }
 
@@ -410,7 +472,7 @@ pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp,
     let Some(subscription) = found.subscription else { return not_sent(SkipReason::Deleted) };
     let state = subscription.as_ref();
     if !state.enabled {
-        return not_sent(SkipReason::Disabled);
+        return not_sent(disabled(found.kind, state.while_disabled));
     }
     if !state.receives {
         return not_sent(SkipReason::NotListed(found.kind));
@@ -683,14 +745,20 @@ mod tests {
         Before::Step(Step::Send { attempt, subscription: subscription.unwrap() })
     }
 
-    const HEALTHY: Option<SubscriptionState> =
-        Some(SubscriptionState { enabled: true, failing_since: None, receives: true });
+    const HEALTHY: Option<SubscriptionState> = Some(SubscriptionState {
+        enabled: true,
+        failing_since: None,
+        receives: true,
+        while_disabled: WhileDisabled::Skip,
+    });
 
     #[test]
     fn before_a_send_the_claim_the_subscription_and_the_lane_decide() {
-        let failing = Some(SubscriptionState { enabled: true, failing_since: Some(at(-50)), receives: true });
-        let disabled = Some(SubscriptionState { enabled: false, failing_since: None, receives: true });
-        let unlisted = Some(SubscriptionState { enabled: true, failing_since: None, receives: false });
+        let healthy = HEALTHY.unwrap();
+        let failing = Some(SubscriptionState { failing_since: Some(at(-50)), ..healthy });
+        let disabled = Some(SubscriptionState { enabled: false, ..healthy });
+        let holding = Some(SubscriptionState { enabled: false, while_disabled: WhileDisabled::Hold, ..healthy });
+        let unlisted = Some(SubscriptionState { receives: false, ..healthy });
         let settled = |status| Claim::Refused(RecordState { status, ..pending(2, 1) });
         let later = Claim::Refused(RecordState { next_attempt_at: Some(at(60)), ..pending(2, 1) });
         let leased = Claim::Refused(RecordState { lease_until: Some(at(25)), ..pending(2, 1) });
@@ -737,6 +805,8 @@ mod tests {
                 "disabled",
             ),
             (found(Lane::Retry, 2, held(pending(2, 1)), disabled), not_sent(SkipReason::Disabled, 1), "disabled, sent"),
+            (found(Lane::Main, 2, held(pending(2, 0)), holding.clone()), not_sent(SkipReason::Held, 0), "held"),
+            (found(Lane::Retry, 2, held(pending(2, 2)), holding), not_sent(SkipReason::Held, 2), "held, sent before"),
             (
                 found(Lane::Retry, 2, held(pending(2, 1)), unlisted.clone()),
                 not_sent(SkipReason::NotListed(EventKind::ProfileUpdated), 1),
@@ -843,13 +913,14 @@ mod tests {
     fn a_new_delivery_is_placed_once_for_every_origin() {
         let message = first_attempt(0);
         let spread = Groups::new(16).unwrap();
-        let new = new_delivery(message.clone(), &Health::Active, spread, at(0));
+        let hold = WhileDisabled::Hold;
+        let new = new_delivery(message.clone(), (&Health::Active, hold), spread, at(0));
         assert_eq!(new.status, DeliveryStatus::Pending);
         assert_eq!(new.place, Some(Place::Group(spread.index_of(&message.delivery_id))));
         assert_eq!(new.message.claimed_until, Some(Lease::from(at(0)).until), "created claimed for the main lane");
         let failing = Health::Failing { since: at(-60) };
         assert_eq!(
-            new_delivery(message.clone(), &failing, spread, at(0)),
+            new_delivery(message.clone(), (&failing, hold), spread, at(0)),
             NewDelivery {
                 message: message.clone(),
                 status: DeliveryStatus::Pending,
@@ -859,7 +930,16 @@ mod tests {
         );
         let disabled = Health::Disabled { at: at(-60), reason: DisabledReason::Manual };
         let skipped = NewDelivery { message: message.clone(), status: DeliveryStatus::Skipped, place: None };
-        assert_eq!(new_delivery(message, &disabled, spread, at(0)), skipped);
+        assert_eq!(new_delivery(message.clone(), (&disabled, WhileDisabled::Skip), spread, at(0)), skipped);
+        assert_eq!(new_delivery(message.clone(), (&disabled, hold), spread, at(0)), skipped, "a ping is never held");
+        let body = serde_json::json!({"id": crate::ids::EventId::generate(), "type": "profile.updated",
+            "createdAt": "2026-11-27T08:00:00.000Z", "data": {"userId": "u1", "profileId": "prf_1"}});
+        let update = DeliveryMessage { event: serde_json::from_value(body).unwrap(), ..message };
+        assert_eq!(
+            new_delivery(update.clone(), (&disabled, hold), spread, at(0)),
+            NewDelivery { message: update, status: DeliveryStatus::Held, place: None },
+            "held: recorded, with no message"
+        );
     }
 
     #[test]
@@ -884,6 +964,48 @@ mod tests {
             (sent.status(), sent.to_string().as_str()),
             (DeliveryStatus::Failed, "not sent again: the subscription is disabled")
         );
+        for attempts in [0, 3] {
+            let held = NotSent { reason: SkipReason::Held, attempts };
+            assert_eq!(
+                (held.status(), held.to_string().as_str()),
+                (DeliveryStatus::Held, "held: the subscription is disabled"),
+                "held whether sent before or not"
+            );
+        }
+        let created = |status| NotSent::at_creation(status).map(|n| (n.status(), n.to_string()));
+        assert_eq!(
+            created(DeliveryStatus::Held),
+            Some((DeliveryStatus::Held, "held: the subscription is disabled".into()))
+        );
+        assert_eq!(
+            created(DeliveryStatus::Skipped),
+            Some((DeliveryStatus::Skipped, "not sent: the subscription is disabled".into()))
+        );
+        assert_eq!(created(DeliveryStatus::Pending), None);
+    }
+
+    #[test]
+    fn held_deliveries_are_settled_once_the_change_can_no_longer_hold_one() {
+        assert_eq!(settle_rest_at(true, at(0)), at(0), "more than the call's share: at once");
+        assert_eq!(settle_rest_at(false, at(0)), at(0) + LONGEST_STAY, "after any turn that read it before");
+        assert_eq!(
+            (HELD_DELETED.status(), HELD_DELETED.to_string().as_str()),
+            (DeliveryStatus::Skipped, "not sent: the subscription was deleted")
+        );
+    }
+
+    #[test]
+    fn a_disabled_subscription_holds_what_it_is_sent_unless_it_skips_or_it_is_a_ping() {
+        let table = [
+            (EventKind::ProfileUpdated, WhileDisabled::Hold, SkipReason::Held),
+            (EventKind::AssessmentCompleted, WhileDisabled::Hold, SkipReason::Held),
+            (EventKind::ProfileUpdated, WhileDisabled::Skip, SkipReason::Disabled),
+            (EventKind::WebhookPing, WhileDisabled::Hold, SkipReason::Disabled),
+            (EventKind::WebhookPing, WhileDisabled::Skip, SkipReason::Disabled),
+        ];
+        for (kind, while_disabled, reason) in table {
+            assert_eq!(disabled(kind, while_disabled), reason, "{} {while_disabled}", kind.as_str());
+        }
     }
 
     #[test]

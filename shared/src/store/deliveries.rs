@@ -36,7 +36,7 @@ use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
-use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SkipReason};
+use crate::delivery::plan::{self, Claim, HeldFate, Lease, NotSent, RecordState};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
@@ -60,6 +60,11 @@ const PARKED_PARTITION: &str = "parked";
 /// The partitions of the fan-out's markers, `fanout#<shard>`, one of [`DUE_SHARDS`]: apart
 /// from every subscription's log (`whk_…#k`), so no list reads them.
 const MARKER_PARTITION: &str = "fanout";
+/// The partitions of the held deliveries' markers, `held#<shard>`, one of [`DUE_SHARDS`] (from
+/// the subscription's id), apart from every log: each names a subscription whose `held`
+/// records the sweep settles from the marker's time on (contract section 20), those an enable
+/// or a delete left past its share, or held by a turn that read the subscription just before.
+const HELD_PARTITION: &str = "held";
 /// How many records one marker lists at most: a send batch, and a marker under 1 KB (one
 /// write unit).
 pub const MARKER_RECORDS: usize = 10;
@@ -186,12 +191,11 @@ impl From<RecordSummary> for DeliveryState {
 }
 
 impl DeliveryItem {
-    /// A record no attempt has touched: `pending` (due now) or `skipped` (its subscription
-    /// is disabled). Its `createdAt` is its event's, the time inside its id, so a time window
-    /// is a range of ids.
+    /// A record no attempt has touched: `pending` (due now), or `held` or `skipped` (its
+    /// subscription is disabled). Its `createdAt` is its event's, the time inside its id, so a
+    /// time window is a range of ids.
     fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Self {
         let pending = status == DeliveryStatus::Pending;
-        let skipped = status == DeliveryStatus::Skipped;
         let item = DeliveryItem {
             log_partition: RecordKey::of(message).partition(),
             summary: RecordSummary {
@@ -203,7 +207,7 @@ impl DeliveryItem {
                 status,
                 attempts: 0,
                 last_attempt_at: None,
-                last_error: skipped.then(|| NotSent { reason: SkipReason::Disabled, attempts: 0 }.to_string()),
+                last_error: NotSent::at_creation(status).map(|not_sent| not_sent.to_string()),
             },
             created_at: message.event.created_at,
             last_response_status: None,
@@ -324,6 +328,34 @@ fn marker_partition(shard: DueShard) -> String {
     format!("{MARKER_PARTITION}#{shard}")
 }
 
+/// A subscription whose held records the sweep settles, as the table holds it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeldMarkerItem {
+    log_partition: String,
+    /// `<due>#<subscription id>`: a shard's markers due before a time are a range of keys.
+    delivery_id: String,
+    subscription_id: SubscriptionId,
+    fate: HeldFate,
+    /// A marker the sweep never read (none runs) goes with the records it names.
+    #[serde(with = "clock::unix_seconds")]
+    expires_at: Timestamp,
+}
+
+fn held_partition(shard: DueShard) -> String {
+    format!("{HELD_PARTITION}#{shard}")
+}
+
+/// A held marker the sweep found due: its key, the subscription it names and what becomes of
+/// that subscription's held records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldMarker {
+    partition: String,
+    sort: String,
+    pub subscription_id: SubscriptionId,
+    pub fate: HeldFate,
+}
+
 /// A fan-out's marker the sweep found due: its key, when it was made and the records it lists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marker {
@@ -373,8 +405,11 @@ pub struct DeliveryPage {
 /// The status index's partition of a record of `status`: only the statuses a delivery
 /// ends in without success, and `held`, are indexed (so a release reads only what it holds).
 fn status_key(subscription_id: &SubscriptionId, status: DeliveryStatus) -> Option<String> {
-    matches!(status, DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Held | DeliveryStatus::Cancelled)
-        .then(|| format!("{subscription_id}#{}", status.as_str()))
+    matches!(
+        status,
+        DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Held | DeliveryStatus::Cancelled
+    )
+    .then(|| format!("{subscription_id}#{}", status.as_str()))
 }
 
 /// One of the [`DUE_SHARDS`] partitions of the due index and of the fan-out's markers: a
@@ -393,6 +428,11 @@ impl DueShard {
     /// The shard of a delivery.
     pub fn of(delivery_id: &DeliveryId) -> Self {
         DueShard(delivery_id.low_random_bits() % DUE_SHARDS)
+    }
+
+    /// The shard of a subscription's held marker.
+    fn of_subscription(subscription_id: &SubscriptionId) -> Self {
+        DueShard(subscription_id.low_random_bits() % DUE_SHARDS)
     }
 }
 
@@ -630,10 +670,86 @@ impl DeliveryTable {
                 indexed.push(Overdue { key: key.clone(), next_attempt_at });
             }
         }
-        let key =
-            Item::from([(LOG_PARTITION.to_owned(), s(&marker.partition)), (DELIVERY_ID.to_owned(), s(&marker.sort))]);
-        self.client.delete_item().table_name(&self.table).set_key(Some(key)).send().await?;
+        self.remove_marker(&marker.partition, &marker.sort).await?;
         Ok(indexed)
+    }
+
+    /// Removes the marker of that key (a fan-out's, or a held one).
+    async fn remove_marker(&self, partition: &str, sort: &str) -> Result<(), StoreError> {
+        let key = Item::from([(LOG_PARTITION.to_owned(), s(partition)), (DELIVERY_ID.to_owned(), s(sort))]);
+        self.client.delete_item().table_name(&self.table).set_key(Some(key)).send().await?;
+        Ok(())
+    }
+
+    /// Marks the subscription's held records for the sweep to settle as `fate` says, from
+    /// `due` on (contract section 20).
+    pub async fn mark_held(
+        &self,
+        subscription_id: &SubscriptionId,
+        fate: HeldFate,
+        due: Timestamp,
+    ) -> Result<(), StoreError> {
+        let marker = HeldMarkerItem {
+            log_partition: held_partition(DueShard::of_subscription(subscription_id)),
+            delivery_id: format!("{due}#{subscription_id}"),
+            subscription_id: subscription_id.clone(),
+            fate,
+            expires_at: expires_at(due),
+        };
+        self.client.put_item().table_name(&self.table).set_item(Some(serde_dynamo::to_item(marker)?)).send().await?;
+        Ok(())
+    }
+
+    /// One page of the held markers of `shard` due before `cutoff`, at most `limit`, oldest
+    /// first, from `start` (the first page without).
+    pub async fn held_markers_due(
+        &self,
+        shard: DueShard,
+        cutoff: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<ShardPage<HeldMarker>, StoreError> {
+        let condition = "logPartition = :p AND deliveryId < :cutoff";
+        let (items, next) = self.page_before(None, condition, held_partition(shard), cutoff, limit, start).await?;
+        let markers: Vec<HeldMarkerItem> = serde_dynamo::from_items(items)?;
+        let items = markers
+            .into_iter()
+            .map(|marker| HeldMarker {
+                partition: marker.log_partition,
+                sort: marker.delivery_id,
+                subscription_id: marker.subscription_id,
+                fate: marker.fate,
+            })
+            .collect();
+        Ok(ShardPage { items, next })
+    }
+
+    /// Removes a held marker whose subscription has no held record left to settle.
+    pub async fn remove_held_marker(&self, marker: &HeldMarker) -> Result<(), StoreError> {
+        self.remove_marker(&marker.partition, &marker.sort).await
+    }
+
+    /// The subscription's `held` records, oldest first, at most `limit` + 1 (the extra one says
+    /// more follow), through the status index: what it reads is what is held.
+    pub async fn held(&self, subscription_id: &SubscriptionId, limit: u32) -> Result<Vec<StoredDelivery>, StoreError> {
+        self.oldest_of_status(subscription_id, DeliveryStatus::Held, None, limit).await
+    }
+
+    /// Ends a held record of a deleted subscription as [`plan::HELD_DELETED`] says (contract
+    /// section 20), in one write that holds only while it is still `held`. Whether it did.
+    pub async fn end_held(&self, stored: &StoredDelivery, at: Timestamp) -> Result<bool, StoreError> {
+        let ended = plan::HELD_DELETED;
+        let status = ended.status();
+        let expression = match status_key(&stored.record.subscription_id, status) {
+            Some(key) => Expression::new().set(STATUS_KEY, s(key)),
+            None => Expression::new().remove(STATUS_KEY),
+        };
+        let expression = expression
+            .set(STATUS, s(status.as_str()))
+            .set(LAST_ERROR, s(ended.to_string()))
+            .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
+            .when(Condition::equals(STATUS, s(DeliveryStatus::Held.as_str())));
+        applied(self.record_update(&RecordKey::of_record(&stored.record)).expression(expression).send().await)
     }
 
     /// Records one delivery that no attempt has touched yet (a ping), `pending` or `skipped`.
@@ -954,46 +1070,57 @@ impl DeliveryTable {
         until: Timestamp,
         limit: u32,
     ) -> Result<Vec<StoredDelivery>, StoreError> {
-        let (first, end) = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
         let mut found = Vec::new();
         for status in [DeliveryStatus::Failed, DeliveryStatus::Skipped] {
-            let Some(key) = status_key(subscription_id, status) else { continue };
-            let (mut start, mut of_status) = (None, 0);
-            loop {
-                let output = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(BY_STATUS)
-                    // Ids below `end`: every id made before `until` sorts under `end`'s text.
-                    .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
-                    .expression_attribute_values(":key", s(&key))
-                    .expression_attribute_values(":first", s(&first))
-                    .expression_attribute_values(":end", s(&end))
-                    .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await?;
-                let keys: Result<Vec<RecordKey>, _> =
-                    output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
-                // The index is read eventually consistently: the record says what it is now.
-                let in_window: Vec<StoredDelivery> = self
-                    .records(&keys?)
-                    .await?
-                    .into_iter()
-                    .filter(|d| d.record.status == status && (since..until).contains(&d.record.created_at))
-                    .collect();
-                of_status += in_window.len();
-                found.extend(in_window);
-                start = output.last_evaluated_key;
-                if start.is_none() || of_status > limit as usize {
-                    break;
-                }
-            }
+            found.extend(self.oldest_of_status(subscription_id, status, Some((since, until)), limit).await?);
         }
         found.sort_by(|a, b| a.record.id.cmp(&b.record.id));
         found.truncate(limit as usize + 1);
         Ok(found)
+    }
+
+    /// The subscription's records of `status` (created in `window`, `[since, until)`, when
+    /// given), oldest first, at most `limit` + 1, through the status index.
+    async fn oldest_of_status(
+        &self,
+        subscription_id: &SubscriptionId,
+        status: DeliveryStatus,
+        window: Option<(Timestamp, Timestamp)>,
+        limit: u32,
+    ) -> Result<Vec<StoredDelivery>, StoreError> {
+        let Some(key) = status_key(subscription_id, status) else { return Ok(Vec::new()) };
+        let (mut start, mut found) = (None, Vec::new());
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(BY_STATUS)
+                .key_condition_expression("statusKey = :key")
+                .expression_attribute_values(":key", s(&key))
+                .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start);
+            if let Some((since, until)) = window {
+                // Ids below `end`: every id made before `until` sorts under `end`'s text.
+                let (first, end) = (ids::first_id_at(ids::DELIVERY, since), ids::first_id_at(ids::DELIVERY, until));
+                query = query
+                    .key_condition_expression("statusKey = :key AND deliveryId BETWEEN :first AND :end")
+                    .expression_attribute_values(":first", s(&first))
+                    .expression_attribute_values(":end", s(&end));
+            }
+            let output = query.send().await?;
+            let keys: Result<Vec<RecordKey>, _> =
+                output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
+            // The index is read eventually consistently: the record says what it is now.
+            let in_window =
+                |d: &StoredDelivery| window.is_none_or(|(since, until)| (since..until).contains(&d.record.created_at));
+            found.extend(self.records(&keys?).await?.into_iter().filter(|d| d.record.status == status && in_window(d)));
+            start = output.last_evaluated_key;
+            if start.is_none() || found.len() > limit as usize {
+                found.truncate(limit as usize + 1);
+                return Ok(found);
+            }
+        }
     }
 
     /// The record of a delivery of the subscription.

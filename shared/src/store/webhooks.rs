@@ -23,7 +23,7 @@ use crate::webhooks::identity_token::IdentityToken;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
     DeliveryRate, DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, Target,
-    WebhookSecret,
+    WebhookSecret, WhileDisabled,
 };
 
 const COUNTER_ID: &str = "#count";
@@ -49,6 +49,8 @@ const DISABLED_REASON: &str = "disabledReason";
 const FAST_SINCE: &str = "fastSince";
 const SLOW_AT: &str = "slowAt";
 const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
+/// `hold` or `skip` (contract section 20); absent on items of before, which hold.
+const WHILE_DISABLED: &str = "whileDisabled";
 /// A map, `{"audience": …}`, present only while each attempt carries an identity token
 /// (contract section 21).
 const IDENTITY_TOKEN: &str = "identityToken";
@@ -76,6 +78,8 @@ struct SubscriptionItem {
     health: HealthAttributes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_deliveries_per_second: Option<DeliveryRate>,
+    #[serde(default)]
+    while_disabled: WhileDisabled,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     identity_token: Option<IdentityToken>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,6 +186,7 @@ impl From<SubscriptionItem> for Subscription {
             created_at: item.created_at,
             health,
             max_deliveries_per_second: item.max_deliveries_per_second,
+            while_disabled: item.while_disabled,
             identity_token: item.identity_token,
             fast_since: item.fast_since,
             slow_at: item.slow_at,
@@ -213,6 +218,7 @@ impl From<&Subscription> for SubscriptionItem {
             // A subscription holds no failure's error or recovery: its transitions write them.
             health: HealthAttributes { failing_since, disabled_at, disabled_reason, ..HealthAttributes::default() },
             max_deliveries_per_second: subscription.max_deliveries_per_second,
+            while_disabled: subscription.while_disabled,
             identity_token: subscription.identity_token.clone(),
             fast_since: subscription.fast_since,
             slow_at: subscription.slow_at,
@@ -514,6 +520,9 @@ impl WebhookTable {
             Some(None) => expression.remove(MAX_DELIVERIES_PER_SECOND),
             None => expression,
         };
+        if let Some(while_disabled) = changes.while_disabled {
+            expression = expression.set(WHILE_DISABLED, s(while_disabled.as_str()));
+        }
         expression = match &changes.identity_token {
             // Only to a subscription with a URL (section 21), whatever it was read as.
             Some(Some(token)) => {
@@ -604,6 +613,7 @@ mod tests {
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health,
             max_deliveries_per_second: None,
+            while_disabled: WhileDisabled::Hold,
             identity_token: None,
             fast_since: None,
             slow_at: None,
@@ -693,6 +703,18 @@ mod tests {
         let Some(AttributeValue::M(map)) = item.get(IDENTITY_TOKEN) else { panic!("a map: {item:?}") };
         assert_eq!(map.get("audience"), Some(&s("api://r")));
         assert_eq!(subscription_of(item).unwrap(), subscription);
+    }
+
+    /// `whileDisabled` is stored as its name; an item of before, without it, holds.
+    #[test]
+    fn while_disabled_is_stored_by_name_and_holds_when_absent() {
+        let mut skipping = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        skipping.while_disabled = WhileDisabled::Skip;
+        let mut item = item_of(&skipping);
+        assert_eq!(item.get(WHILE_DISABLED), Some(&s("skip")));
+        assert_eq!(subscription_of(item.clone()).unwrap(), skipping);
+        item.remove(WHILE_DISABLED);
+        assert_eq!(subscription_of(item).unwrap().while_disabled, WhileDisabled::Hold);
     }
 
     /// Each health is the attributes items have always had: `failingSince` while failing,
