@@ -736,7 +736,10 @@ async fn pause_and_resume_set_and_clear_the_manual_reason() {
     let since: Timestamp = typed("2026-11-01T00:00:00.000Z");
     webhooks.start_failure_clock(&user_id, &subscription_id, &career_service::failed_attempt(since)).await.unwrap();
     let at: Timestamp = typed("2026-11-06T00:00:00.000Z");
-    assert!(webhooks.disable(&user_id, &subscription_id, DisabledReason::Failing, Some(since), at).await.unwrap());
+    assert!(webhooks
+        .disable(&user_id, &subscription_id, (DisabledReason::Failing, Some(since)), None, at)
+        .await
+        .unwrap());
     let paused = update(&api, &key, id, r#"{"enabled": false}"#).await.assert_status(200).clone();
     assert_eq!((&paused["disabledReason"], &paused["disabledAt"]), (&json!("manual"), &json!(at)));
     let resumed = update(&api, &key, id, r#"{"enabled": true, "events": ["assessment.completed"]}"#).await;

@@ -428,6 +428,8 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
         identity_token: None,
         fast_since: None,
         slow_at: None,
+        next_probe_at: None,
+        probes: 0,
     };
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();

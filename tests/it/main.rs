@@ -21,6 +21,7 @@ mod events;
 mod identity_tokens;
 mod lanes;
 mod lifecycle_hold;
+mod lifecycle_probe;
 mod local_gateway;
 mod openapi;
 mod operational_events;

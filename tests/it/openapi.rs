@@ -1080,7 +1080,7 @@ async fn disable_for_failing(api: &Api, user: &str, id: &str) {
     let (user, id, since) = (typed(user), typed(id), typed("2026-11-01T00:00:00.000Z"));
     webhooks.start_failure_clock(&user, &id, &career_service::failed_attempt(since)).await.unwrap();
     let disabled_at = typed("2026-11-06T00:00:00.000Z");
-    webhooks.disable(&user, &id, DisabledReason::Failing, Some(since), disabled_at).await.unwrap();
+    webhooks.disable(&user, &id, (DisabledReason::Failing, Some(since)), None, disabled_at).await.unwrap();
 }
 
 /// Marks the table `name` as the one [`common_errors`] deletes.
@@ -1588,7 +1588,7 @@ async fn recover_deliveries_answers_as_documented() {
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     let at = typed("2026-11-06T00:00:00.000Z");
-    webhooks.disable(&typed(&user), &typed(&id), DisabledReason::Manual, None, at).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&id), (DisabledReason::Manual, None), None, at).await.unwrap();
     let disabled = api.send_json(Method::POST, &path, &key, &window).await;
     checker.check(&disabled, 400, Some("webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&id)).await.unwrap();

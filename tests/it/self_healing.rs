@@ -747,7 +747,7 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let at = Timestamp::now();
     skip_while_disabled(&webhooks, &user, &subscription).await;
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&subscription), (DisabledReason::Manual, None), None, at).await.unwrap();
     events(&pipeline, &user, 1).await;
     records_when(&pipeline, &subscription, 4, failed).await;
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
@@ -823,7 +823,7 @@ async fn recover_answers_its_codes() {
 
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let at = Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&subscription), (DisabledReason::Manual, None), None, at).await.unwrap();
     assert_eq!(recover(id.clone(), since.clone()).await, code(400, "webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
     assert_eq!(recover(id.clone(), since).await, (202, String::new()));

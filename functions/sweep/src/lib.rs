@@ -40,7 +40,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
 use career_core::store::deliveries::{
-    DeliveryTable, DueShard, HeldMarker, Marker, Overdue, PageStart, ShardPage, DUE_SHARDS,
+    DeliveryTable, DueShard, Marker, Overdue, PageStart, ShardPage, TaskMarker, DUE_SHARDS,
 };
 use career_core::store::StoreError;
 use career_core::telemetry::sweep_metrics;
@@ -268,9 +268,9 @@ pub async fn sweep(deps: &Deps, shards: &Shards, now: Timestamp) -> Result<Swept
 /// run takes more), at most a share of what its subscription holds ([`Outbox::settle_marked`]),
 /// [`MARKERS_AT_ONCE`] markers at a time. How many held records it settled.
 async fn settle_held(deps: &Deps, shards: &Shards, now: Timestamp) -> Result<usize, SweepError> {
-    let mut markers: Vec<HeldMarker> = Vec::new();
+    let mut markers: Vec<TaskMarker> = Vec::new();
     for shard in shards.iter() {
-        markers.extend(deps.deliveries.held_markers_due(shard, now, deps.reading.page, None).await?.items);
+        markers.extend(deps.deliveries.task_markers_due(shard, now, deps.reading.page, None).await?.items);
     }
     let settling: Vec<_> =
         markers.iter().map(|marker| deps.outbox.settle_marked(marker, deps.release_per_call, now)).collect();

@@ -318,7 +318,7 @@ async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     if !deps.webhooks.delete(call.user_id(), &typed).await? {
         return Err(ApiError::WebhookNotFound(id.to_owned()));
     }
-    if let Err(err) = deps.outbox.end_held(&typed, deps.release_per_call, Timestamp::now()).await {
+    if let Err(err) = deps.outbox.end_held((call.user_id(), &typed), deps.release_per_call, Timestamp::now()).await {
         tracing::error!(subscription_id = %typed, error = %err, "ending the deleted subscription's held deliveries failed");
     }
     Reply::ok(json!({"id": id, "deleted": Value::Bool(true)}))

@@ -14,11 +14,13 @@ use crate::aws::queue::{DeliveryQueues, QueueError};
 use crate::clock::Timestamp;
 use crate::delivery::groups::Groups;
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
-use crate::delivery::plan::{self, HeldFate, Lease, NewDelivery, Place, Posting};
+use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting, SubscriptionTask};
 use crate::delivery::DeliveryMessage;
-use crate::ids::SubscriptionId;
-use crate::store::deliveries::{DeliveryTable, HeldMarker, Overdue, StoredDelivery};
+use crate::events::Event;
+use crate::ids::{SubscriptionId, UserId};
+use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery, TaskMarker};
 use crate::store::StoreError;
+use crate::trace::TraceContext;
 use crate::webhooks::{Health, Subscription};
 
 /// How many conditional writes of one call run at once.
@@ -142,7 +144,8 @@ impl Outbox {
         if let Some(err) = failure {
             return Err(err);
         }
-        self.deliveries.mark_held(&subscription.id, HeldFate::Release, plan::settle_rest_at(more, now)).await?;
+        let subscription_key = (&subscription.user_id, &subscription.id);
+        self.deliveries.mark_task(subscription_key, SubscriptionTask::Release, plan::settle_rest_at(more, now)).await?;
         Ok(released.len())
     }
 
@@ -151,29 +154,40 @@ impl Outbox {
     /// marker, as [`Self::release`]'s. Nothing is queued. How many this call ended.
     pub async fn end_held(
         &self,
-        subscription_id: &SubscriptionId,
+        (user_id, subscription_id): (&UserId, &SubscriptionId),
         per_call: u32,
         now: Timestamp,
     ) -> Result<usize, OutboxError> {
         let (held, more) = self.held(subscription_id, per_call).await?;
         let ended = self.end_each(&held, now).await?;
-        self.deliveries.mark_held(subscription_id, HeldFate::End, plan::settle_rest_at(more, now)).await?;
+        let due = plan::settle_rest_at(more, now);
+        self.deliveries.mark_task((user_id, subscription_id), SubscriptionTask::End, due).await?;
         Ok(ended)
     }
 
-    /// Settles, in a sweep's run at `now`, at most `per_call` of the held records of the
-    /// subscription `marker` names, as its fate says: released on the retry lane, due now (the
-    /// marker does not know the subscription's groups; its rate limit holds at the send), or
-    /// ended. The marker goes once nothing it names is left. How many it settled.
+    /// Does, in a sweep's run at `now`, what `marker` says for its subscription: settles at
+    /// most `per_call` of its held records (released on the retry lane, due now: the marker
+    /// does not know the subscription's groups, and its rate limit holds at the send; or
+    /// ended), or records and queues a probe of it ([`plan::probe`]). The marker goes once
+    /// nothing it names is left. How many records it settled or created.
     pub async fn settle_marked(
         &self,
-        marker: &HeldMarker,
+        marker: &TaskMarker,
         per_call: u32,
         now: Timestamp,
     ) -> Result<usize, OutboxError> {
-        let (held, more) = self.held(&marker.subscription_id, per_call).await?;
+        let (held, more) = match marker.fate {
+            SubscriptionTask::Probe => (Vec::new(), false),
+            SubscriptionTask::Release | SubscriptionTask::End => self.held(&marker.subscription_id, per_call).await?,
+        };
         let settled = match marker.fate {
-            HeldFate::Release => {
+            SubscriptionTask::Probe => {
+                let (user_id, id) = (&marker.user_id, &marker.subscription_id);
+                let probe = DeliveryMessage::new(&Event::probe(id), user_id, id).traced(TraceContext::start());
+                self.create_one(&plan::probe(probe), now).await?;
+                1
+            }
+            SubscriptionTask::Release => {
                 let posting = |message, _: &StoredDelivery| plan::put_back(message);
                 let (released, failure) =
                     self.restart_placed(&held, |_| Some(DeliveryStatus::Held), now, posting).await;
@@ -182,10 +196,10 @@ impl Outbox {
                 }
                 released.len()
             }
-            HeldFate::End => self.end_each(&held, now).await?,
+            SubscriptionTask::End => self.end_each(&held, now).await?,
         };
         if !more {
-            self.deliveries.remove_held_marker(marker).await?;
+            self.deliveries.remove_task_marker(marker).await?;
         }
         Ok(settled)
     }

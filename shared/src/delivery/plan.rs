@@ -296,6 +296,8 @@ pub struct SubscriptionState {
     pub receives: bool,
     /// What becomes of the delivery while it is disabled (contract section 20).
     pub while_disabled: WhileDisabled,
+    /// Disabled for failing: a probe may go to it (contract section 20).
+    pub probed: bool,
 }
 
 impl SubscriptionState {
@@ -307,6 +309,7 @@ impl SubscriptionState {
             failing_since: health.failing_since(),
             receives: subscription.receives(kind),
             while_disabled: subscription.while_disabled,
+            probed: matches!(health, Health::Disabled { reason: DisabledReason::Failing, .. }),
         }
     }
 }
@@ -327,6 +330,8 @@ pub struct Found<S = SubscriptionState> {
     pub generation: u32,
     /// The kind of event the message carries.
     pub kind: EventKind,
+    /// Whether it carries a probe (contract section 20).
+    pub probe: bool,
     pub claim: Claim,
     pub subscription: Option<S>,
 }
@@ -424,13 +429,63 @@ impl std::fmt::Display for NotSent {
 }
 
 crate::text::wire_names! {
-    /// What becomes of a subscription's held deliveries when it changes (contract section 20).
-    pub enum HeldFate: "held fate" {
-        /// It was enabled: each is `pending` again, its schedule from its start, attempts kept.
+    /// What the sweep does for a subscription from a marker's time on (contract section 20).
+    pub enum SubscriptionTask: "subscription task" {
+        /// It was enabled: each delivery it held is `pending` again, its schedule from its
+        /// start, attempts kept.
         Release = "release",
-        /// It was deleted: each ends as [`HELD_DELETED`] says.
+        /// It was deleted: each delivery it held ends as [`HELD_DELETED`] says.
         End = "end",
+        /// It is disabled for failing: a probe goes ([`ProbeSchedule`]).
+        Probe = "probe",
     }
+}
+
+/// The longest interval between two probes of a subscription disabled for failing.
+pub const LONGEST_PROBE_INTERVAL: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// When a subscription disabled for failing is probed (contract section 20): `after` its
+/// disabling, then at doubling intervals capped at [`LONGEST_PROBE_INTERVAL`], until `lasting`
+/// after it (`WEBHOOK_PROBE_AFTER_SECONDS`, `WEBHOOK_PROBE_FOR_SECONDS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeSchedule {
+    pub after: Duration,
+    pub lasting: Duration,
+}
+
+impl ProbeSchedule {
+    /// When the next probe goes, `made` probes having gone since `disabled_at`; none once
+    /// probing has ended.
+    pub fn next(&self, disabled_at: Timestamp, made: u32) -> Option<Timestamp> {
+        let (mut at, mut interval) = (disabled_at + self.after, self.after);
+        for _ in 0..made {
+            interval = (interval * 2).min(LONGEST_PROBE_INTERVAL);
+            at = at + interval;
+            if at > disabled_at + self.lasting {
+                return None;
+            }
+        }
+        (at <= disabled_at + self.lasting).then_some(at)
+    }
+}
+
+/// A probe of a subscription disabled for failing, as it is recorded and queued (contract
+/// section 20): `pending`, on the retry lane, due now, unclaimed (its subscription is
+/// disabled, so the main lane would only hand it over).
+pub fn probe(message: DeliveryMessage) -> NewDelivery {
+    NewDelivery { message, status: DeliveryStatus::Pending, place: Some(Place::Delay(Duration::ZERO)) }
+}
+
+/// The plan after a probe got `outcome` at `now` (contract section 20): one attempt, never
+/// retried, its record `succeeded` or `failed` and its message gone either way (no attempt ran
+/// out: no dead letter); a 2xx enables its subscription again, anything else leaves it
+/// disabled until the next probe. The failure clock is not the probe's to move.
+pub fn after_probe(outcome: &Outcome, now: Timestamp) -> After {
+    let (record, subscription) = match outcome.answer().map(|answer| answer.status) {
+        Some(200..=299) => (AttemptRecord::succeeded(outcome, now), SubscriptionChange::Reenable),
+        _ => (AttemptRecord::failed(outcome, None, now), SubscriptionChange::ProbeFailed),
+    };
+    After { record, subscription, message: MessageFate::Acknowledge }
 }
 
 /// How a held delivery ends when its subscription is deleted (contract section 20): `skipped`,
@@ -454,6 +509,8 @@ pub struct Policy {
     pub schedule: RetrySchedule,
     /// How long a subscription may fail without a success before a last attempt disables it.
     pub disable_after: Duration,
+    /// When a subscription disabled for failing is probed.
+    pub probes: ProbeSchedule,
 }
 
 pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp, policy: &Policy) -> Before<S> {
@@ -472,6 +529,10 @@ pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp,
     let Some(subscription) = found.subscription else { return not_sent(SkipReason::Deleted) };
     let state = subscription.as_ref();
     if !state.enabled {
+        // A probe is what may bring a subscription disabled for failing back (section 20).
+        if found.probe && state.probed {
+            return Before::Step(Step::Send { attempt: 1, subscription });
+        }
         return not_sent(disabled(found.kind, state.while_disabled));
     }
     if !state.receives {
@@ -520,6 +581,10 @@ pub enum SubscriptionChange {
     Recovered,
     /// Disabled, for this reason.
     Disable(DisabledReason),
+    /// A probe got a 2xx: enabled again, as `POST …/enable` does, what it held released.
+    Reenable,
+    /// A probe failed: the next one is scheduled, if probing has not ended.
+    ProbeFailed,
 }
 
 /// What becomes of the delivery once the attempt is recorded.
@@ -719,6 +784,7 @@ mod tests {
         Policy {
             schedule: RetrySchedule { base: Duration::from_secs(30), max_attempts: 3 },
             disable_after: Duration::from_secs(100),
+            probes: ProbeSchedule { after: Duration::from_secs(600), lasting: Duration::from_secs(7 * 24 * 3600) },
         }
     }
 
@@ -727,7 +793,7 @@ mod tests {
     }
 
     fn found(lane: Lane, generation: u32, claim: Claim, subscription: Option<SubscriptionState>) -> Found {
-        Found { lane, generation, kind: EventKind::ProfileUpdated, claim, subscription }
+        Found { lane, generation, kind: EventKind::ProfileUpdated, probe: false, claim, subscription }
     }
 
     fn pending(generation: u32, round_attempts: u32) -> RecordState {
@@ -750,6 +816,7 @@ mod tests {
         failing_since: None,
         receives: true,
         while_disabled: WhileDisabled::Skip,
+        probed: false,
     });
 
     #[test]
@@ -982,6 +1049,59 @@ mod tests {
             Some((DeliveryStatus::Skipped, "not sent: the subscription is disabled".into()))
         );
         assert_eq!(created(DeliveryStatus::Pending), None);
+    }
+
+    #[test]
+    fn a_probe_goes_to_a_subscription_disabled_for_failing_only() {
+        let probe = |subscription: Option<SubscriptionState>| {
+            let found = Found {
+                kind: EventKind::WebhookPing,
+                probe: true,
+                ..found(Lane::Retry, 2, held(pending(2, 0)), subscription)
+            };
+            before_send(found, at(0), &policy())
+        };
+        let failing = SubscriptionState { enabled: false, probed: true, ..HEALTHY.unwrap() };
+        assert_eq!(probe(Some(failing.clone())), send(1, Some(failing)));
+        let manual = SubscriptionState { enabled: false, ..HEALTHY.unwrap() };
+        assert_eq!(
+            probe(Some(manual)),
+            Before::Step(Step::NotSent(NotSent { reason: SkipReason::Disabled, attempts: 0 }))
+        );
+        assert_eq!(probe(None), Before::Step(Step::NotSent(NotSent { reason: SkipReason::Deleted, attempts: 0 })));
+        assert_eq!(probe(HEALTHY), send(1, HEALTHY), "an enabled subscription takes it as a ping");
+    }
+
+    #[test]
+    fn probes_double_from_the_first_up_to_six_hours_until_probing_ends() {
+        let schedule = ProbeSchedule { after: Duration::from_secs(600), lasting: Duration::from_secs(7 * 24 * 3600) };
+        let next = |made| schedule.next(at(0), made).map(|next| next.since(at(0)).as_secs());
+        // 10 min, then +20, +40, +80, +160, +320 min, then +6 h each.
+        assert_eq!((0..7).map(next).collect::<Vec<_>>(), [600, 1800, 4200, 9000, 18600, 37800, 59400].map(Some));
+        assert_eq!(next(8), Some(59400 + 2 * 21600));
+        assert_eq!(next(31), Some(59400 + 25 * 21600), "the last before seven days");
+        assert_eq!(next(32), None, "seven days on: probing has ended");
+        let short = ProbeSchedule { after: Duration::from_secs(1), lasting: Duration::from_secs(4) };
+        assert_eq!((0..3).map(|made| short.next(at(0), made)).collect::<Vec<_>>(), [Some(at(1)), Some(at(3)), None]);
+    }
+
+    #[test]
+    fn a_probe_is_one_attempt_and_its_answer_says_whether_the_subscription_comes_back() {
+        let delivered = after_probe(&answered(204, None), at(0));
+        assert_eq!(
+            (delivered.record.status, delivered.subscription, delivered.message),
+            (DeliveryStatus::Succeeded, SubscriptionChange::Reenable, MessageFate::Acknowledge)
+        );
+        for outcome in [answered(500, None), answered(410, None), answered(429, Some("5")), no_answer()] {
+            let failed = after_probe(&outcome, at(0));
+            assert_eq!(
+                (failed.record.status, failed.record.next_attempt_at, failed.subscription, failed.message),
+                (DeliveryStatus::Failed, None, SubscriptionChange::ProbeFailed, MessageFate::Acknowledge),
+                "{outcome:?}"
+            );
+        }
+        let queued = probe(first_attempt(0));
+        assert_eq!((queued.status, queued.place), (DeliveryStatus::Pending, Some(Place::Delay(Duration::ZERO))));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
-use crate::delivery::plan::{self, Claim, HeldFate, Lease, NotSent, RecordState};
+use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SubscriptionTask};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
@@ -64,7 +64,7 @@ const MARKER_PARTITION: &str = "fanout";
 /// the subscription's id), apart from every log: each names a subscription whose `held`
 /// records the sweep settles from the marker's time on (contract section 20), those an enable
 /// or a delete left past its share, or held by a turn that read the subscription just before.
-const HELD_PARTITION: &str = "held";
+const TASK_PARTITION: &str = "task";
 /// How many records one marker lists at most: a send batch, and a marker under 1 KB (one
 /// write unit).
 pub const MARKER_RECORDS: usize = 10;
@@ -172,6 +172,9 @@ pub(crate) struct RecordSummary {
     last_attempt_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_error: Option<String>,
+    /// Present, and true, on a probe's record (contract section 20).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    probe: bool,
 }
 
 impl From<RecordSummary> for DeliveryState {
@@ -186,6 +189,7 @@ impl From<RecordSummary> for DeliveryState {
             attempts: summary.attempts,
             last_attempt_at: summary.last_attempt_at,
             last_error: summary.last_error,
+            probe: summary.probe,
         }
     }
 }
@@ -208,6 +212,7 @@ impl DeliveryItem {
                 attempts: 0,
                 last_attempt_at: None,
                 last_error: NotSent::at_creation(status).map(|not_sent| not_sent.to_string()),
+                probe: message.event.is_probe(),
             },
             created_at: message.event.created_at,
             last_response_status: None,
@@ -331,29 +336,31 @@ fn marker_partition(shard: DueShard) -> String {
 /// A subscription whose held records the sweep settles, as the table holds it.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct HeldMarkerItem {
+struct TaskMarkerItem {
     log_partition: String,
     /// `<due>#<subscription id>`: a shard's markers due before a time are a range of keys.
     delivery_id: String,
+    user_id: UserId,
     subscription_id: SubscriptionId,
-    fate: HeldFate,
+    fate: SubscriptionTask,
     /// A marker the sweep never read (none runs) goes with the records it names.
     #[serde(with = "clock::unix_seconds")]
     expires_at: Timestamp,
 }
 
-fn held_partition(shard: DueShard) -> String {
-    format!("{HELD_PARTITION}#{shard}")
+fn task_partition(shard: DueShard) -> String {
+    format!("{TASK_PARTITION}#{shard}")
 }
 
 /// A held marker the sweep found due: its key, the subscription it names and what becomes of
 /// that subscription's held records.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeldMarker {
+pub struct TaskMarker {
     partition: String,
     sort: String,
+    pub user_id: UserId,
     pub subscription_id: SubscriptionId,
-    pub fate: HeldFate,
+    pub fate: SubscriptionTask,
 }
 
 /// A fan-out's marker the sweep found due: its key, when it was made and the records it lists.
@@ -681,17 +688,18 @@ impl DeliveryTable {
         Ok(())
     }
 
-    /// Marks the subscription's held records for the sweep to settle as `fate` says, from
-    /// `due` on (contract section 20).
-    pub async fn mark_held(
+    /// Marks the subscription for the sweep to do `fate` from `due` on (contract section 20):
+    /// release or end what it held, or probe it.
+    pub async fn mark_task(
         &self,
-        subscription_id: &SubscriptionId,
-        fate: HeldFate,
+        (user_id, subscription_id): (&UserId, &SubscriptionId),
+        fate: SubscriptionTask,
         due: Timestamp,
     ) -> Result<(), StoreError> {
-        let marker = HeldMarkerItem {
-            log_partition: held_partition(DueShard::of_subscription(subscription_id)),
+        let marker = TaskMarkerItem {
+            log_partition: task_partition(DueShard::of_subscription(subscription_id)),
             delivery_id: format!("{due}#{subscription_id}"),
+            user_id: user_id.clone(),
             subscription_id: subscription_id.clone(),
             fate,
             expires_at: expires_at(due),
@@ -702,21 +710,22 @@ impl DeliveryTable {
 
     /// One page of the held markers of `shard` due before `cutoff`, at most `limit`, oldest
     /// first, from `start` (the first page without).
-    pub async fn held_markers_due(
+    pub async fn task_markers_due(
         &self,
         shard: DueShard,
         cutoff: Timestamp,
         limit: u32,
         start: Option<PageStart>,
-    ) -> Result<ShardPage<HeldMarker>, StoreError> {
+    ) -> Result<ShardPage<TaskMarker>, StoreError> {
         let condition = "logPartition = :p AND deliveryId < :cutoff";
-        let (items, next) = self.page_before(None, condition, held_partition(shard), cutoff, limit, start).await?;
-        let markers: Vec<HeldMarkerItem> = serde_dynamo::from_items(items)?;
+        let (items, next) = self.page_before(None, condition, task_partition(shard), cutoff, limit, start).await?;
+        let markers: Vec<TaskMarkerItem> = serde_dynamo::from_items(items)?;
         let items = markers
             .into_iter()
-            .map(|marker| HeldMarker {
+            .map(|marker| TaskMarker {
                 partition: marker.log_partition,
                 sort: marker.delivery_id,
+                user_id: marker.user_id,
                 subscription_id: marker.subscription_id,
                 fate: marker.fate,
             })
@@ -725,7 +734,7 @@ impl DeliveryTable {
     }
 
     /// Removes a held marker whose subscription has no held record left to settle.
-    pub async fn remove_held_marker(&self, marker: &HeldMarker) -> Result<(), StoreError> {
+    pub async fn remove_task_marker(&self, marker: &TaskMarker) -> Result<(), StoreError> {
         self.remove_marker(&marker.partition, &marker.sort).await
     }
 

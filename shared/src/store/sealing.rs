@@ -198,6 +198,8 @@ mod tests {
             identity_token: None,
             fast_since: None,
             slow_at: None,
+            next_probe_at: None,
+            probes: 0,
         }
     }
 

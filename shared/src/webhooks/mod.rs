@@ -344,6 +344,11 @@ pub struct Subscription {
     /// When its receiver last stopped answering fast (an answer, or a send still open, at the
     /// slow mark): it does not spread again for a while after (`delivery::groups::SLOW_MEMORY`).
     pub slow_at: Option<Timestamp>,
+    /// While it is disabled for failing and probed (contract section 20), when the next probe
+    /// goes; none once probing has ended.
+    pub next_probe_at: Option<Timestamp>,
+    /// The probes that went since it was disabled, all failed.
+    pub probes: u32,
 }
 
 /// Where a subscription delivers: over HTTP (sections 5 to 16) or into its owner's AWS
@@ -481,6 +486,8 @@ impl Subscription {
             identity_token: None,
             fast_since: None,
             slow_at: None,
+            next_probe_at: None,
+            probes: 0,
         }
     }
 
@@ -521,6 +528,11 @@ impl Subscription {
             max_deliveries_per_second: self.max_deliveries_per_second,
             while_disabled: self.while_disabled,
             identity_token: self.identity_token.clone(),
+            // Only a subscription disabled for failing is probed (section 20).
+            next_probe_at: match &self.health {
+                Health::Disabled { reason: DisabledReason::Failing, .. } => Some(NextProbe(self.next_probe_at)),
+                Health::Disabled { .. } | Health::Active | Health::Failing { .. } => None,
+            },
         }
     }
 }
@@ -560,7 +572,16 @@ pub struct SubscriptionObject {
     /// 21), else `null`.
     #[serde(default)]
     pub identity_token: Option<IdentityToken>,
+    /// While it is disabled for failing, when it is next probed (contract section 20), `null`
+    /// once probing has ended; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_probe_at: Option<NextProbe>,
 }
+
+/// `nextProbeAt` of a subscription disabled for failing: a time, or `null` once probing ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NextProbe(pub Option<Timestamp>);
 
 /// A destination as the subscription object shows it (contract section 17): its fields, the
 /// external id among them, and the role its owner's trust policy names.
