@@ -604,8 +604,7 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<ShardPage<Marker>, StoreError> {
-        let condition = "logPartition = :p AND deliveryId < :cutoff";
-        let (items, next) = self.page_before(None, condition, marker_partition(shard), cutoff, limit, start).await?;
+        let (items, next) = self.markers_before(marker_partition(shard), cutoff, limit, start).await?;
         let mut markers = Vec::new();
         for item in items {
             let marker: MarkerItem = serde_dynamo::from_item(item)?;
@@ -617,6 +616,18 @@ impl DeliveryTable {
             markers.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, made_at, records });
         }
         Ok(ShardPage { items: markers, next })
+    }
+
+    /// One page of the markers of `partition` (a fan-out's or a task's) keyed before `cutoff`.
+    async fn markers_before(
+        &self,
+        partition: String,
+        cutoff: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<(Vec<Item>, Option<PageStart>), StoreError> {
+        let condition = "logPartition = :p AND deliveryId < :cutoff";
+        self.page_before(None, condition, partition, cutoff, limit, start).await
     }
 
     /// One page of the items of `partition` (of the table, or of `index`) that `condition`
@@ -708,7 +719,7 @@ impl DeliveryTable {
         Ok(())
     }
 
-    /// One page of the held markers of `shard` due before `cutoff`, at most `limit`, oldest
+    /// One page of the task markers of `shard` due before `cutoff`, at most `limit`, oldest
     /// first, from `start` (the first page without).
     pub async fn task_markers_due(
         &self,
@@ -717,8 +728,7 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<ShardPage<TaskMarker>, StoreError> {
-        let condition = "logPartition = :p AND deliveryId < :cutoff";
-        let (items, next) = self.page_before(None, condition, task_partition(shard), cutoff, limit, start).await?;
+        let (items, next) = self.markers_before(task_partition(shard), cutoff, limit, start).await?;
         let markers: Vec<TaskMarkerItem> = serde_dynamo::from_items(items)?;
         let items = markers
             .into_iter()
