@@ -391,7 +391,7 @@ async fn reenable(deps: &Deps, subscription: &Subscription, now: Timestamp) -> R
     let spread = groups::Groups::spread_of(&enabled, deps.groups);
     match deps.outbox.release(&enabled, spread, deps.release_per_call, now).await {
         Ok(released) => tracing::info!(released, "a probe succeeded; the subscription is enabled again"),
-        // The sweep's marker is not written either: the next enable, or a manual retry, sends them.
+        // What it could not release, the sweep does from the marker the release left.
         Err(err) => tracing::error!(error = %err, "releasing the held deliveries failed"),
     }
     Ok(())

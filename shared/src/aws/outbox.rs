@@ -141,12 +141,13 @@ impl Outbox {
         let (held, more) = self.held(&subscription.id, per_call).await?;
         let (released, failure) =
             self.restart(&held, |_| Some(DeliveryStatus::Held), (&subscription.health, spread), now).await;
-        if let Some(err) = failure {
-            return Err(err);
+        // A write that failed leaves its record held: the sweep takes it from the marker, at once.
+        let due = plan::settle_rest_at(more || failure.is_some(), now);
+        self.deliveries.mark_task((&subscription.user_id, &subscription.id), SubscriptionTask::Release, due).await?;
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(released.len()),
         }
-        let subscription_key = (&subscription.user_id, &subscription.id);
-        self.deliveries.mark_task(subscription_key, SubscriptionTask::Release, plan::settle_rest_at(more, now)).await?;
-        Ok(released.len())
     }
 
     /// Ends what a deleted subscription held, as [`plan::HELD_DELETED`] says (contract section

@@ -493,7 +493,8 @@ pub fn after_probe(outcome: &Outcome, now: Timestamp) -> After {
 pub const HELD_DELETED: NotSent = NotSent { reason: SkipReason::Deleted, attempts: 0 };
 
 /// When the sweep settles the rest of a subscription's held deliveries, once an enable or a
-/// delete at `now` settled its share of them: at once when `more` were held than that; else
+/// delete at `now` settled its share of them: at once when `more` are left (more were held
+/// than that share, or a write failed); else
 /// once every turn that read the subscription before the change has ended (one claim's
 /// length), so that a delivery such a turn held just after is settled too.
 pub fn settle_rest_at(more: bool, now: Timestamp) -> Timestamp {
