@@ -87,6 +87,9 @@ pub enum EventData {
         failing_since: Timestamp,
         recovered_at: Timestamp,
         /// Whether a probe's success enabled it again after it was disabled (contract section 20).
+        /// Compatibility: the `default` reads an event queued before it was written (2026-12-07),
+        /// until SQS (14 days at most) holds none, after 2026-12-21.
+        #[serde(default)]
         reenabled: bool,
     },
     #[serde(rename_all = "camelCase")]
