@@ -86,9 +86,11 @@ impl Deployment {
         let local_values: HashMap<&str, String> = local.to_env().into_iter().collect();
         let environment = environment_of(&self.template, &self.resolver, function, &local_values)?;
         let mut settings = Settings::from_vars(&environment).with_context(|| format!("{function}'s environment"))?;
-        // Not environment variables: tests shorten the one, the scale model shrinks the other.
+        // Not environment variables: tests shorten the window and the release's share, the
+        // scale model shrinks the quota.
         settings.rate_limit_window = local.rate_limit_window;
         settings.partition_quota = local.partition_quota;
+        settings.release_per_call = local.release_per_call;
         Ok(settings)
     }
 

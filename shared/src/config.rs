@@ -198,6 +198,11 @@ pub struct Settings {
     /// `WEBHOOK_DISABLE_AFTER_SECONDS`: how long a subscription may fail without a success
     /// before its last-attempt failure disables it (contract section 9).
     pub webhook_disable_after: Duration,
+    /// `WEBHOOK_PROBE_AFTER_SECONDS`: when a subscription disabled for failing is first probed,
+    /// after it was disabled (contract section 20).
+    pub probe_after: Duration,
+    /// `WEBHOOK_PROBE_FOR_SECONDS`: how long after it was disabled it is probed.
+    pub probe_for: Duration,
     /// `METRICS_NAMESPACE`: the CloudWatch namespace of the delivery metrics.
     pub metrics_namespace: String,
     /// `OPERATOR_TOPIC_ARN`: the SNS topic every operational event is also published to
@@ -212,7 +217,14 @@ pub struct Settings {
     /// variable: only the local stack's scale model (`local_aws::throttling`) makes it
     /// smaller, and the functions then share their items' load as they would on AWS.
     pub partition_quota: PartitionQuota,
+    /// How many held deliveries one enable (or delete) settles itself (contract section 20);
+    /// the sweep settles the rest, as many a run. Not an environment variable: only tests make
+    /// it smaller, to see the rest settled without holding thousands.
+    pub release_per_call: u32,
 }
+
+/// [`Settings::release_per_call`] as the contract says it (section 20).
+pub const RELEASE_PER_CALL: u32 = 1_000;
 
 impl Settings {
     /// Reads and checks every setting: a bad value is a [`ConfigError`] at cold start.
@@ -247,10 +259,13 @@ impl Settings {
             delivery_groups: delivery_groups(vars)?,
             secrets_kms_key_id: vars("SECRETS_KMS_KEY_ID").filter(|id| !id.trim().is_empty()),
             webhook_disable_after: seconds(vars, "WEBHOOK_DISABLE_AFTER_SECONDS", 432_000.0)?,
+            probe_after: seconds(vars, "WEBHOOK_PROBE_AFTER_SECONDS", 600.0)?,
+            probe_for: seconds(vars, "WEBHOOK_PROBE_FOR_SECONDS", 604_800.0)?,
             metrics_namespace: vars("METRICS_NAMESPACE").unwrap_or_else(|| "CareerService/Webhooks".into()),
             operator_topic_arn: vars("OPERATOR_TOPIC_ARN").filter(|arn| !arn.trim().is_empty()),
             sender_role_arn: sender_role_arn(vars)?,
             partition_quota: PartitionQuota::DYNAMODB,
+            release_per_call: RELEASE_PER_CALL,
         })
     }
 
@@ -273,6 +288,8 @@ impl Settings {
             ("DELIVERY_MAX_ATTEMPTS", self.max_delivery_attempts.to_string()),
             ("DELIVERY_GROUPS_PER_SUBSCRIPTION", self.delivery_groups.get().to_string()),
             ("WEBHOOK_DISABLE_AFTER_SECONDS", seconds(self.webhook_disable_after)),
+            ("WEBHOOK_PROBE_AFTER_SECONDS", seconds(self.probe_after)),
+            ("WEBHOOK_PROBE_FOR_SECONDS", seconds(self.probe_for)),
             ("METRICS_NAMESPACE", self.metrics_namespace.clone()),
         ]);
         let optional = [
@@ -441,10 +458,13 @@ mod tests {
             ("DELIVERY_RETRY_BASE_SECONDS", "0.25"),
             ("DELIVERY_MAX_ATTEMPTS", "1"),
             ("WEBHOOK_DISABLE_AFTER_SECONDS", "7"),
+            ("WEBHOOK_PROBE_AFTER_SECONDS", "1.5"),
+            ("WEBHOOK_PROBE_FOR_SECONDS", "60"),
             ("DELIVERIES_TABLE", "elsewhere"),
         ])
         .unwrap();
         assert_eq!(settings.webhook_disable_after, Duration::from_secs(7));
+        assert_eq!((settings.probe_after, settings.probe_for), (Duration::from_millis(1500), Duration::from_secs(60)));
         assert_eq!(settings.tables.deliveries, "elsewhere");
         assert_eq!(settings.rate_limit_per_minute, 5);
         assert_eq!(settings.retry_base, Duration::from_millis(250));
@@ -477,10 +497,13 @@ mod tests {
             delivery_groups: Groups::new(5).unwrap(),
             secrets_kms_key_id: Some("alias/career".into()),
             webhook_disable_after: Duration::from_secs(7),
+            probe_after: Duration::from_secs(11),
+            probe_for: Duration::from_secs(13),
             metrics_namespace: "Elsewhere".into(),
             operator_topic_arn: Some("arn:aws:sns:us-east-1:123456789012:operations".into()),
             sender_role_arn: RoleArn::parse("arn:aws:iam::123456789012:role/career-deliver"),
             partition_quota: PartitionQuota::DYNAMODB,
+            release_per_call: RELEASE_PER_CALL,
         };
         let written: HashMap<&str, String> = settings.to_env().into_iter().collect();
         let read = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

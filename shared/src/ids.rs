@@ -54,6 +54,15 @@ macro_rules! prefixed_id {
             pub fn created_at(&self) -> Timestamp {
                 Timestamp::from_unix_millis(millis_of(&self.0).unwrap_or_default())
             }
+
+            /// The last five bits of its random (or hashed) part, its last character's value:
+            /// even over 0..32 whatever the time the id was made at, and even again for ids
+            /// counted up within one millisecond, so a key made of it spreads items evenly over
+            /// partitions.
+            pub fn low_random_bits(&self) -> u8 {
+                let last = self.0.bytes().last().unwrap_or_default();
+                CROCKFORD.iter().position(|c| *c == last).and_then(|value| u8::try_from(value).ok()).unwrap_or_default()
+            }
         }
 
         text_traits!($name, concat!("a valid ", stringify!($name)));
@@ -76,16 +85,6 @@ prefixed_id!(
     /// A delivery's id (one event to one subscription), `dlv_…`.
     DeliveryId = DELIVERY
 );
-
-impl DeliveryId {
-    /// The last five bits of its random (or hashed) part, its last character's value: even
-    /// over 0..32 whatever the time the id was made at, and even again for ids counted up
-    /// within one millisecond, so a key made of it spreads deliveries evenly over partitions.
-    pub fn low_random_bits(&self) -> u8 {
-        let last = self.0.bytes().last().unwrap_or_default();
-        CROCKFORD.iter().position(|c| *c == last).and_then(|value| u8::try_from(value).ok()).unwrap_or_default()
-    }
-}
 
 /// The longest id of the rest of the platform (users, profiles, assessments) the service takes.
 pub const MAX_PLATFORM_ID_LEN: usize = 256;

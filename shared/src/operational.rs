@@ -39,6 +39,9 @@ pub struct DeliveryState {
     pub attempts: u32,
     pub last_attempt_at: Option<Timestamp>,
     pub last_error: Option<String>,
+    /// A probe's record (contract section 20): its failure is its subscription's probing, not
+    /// an exhausted delivery.
+    pub probe: bool,
 }
 
 /// Said when a failure's error was not recorded with it (a write from before these events).
@@ -66,7 +69,9 @@ pub fn reported(kind: EventKind) -> bool {
 
 /// The event a change of a subscription item stands for: `failing` when its failure clock
 /// starts, `disabled` when it is disabled for `failing` or `gone` (a pause is no event),
-/// `recovered` when a success stops the clock (enabling stops it too, and is no event).
+/// `recovered` when a success stops the clock (enabling stops it too, and is no event), or
+/// when a probe's success enables it again (`reenabled`, contract section 20: the only enable
+/// that writes a recovery time).
 pub fn of_subscription_change(old: SubscriptionState, new: SubscriptionState) -> Option<Event> {
     let url = new.target.logged();
     let (user_id, subscription_id) = (new.user_id, new.subscription_id.clone());
@@ -96,10 +101,30 @@ pub fn of_subscription_change(old: SubscriptionState, new: SubscriptionState) ->
                 last_response_status: new.failing_status,
             },
         ),
-        (old, None, None) if old.disabled_at.is_none() => match (old.failing_since, new.recovered_at) {
-            (Some(failing_since), Some(recovered_at)) if old.recovered_at != Some(recovered_at) => (
+        (old, None, None) => match (old.disabled_at, old.failing_since, new.recovered_at) {
+            (None, Some(failing_since), Some(recovered_at)) if old.recovered_at != Some(recovered_at) => (
                 recovered_at,
-                EventData::EndpointRecovered { user_id, subscription_id, url, failing_since, recovered_at },
+                EventData::EndpointRecovered {
+                    user_id,
+                    subscription_id,
+                    url,
+                    failing_since,
+                    recovered_at,
+                    reenabled: false,
+                },
+            ),
+            // Enabled again with a recovery time: a probe's success (contract section 20); the
+            // owner's enable writes none.
+            (Some(disabled_at), failing_since, Some(recovered_at)) if old.recovered_at != Some(recovered_at) => (
+                recovered_at,
+                EventData::EndpointRecovered {
+                    user_id,
+                    subscription_id,
+                    url,
+                    failing_since: failing_since.unwrap_or(disabled_at),
+                    recovered_at,
+                    reenabled: true,
+                },
             ),
             _ => return None,
         },
@@ -118,7 +143,7 @@ pub fn of_subscription_change(old: SubscriptionState, new: SubscriptionState) ->
 pub fn of_delivery_change(old: DeliveryState, new: DeliveryState, stream_time: Timestamp) -> Option<Event> {
     let ended_by_an_attempt =
         new.status == DeliveryStatus::Failed && old.status != DeliveryStatus::Failed && new.attempts != old.attempts;
-    if !ended_by_an_attempt || !reported(new.event_type) {
+    if !ended_by_an_attempt || !reported(new.event_type) || new.probe {
         return None;
     }
     let at = new.last_attempt_at.unwrap_or(stream_time);

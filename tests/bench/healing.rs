@@ -338,7 +338,17 @@ async fn sweep_cost(bench: &Bench) -> Result<SweepCost, String> {
         .map_err(|e| e.to_string())?;
     let idle_time = started.elapsed();
     idle.push(&meter, mark);
-    if swept != (Swept { indexed: 0, overdue: 0, waiting: 0, requeued: 0, unparked: 0, oldest_unread: None }) {
+    if swept
+        != (Swept {
+            indexed: 0,
+            overdue: 0,
+            waiting: 0,
+            requeued: 0,
+            unparked: 0,
+            settled_held: 0,
+            oldest_unread: None,
+        })
+    {
         return Err(format!("a sweep with nothing overdue found {swept:?}"));
     }
 
@@ -393,6 +403,7 @@ async fn sweeps(
                 waiting: 0,
                 requeued: OVERDUE,
                 unparked: 0,
+                settled_held: 0,
                 oldest_unread: None,
             })
         {

@@ -9,8 +9,8 @@ use career_core::delivery::log::{AttemptRecord, DeliveryStatus};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventKind};
 use career_core::store::deliveries::{DeliveryTable, RecordKey};
-use career_core::store::webhooks::WebhookTable;
-use career_core::webhooks::{DisabledReason, Health};
+use career_core::store::webhooks::{Replacing, WebhookTable};
+use career_core::webhooks::{DisabledReason, Health, SubscriptionChanges, WhileDisabled};
 use career_core::{clock, ids};
 use career_service::typed;
 use career_service::{assert_rfc3339_utc, dynamodb, sink_url, sqs, unique_user, Answer as Reply, Api};
@@ -427,7 +427,9 @@ async fn thirty_concurrent_retries_of_one_delivery_all_apply() {
 
     let webhooks = WebhookTable::new(dynamodb(), &api.settings.tables.webhooks);
     let at = clock::Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
+    let skip = SubscriptionChanges { while_disabled: Some(WhileDisabled::Skip), ..SubscriptionChanges::default() };
+    webhooks.update(&typed(&user), &typed(&subscription), &skip, Replacing::default(), at).await.unwrap().unwrap();
+    webhooks.disable(&typed(&user), &typed(&subscription), (DisabledReason::Manual, None), None, at).await.unwrap();
     retries("failed").await;
     let stopped = deliveries(&api).get(&typed(&subscription), &typed(&id)).await.unwrap().unwrap().record;
     assert_eq!(stopped.last_error.as_deref(), Some("not sent again: the subscription is disabled"));
@@ -463,8 +465,8 @@ async fn enable_turns_a_disabled_subscription_back_on_and_is_harmless_to_repeat(
         .disable(
             &typed(&user),
             &typed(&subscription),
-            DisabledReason::Failing,
-            Some(typed("2026-11-01T00:00:00.000Z")),
+            (DisabledReason::Failing, Some(typed("2026-11-01T00:00:00.000Z"))),
+            None,
             typed("2026-11-06T00:00:01.000Z")
         )
         .await

@@ -115,7 +115,8 @@ async fn create_returns_the_subscription_and_its_secret_once() {
             "publicKey",
             "secret",
             "traceContext",
-            "url"
+            "url",
+            "whileDisabled"
         ],
         "{body}"
     );
@@ -123,6 +124,7 @@ async fn create_returns_the_subscription_and_its_secret_once() {
     assert_eq!(body["traceContext"], false, "off by default");
     assert_eq!(body["maxDeliveriesPerSecond"], Value::Null, "no rate limit by default");
     assert_eq!(body["identityToken"], Value::Null, "no identity token by default");
+    assert_eq!(body["whileDisabled"], "hold", "holds by default (contract section 20)");
     assert_subscription_id(body["id"].as_str().expect("id"));
     assert_eq!(
         (&body["enabled"], &body["disabledAt"], &body["disabledReason"]),
@@ -734,7 +736,10 @@ async fn pause_and_resume_set_and_clear_the_manual_reason() {
     let since: Timestamp = typed("2026-11-01T00:00:00.000Z");
     webhooks.start_failure_clock(&user_id, &subscription_id, &career_service::failed_attempt(since)).await.unwrap();
     let at: Timestamp = typed("2026-11-06T00:00:00.000Z");
-    assert!(webhooks.disable(&user_id, &subscription_id, DisabledReason::Failing, Some(since), at).await.unwrap());
+    assert!(webhooks
+        .disable(&user_id, &subscription_id, (DisabledReason::Failing, Some(since)), None, at)
+        .await
+        .unwrap());
     let paused = update(&api, &key, id, r#"{"enabled": false}"#).await.assert_status(200).clone();
     assert_eq!((&paused["disabledReason"], &paused["disabledAt"]), (&json!("manual"), &json!(at)));
     let resumed = update(&api, &key, id, r#"{"enabled": true, "events": ["assessment.completed"]}"#).await;
@@ -1001,8 +1006,8 @@ async fn updates_reach_the_delivery_and_a_pause_skips() {
     assert!(verify_hex(secret, &delivered.body, delivered.header("x-webhook-signature")), "the secret create showed");
     assert_eq!(old.received().len(), 0, "nothing for the old URL");
 
-    // Paused: the next event is logged skipped and sent nowhere.
-    update(api, &key, id, r#"{"enabled": false}"#).await.assert_status(200);
+    // Paused, skipping what comes meanwhile: the next event is logged skipped and sent nowhere.
+    update(api, &key, id, r#"{"enabled": false, "whileDisabled": "skip"}"#).await.assert_status(200);
     api.admin.complete_assessment(&user, None).await.unwrap();
     let skipped_path = format!("{PATH}/deliveries?id={id}&status=skipped");
     let skipped = eventually("a skipped delivery", || async {

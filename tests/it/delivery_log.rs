@@ -126,6 +126,10 @@ async fn a_subscription_failing_past_the_window_is_disabled_and_comes_back_with_
     let receiver = Receiver::answering(&[500, 500, 500, 200], "busy", NO_DELAY).await;
     let (subscription, secret) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let key = pipeline.api.full_key(&user).await;
+    // Skipping, not holding, what comes while disabled (contract section 20).
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    let skip = pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"whileDisabled":"skip"}"#).await;
+    skip.assert_status(200);
     pipeline.api.admin.update_profile(&user).await.unwrap();
     let attempts = receiver.wait_for(3, DEADLINE).await;
     let failed = delivery_id(&attempts[0]);
@@ -261,7 +265,8 @@ async fn a_retry_pending_when_its_subscription_is_paused_ends_failed_and_a_new_d
     record_when(&pipeline, &user, &sent, |r| r.status == DeliveryStatus::Pending && r.attempts == 1).await;
 
     let path = format!("/api/v1/webhooks?id={subscription}");
-    let paused = pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;
+    let pause = r#"{"enabled":false,"whileDisabled":"skip"}"#;
+    let paused = pipeline.api.send_json(Method::PATCH, &path, &key, pause).await;
     assert_eq!(paused.assert_status(200)["enabled"], false);
     let stopped = record_when(&pipeline, &user, &sent, |r| r.status != DeliveryStatus::Pending).await;
     assert_eq!(

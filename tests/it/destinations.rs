@@ -162,9 +162,10 @@ async fn an_sqs_destination_gets_the_event_with_headers_that_verify_and_its_ping
     let role = role_arn(name);
     assert_eq!(local_aws::iam::assumptions_of(&role), 1, "the session is kept for the next send");
 
-    // Paused, it is sent nothing: the next change's delivery is skipped.
+    // Paused, skipping what comes meanwhile, it is sent nothing: the next change's delivery is skipped.
     let path = format!("/api/v1/webhooks?id={id}");
-    pipeline.api.send_json(Method::PATCH, &path, &key, r#"{"enabled": false}"#).await.assert_status(200);
+    let pause = r#"{"enabled": false, "whileDisabled": "skip"}"#;
+    pipeline.api.send_json(Method::PATCH, &path, &key, pause).await.assert_status(200);
     pipeline.api.admin.update_profile(user).await.unwrap();
     let skipped = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Skipped).await;
     assert_eq!(skipped.attempts, 0);

@@ -424,10 +424,13 @@ async fn deliver_to_a_refused_port_with_secrets_in_the_url(closed_port: u16) {
         created_at: career_core::clock::Timestamp::now(),
         health: Health::Active,
         max_deliveries_per_second: None,
+        while_disabled: career_core::webhooks::WhileDisabled::Hold,
         identity_token: None,
         fast_since: None,
         slow_at: None,
         recovered_at: None,
+        next_probe_at: None,
+        probes: 0,
     };
     let table = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     table.insert(&subscription, MAX_SUBSCRIPTIONS_PER_USER).await.unwrap();

@@ -186,7 +186,7 @@ async fn a_replay_takes_the_oldest_thousand_a_call_and_says_more() {
     let (subscription, _) = pipeline.subscribe(&user, &url, &["profile.updated"]).await;
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let now = Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, now).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&subscription), (DisabledReason::Manual, None), None, now).await.unwrap();
     let since = now - Duration::from_secs(600);
     let count = MAX_PER_CALL as usize + 1;
     let events: Vec<Event> =

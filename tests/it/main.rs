@@ -21,6 +21,8 @@ mod events;
 mod identity_tokens;
 mod lanes;
 mod lifecycle_health;
+mod lifecycle_hold;
+mod lifecycle_probe;
 mod lifecycle_replay;
 mod local_gateway;
 mod openapi;

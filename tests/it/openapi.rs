@@ -70,6 +70,7 @@ const CONTRACT_CODES: &[&str] = &[
     "webhooks.asymmetric_signing_off",
     "webhooks.invalid_trace_context",
     "webhooks.invalid_rate_limit",
+    "webhooks.invalid_while_disabled",
     "webhooks.invalid_identity_token",
 ];
 
@@ -139,6 +140,7 @@ const CREATE_WEBHOOK: Op = Op {
             "webhooks.invalid_asymmetric_signing",
             "webhooks.invalid_trace_context",
             "webhooks.invalid_rate_limit",
+            "webhooks.invalid_while_disabled",
             "webhooks.invalid_identity_token",
             "webhooks.limit_exceeded",
         ],
@@ -161,6 +163,7 @@ const UPDATE_WEBHOOK: Op = Op {
                 "webhooks.invalid_asymmetric_signing",
                 "webhooks.invalid_trace_context",
                 "webhooks.invalid_rate_limit",
+                "webhooks.invalid_while_disabled",
                 "webhooks.invalid_identity_token",
                 "webhooks.invalid_url",
                 "webhooks.invalid_destination",
@@ -759,7 +762,7 @@ fn the_schemas_reject_what_they_should() {
         json!({"id": "whk_1", "url": "https://a.example/x", "events": events,
                "createdAt": "2026-11-21T08:00:00.000Z", "enabled": true, "disabledAt": null,
                "disabledReason": null, "publicKey": null, "previousPublicKey": null, "traceContext": false,
-               "maxDeliveriesPerSecond": null, "identityToken": null,
+               "maxDeliveriesPerSecond": null, "whileDisabled": "hold", "identityToken": null,
                "secret": secret})
     };
     let secret = format!("whsec_{}=", "a".repeat(43));
@@ -1132,7 +1135,7 @@ async fn disable_for_failing(api: &Api, user: &str, id: &str) {
     let (user, id, since) = (typed(user), typed(id), typed("2026-11-01T00:00:00.000Z"));
     webhooks.start_failure_clock(&user, &id, &career_service::failed_attempt(since)).await.unwrap();
     let disabled_at = typed("2026-11-06T00:00:00.000Z");
-    webhooks.disable(&user, &id, DisabledReason::Failing, Some(since), disabled_at).await.unwrap();
+    webhooks.disable(&user, &id, (DisabledReason::Failing, Some(since)), None, disabled_at).await.unwrap();
 }
 
 /// Marks the table `name` as the one [`common_errors`] deletes.
@@ -1347,6 +1350,10 @@ async fn create_webhook_answers_as_documented() {
         (
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "maxDeliveriesPerSecond": 0}"#,
             "webhooks.invalid_rate_limit",
+        ),
+        (
+            r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "whileDisabled": "drop"}"#,
+            "webhooks.invalid_while_disabled",
         ),
         (
             r#"{"url": "https://hooks.example.com/a", "events": ["profile.updated"], "identityToken": {}}"#,
@@ -1581,7 +1588,7 @@ async fn enable_webhook_answers_as_documented() {
     let path = format!("/api/v1/webhooks/enable?id={id}");
     let answer = api.request(Method::POST, &path).key(&key).send().await;
     checker.check(&answer, 200, None);
-    assert_eq!(answer.json["enabled"], true);
+    assert_eq!((&answer.json["enabled"], &answer.json["released"]), (&json!(true), &json!(0)));
 
     for missing in ["/api/v1/webhooks/enable", "/api/v1/webhooks/enable?id="] {
         let answer = api.request(Method::POST, missing).key(&key).send().await;
@@ -1638,7 +1645,7 @@ async fn recover_deliveries_answers_as_documented() {
     let webhooks =
         career_core::store::webhooks::WebhookTable::new(career_service::dynamodb(), &api.settings.tables.webhooks);
     let at = typed("2026-11-06T00:00:00.000Z");
-    webhooks.disable(&typed(&user), &typed(&id), DisabledReason::Manual, None, at).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&id), (DisabledReason::Manual, None), None, at).await.unwrap();
     let disabled = api.send_json(Method::POST, &path, &key, &window).await;
     checker.check(&disabled, 400, Some("webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&id)).await.unwrap();
@@ -1764,6 +1771,7 @@ async fn update_webhook_answers_as_documented() {
         (r#"{"asymmetricSigning": null}"#, "webhooks.invalid_asymmetric_signing"),
         (r#"{"traceContext": 1}"#, "webhooks.invalid_trace_context"),
         (r#"{"maxDeliveriesPerSecond": "2"}"#, "webhooks.invalid_rate_limit"),
+        (r#"{"whileDisabled": null}"#, "webhooks.invalid_while_disabled"),
         (r#"{"identityToken": {"audience": ""}}"#, "webhooks.invalid_identity_token"),
         (r#"{"url": null}"#, "webhooks.invalid_url"),
         (r#"{"url": "http://hooks.example.com/a"}"#, "webhooks.invalid_url"),

@@ -391,7 +391,8 @@ async fn a_retry_stopped_by_a_pause_is_no_exhausted_event() {
     paused.wait_for(1, DEADLINE).await;
     let key = pipeline.api.key(&user, "write:webhooks").await;
     let path = format!("/api/v1/webhooks?id={paused_id}");
-    let answer = pipeline.api.send_json(lambda_http::http::Method::PATCH, &path, &key, r#"{"enabled":false}"#).await;
+    let pause = r#"{"enabled":false,"whileDisabled":"skip"}"#;
+    let answer = pipeline.api.send_json(lambda_http::http::Method::PATCH, &path, &key, pause).await;
     answer.assert_status(200);
 
     let mut published = Published::default();

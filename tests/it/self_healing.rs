@@ -302,10 +302,10 @@ async fn a_410_fails_the_delivery_at_once_and_disables_the_subscription() {
     let dead: DeliveryMessage = serde_json::from_str(dead[0].body().unwrap()).unwrap();
     assert_eq!(dead.delivery_id, failed[0].id, "the delivery is in the dead-letter queue");
 
-    // Disabled: the next event is recorded `skipped` and sent nothing.
+    // Disabled: the next event is recorded `held` (whileDisabled's default, section 20) and sent nothing.
     events(&pipeline, &user, 1).await;
     records_when(&pipeline, &subscription, 2, |r| r.status != DeliveryStatus::Pending).await;
-    assert_eq!(records(&pipeline, &subscription).await[0].status, DeliveryStatus::Skipped);
+    assert_eq!(records(&pipeline, &subscription).await[0].status, DeliveryStatus::Held);
     assert_eq!(receiver.received().len(), 1);
 }
 
@@ -721,6 +721,15 @@ async fn the_fan_out_writes_the_records_before_it_queues() {
     assert!(pending[0].next_attempt_at.is_some(), "due at once");
 }
 
+/// Makes the subscription skip, rather than hold, what comes while it is disabled (section 20).
+async fn skip_while_disabled(webhooks: &WebhookTable, user: &str, subscription: &str) {
+    use career_core::store::webhooks::Replacing;
+    use career_core::webhooks::{SubscriptionChanges, WhileDisabled};
+    let skip = SubscriptionChanges { while_disabled: Some(WhileDisabled::Skip), ..SubscriptionChanges::default() };
+    let (user, subscription) = (typed(user), typed(subscription));
+    webhooks.update(&user, &subscription, &skip, Replacing::default(), Timestamp::now()).await.unwrap().unwrap();
+}
+
 /// Recovery sends the window's failed and skipped deliveries again, once, and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() {
@@ -737,7 +746,8 @@ async fn recover_sends_exactly_the_windows_failed_and_skipped_deliveries_once() 
     records_when(&pipeline, &subscription, 3, failed).await;
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let at = Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
+    skip_while_disabled(&webhooks, &user, &subscription).await;
+    webhooks.disable(&typed(&user), &typed(&subscription), (DisabledReason::Manual, None), None, at).await.unwrap();
     events(&pipeline, &user, 1).await;
     records_when(&pipeline, &subscription, 4, failed).await;
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
@@ -813,7 +823,7 @@ async fn recover_answers_its_codes() {
 
     let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
     let at = Timestamp::now();
-    webhooks.disable(&typed(&user), &typed(&subscription), DisabledReason::Manual, None, at).await.unwrap();
+    webhooks.disable(&typed(&user), &typed(&subscription), (DisabledReason::Manual, None), None, at).await.unwrap();
     assert_eq!(recover(id.clone(), since.clone()).await, code(400, "webhooks.subscription_disabled"));
     webhooks.enable(&typed(&user), &typed(&subscription)).await.unwrap();
     assert_eq!(recover(id.clone(), since).await, (202, String::new()));

@@ -99,6 +99,7 @@ async fn a_rotation_returns_the_new_secret_once_and_keeps_the_old_one_for_the_gr
         "secret",
         "traceContext",
         "url",
+        "whileDisabled",
     ];
     assert_eq!(fields, expected, "{body}");
     for field in ["id", "url", "events", "createdAt", "enabled", "disabledAt", "disabledReason", "traceContext"] {

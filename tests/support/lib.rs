@@ -275,10 +275,13 @@ pub fn base_settings() -> Settings {
         delivery_groups: career_core::delivery::groups::Groups::new(16).expect("a number of groups"),
         secrets_kms_key_id: None,
         webhook_disable_after: std::time::Duration::from_secs(432_000),
+        probe_after: std::time::Duration::from_secs(600),
+        probe_for: std::time::Duration::from_secs(604_800),
         metrics_namespace: "CareerService/Webhooks".into(),
         operator_topic_arn: None,
         sender_role_arn: Some(sender_role_arn()),
         partition_quota: career_core::store::PartitionQuota::DYNAMODB,
+        release_per_call: career_core::config::RELEASE_PER_CALL,
     }
 }
 

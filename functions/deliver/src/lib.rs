@@ -27,7 +27,7 @@ use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
 use career_core::delivery::groups::Groups;
-use career_core::delivery::plan::{Exit, Policy};
+use career_core::delivery::plan::{Exit, Policy, ProbeSchedule};
 use career_core::delivery::rate::DeliveryLimiter;
 use career_core::delivery::retry::RetrySchedule;
 use career_core::delivery::DeliveryMessage;
@@ -61,6 +61,8 @@ pub struct Deps {
     groups: Groups,
     /// Subscriptions' `maxDeliveriesPerSecond` (contract section 18).
     limiter: DeliveryLimiter,
+    /// How many held deliveries a probe's success releases itself (contract section 20).
+    release_per_call: u32,
 }
 
 impl Deps {
@@ -84,6 +86,7 @@ impl Deps {
             policy: Policy {
                 schedule: RetrySchedule { base: settings.retry_base, max_attempts: settings.max_delivery_attempts },
                 disable_after: settings.webhook_disable_after,
+                probes: ProbeSchedule { after: settings.probe_after, lasting: settings.probe_for },
             },
             metrics_namespace: settings.metrics_namespace.clone(),
             groups: settings.delivery_groups,
@@ -91,6 +94,7 @@ impl Deps {
                 RateLimitTable::new(clients.dynamodb().clone(), rate_limits),
                 settings.partition_quota,
             ),
+            release_per_call: settings.release_per_call,
         })
     }
 }

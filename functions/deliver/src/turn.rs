@@ -12,6 +12,7 @@ use career_core::delivery::groups::{self, Pace};
 use career_core::delivery::log::AttemptRecord;
 use career_core::delivery::plan::{
     self, After, AtSend, Before, Exit, Found, HeldBack, Lease, Recorded, Step, SubscriptionChange, SubscriptionState,
+    SubscriptionTask,
 };
 use career_core::delivery::rate::{wait_after_failed_count, Admission};
 use career_core::delivery::retry::jitter;
@@ -23,7 +24,7 @@ use career_core::telemetry::{delivery_metrics, DeliveryResult};
 use career_core::trace::{SpanId, TraceContext};
 use career_core::webhooks::health::Observation;
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::{DisabledReason, Subscription, Target};
+use career_core::webhooks::{DisabledReason, Health, Subscription, Target};
 use tracing::Instrument;
 
 use crate::exit::{self, Disposition};
@@ -109,6 +110,7 @@ pub(crate) async fn load(deps: &Deps, received: &[Received<'_>], now: Timestamp)
                 lane: r.lane,
                 generation: delivery.generation,
                 kind,
+                probe: delivery.event.is_probe(),
                 claim,
                 subscription: subscription.map(|s| Seen { state: SubscriptionState::of(&s, kind), subscription: s }),
             };
@@ -259,7 +261,10 @@ async fn attempt_delivery(
     observed.saw(&subscription.id, Observation::Attempt { succeeded, latency_ms, at: now });
     let failing_since = subscription.health.failing_since();
     let kind = received.delivery.event.kind();
-    let after = plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter());
+    let after = match received.delivery.event.is_probe() {
+        true => plan::after_probe(&outcome, now),
+        false => plan::after_send(attempt, kind, &outcome, failing_since, now, &deps.policy, jitter()),
+    };
     let fast = subscription.fast_since.is_some() && !marked_slow;
     let pace = groups::pace_after(&outcome, took, fast, subscription.slow_at, now);
     let (recorded, (), ()) = tokio::join!(
@@ -392,14 +397,48 @@ async fn change_subscription(
         SubscriptionChange::StartFailing => deps.webhooks.start_failure_clock(user_id, id, attempt).await,
         SubscriptionChange::Recovered => deps.webhooks.reset_failure_clock(user_id, id, now).await,
         SubscriptionChange::Disable(reason) => {
-            // Failing disables only while the clock still shows the failure it measured.
+            // Failing disables only while the clock still shows the failure it measured; it
+            // is probed from then on (contract section 20), `gone` never is.
             let since = subscription.health.failing_since().filter(|_| reason == DisabledReason::Failing);
-            if deps.webhooks.disable(user_id, id, reason, since, now).await? {
+            let next_probe = deps.policy.probes.next(now, 0).filter(|_| reason == DisabledReason::Failing);
+            if deps.webhooks.disable(user_id, id, (reason, since), next_probe, now).await? {
                 tracing::warn!(reason = ?reason, "subscription disabled");
+                if let Some(next) = next_probe {
+                    deps.deliveries.mark_task((user_id, id), SubscriptionTask::Probe, next).await?;
+                }
+            }
+            Ok(())
+        }
+        SubscriptionChange::Reenable => reenable(deps, subscription, now).await,
+        SubscriptionChange::ProbeFailed => {
+            let Health::Disabled { at: disabled_at, .. } = subscription.health else { return Ok(()) };
+            let made = subscription.probes + 1;
+            let next = deps.policy.probes.next(disabled_at, made);
+            if deps.webhooks.probe_failed(user_id, id, (disabled_at, made), next).await? {
+                tracing::info!(probes = made, next_probe_at = ?next, "probe failed; the subscription stays disabled");
+                if let Some(next) = next {
+                    deps.deliveries.mark_task((user_id, id), SubscriptionTask::Probe, next).await?;
+                }
             }
             Ok(())
         }
     }
+}
+
+/// A probe's success (contract section 20): the subscription enabled again as `POST …/enable`
+/// does, with its recovery recorded (the `recovered` event says `reenabled`), while it is still
+/// disabled for failing; then what it held released, as every enable does.
+async fn reenable(deps: &Deps, subscription: &Subscription, now: Timestamp) -> Result<(), StoreError> {
+    let Health::Disabled { at: disabled_at, .. } = subscription.health else { return Ok(()) };
+    let (user_id, id) = (&subscription.user_id, &subscription.id);
+    let Some(enabled) = deps.webhooks.reenable(user_id, id, disabled_at, now).await? else { return Ok(()) };
+    let spread = groups::Groups::spread_of(&enabled, deps.groups);
+    match deps.outbox.release(&enabled, spread, deps.release_per_call, now).await {
+        Ok(released) => tracing::info!(released, "a probe succeeded; the subscription is enabled again"),
+        // What it could not release, the sweep does from the marker the release left.
+        Err(err) => tracing::error!(error = %err, "releasing the held deliveries failed"),
+    }
+    Ok(())
 }
 
 /// A disabled or deleted subscription, or one that no longer lists the kind, is sent

@@ -191,7 +191,7 @@ async fn deliver(deps: &Deps, fanned: &[Fanned], now: Timestamp) -> Result<(), O
         .flat_map(|f| f.subscriptions.iter().map(move |s| (f, s)))
         .map(|(f, s)| {
             let message = DeliveryMessage::new(&f.event, &f.user_id, &s.id).traced(f.trace.clone());
-            plan::new_delivery(message, &s.health, Groups::spread_of(s, deps.groups), now)
+            plan::new_delivery(message, (&s.health, s.while_disabled), Groups::spread_of(s, deps.groups), now)
         })
         .collect();
     deps.outbox.create(&deliveries, now).await?;

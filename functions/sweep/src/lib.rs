@@ -20,6 +20,12 @@
 //! (a wait longer than SQS's longest delay, contract section 22): each run takes those of its
 //! shards due within [`LOOKAHEAD`] out of their wait and posts them with the delay left.
 //!
+//! It also settles what disabled subscriptions held (contract section 20): an enable or a
+//! delete settles at most its share of a subscription's `held` records itself and leaves a
+//! marker in the subscription's shard for the rest (and for any a turn held as it read the
+//! subscription just before); each run releases or ends, per marker due, at most that share
+//! again, and removes the marker once nothing it names is held.
+//!
 //! It takes only what is really lost. A delivery being attempted holds a claim on its record
 //! (`delivery::plan::Lease`) that the sweep's write respects. A delivery whose message waits
 //! in a lane backlog holds none, so the sweep tells it apart by the lanes' counts: as many
@@ -33,7 +39,9 @@ use career_core::aws::queue::{DeliveryQueues, QueueError};
 use career_core::aws::AwsClients;
 use career_core::clock::Timestamp;
 use career_core::config::{ConfigError, Settings, Table};
-use career_core::store::deliveries::{DeliveryTable, DueShard, Marker, Overdue, PageStart, ShardPage, DUE_SHARDS};
+use career_core::store::deliveries::{
+    DeliveryTable, DueShard, Marker, Overdue, PageStart, ShardPage, TaskMarker, DUE_SHARDS,
+};
 use career_core::store::StoreError;
 use career_core::telemetry::sweep_metrics;
 use futures_util::StreamExt;
@@ -80,6 +88,8 @@ pub struct Deps {
     queues: DeliveryQueues,
     outbox: Outbox,
     sweep_after: Duration,
+    /// How many held records a run settles per marker due (section 20).
+    release_per_call: u32,
     metrics_namespace: String,
     /// [`Reading::DEPLOYED`]; tests read smaller pages, or with no budget.
     pub reading: Reading,
@@ -95,6 +105,7 @@ impl Deps {
             queues: queues.clone(),
             outbox: Outbox::new(deliveries, queues),
             sweep_after: settings.sweep_after,
+            release_per_call: settings.release_per_call,
             metrics_namespace: settings.metrics_namespace.clone(),
             reading: Reading::DEPLOYED,
         })
@@ -168,6 +179,8 @@ pub struct Swept {
     pub requeued: usize,
     /// Parked records due within [`LOOKAHEAD`], queued with the delay left until they are due.
     pub unparked: usize,
+    /// Held records released or ended for the markers due (section 20).
+    pub settled_held: usize,
     /// When the oldest marker or overdue record the run left for the next was made or due
     /// (none when it read everything): the first item after the last page of a shard whose
     /// reading the budget stopped, or the longest due of the records it found and could not
@@ -204,6 +217,9 @@ pub async fn handle(deps: &Deps, event: serde_json::Value) -> Result<Swept, Swee
                     requeued = swept.requeued,
                     "overdue deliveries put back"
                 );
+            }
+            if swept.settled_held > 0 {
+                tracing::info!(settled = swept.settled_held, "held deliveries released or ended");
             }
             if swept.unparked > 0 {
                 tracing::info!(unparked = swept.unparked, "parked retries queued for their time");
@@ -243,8 +259,28 @@ pub async fn sweep(deps: &Deps, shards: &Shards, now: Timestamp) -> Result<Swept
     let requeued = deps.outbox.put_back(&lost, cutoff, now).await?;
     let parked = read_shards(deps, Reads::Parked, shards, now + LOOKAHEAD, until, cap).await?;
     let unparked = deps.outbox.unpark(&parked.found, now).await?;
+    let settled_held = settle_held(deps, shards, now).await?;
     let oldest_unread = [marked.left_from, due.left_from, unclaimed].into_iter().flatten().min();
-    Ok(Swept { indexed, overdue: found, waiting: found - taken, requeued, unparked, oldest_unread })
+    Ok(Swept { indexed, overdue: found, waiting: found - taken, requeued, unparked, settled_held, oldest_unread })
+}
+
+/// Settles, for each held marker of `shards` due at `now` (a page of them per shard, the next
+/// run takes more), at most a share of what its subscription holds ([`Outbox::settle_marked`]),
+/// [`MARKERS_AT_ONCE`] markers at a time. How many held records it settled.
+async fn settle_held(deps: &Deps, shards: &Shards, now: Timestamp) -> Result<usize, SweepError> {
+    let mut markers: Vec<TaskMarker> = Vec::new();
+    for shard in shards.iter() {
+        markers.extend(deps.deliveries.task_markers_due(shard, now, deps.reading.page, None).await?.items);
+    }
+    let settling: Vec<_> =
+        markers.iter().map(|marker| deps.outbox.settle_marked(marker, deps.release_per_call, now)).collect();
+    let settled: Vec<Result<usize, OutboxError>> =
+        futures_util::stream::iter(settling).buffer_unordered(MARKERS_AT_ONCE).collect().await;
+    let mut total = 0;
+    for each in settled {
+        total += each?;
+    }
+    Ok(total)
 }
 
 /// What a run reads in each of its shards.

@@ -20,7 +20,7 @@ use career_core::credentials::Scope;
 use career_core::delivery::cancel::CancelBefore;
 use career_core::delivery::groups::Groups;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::plan::{self, NotSent, SkipReason};
+use career_core::delivery::plan::{self, NotSent};
 use career_core::delivery::recovery::{RecoverWindow, MAX_PER_CALL};
 use career_core::delivery::replay::{self, ReplayRequest};
 use career_core::delivery::DeliveryMessage;
@@ -40,8 +40,9 @@ use career_core::webhooks::identity_token::{IdentityToken, InvalidIdentityToken}
 use career_core::webhooks::rotation::{GracePeriod, RotatedSubscription, SigningSecrets};
 use career_core::webhooks::UrlPolicy;
 use career_core::webhooks::{
-    asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EventKinds, Subscription,
-    SubscriptionChanges, SubscriptionObject, Target, WebhookSecret, WebhookUrl, MAX_SUBSCRIPTIONS_PER_USER,
+    asymmetric_signing, trace_context, CreatedSubscription, DeliveryRate, EnabledSubscription, EventKinds,
+    Subscription, SubscriptionChanges, SubscriptionObject, Target, WebhookSecret, WebhookUrl, WhileDisabled,
+    MAX_SUBSCRIPTIONS_PER_USER,
 };
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
@@ -68,6 +69,8 @@ pub struct Deps {
     sender_role: Option<RoleArn>,
     /// The most groups of the main lane a subscription spreads over (a ping goes to its own).
     groups: Groups,
+    /// How many held deliveries an enable releases, or a delete ends, itself (section 20).
+    release_per_call: u32,
 }
 
 impl Deps {
@@ -87,6 +90,7 @@ impl Deps {
             url_policy: settings.webhook_urls.clone(),
             sender_role: settings.sender_role_arn.clone(),
             groups: settings.delivery_groups,
+            release_per_call: settings.release_per_call,
         })
     }
 
@@ -221,6 +225,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let asymmetric = asymmetric_signing(body.get("asymmetricSigning"))?;
     let trace_context = trace_context(body.get("traceContext"))?;
     let rate = body.get("maxDeliveriesPerSecond").map(DeliveryRate::parse).transpose()?.flatten();
+    let while_disabled = body.get("whileDisabled").map(WhileDisabled::of).transpose()?.unwrap_or_default();
     let identity_token = body.get("identityToken").map(IdentityToken::parse).transpose()?.flatten();
     if identity_token.is_some() && target.aws().is_some() {
         return Err(InvalidIdentityToken::OnDestination.into());
@@ -232,6 +237,7 @@ async fn create(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let stored = Subscription {
         trace_context,
         max_deliveries_per_second: rate,
+        while_disabled,
         identity_token,
         ..Subscription::new(user_id, subscription_id, target, kinds, sealed, secrets.public_keys())
     };
@@ -260,7 +266,7 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         if let Some(updated) =
             deps.webhooks.update(user_id, &typed, &changes, Replacing::default(), Timestamp::now()).await?
         {
-            return Reply::ok(deps.public(&updated));
+            return updated_reply(deps, &changes, &updated).await;
         }
         // Neither a new URL nor an identity token is written to a destination's subscription:
         // say so (the token is checked first, as it is read first), or that there is none.
@@ -304,7 +310,7 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         // `None`: the secrets or the destination changed since they were read (or the
         // subscription is gone).
         if let Some(updated) = deps.webhooks.update(user_id, &typed, &changes, replacing, Timestamp::now()).await? {
-            return Reply::ok(deps.public(&updated));
+            return updated_reply(deps, &changes, &updated).await;
         }
         if !backoff.pause().await {
             return Err(StoreError::Contention.into());
@@ -312,10 +318,35 @@ async fn update(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     }
 }
 
+/// A PATCH's answer: the subscription and, when the change enabled it, what that released
+/// (section 20, as `POST …/enable` answers).
+async fn updated_reply(deps: &Deps, changes: &SubscriptionChanges, updated: &Subscription) -> Result<Reply, ApiError> {
+    match changes.enabled {
+        Some(true) => Reply::ok(EnabledSubscription {
+            subscription: deps.public(updated),
+            released: release(deps, updated).await?,
+        }),
+        Some(false) | None => Reply::ok(deps.public(updated)),
+    }
+}
+
+/// Releases what the subscription, just enabled, held (the outbox's release, which every enable
+/// path calls); how many this call released.
+async fn release(deps: &Deps, subscription: &Subscription) -> Result<usize, ApiError> {
+    let spread = Groups::spread_of(subscription, deps.groups);
+    Ok(deps.outbox.release(subscription, spread, deps.release_per_call, Timestamp::now()).await?)
+}
+
+/// Deletes the subscription, then ends what it held (section 20). The deletion stands should
+/// the ending fail: the sweep's marker, or else the log's TTL, ends what is left.
 async fn delete(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
-    if !deps.webhooks.delete(call.user_id(), &subscription_id(id)?).await? {
+    let typed = subscription_id(id)?;
+    if !deps.webhooks.delete(call.user_id(), &typed).await? {
         return Err(ApiError::WebhookNotFound(id.to_owned()));
+    }
+    if let Err(err) = deps.outbox.end_held((call.user_id(), &typed), deps.release_per_call, Timestamp::now()).await {
+        tracing::error!(subscription_id = %typed, error = %err, "ending the deleted subscription's held deliveries failed");
     }
     Reply::ok(json!({"id": id, "deleted": Value::Bool(true)}))
 }
@@ -369,8 +400,7 @@ async fn health(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         deps.deliveries.count_indexed(&subscription.id, DeliveryStatus::Held),
         deps.deliveries.count_indexed(&subscription.id, DeliveryStatus::Pending),
     )?;
-    // The probe schedule is the subscription's (section 20's probes): none while none is set.
-    let next_probe_at = None;
+    let next_probe_at = subscription.next_probe().and_then(|next| next.0);
     let known = Known { hours: &hours, held, pending, next_probe_at };
     Reply::ok(HealthReport::of(&subscription, &known, Timestamp::now()))
 }
@@ -437,8 +467,10 @@ async fn retry_delivery(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
         }
         let message = stored.message().map_err(|e| ApiError::Internal(Box::new(e)))?;
         let body = stored.record.body.as_bytes();
-        // As the retry's turn would find it: `skipped` if never sent, else `failed` (contract 9).
-        let not_sent = NotSent { reason: SkipReason::Disabled, attempts: stored.record.attempts };
+        // As the retry's turn would find it: `held` (contract 20), else `skipped` if never sent,
+        // else `failed` (contract 9).
+        let reason = plan::disabled(stored.record.event_type, subscription.while_disabled);
+        let not_sent = NotSent { reason, attempts: stored.record.attempts };
         if deps.deliveries.record_not_sent(&message, body, Timestamp::now(), not_sent).await? {
             let record = deps.deliveries.get(&subscription.id, &delivery_id).await?.ok_or_else(not_found)?.record;
             return Reply::accepted(record);
@@ -462,7 +494,7 @@ async fn restart(
 ) -> Result<Vec<StoredDelivery>, ApiError> {
     let spread = Groups::spread_of(subscription, deps.groups);
     let (restarted, failure) =
-        deps.outbox.restart(found, if_status, (&subscription.health, spread), Timestamp::now()).await;
+        deps.outbox.restart(found, if_status, (subscription, spread), Timestamp::now()).await;
     match failure {
         Some(err) => Err(err.into()),
         None => Ok(restarted),
@@ -480,7 +512,8 @@ async fn ping(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let trace = TraceContext::of_request(call.request.headers()).unwrap_or_else(TraceContext::start);
     let message = DeliveryMessage::new(&Event::ping(id), call.user_id(), id).traced(trace);
     // Recorded and queued as the fan-out's deliveries are.
-    let new = plan::new_delivery(message, &subscription.health, Groups::spread_of(&subscription, deps.groups), now);
+    let spread = Groups::spread_of(&subscription, deps.groups);
+    let new = plan::new_delivery(message, (&subscription.health, subscription.while_disabled), spread, now);
     let record = deps.outbox.create_one(&new, now).await?;
     Reply::accepted(record)
 }
@@ -563,10 +596,13 @@ async fn cancel(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     Reply::accepted(json!({"cancelling": cancelling, "more": more}))
 }
 
+/// Contract sections 9 and 20: enabled, and what it held released.
 async fn enable(deps: &Deps, call: Call) -> Result<Reply, ApiError> {
     let id = subscription_query(&call)?;
     let enabled = deps.webhooks.enable(call.user_id(), &subscription_id(id)?).await?;
-    Reply::ok(deps.public(&enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?))
+    let enabled = enabled.ok_or_else(|| ApiError::WebhookNotFound(id.to_owned()))?;
+    let released = release(deps, &enabled).await?;
+    Reply::ok(EnabledSubscription { subscription: deps.public(&enabled), released })
 }
 
 #[cfg(test)]

@@ -1,23 +1,27 @@
 //! The outbox: the one place that records a delivery and puts its message on its way
 //! (contract section 12: the record first, so a message lost on its way leaves a `pending`
 //! record the sweep finds). Every origin of a delivery's round goes through it: the fan-out
-//! and a ping (a new record), a manual retry, a recovery or a replay (a restarted one), the
-//! sweep (a lost one put back) and the delivery function (a round handed on at once). Where
-//! each message goes, and whether its record starts claimed, is the plan's to say
-//! (`delivery::plan::{new_delivery, restarted, put_back, unparked, handed_on}`); this file
-//! only writes and sends.
+//! and a ping (a new record), a manual retry, a recovery, a replay or an enable's release of
+//! what its subscription held (a restarted one), the sweep (a lost one put back, or a held one
+//! released) and the delivery function (a round handed on at once). Where each message goes,
+//! and whether its record starts claimed, is the plan's to say
+//! (`delivery::plan::{new_delivery, restarted, released_by_sweep, put_back, unparked,
+//! handed_on}`); this file only writes and sends.
 
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 
 use crate::aws::queue::{DeliveryQueues, QueueError};
 use crate::clock::Timestamp;
 use crate::delivery::groups::Groups;
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus};
-use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting, Restarted};
+use crate::delivery::plan::{self, Lease, NewDelivery, Place, Posting, Restarted, SubscriptionTask};
 use crate::delivery::DeliveryMessage;
-use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery};
+use crate::events::Event;
+use crate::ids::{SubscriptionId, UserId};
+use crate::store::deliveries::{DeliveryTable, Overdue, StoredDelivery, TaskMarker};
 use crate::store::StoreError;
-use crate::webhooks::Health;
+use crate::trace::TraceContext;
+use crate::webhooks::Subscription;
 
 /// How many conditional writes of one call run at once.
 const WRITES_AT_ONCE: usize = 16;
@@ -76,8 +80,23 @@ impl Outbox {
         &self,
         found: &[StoredDelivery],
         if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
-        (health, spread): (&Health, Groups),
+        (subscription, spread): (&Subscription, Groups),
         now: Timestamp,
+    ) -> (Vec<StoredDelivery>, Option<OutboxError>) {
+        let decide = |message: &DeliveryMessage, stored: &StoredDelivery| {
+            let seen = (stored.record.attempts, stored.lease_until);
+            plan::restarted(message, seen, (&subscription.health, subscription.while_disabled, spread), now)
+        };
+        self.restart_decided(found, if_status, now, decide).await
+    }
+
+    /// [`Self::restart`], each round posted or ended as `decide` says, oldest first.
+    async fn restart_decided(
+        &self,
+        found: &[StoredDelivery],
+        if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
+        now: Timestamp,
+        decide: impl Fn(&DeliveryMessage, &StoredDelivery) -> Restarted,
     ) -> (Vec<StoredDelivery>, Option<OutboxError>) {
         // The futures are made first: a stream that maps with a closure over `self` is not
         // provably `Send`.
@@ -92,9 +111,10 @@ impl Outbox {
                 Err(err) => failure = failure.or(Some(err.into())),
             }
         }
+        // The writes end in any order; the rounds go oldest first.
+        restarted.sort_by(|a, b| a.record.id.cmp(&b.record.id));
         let (mut postings, mut ends) = (Vec::new(), Vec::new());
         for stored in &restarted {
-            let seen = (stored.record.attempts, stored.lease_until);
             let message = match stored.message() {
                 Ok(message) => message,
                 Err(err) => {
@@ -102,7 +122,7 @@ impl Outbox {
                     continue;
                 }
             };
-            match plan::restarted(&message, seen, (health, spread), now) {
+            match decide(&message, stored) {
                 Restarted::Post(place) => postings.push(Posting { message, place }),
                 Restarted::NotSent(not_sent) => ends.push((message, stored.record.body.as_bytes(), not_sent)),
             }
@@ -118,6 +138,109 @@ impl Outbox {
             failure = failure.or(Some(err));
         }
         (restarted, failure)
+    }
+
+    /// Releases what `subscription`, just enabled, held (contract section 20): the one function
+    /// every enable path calls (POST enable, PATCH `enabled: true`, a probe's success). Each
+    /// `held` record restarts `pending` ([`Self::restart`]: its schedule from its start, its
+    /// attempts kept), in one conditional write that holds only while it is still `held`, so
+    /// each is released once however many releases meet; at most `per_call`, oldest first,
+    /// queued where the plan puts a restarted round of `subscription` (spreading over `spread`
+    /// groups), so they go at its pace. The sweep releases the rest, and any a turn held as it
+    /// read the subscription just before, from a marker ([`plan::settle_rest_at`]). How many
+    /// this call released.
+    pub async fn release(
+        &self,
+        subscription: &Subscription,
+        spread: Groups,
+        per_call: u32,
+        now: Timestamp,
+    ) -> Result<usize, OutboxError> {
+        let (held, more) = self.held(&subscription.id, per_call).await?;
+        let (released, failure) =
+            self.restart(&held, |_| Some(DeliveryStatus::Held), (subscription, spread), now).await;
+        // A write that failed leaves its record held: the sweep takes it from the marker, at once.
+        let due = plan::settle_rest_at(more || failure.is_some(), now);
+        self.deliveries.mark_task((&subscription.user_id, &subscription.id), SubscriptionTask::Release, due).await?;
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(released.len()),
+        }
+    }
+
+    /// Ends what a deleted subscription held, as [`plan::HELD_DELETED`] says (contract section
+    /// 20), each once (a conditional write), at most `per_call`; the sweep ends the rest from a
+    /// marker, as [`Self::release`]'s. Nothing is queued. How many this call ended.
+    pub async fn end_held(
+        &self,
+        (user_id, subscription_id): (&UserId, &SubscriptionId),
+        per_call: u32,
+        now: Timestamp,
+    ) -> Result<usize, OutboxError> {
+        let (held, more) = self.held(subscription_id, per_call).await?;
+        let ended = self.end_each(&held, now).await?;
+        let due = plan::settle_rest_at(more, now);
+        self.deliveries.mark_task((user_id, subscription_id), SubscriptionTask::End, due).await?;
+        Ok(ended)
+    }
+
+    /// Does, in a sweep's run at `now`, what `marker` says for its subscription: settles at
+    /// most `per_call` of its held records (released on the retry lane, due now: the marker
+    /// does not know the subscription's groups, and its rate limit holds at the send; or
+    /// ended), or records and queues a probe of it ([`plan::probe`]). The marker goes once
+    /// nothing it names is left. How many records it settled or created.
+    pub async fn settle_marked(
+        &self,
+        marker: &TaskMarker,
+        per_call: u32,
+        now: Timestamp,
+    ) -> Result<usize, OutboxError> {
+        let (held, more) = match marker.fate {
+            SubscriptionTask::Probe => (Vec::new(), false),
+            SubscriptionTask::Release | SubscriptionTask::End => self.held(&marker.subscription_id, per_call).await?,
+        };
+        let settled = match marker.fate {
+            SubscriptionTask::Probe => {
+                let (user_id, id) = (&marker.user_id, &marker.subscription_id);
+                let probe = DeliveryMessage::new(&Event::probe(id), user_id, id).traced(TraceContext::start());
+                self.create_one(&plan::probe(probe), now).await?;
+                1
+            }
+            SubscriptionTask::Release => {
+                let decide = |_: &DeliveryMessage, _: &StoredDelivery| plan::released_by_sweep();
+                let (released, failure) =
+                    self.restart_decided(&held, |_| Some(DeliveryStatus::Held), now, decide).await;
+                if let Some(err) = failure {
+                    return Err(err);
+                }
+                released.len()
+            }
+            SubscriptionTask::End => self.end_each(&held, now).await?,
+        };
+        if !more {
+            self.deliveries.remove_task_marker(marker).await?;
+        }
+        Ok(settled)
+    }
+
+    /// The subscription's held records, at most `per_call`, oldest first, and whether more are held.
+    async fn held(
+        &self,
+        subscription_id: &SubscriptionId,
+        per_call: u32,
+    ) -> Result<(Vec<StoredDelivery>, bool), StoreError> {
+        let mut held = self.deliveries.held(subscription_id, per_call).await?;
+        let more = held.len() > per_call as usize;
+        held.truncate(per_call as usize);
+        Ok((held, more))
+    }
+
+    /// Ends each of `held` ([`DeliveryTable::end_held`]), a few at a time; how many it ended.
+    async fn end_each(&self, held: &[StoredDelivery], now: Timestamp) -> Result<usize, StoreError> {
+        let writes: Vec<_> = held.iter().map(|stored| self.deliveries.end_held(stored, now)).collect();
+        let ended: Vec<bool> =
+            futures_util::stream::iter(writes).buffer_unordered(WRITES_AT_ONCE).try_collect().await?;
+        Ok(ended.into_iter().filter(|ended| *ended).count())
     }
 
     /// Puts back the overdue records the sweep takes as lost: each moved to its next

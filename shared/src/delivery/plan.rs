@@ -33,7 +33,7 @@ use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::DeliveryId;
 use crate::operational;
-use crate::webhooks::{DisabledReason, Health, Subscription};
+use crate::webhooks::{DisabledReason, Health, Subscription, WhileDisabled};
 
 /// The longest wait a receiver's `Retry-After` can ask for (contract section 12).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -162,13 +162,20 @@ pub struct NewDelivery {
     pub place: Option<Place>,
 }
 
-/// A new delivery to a subscription in `health` that spreads over `spread` groups
-/// ([`Groups::spread_of`]), made at `now`: a disabled subscription is sent nothing (its record
-/// says `skipped`); a first attempt for the main lane starts claimed, so its turn writes no
-/// claim ([`granted`]); the retry lane's copies claim for themselves.
-pub fn new_delivery(message: DeliveryMessage, health: &Health, spread: Groups, now: Timestamp) -> NewDelivery {
+/// A new delivery to a subscription in `health` that does `while_disabled` and spreads over
+/// `spread` groups ([`Groups::spread_of`]), made at `now`: a disabled subscription is sent
+/// nothing (its record says `held` or `skipped`, as [`disabled`] says, and has no message); a
+/// first attempt for the main lane starts claimed, so its turn writes no claim ([`granted`]);
+/// the retry lane's copies claim for themselves.
+pub fn new_delivery(
+    message: DeliveryMessage,
+    (health, while_disabled): (&Health, WhileDisabled),
+    spread: Groups,
+    now: Timestamp,
+) -> NewDelivery {
     if !health.is_enabled() {
-        return NewDelivery { message, status: DeliveryStatus::Skipped, place: None };
+        let not_sent = NotSent { reason: disabled(message.event.kind(), while_disabled), attempts: 0 };
+        return NewDelivery { message, status: not_sent.status(), place: None };
     }
     let place = first_place(health, &message.delivery_id, spread);
     let message = match place {
@@ -200,11 +207,11 @@ pub enum Restarted {
 pub fn restarted(
     message: &DeliveryMessage,
     (attempts, lease_until): (u32, Option<Timestamp>),
-    (health, spread): (&Health, Groups),
+    (health, while_disabled, spread): (&Health, WhileDisabled, Groups),
     now: Timestamp,
 ) -> Restarted {
     if !health.is_enabled() {
-        return Restarted::NotSent(NotSent { reason: SkipReason::Disabled, attempts });
+        return Restarted::NotSent(NotSent { reason: disabled(message.event.kind(), while_disabled), attempts });
     }
     let place = match lease_until {
         Some(until) if until > now => Place::Delay(Duration::ZERO),
@@ -223,7 +230,17 @@ pub fn handed_on(message: DeliveryMessage, status: DeliveryStatus) -> Option<Pos
 /// The message of a round the delivery function hands on at once, or the sweep puts back:
 /// the retry lane, due now.
 pub fn put_back(message: DeliveryMessage) -> Posting {
-    Posting { message, place: Place::Delay(Duration::ZERO) }
+    Posting { message, place: PUT_BACK }
+}
+
+/// Where a round goes that is put back: the retry lane, due now.
+const PUT_BACK: Place = Place::Delay(Duration::ZERO);
+
+/// What becomes of a held record the sweep releases from its subscription's marker (contract
+/// section 20): posted as a round put back, since the marker does not know the subscription's
+/// groups (its rate limit holds at the send).
+pub fn released_by_sweep() -> Restarted {
+    Restarted::Post(PUT_BACK)
 }
 
 /// The message of a parked record the sweep queues at `now` ahead of its next attempt at
@@ -309,6 +326,10 @@ pub struct SubscriptionState {
     /// Whether it still lists the delivery's kind (contract section 13: every delivery sent
     /// after a change uses the new kinds).
     pub receives: bool,
+    /// What becomes of the delivery while it is disabled (contract section 20).
+    pub while_disabled: WhileDisabled,
+    /// Disabled for failing: a probe may go to it (contract section 20).
+    pub probed: bool,
 }
 
 impl SubscriptionState {
@@ -319,6 +340,8 @@ impl SubscriptionState {
             enabled: health.is_enabled(),
             failing_since: health.failing_since(),
             receives: subscription.receives(kind),
+            while_disabled: subscription.while_disabled,
+            probed: matches!(health, Health::Disabled { reason: DisabledReason::Failing, .. }),
         }
     }
 }
@@ -339,6 +362,8 @@ pub struct Found<S = SubscriptionState> {
     pub generation: u32,
     /// The kind of event the message carries.
     pub kind: EventKind,
+    /// Whether it carries a probe (contract section 20).
+    pub probe: bool,
     pub claim: Claim,
     pub subscription: Option<S>,
 }
@@ -374,15 +399,19 @@ pub enum Step<S> {
 pub enum SkipReason {
     #[error("the subscription is disabled")]
     Disabled,
+    /// Disabled with `whileDisabled: hold` (contract section 20): kept until it is enabled.
+    #[error("the subscription is disabled")]
+    Held,
     #[error("the subscription was deleted")]
     Deleted,
     #[error("the subscription no longer lists {}", .0.as_str())]
     NotListed(EventKind),
 }
 
-/// How a delivery whose turn may not send ends (contract section 9): `skipped` only when it
-/// was never sent, as `skipped` promises; one attempted before ends `failed` (not dead-lettered:
-/// no attempt ran out). Its text is the record's `lastError`.
+/// How a delivery whose turn may not send ends (contract sections 9 and 20): `held`, its
+/// attempts and last answer kept, when its subscription holds it; else `skipped` only when it
+/// was never sent, as `skipped` promises; one attempted before ends `failed` (not
+/// dead-lettered: no attempt ran out). Its text is the record's `lastError`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NotSent {
     pub reason: SkipReason,
@@ -392,19 +421,118 @@ pub struct NotSent {
 
 impl NotSent {
     pub fn status(&self) -> DeliveryStatus {
-        match self.attempts {
-            0 => DeliveryStatus::Skipped,
+        match (self.reason, self.attempts) {
+            (SkipReason::Held, _) => DeliveryStatus::Held,
+            (_, 0) => DeliveryStatus::Skipped,
             _ => DeliveryStatus::Failed,
         }
+    }
+
+    /// Why a delivery recorded as `status` by its creation (the fan-out's or a ping's) was not
+    /// sent: its subscription was disabled ([`new_delivery`]); none for one on its way.
+    pub fn at_creation(status: DeliveryStatus) -> Option<Self> {
+        let reason = match status {
+            DeliveryStatus::Skipped => SkipReason::Disabled,
+            DeliveryStatus::Held => SkipReason::Held,
+            _ => return None,
+        };
+        Some(NotSent { reason, attempts: 0 })
+    }
+}
+
+/// Why a delivery of `kind` to a disabled subscription that does `while_disabled` is not sent
+/// (contract section 20): held with `hold`, but for a ping, which is a check, not data; ended
+/// with `skip`, as sections 9 and 13 say.
+pub fn disabled(kind: EventKind, while_disabled: WhileDisabled) -> SkipReason {
+    match (kind, while_disabled) {
+        (EventKind::WebhookPing, _) | (_, WhileDisabled::Skip) => SkipReason::Disabled,
+        (_, WhileDisabled::Hold) => SkipReason::Held,
     }
 }
 
 impl std::fmt::Display for NotSent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.attempts {
-            0 => write!(f, "not sent: {}", self.reason),
+        match (self.reason, self.attempts) {
+            (SkipReason::Held, _) => write!(f, "held: {}", self.reason),
+            (_, 0) => write!(f, "not sent: {}", self.reason),
             _ => write!(f, "not sent again: {}", self.reason),
         }
+    }
+}
+
+crate::text::wire_names! {
+    /// What the sweep does for a subscription from a marker's time on (contract section 20).
+    pub enum SubscriptionTask: "subscription task" {
+        /// It was enabled: each delivery it held is `pending` again, its schedule from its
+        /// start, attempts kept.
+        Release = "release",
+        /// It was deleted: each delivery it held ends as [`HELD_DELETED`] says.
+        End = "end",
+        /// It is disabled for failing: a probe goes ([`ProbeSchedule`]).
+        Probe = "probe",
+    }
+}
+
+/// The longest interval between two probes of a subscription disabled for failing.
+pub const LONGEST_PROBE_INTERVAL: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// When a subscription disabled for failing is probed (contract section 20): `after` its
+/// disabling, then at doubling intervals capped at [`LONGEST_PROBE_INTERVAL`], until `lasting`
+/// after it (`WEBHOOK_PROBE_AFTER_SECONDS`, `WEBHOOK_PROBE_FOR_SECONDS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeSchedule {
+    pub after: Duration,
+    pub lasting: Duration,
+}
+
+impl ProbeSchedule {
+    /// When the next probe goes, `made` probes having gone since `disabled_at`; none once
+    /// probing has ended.
+    pub fn next(&self, disabled_at: Timestamp, made: u32) -> Option<Timestamp> {
+        let (mut at, mut interval) = (disabled_at + self.after, self.after);
+        for _ in 0..made {
+            interval = (interval * 2).min(LONGEST_PROBE_INTERVAL);
+            at = at + interval;
+            if at > disabled_at + self.lasting {
+                return None;
+            }
+        }
+        (at <= disabled_at + self.lasting).then_some(at)
+    }
+}
+
+/// A probe of a subscription disabled for failing, as it is recorded and queued (contract
+/// section 20): `pending`, on the retry lane, due now, unclaimed (its subscription is
+/// disabled, so the main lane would only hand it over).
+pub fn probe(message: DeliveryMessage) -> NewDelivery {
+    NewDelivery { message, status: DeliveryStatus::Pending, place: Some(Place::Delay(Duration::ZERO)) }
+}
+
+/// The plan after a probe got `outcome` at `now` (contract section 20): one attempt, never
+/// retried, its record `succeeded` or `failed` and its message gone either way (no attempt ran
+/// out: no dead letter); a 2xx enables its subscription again, anything else leaves it
+/// disabled until the next probe. The failure clock is not the probe's to move.
+pub fn after_probe(outcome: &Outcome, now: Timestamp) -> After {
+    let (record, subscription) = match outcome.answer().map(|answer| answer.status) {
+        Some(200..=299) => (AttemptRecord::succeeded(outcome, now), SubscriptionChange::Reenable),
+        _ => (AttemptRecord::failed(outcome, None, now), SubscriptionChange::ProbeFailed),
+    };
+    After { record, subscription, message: MessageFate::Acknowledge }
+}
+
+/// How a held delivery ends when its subscription is deleted (contract section 20): `skipped`,
+/// whatever it was sent before, as its subscription's end, not its own, stopped it.
+pub const HELD_DELETED: NotSent = NotSent { reason: SkipReason::Deleted, attempts: 0 };
+
+/// When the sweep settles the rest of a subscription's held deliveries, once an enable or a
+/// delete at `now` settled its share of them: at once when `more` are left (more were held
+/// than that share, or a write failed); else
+/// once every turn that read the subscription before the change has ended (one claim's
+/// length), so that a delivery such a turn held just after is settled too.
+pub fn settle_rest_at(more: bool, now: Timestamp) -> Timestamp {
+    match more {
+        true => now,
+        false => now + LONGEST_STAY,
     }
 }
 
@@ -414,6 +542,8 @@ pub struct Policy {
     pub schedule: RetrySchedule,
     /// How long a subscription may fail without a success before a last attempt disables it.
     pub disable_after: Duration,
+    /// When a subscription disabled for failing is probed.
+    pub probes: ProbeSchedule,
 }
 
 pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp, policy: &Policy) -> Before<S> {
@@ -432,7 +562,11 @@ pub fn before_send<S: AsRef<SubscriptionState>>(found: Found<S>, now: Timestamp,
     let Some(subscription) = found.subscription else { return not_sent(SkipReason::Deleted) };
     let state = subscription.as_ref();
     if !state.enabled {
-        return not_sent(SkipReason::Disabled);
+        // A probe is what may bring a subscription disabled for failing back (section 20).
+        if found.probe && state.probed {
+            return Before::Step(Step::Send { attempt: 1, subscription });
+        }
+        return not_sent(disabled(found.kind, state.while_disabled));
     }
     if !state.receives {
         return not_sent(SkipReason::NotListed(found.kind));
@@ -480,6 +614,10 @@ pub enum SubscriptionChange {
     Recovered,
     /// Disabled, for this reason.
     Disable(DisabledReason),
+    /// A probe got a 2xx: enabled again, as `POST …/enable` does, what it held released.
+    Reenable,
+    /// A probe failed: the next one is scheduled, if probing has not ended.
+    ProbeFailed,
 }
 
 /// What becomes of the delivery once the attempt is recorded.
@@ -710,6 +848,7 @@ mod tests {
         Policy {
             schedule: RetrySchedule { base: Duration::from_secs(30), max_attempts: 3 },
             disable_after: Duration::from_secs(100),
+            probes: ProbeSchedule { after: Duration::from_secs(600), lasting: Duration::from_secs(7 * 24 * 3600) },
         }
     }
 
@@ -718,7 +857,7 @@ mod tests {
     }
 
     fn found(lane: Lane, generation: u32, claim: Claim, subscription: Option<SubscriptionState>) -> Found {
-        Found { lane, generation, kind: EventKind::ProfileUpdated, claim, subscription }
+        Found { lane, generation, kind: EventKind::ProfileUpdated, probe: false, claim, subscription }
     }
 
     fn pending(generation: u32, round_attempts: u32) -> RecordState {
@@ -736,14 +875,21 @@ mod tests {
         Before::Step(Step::Send { attempt, subscription: subscription.unwrap() })
     }
 
-    const HEALTHY: Option<SubscriptionState> =
-        Some(SubscriptionState { enabled: true, failing_since: None, receives: true });
+    const HEALTHY: Option<SubscriptionState> = Some(SubscriptionState {
+        enabled: true,
+        failing_since: None,
+        receives: true,
+        while_disabled: WhileDisabled::Skip,
+        probed: false,
+    });
 
     #[test]
     fn before_a_send_the_claim_the_subscription_and_the_lane_decide() {
-        let failing = Some(SubscriptionState { enabled: true, failing_since: Some(at(-50)), receives: true });
-        let disabled = Some(SubscriptionState { enabled: false, failing_since: None, receives: true });
-        let unlisted = Some(SubscriptionState { enabled: true, failing_since: None, receives: false });
+        let healthy = HEALTHY.unwrap();
+        let failing = Some(SubscriptionState { failing_since: Some(at(-50)), ..healthy });
+        let disabled = Some(SubscriptionState { enabled: false, ..healthy });
+        let holding = Some(SubscriptionState { enabled: false, while_disabled: WhileDisabled::Hold, ..healthy });
+        let unlisted = Some(SubscriptionState { receives: false, ..healthy });
         let settled = |status| Claim::Refused(RecordState { status, ..pending(2, 1) });
         let later = Claim::Refused(RecordState { next_attempt_at: Some(at(60)), ..pending(2, 1) });
         let leased = Claim::Refused(RecordState { lease_until: Some(at(25)), ..pending(2, 1) });
@@ -790,6 +936,8 @@ mod tests {
                 "disabled",
             ),
             (found(Lane::Retry, 2, held(pending(2, 1)), disabled), not_sent(SkipReason::Disabled, 1), "disabled, sent"),
+            (found(Lane::Main, 2, held(pending(2, 0)), holding.clone()), not_sent(SkipReason::Held, 0), "held"),
+            (found(Lane::Retry, 2, held(pending(2, 2)), holding), not_sent(SkipReason::Held, 2), "held, sent before"),
             (
                 found(Lane::Retry, 2, held(pending(2, 1)), unlisted.clone()),
                 not_sent(SkipReason::NotListed(EventKind::ProfileUpdated), 1),
@@ -888,7 +1036,7 @@ mod tests {
         ];
         for (lease_until, health, place, case) in table {
             assert_eq!(
-                restarted(&message, (2, lease_until), (&health, spread), at(0)),
+                restarted(&message, (2, lease_until), (&health, WhileDisabled::Hold, spread), at(0)),
                 Restarted::Post(place),
                 "{case}"
             );
@@ -901,13 +1049,17 @@ mod tests {
         let spread = Groups::new(16).unwrap();
         for reason in [DisabledReason::Failing, DisabledReason::Gone, DisabledReason::Manual] {
             let disabled = Health::Disabled { at: at(-60), reason };
-            for (attempts, lease_until, status) in
-                [(0, None, DeliveryStatus::Skipped), (3, Some(at(25)), DeliveryStatus::Failed)]
-            {
-                let ended = restarted(&message, (attempts, lease_until), (&disabled, spread), at(0));
-                let not_sent = NotSent { reason: SkipReason::Disabled, attempts };
-                assert_eq!(ended, Restarted::NotSent(not_sent), "{reason:?}, {attempts} attempts");
-                assert_eq!(not_sent.status(), status);
+            // With `skip`: skipped if never sent, else failed; with `hold` (contract section 20): held.
+            for (while_disabled, attempts, lease_until, status) in [
+                (WhileDisabled::Skip, 0, None, DeliveryStatus::Skipped),
+                (WhileDisabled::Skip, 3, Some(at(25)), DeliveryStatus::Failed),
+                (WhileDisabled::Hold, 0, None, DeliveryStatus::Held),
+                (WhileDisabled::Hold, 3, Some(at(25)), DeliveryStatus::Held),
+            ] {
+                let ended = restarted(&message, (attempts, lease_until), (&disabled, while_disabled, spread), at(0));
+                let Restarted::NotSent(not_sent) = ended else { panic!("{ended:?}") };
+                assert_eq!(not_sent.attempts, attempts, "{reason:?}, {while_disabled:?}");
+                assert_eq!(not_sent.status(), status, "{reason:?}, {while_disabled:?}, {attempts} attempts");
             }
         }
     }
@@ -925,13 +1077,14 @@ mod tests {
     fn a_new_delivery_is_placed_once_for_every_origin() {
         let message = first_attempt(0);
         let spread = Groups::new(16).unwrap();
-        let new = new_delivery(message.clone(), &Health::Active, spread, at(0));
+        let hold = WhileDisabled::Hold;
+        let new = new_delivery(message.clone(), (&Health::Active, hold), spread, at(0));
         assert_eq!(new.status, DeliveryStatus::Pending);
         assert_eq!(new.place, Some(Place::Group(spread.index_of(&message.delivery_id))));
         assert_eq!(new.message.claimed_until, Some(Lease::from(at(0)).until), "created claimed for the main lane");
         let failing = Health::Failing { since: at(-60) };
         assert_eq!(
-            new_delivery(message.clone(), &failing, spread, at(0)),
+            new_delivery(message.clone(), (&failing, hold), spread, at(0)),
             NewDelivery {
                 message: message.clone(),
                 status: DeliveryStatus::Pending,
@@ -941,7 +1094,16 @@ mod tests {
         );
         let disabled = Health::Disabled { at: at(-60), reason: DisabledReason::Manual };
         let skipped = NewDelivery { message: message.clone(), status: DeliveryStatus::Skipped, place: None };
-        assert_eq!(new_delivery(message, &disabled, spread, at(0)), skipped);
+        assert_eq!(new_delivery(message.clone(), (&disabled, WhileDisabled::Skip), spread, at(0)), skipped);
+        assert_eq!(new_delivery(message.clone(), (&disabled, hold), spread, at(0)), skipped, "a ping is never held");
+        let body = serde_json::json!({"id": crate::ids::EventId::generate(), "type": "profile.updated",
+            "createdAt": "2026-11-27T08:00:00.000Z", "data": {"userId": "u1", "profileId": "prf_1"}});
+        let update = DeliveryMessage { event: serde_json::from_value(body).unwrap(), ..message };
+        assert_eq!(
+            new_delivery(update.clone(), (&disabled, hold), spread, at(0)),
+            NewDelivery { message: update, status: DeliveryStatus::Held, place: None },
+            "held: recorded, with no message"
+        );
     }
 
     #[test]
@@ -979,6 +1141,101 @@ mod tests {
             (sent.status(), sent.to_string().as_str()),
             (DeliveryStatus::Failed, "not sent again: the subscription is disabled")
         );
+        for attempts in [0, 3] {
+            let held = NotSent { reason: SkipReason::Held, attempts };
+            assert_eq!(
+                (held.status(), held.to_string().as_str()),
+                (DeliveryStatus::Held, "held: the subscription is disabled"),
+                "held whether sent before or not"
+            );
+        }
+        let created = |status| NotSent::at_creation(status).map(|n| (n.status(), n.to_string()));
+        assert_eq!(
+            created(DeliveryStatus::Held),
+            Some((DeliveryStatus::Held, "held: the subscription is disabled".into()))
+        );
+        assert_eq!(
+            created(DeliveryStatus::Skipped),
+            Some((DeliveryStatus::Skipped, "not sent: the subscription is disabled".into()))
+        );
+        assert_eq!(created(DeliveryStatus::Pending), None);
+    }
+
+    #[test]
+    fn a_probe_goes_to_a_subscription_disabled_for_failing_only() {
+        let probe = |subscription: Option<SubscriptionState>| {
+            let found = Found {
+                kind: EventKind::WebhookPing,
+                probe: true,
+                ..found(Lane::Retry, 2, held(pending(2, 0)), subscription)
+            };
+            before_send(found, at(0), &policy())
+        };
+        let failing = SubscriptionState { enabled: false, probed: true, ..HEALTHY.unwrap() };
+        assert_eq!(probe(Some(failing.clone())), send(1, Some(failing)));
+        let manual = SubscriptionState { enabled: false, ..HEALTHY.unwrap() };
+        assert_eq!(
+            probe(Some(manual)),
+            Before::Step(Step::NotSent(NotSent { reason: SkipReason::Disabled, attempts: 0 }))
+        );
+        assert_eq!(probe(None), Before::Step(Step::NotSent(NotSent { reason: SkipReason::Deleted, attempts: 0 })));
+        assert_eq!(probe(HEALTHY), send(1, HEALTHY), "an enabled subscription takes it as a ping");
+    }
+
+    #[test]
+    fn probes_double_from_the_first_up_to_six_hours_until_probing_ends() {
+        let schedule = ProbeSchedule { after: Duration::from_secs(600), lasting: Duration::from_secs(7 * 24 * 3600) };
+        let next = |made| schedule.next(at(0), made).map(|next| next.since(at(0)).as_secs());
+        // 10 min, then +20, +40, +80, +160, +320 min, then +6 h each.
+        assert_eq!((0..7).map(next).collect::<Vec<_>>(), [600, 1800, 4200, 9000, 18600, 37800, 59400].map(Some));
+        assert_eq!(next(8), Some(59400 + 2 * 21600));
+        assert_eq!(next(31), Some(59400 + 25 * 21600), "the last before seven days");
+        assert_eq!(next(32), None, "seven days on: probing has ended");
+        let short = ProbeSchedule { after: Duration::from_secs(1), lasting: Duration::from_secs(4) };
+        assert_eq!((0..3).map(|made| short.next(at(0), made)).collect::<Vec<_>>(), [Some(at(1)), Some(at(3)), None]);
+    }
+
+    #[test]
+    fn a_probe_is_one_attempt_and_its_answer_says_whether_the_subscription_comes_back() {
+        let delivered = after_probe(&answered(204, None), at(0));
+        assert_eq!(
+            (delivered.record.status, delivered.subscription, delivered.message),
+            (DeliveryStatus::Succeeded, SubscriptionChange::Reenable, MessageFate::Acknowledge)
+        );
+        for outcome in [answered(500, None), answered(410, None), answered(429, Some("5")), no_answer()] {
+            let failed = after_probe(&outcome, at(0));
+            assert_eq!(
+                (failed.record.status, failed.record.next_attempt_at, failed.subscription, failed.message),
+                (DeliveryStatus::Failed, None, SubscriptionChange::ProbeFailed, MessageFate::Acknowledge),
+                "{outcome:?}"
+            );
+        }
+        let queued = probe(first_attempt(0));
+        assert_eq!((queued.status, queued.place), (DeliveryStatus::Pending, Some(Place::Delay(Duration::ZERO))));
+    }
+
+    #[test]
+    fn held_deliveries_are_settled_once_the_change_can_no_longer_hold_one() {
+        assert_eq!(settle_rest_at(true, at(0)), at(0), "more than the call's share: at once");
+        assert_eq!(settle_rest_at(false, at(0)), at(0) + LONGEST_STAY, "after any turn that read it before");
+        assert_eq!(
+            (HELD_DELETED.status(), HELD_DELETED.to_string().as_str()),
+            (DeliveryStatus::Skipped, "not sent: the subscription was deleted")
+        );
+    }
+
+    #[test]
+    fn a_disabled_subscription_holds_what_it_is_sent_unless_it_skips_or_it_is_a_ping() {
+        let table = [
+            (EventKind::ProfileUpdated, WhileDisabled::Hold, SkipReason::Held),
+            (EventKind::AssessmentCompleted, WhileDisabled::Hold, SkipReason::Held),
+            (EventKind::ProfileUpdated, WhileDisabled::Skip, SkipReason::Disabled),
+            (EventKind::WebhookPing, WhileDisabled::Hold, SkipReason::Disabled),
+            (EventKind::WebhookPing, WhileDisabled::Skip, SkipReason::Disabled),
+        ];
+        for (kind, while_disabled, reason) in table {
+            assert_eq!(disabled(kind, while_disabled), reason, "{} {while_disabled}", kind.as_str());
+        }
     }
 
     #[test]

@@ -86,6 +86,11 @@ pub enum EventData {
         url: String,
         failing_since: Timestamp,
         recovered_at: Timestamp,
+        /// Whether a probe's success enabled it again after it was disabled (contract section 20).
+        /// Compatibility: the `default` reads an event queued before it was written (2026-12-07),
+        /// until SQS (14 days at most) holds none, after 2026-12-21.
+        #[serde(default)]
+        reenabled: bool,
     },
     #[serde(rename_all = "camelCase")]
     DeliveryExhausted {
@@ -98,7 +103,12 @@ pub enum EventData {
         last_error: String,
     },
     #[serde(rename_all = "camelCase")]
-    WebhookPing { subscription_id: SubscriptionId },
+    WebhookPing {
+        subscription_id: SubscriptionId,
+        /// Present, and true, on a probe of a subscription disabled for failing (section 20).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        probe: bool,
+    },
 }
 
 impl EventData {
@@ -149,8 +159,20 @@ impl Event {
 
     /// A `webhook.ping` for one subscription, created now.
     pub fn ping(subscription_id: &SubscriptionId) -> Self {
-        let data = EventData::WebhookPing { subscription_id: subscription_id.clone() };
+        let data = EventData::WebhookPing { subscription_id: subscription_id.clone(), probe: false };
         Event { id: EventId::generate(), created_at: Timestamp::now(), data }
+    }
+
+    /// A probe of a subscription disabled for failing (contract section 20), created now: a
+    /// ping that says so.
+    pub fn probe(subscription_id: &SubscriptionId) -> Self {
+        let data = EventData::WebhookPing { subscription_id: subscription_id.clone(), probe: true };
+        Event { id: EventId::generate(), created_at: Timestamp::now(), data }
+    }
+
+    /// Whether it is a probe ([`Event::probe`]).
+    pub fn is_probe(&self) -> bool {
+        matches!(self.data, EventData::WebhookPing { probe: true, .. })
     }
 }
 
@@ -209,6 +231,12 @@ mod tests {
         let body = serde_json::to_value(&ping).unwrap();
         assert_eq!(body["type"], "webhook.ping");
         assert_eq!(serde_json::from_value::<Event>(body).unwrap(), ping);
+        let probe = Event::probe(&"whk_01JDQ40A1B2C3D4E5F6G7H8J9K".parse().unwrap());
+        assert_eq!(
+            serde_json::to_value(&probe.data).unwrap(),
+            json!({"subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K", "probe": true})
+        );
+        assert!(probe.is_probe() && !ping.is_probe());
         assert!(!EventKind::WebhookPing.is_subscribable());
         assert!(EventKind::ProfileUpdated.is_subscribable());
     }

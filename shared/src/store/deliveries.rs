@@ -25,6 +25,8 @@
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
@@ -39,7 +41,7 @@ use super::expression::{Condition, Conditional, Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
-use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SkipReason};
+use crate::delivery::plan::{self, Claim, Lease, NotSent, RecordState, SubscriptionTask};
 use crate::delivery::DeliveryMessage;
 use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
@@ -63,6 +65,11 @@ const PARKED_PARTITION: &str = "parked";
 /// The partitions of the fan-out's markers, `fanout#<shard>`, one of [`DUE_SHARDS`]: apart
 /// from every subscription's log (`whk_…#k`), so no list reads them.
 const MARKER_PARTITION: &str = "fanout";
+/// The partitions of the held deliveries' markers, `held#<shard>`, one of [`DUE_SHARDS`] (from
+/// the subscription's id), apart from every log: each names a subscription whose `held`
+/// records the sweep settles from the marker's time on (contract section 20), those an enable
+/// or a delete left past its share, or held by a turn that read the subscription just before.
+const TASK_PARTITION: &str = "task";
 /// How many records one marker lists at most: a send batch, and a marker under 1 KB (one
 /// write unit).
 pub const MARKER_RECORDS: usize = 10;
@@ -171,6 +178,9 @@ pub(crate) struct RecordSummary {
     last_attempt_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_error: Option<String>,
+    /// Present, and true, on a probe's record (contract section 20).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    probe: bool,
 }
 
 impl From<RecordSummary> for DeliveryState {
@@ -185,17 +195,17 @@ impl From<RecordSummary> for DeliveryState {
             attempts: summary.attempts,
             last_attempt_at: summary.last_attempt_at,
             last_error: summary.last_error,
+            probe: summary.probe,
         }
     }
 }
 
 impl DeliveryItem {
-    /// A record no attempt has touched: `pending` (due now) or `skipped` (its subscription
-    /// is disabled). Its `createdAt` is its event's, the time inside its id, so a time window
-    /// is a range of ids.
+    /// A record no attempt has touched: `pending` (due now), or `held` or `skipped` (its
+    /// subscription is disabled). Its `createdAt` is its event's, the time inside its id, so a
+    /// time window is a range of ids.
     fn new(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Self {
         let pending = status == DeliveryStatus::Pending;
-        let skipped = status == DeliveryStatus::Skipped;
         let item = DeliveryItem {
             log_partition: RecordKey::of(message).partition(),
             summary: RecordSummary {
@@ -207,7 +217,8 @@ impl DeliveryItem {
                 status,
                 attempts: 0,
                 last_attempt_at: None,
-                last_error: skipped.then(|| NotSent { reason: SkipReason::Disabled, attempts: 0 }.to_string()),
+                last_error: NotSent::at_creation(status).map(|not_sent| not_sent.to_string()),
+                probe: message.event.is_probe(),
             },
             created_at: message.event.created_at,
             last_response_status: None,
@@ -328,6 +339,36 @@ fn marker_partition(shard: DueShard) -> String {
     format!("{MARKER_PARTITION}#{shard}")
 }
 
+/// A subscription whose held records the sweep settles, as the table holds it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskMarkerItem {
+    log_partition: String,
+    /// `<due>#<subscription id>`: a shard's markers due before a time are a range of keys.
+    delivery_id: String,
+    user_id: UserId,
+    subscription_id: SubscriptionId,
+    fate: SubscriptionTask,
+    /// A marker the sweep never read (none runs) goes with the records it names.
+    #[serde(with = "clock::unix_seconds")]
+    expires_at: Timestamp,
+}
+
+fn task_partition(shard: DueShard) -> String {
+    format!("{TASK_PARTITION}#{shard}")
+}
+
+/// A held marker the sweep found due: its key, the subscription it names and what becomes of
+/// that subscription's held records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskMarker {
+    partition: String,
+    sort: String,
+    pub user_id: UserId,
+    pub subscription_id: SubscriptionId,
+    pub fate: SubscriptionTask,
+}
+
 /// A fan-out's marker the sweep found due: its key, when it was made and the records it lists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marker {
@@ -412,6 +453,11 @@ impl DueShard {
     /// The shard of a delivery.
     pub fn of(delivery_id: &DeliveryId) -> Self {
         DueShard(delivery_id.low_random_bits() % DUE_SHARDS)
+    }
+
+    /// The shard of a subscription's held marker.
+    fn of_subscription(subscription_id: &SubscriptionId) -> Self {
+        DueShard(subscription_id.low_random_bits() % DUE_SHARDS)
     }
 }
 
@@ -578,8 +624,7 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<ShardPage<Marker>, StoreError> {
-        let condition = "logPartition = :p AND deliveryId < :cutoff";
-        let (items, next) = self.page_before(None, condition, marker_partition(shard), cutoff, limit, start).await?;
+        let (items, next) = self.markers_before(marker_partition(shard), cutoff, limit, start).await?;
         let mut markers = Vec::new();
         for item in items {
             let marker: MarkerItem = serde_dynamo::from_item(item)?;
@@ -591,6 +636,18 @@ impl DeliveryTable {
             markers.push(Marker { partition: marker.log_partition, sort: marker.delivery_id, made_at, records });
         }
         Ok(ShardPage { items: markers, next })
+    }
+
+    /// One page of the markers of `partition` (a fan-out's or a task's) keyed before `cutoff`.
+    async fn markers_before(
+        &self,
+        partition: String,
+        cutoff: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<(Vec<Item>, Option<PageStart>), StoreError> {
+        let condition = "logPartition = :p AND deliveryId < :cutoff";
+        self.page_before(None, condition, partition, cutoff, limit, start).await
     }
 
     /// One page of the items of `partition` (of the table, or of `index`) that `condition`
@@ -653,10 +710,86 @@ impl DeliveryTable {
                 indexed.push(Overdue { key: key.clone(), next_attempt_at });
             }
         }
-        let key =
-            Item::from([(LOG_PARTITION.to_owned(), s(&marker.partition)), (DELIVERY_ID.to_owned(), s(&marker.sort))]);
-        self.client.delete_item().table_name(&self.table).set_key(Some(key)).send().await?;
+        self.remove_marker(&marker.partition, &marker.sort).await?;
         Ok(indexed)
+    }
+
+    /// Removes the marker of that key (a fan-out's, or a held one).
+    async fn remove_marker(&self, partition: &str, sort: &str) -> Result<(), StoreError> {
+        let key = Item::from([(LOG_PARTITION.to_owned(), s(partition)), (DELIVERY_ID.to_owned(), s(sort))]);
+        self.client.delete_item().table_name(&self.table).set_key(Some(key)).send().await?;
+        Ok(())
+    }
+
+    /// Marks the subscription for the sweep to do `fate` from `due` on (contract section 20):
+    /// release or end what it held, or probe it.
+    pub async fn mark_task(
+        &self,
+        (user_id, subscription_id): (&UserId, &SubscriptionId),
+        fate: SubscriptionTask,
+        due: Timestamp,
+    ) -> Result<(), StoreError> {
+        let marker = TaskMarkerItem {
+            log_partition: task_partition(DueShard::of_subscription(subscription_id)),
+            delivery_id: format!("{due}#{subscription_id}"),
+            user_id: user_id.clone(),
+            subscription_id: subscription_id.clone(),
+            fate,
+            expires_at: expires_at(due),
+        };
+        self.client.put_item().table_name(&self.table).set_item(Some(serde_dynamo::to_item(marker)?)).send().await?;
+        Ok(())
+    }
+
+    /// One page of the task markers of `shard` due before `cutoff`, at most `limit`, oldest
+    /// first, from `start` (the first page without).
+    pub async fn task_markers_due(
+        &self,
+        shard: DueShard,
+        cutoff: Timestamp,
+        limit: u32,
+        start: Option<PageStart>,
+    ) -> Result<ShardPage<TaskMarker>, StoreError> {
+        let (items, next) = self.markers_before(task_partition(shard), cutoff, limit, start).await?;
+        let markers: Vec<TaskMarkerItem> = serde_dynamo::from_items(items)?;
+        let items = markers
+            .into_iter()
+            .map(|marker| TaskMarker {
+                partition: marker.log_partition,
+                sort: marker.delivery_id,
+                user_id: marker.user_id,
+                subscription_id: marker.subscription_id,
+                fate: marker.fate,
+            })
+            .collect();
+        Ok(ShardPage { items, next })
+    }
+
+    /// Removes a held marker whose subscription has no held record left to settle.
+    pub async fn remove_task_marker(&self, marker: &TaskMarker) -> Result<(), StoreError> {
+        self.remove_marker(&marker.partition, &marker.sort).await
+    }
+
+    /// The subscription's `held` records, oldest first, at most `limit` + 1 (the extra one says
+    /// more follow), through the status index: what it reads is what is held.
+    pub async fn held(&self, subscription_id: &SubscriptionId, limit: u32) -> Result<Vec<StoredDelivery>, StoreError> {
+        // Every one: none was created after now (a minute's margin for the clocks).
+        let every = (Timestamp::from_unix_millis(0), Timestamp::now() + Duration::from_secs(60));
+        self.matching(subscription_id, &[DeliveryStatus::Held], None, every, limit).await
+    }
+
+    /// Ends a held record of a deleted subscription as [`plan::HELD_DELETED`] says (contract
+    /// section 20), in one write that holds only while it is still `held`. Whether it did.
+    pub async fn end_held(&self, stored: &StoredDelivery, at: Timestamp) -> Result<bool, StoreError> {
+        let ended = plan::HELD_DELETED;
+        let status = ended.status();
+        let expression = with_status_key(Expression::new(), &stored.record.subscription_id, status);
+        let expression = expression
+            .set(STATUS, s(status.as_str()))
+            .set(LAST_ERROR, s(ended.to_string()))
+            .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
+            .when(Condition::equals(STATUS, s(DeliveryStatus::Held.as_str())));
+        applied(self.record_update(&RecordKey::of_record(&stored.record)).expression(expression).send().await)
     }
 
     /// Records one delivery that no attempt has touched yet (a ping), `pending` or `skipped`.

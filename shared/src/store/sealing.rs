@@ -194,10 +194,13 @@ mod tests {
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health: Health::Active,
             max_deliveries_per_second: None,
+            while_disabled: crate::webhooks::WhileDisabled::Hold,
             identity_token: None,
             fast_since: None,
             slow_at: None,
             recovered_at: None,
+            next_probe_at: None,
+            probes: 0,
         }
     }
 

@@ -23,7 +23,7 @@ use crate::webhooks::identity_token::IdentityToken;
 use crate::webhooks::rotation::PublicKeys;
 use crate::webhooks::{
     DeliveryRate, DisabledReason, Health, SealedSecrets, SecretsAtRest, Subscription, SubscriptionChanges, Target,
-    WebhookSecret,
+    WebhookSecret, WhileDisabled,
 };
 
 const COUNTER_ID: &str = "#count";
@@ -45,10 +45,16 @@ const FAILING_STATUS: &str = "failingStatus";
 const RECOVERED_AT: &str = "recoveredAt";
 const DISABLED_AT: &str = "disabledAt";
 const DISABLED_REASON: &str = "disabledReason";
+/// While disabled for failing (contract section 20): when the next probe goes (absent once
+/// probing has ended), and how many went.
+const NEXT_PROBE_AT: &str = "nextProbeAt";
+const PROBES: &str = "probes";
 /// Since when its receiver answers fast, while it does (`delivery::groups`).
 const FAST_SINCE: &str = "fastSince";
 const SLOW_AT: &str = "slowAt";
 const MAX_DELIVERIES_PER_SECOND: &str = "maxDeliveriesPerSecond";
+/// `hold` or `skip` (contract section 20); absent on items of before, which hold.
+const WHILE_DISABLED: &str = "whileDisabled";
 /// A map, `{"audience": …}`, present only while each attempt carries an identity token
 /// (contract section 21).
 const IDENTITY_TOKEN: &str = "identityToken";
@@ -76,12 +82,22 @@ struct SubscriptionItem {
     health: HealthAttributes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_deliveries_per_second: Option<DeliveryRate>,
+    #[serde(default)]
+    while_disabled: WhileDisabled,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     identity_token: Option<IdentityToken>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fast_since: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     slow_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next_probe_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    probes: u32,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 /// What names a subscription in its item: its key, and where it delivers.
@@ -182,10 +198,13 @@ impl From<SubscriptionItem> for Subscription {
             created_at: item.created_at,
             health,
             max_deliveries_per_second: item.max_deliveries_per_second,
+            while_disabled: item.while_disabled,
             identity_token: item.identity_token,
             fast_since: item.fast_since,
             slow_at: item.slow_at,
             recovered_at: item.health.recovered_at,
+            next_probe_at: item.next_probe_at,
+            probes: item.probes,
         }
     }
 }
@@ -220,9 +239,12 @@ impl From<&Subscription> for SubscriptionItem {
                 ..HealthAttributes::default()
             },
             max_deliveries_per_second: subscription.max_deliveries_per_second,
+            while_disabled: subscription.while_disabled,
             identity_token: subscription.identity_token.clone(),
             fast_since: subscription.fast_since,
             slow_at: subscription.slow_at,
+            next_probe_at: subscription.next_probe_at,
+            probes: subscription.probes,
         }
     }
 }
@@ -382,13 +404,14 @@ impl WebhookTable {
 
     /// Disables the subscription for `reason`, unless it is disabled already or gone. With
     /// `failing_since`, only if its failure clock still shows that time (a success in the
-    /// meantime stopped it). `true` when this call disabled it.
+    /// meantime stopped it). With `next_probe`, it is probed from then (contract section 20).
+    /// `true` when this call disabled it.
     pub async fn disable(
         &self,
         user_id: &UserId,
         subscription_id: &SubscriptionId,
-        reason: DisabledReason,
-        failing_since: Option<Timestamp>,
+        (reason, failing_since): (DisabledReason, Option<Timestamp>),
+        next_probe: Option<Timestamp>,
         at: Timestamp,
     ) -> Result<bool, StoreError> {
         let still = match failing_since {
@@ -398,7 +421,12 @@ impl WebhookTable {
         let expression = Expression::new()
             .set(DISABLED_AT, time(at))
             .set(DISABLED_REASON, serde_dynamo::to_attribute_value(reason)?)
-            .when(still.and(Condition::absent(DISABLED_AT)));
+            .remove(PROBES);
+        let expression = match next_probe {
+            Some(next) => expression.set(NEXT_PROBE_AT, time(next)),
+            None => expression.remove(NEXT_PROBE_AT),
+        };
+        let expression = expression.when(still.and(Condition::absent(DISABLED_AT)));
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await)
     }
 
@@ -463,6 +491,53 @@ impl WebhookTable {
         applied(self.subscription_update(user_id, subscription_id).expression(expression).send().await).map(drop)
     }
 
+    /// Enables the subscription again after a probe's success at `at` (contract section 20), as
+    /// [`WebhookTable::enable`] does, and records `at` as its recovery (the `recovered` event
+    /// with `reenabled`); only while it is still disabled for failing since `disabled_at`. The
+    /// subscription as it now is; `None` when it was not so any more.
+    pub async fn reenable(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        disabled_at: Timestamp,
+        at: Timestamp,
+    ) -> Result<Option<Subscription>, StoreError> {
+        let expression = enabling(Expression::new()).set(RECOVERED_AT, time(at));
+        let still = Condition::equals(DISABLED_AT, time(disabled_at))
+            .and(Condition::equals(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Failing)?));
+        let update = self
+            .subscription_update(user_id, subscription_id)
+            .expression(expression.when(still))
+            .return_values(ReturnValue::AllNew);
+        let updated = held(send_update(update).await)?;
+        updated.map(|output| subscription_of(output.attributes.unwrap_or_default())).transpose()
+    }
+
+    /// Records a failed probe of the subscription, the `made`-th since it was disabled at
+    /// `disabled_at`, and when the next goes (`None`: probing has ended); only while it is still
+    /// so. `true` when this call recorded it.
+    pub async fn probe_failed(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        (disabled_at, made): (Timestamp, u32),
+        next: Option<Timestamp>,
+    ) -> Result<bool, StoreError> {
+        let expression = Expression::new().set(PROBES, n(made));
+        let expression = match next {
+            Some(next) => expression.set(NEXT_PROBE_AT, time(next)),
+            None => expression.remove(NEXT_PROBE_AT),
+        };
+        let before = match made {
+            1 => Condition::absent(PROBES),
+            made => Condition::equals(PROBES, n(made - 1)),
+        };
+        let still = Condition::equals(DISABLED_AT, time(disabled_at))
+            .and(Condition::equals(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Failing)?))
+            .and(before);
+        applied(self.subscription_update(user_id, subscription_id).expression(expression.when(still)).send().await)
+    }
+
     /// Turns the subscription back on and resets its failure clock; `None` when the user has
     /// no such subscription.
     pub async fn enable(
@@ -505,10 +580,13 @@ impl WebhookTable {
             expression = expression.set("events", serde_dynamo::to_attribute_value(events.kinds())?);
         }
         expression = match changes.enabled {
+            // A pause ends any probing (section 20: only `failing` is probed).
             Some(false) => expression
                 .set_if_absent(DISABLED_AT, time(at))
-                .set(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Manual)?),
-            Some(true) => expression.remove(DISABLED_AT).remove(DISABLED_REASON).remove(FAILING_SINCE),
+                .set(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Manual)?)
+                .remove(NEXT_PROBE_AT)
+                .remove(PROBES),
+            Some(true) => enabling(expression),
             None => expression,
         };
         expression = match changes.trace_context {
@@ -521,6 +599,9 @@ impl WebhookTable {
             Some(None) => expression.remove(MAX_DELIVERIES_PER_SECOND),
             None => expression,
         };
+        if let Some(while_disabled) = changes.while_disabled {
+            expression = expression.set(WHILE_DISABLED, s(while_disabled.as_str()));
+        }
         expression = match &changes.identity_token {
             // Only to a subscription with a URL (section 21), whatever it was read as.
             Some(Some(token)) => {
@@ -585,6 +666,11 @@ impl WebhookTable {
     }
 }
 
+/// What enabling a subscription removes: its disabling, its failure clock and its probing.
+fn enabling(expression: Expression) -> Expression {
+    expression.remove(DISABLED_AT).remove(DISABLED_REASON).remove(FAILING_SINCE).remove(NEXT_PROBE_AT).remove(PROBES)
+}
+
 fn subscription_of(item: Item) -> Result<Subscription, StoreError> {
     Ok(serde_dynamo::from_item::<_, SubscriptionItem>(item)?.into())
 }
@@ -611,10 +697,13 @@ mod tests {
             created_at: "2026-11-27T08:00:00.000Z".parse().unwrap(),
             health,
             max_deliveries_per_second: None,
+            while_disabled: WhileDisabled::Hold,
             identity_token: None,
             fast_since: None,
             slow_at: None,
             recovered_at: None,
+            next_probe_at: None,
+            probes: 0,
         }
     }
 
@@ -701,6 +790,18 @@ mod tests {
         let Some(AttributeValue::M(map)) = item.get(IDENTITY_TOKEN) else { panic!("a map: {item:?}") };
         assert_eq!(map.get("audience"), Some(&s("api://r")));
         assert_eq!(subscription_of(item).unwrap(), subscription);
+    }
+
+    /// `whileDisabled` is stored as its name; an item of before, without it, holds.
+    #[test]
+    fn while_disabled_is_stored_by_name_and_holds_when_absent() {
+        let mut skipping = subscription(SecretsAtRest::Sealed(SealedSecrets("c2VhbGVk".into())), Health::Active);
+        skipping.while_disabled = WhileDisabled::Skip;
+        let mut item = item_of(&skipping);
+        assert_eq!(item.get(WHILE_DISABLED), Some(&s("skip")));
+        assert_eq!(subscription_of(item.clone()).unwrap(), skipping);
+        item.remove(WHILE_DISABLED);
+        assert_eq!(subscription_of(item).unwrap().while_disabled, WhileDisabled::Hold);
     }
 
     /// Each health is the attributes items have always had: `failingSince` while failing,

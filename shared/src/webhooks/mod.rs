@@ -9,6 +9,7 @@ pub mod identity_token;
 pub mod netguard;
 pub mod rotation;
 pub mod signing;
+pub mod while_disabled;
 
 use std::net::IpAddr;
 
@@ -29,6 +30,7 @@ use destination::{AwsDestination, DestinationChange, DestinationFields, InvalidD
 pub use disabled_reason::DisabledReason;
 use identity_token::{IdentityToken, InvalidIdentityToken};
 pub use netguard::UrlPolicy;
+pub use while_disabled::{InvalidWhileDisabled, WhileDisabled};
 
 pub const MAX_URL_LEN: usize = 2048;
 pub const MAX_SUBSCRIPTIONS_PER_USER: u32 = 25;
@@ -213,7 +215,8 @@ impl DeliveryRate {
 
 /// What an update (PATCH) changes: any of the URL or the AWS destination, the kinds, whether it is enabled, whether
 /// it is signed with a key pair as well, whether its deliveries carry trace context, its
-/// rate limit (`Some(None)` removes it) and its identity token (`Some(None)` turns it off).
+/// rate limit (`Some(None)` removes it), what it does while disabled and its identity token
+/// (`Some(None)` turns it off).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscriptionChanges {
     pub url: Option<WebhookUrl>,
@@ -224,6 +227,7 @@ pub struct SubscriptionChanges {
     pub asymmetric_signing: Option<bool>,
     pub trace_context: Option<bool>,
     pub max_deliveries_per_second: Option<Option<DeliveryRate>>,
+    pub while_disabled: Option<WhileDisabled>,
     /// Taken only by a subscription with a URL (section 21): the write says so.
     pub identity_token: Option<Option<IdentityToken>>,
 }
@@ -237,6 +241,7 @@ pub enum InvalidChanges {
     AsymmetricSigning(InvalidAsymmetricSigning),
     TraceContext(InvalidTraceContext),
     DeliveryRate(InvalidDeliveryRate),
+    WhileDisabled(InvalidWhileDisabled),
     IdentityToken(InvalidIdentityToken),
     Url(InvalidUrl),
     Destination(InvalidDestination),
@@ -244,7 +249,7 @@ pub enum InvalidChanges {
 }
 
 impl SubscriptionChanges {
-    pub const FIELDS: [&str; 8] = [
+    pub const FIELDS: [&str; 9] = [
         "url",
         "destination",
         "events",
@@ -252,12 +257,13 @@ impl SubscriptionChanges {
         "asymmetricSigning",
         "traceContext",
         "maxDeliveriesPerSecond",
+        "whileDisabled",
         "identityToken",
     ];
 
-    /// Reads an update's body in the contract's order (sections 13, 16, 17, 18, 19 and 21):
+    /// Reads an update's body in the contract's order (sections 13, 16, 17, 18, 19, 20 and 21):
     /// none of the fields, an unknown field, `enabled`, `asymmetricSigning`, `traceContext`,
-    /// `maxDeliveriesPerSecond`, `identityToken`, then `url` or `destination` (both are
+    /// `maxDeliveriesPerSecond`, `whileDisabled`, `identityToken`, then `url` or `destination` (both are
     /// invalid) and `events` as on create (`null` is invalid).
     pub fn parse(body: &serde_json::Map<String, Value>, policy: &UrlPolicy) -> Result<Self, InvalidChanges> {
         if !Self::FIELDS.iter().any(|field| body.contains_key(*field)) {
@@ -282,6 +288,10 @@ impl SubscriptionChanges {
             Some(value) => Some(DeliveryRate::parse(value).map_err(InvalidChanges::DeliveryRate)?),
             None => None,
         };
+        let while_disabled = match body.get("whileDisabled") {
+            Some(value) => Some(WhileDisabled::of(value).map_err(InvalidChanges::WhileDisabled)?),
+            None => None,
+        };
         let identity_token = match body.get("identityToken") {
             Some(value) => Some(IdentityToken::parse(value).map_err(InvalidChanges::IdentityToken)?),
             None => None,
@@ -300,6 +310,7 @@ impl SubscriptionChanges {
             asymmetric_signing,
             trace_context,
             max_deliveries_per_second,
+            while_disabled,
             identity_token,
         })
     }
@@ -323,6 +334,8 @@ pub struct Subscription {
     pub health: Health,
     /// `maxDeliveriesPerSecond` (contract section 18); `None` is no limit.
     pub max_deliveries_per_second: Option<DeliveryRate>,
+    /// What becomes of its deliveries while it is disabled (contract section 20).
+    pub while_disabled: WhileDisabled,
     /// The audience of the AWS-signed token each attempt carries (contract section 21), on a
     /// subscription with a URL only; `None` is off.
     pub identity_token: Option<IdentityToken>,
@@ -335,6 +348,11 @@ pub struct Subscription {
     /// When a success last stopped its failure clock (section 15's `recovered`), if ever:
     /// since when it is healthy (section 20's health).
     pub recovered_at: Option<Timestamp>,
+    /// While it is disabled for failing and probed (contract section 20), when the next probe
+    /// goes; none once probing has ended.
+    pub next_probe_at: Option<Timestamp>,
+    /// The probes that went since it was disabled, all failed.
+    pub probes: u32,
 }
 
 /// Where a subscription delivers: over HTTP (sections 5 to 16) or into its owner's AWS
@@ -414,7 +432,8 @@ pub enum Health {
     /// failure clock of section 9. Its deliveries go to the retry lane (section 12).
     Failing { since: Timestamp },
     /// Sent nothing until enabled again, which also stops the failure clock; its deliveries
-    /// are recorded as `skipped` (section 9). A pause is [`DisabledReason::Manual`].
+    /// are kept `held` or recorded as `skipped`, as its [`WhileDisabled`] says (sections 9 and
+    /// 20). A pause is [`DisabledReason::Manual`].
     Disabled { at: Timestamp, reason: DisabledReason },
 }
 
@@ -467,10 +486,13 @@ impl Subscription {
             created_at: Timestamp::now(),
             health: Health::Active,
             max_deliveries_per_second: None,
+            while_disabled: WhileDisabled::Hold,
             identity_token: None,
             fast_since: None,
             slow_at: None,
             recovered_at: None,
+            next_probe_at: None,
+            probes: 0,
         }
     }
 
@@ -509,7 +531,18 @@ impl Subscription {
             trace_context: self.trace_context,
             failing_since: self.health.failing_since(),
             max_deliveries_per_second: self.max_deliveries_per_second,
+            while_disabled: self.while_disabled,
             identity_token: self.identity_token.clone(),
+            next_probe_at: self.next_probe(),
+        }
+    }
+
+    /// Its probes as its object and its health show them (section 20): only a subscription
+    /// disabled for failing is probed.
+    pub fn next_probe(&self) -> Option<NextProbe> {
+        match &self.health {
+            Health::Disabled { reason: DisabledReason::Failing, .. } => Some(NextProbe(self.next_probe_at)),
+            Health::Disabled { .. } | Health::Active | Health::Failing { .. } => None,
         }
     }
 }
@@ -542,11 +575,23 @@ pub struct SubscriptionObject {
     /// `null` when it has no rate limit (contract section 18).
     #[serde(default)]
     pub max_deliveries_per_second: Option<DeliveryRate>,
+    /// `hold` or `skip` (contract section 20).
+    #[serde(default)]
+    pub while_disabled: WhileDisabled,
     /// `{"audience": "…"}` while each attempt carries an identity token (contract section
     /// 21), else `null`.
     #[serde(default)]
     pub identity_token: Option<IdentityToken>,
+    /// While it is disabled for failing, when it is next probed (contract section 20), `null`
+    /// once probing has ended; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_probe_at: Option<NextProbe>,
 }
+
+/// `nextProbeAt` of a subscription disabled for failing: a time, or `null` once probing ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NextProbe(pub Option<Timestamp>);
 
 /// A destination as the subscription object shows it (contract section 17): its fields, the
 /// external id among them, and the role its owner's trust policy names.
@@ -565,6 +610,16 @@ pub struct CreatedSubscription {
     #[serde(flatten)]
     pub subscription: SubscriptionObject,
     pub secret: WebhookSecret,
+}
+
+/// The answer of an enable (POST enable, PATCH `enabled: true`): the subscription and how many
+/// of its held deliveries the call released (contract section 20).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnabledSubscription {
+    #[serde(flatten)]
+    pub subscription: SubscriptionObject,
+    pub released: usize,
 }
 
 /// A subscription's signing secret: `whsec_` + the standard base64 (with padding) of 32
@@ -740,6 +795,10 @@ mod tests {
             changes(json!({"maxDeliveriesPerSecond": null})),
             Ok(SubscriptionChanges { max_deliveries_per_second: Some(None), ..Default::default() })
         );
+        assert_eq!(
+            changes(json!({"whileDisabled": "skip"})),
+            Ok(SubscriptionChanges { while_disabled: Some(WhileDisabled::Skip), ..Default::default() })
+        );
         let audience = IdentityToken::parse(&json!({"audience": "api://receiver"})).unwrap();
         assert_eq!(
             changes(json!({"identityToken": {"audience": "api://receiver"}})),
@@ -787,6 +846,14 @@ mod tests {
             (
                 json!({"identityToken": "aud", "maxDeliveriesPerSecond": 0}),
                 InvalidChanges::DeliveryRate(InvalidDeliveryRate),
+            ),
+            (
+                json!({"whileDisabled": "drop", "maxDeliveriesPerSecond": 0}),
+                InvalidChanges::DeliveryRate(InvalidDeliveryRate),
+            ),
+            (
+                json!({"whileDisabled": null, "identityToken": "aud", "url": 5}),
+                InvalidChanges::WhileDisabled(InvalidWhileDisabled),
             ),
             (json!({"url": null}), InvalidChanges::Url(InvalidUrl::NotAString)),
             (json!({"url": "http://hooks.example.com/", "events": []}), InvalidChanges::Url(InvalidUrl::NotHttps)),

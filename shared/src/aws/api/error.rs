@@ -82,11 +82,11 @@ pub enum ApiError {
     #[error("Invalid cancel: {0}.")]
     WebhookInvalidCancel(crate::delivery::cancel::InvalidCancel),
     #[error(
-        "Nothing to change: send at least one of url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond and identityToken."
+        "Nothing to change: send at least one of url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond, whileDisabled and identityToken."
     )]
     WebhookNoChanges,
     #[error(
-        "'{}' cannot be changed; send only url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond and identityToken.",
+        "'{}' cannot be changed; send only url, destination, events, enabled, asymmetricSigning, traceContext, maxDeliveriesPerSecond, whileDisabled and identityToken.",
         Excerpt(.0)
     )]
     WebhookUnknownField(String),
@@ -100,6 +100,8 @@ pub enum ApiError {
     WebhookInvalidTraceContext,
     #[error("'maxDeliveriesPerSecond' must be an integer from 1 to 10000, or null.")]
     WebhookInvalidRateLimit,
+    #[error("'whileDisabled' must be \"hold\" or \"skip\".")]
+    WebhookInvalidWhileDisabled,
     #[error("Invalid identityToken: {0}.")]
     WebhookInvalidIdentityToken(crate::webhooks::identity_token::InvalidIdentityToken),
     #[error("Internal error.")]
@@ -164,6 +166,7 @@ impl ApiError {
             | WebhookAsymmetricSigningOff
             | WebhookInvalidTraceContext
             | WebhookInvalidRateLimit
+            | WebhookInvalidWhileDisabled
             | WebhookInvalidIdentityToken(_) => StatusCode::BAD_REQUEST,
         }
     }
@@ -208,6 +211,7 @@ impl ApiError {
             WebhookAsymmetricSigningOff => "webhooks.asymmetric_signing_off",
             WebhookInvalidTraceContext => "webhooks.invalid_trace_context",
             WebhookInvalidRateLimit => "webhooks.invalid_rate_limit",
+            WebhookInvalidWhileDisabled => "webhooks.invalid_while_disabled",
             WebhookInvalidIdentityToken(_) => "webhooks.invalid_identity_token",
             Internal(_) => "internal_error",
         }
@@ -238,6 +242,7 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
             AsymmetricSigning(_) => ApiError::WebhookInvalidAsymmetricSigning,
             TraceContext(_) => ApiError::WebhookInvalidTraceContext,
             DeliveryRate(_) => ApiError::WebhookInvalidRateLimit,
+            WhileDisabled(_) => ApiError::WebhookInvalidWhileDisabled,
             IdentityToken(invalid) => ApiError::WebhookInvalidIdentityToken(invalid),
             Url(invalid) => ApiError::WebhookInvalidUrl(invalid),
             Destination(invalid) => ApiError::WebhookInvalidDestination(invalid),
@@ -249,6 +254,12 @@ impl From<crate::webhooks::InvalidChanges> for ApiError {
 impl From<crate::webhooks::InvalidDeliveryRate> for ApiError {
     fn from(_: crate::webhooks::InvalidDeliveryRate) -> Self {
         ApiError::WebhookInvalidRateLimit
+    }
+}
+
+impl From<crate::webhooks::InvalidWhileDisabled> for ApiError {
+    fn from(_: crate::webhooks::InvalidWhileDisabled) -> Self {
+        ApiError::WebhookInvalidWhileDisabled
     }
 }
 

@@ -147,15 +147,24 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&event_of.data).unwrap(),
             json!({"userId": "u1", "subscriptionId": "whk_01JDQ40A1B2C3D4E5F6G7H8J9K",
-                   "url": "https://hooks.example.com/in", "failingSince": SINCE, "recoveredAt": LATER})
+                   "url": "https://hooks.example.com/in", "failingSince": SINCE, "recoveredAt": LATER,
+                   "reenabled": false})
         );
         // Enabling (a PATCH or POST …/enable) stops the clock without a success.
         assert_eq!(event(failing(), subscription(json!({}))), None);
         let earlier_recovery = subscription(json!({"recoveredAt": {"S": LATER}, "failingSince": {"S": SINCE}}));
-        assert_eq!(event(earlier_recovery, recovered), None);
+        assert_eq!(event(earlier_recovery, recovered.clone()), None);
         let disabled = subscription(json!({"failingSince": {"S": SINCE}, "disabledAt": {"S": SINCE},
                                            "disabledReason": {"S": "failing"}}));
-        assert_eq!(event(disabled, subscription(json!({}))), None, "enabling a disabled one");
+        assert_eq!(event(disabled.clone(), subscription(json!({}))), None, "enabling a disabled one");
+        // A probe's success enables it with a recovery time (contract section 20).
+        let reenabled = event(disabled, recovered).unwrap();
+        assert_eq!(reenabled.kind(), EventKind::EndpointRecovered);
+        let data = serde_json::to_value(&reenabled.data).unwrap();
+        assert_eq!(
+            (&data["reenabled"], &data["failingSince"], &data["recoveredAt"]),
+            (&json!(true), &json!(SINCE), &json!(LATER))
+        );
     }
 
     fn delivery_of(kind: &str, status: &str, attempts: u32) -> Value {
@@ -200,6 +209,10 @@ mod tests {
             assert!(exhausted(old, new).is_some(), "{}", kind.as_str());
             assert!(reported(kind));
         }
+        // A probe that failed is its subscription's probing (contract section 20).
+        let mut probe = delivery_of("webhook.ping", "failed", 1);
+        probe["probe"] = json!({"BOOL": true});
+        assert_eq!(exhausted(delivery_of("webhook.ping", "pending", 0), probe), None);
         // Its subscription disabled before its second attempt: it ends failed, with no attempt.
         let stopped = delivery_of("profile.updated", "failed", 1);
         assert_eq!(exhausted(delivery_of("profile.updated", "pending", 1), stopped), None);
