@@ -167,12 +167,10 @@ async fn a_replay_sends_again_what_matches_and_its_dry_run_counts_the_same_and_s
     assert_eq!((status, counted), (200, json!({"matching": 4, "more": false, "bySubscription": by_subscription})));
 }
 
-/// How a replayed delivery of a disabled subscription ends, which is not sent. Contract
-/// section 20 ends it `held` (or `skipped` with `whileDisabled: skip`); until a subscription
-/// can hold, it ends as a manual retry's (section 9): `skipped`, never sent.
+/// How a replayed delivery of a disabled subscription ends, which is not sent: contract
+/// section 20 ends it `held` with the default `whileDisabled: hold` (as its turn would).
 fn ended_while_disabled(record: &DeliveryRecord) -> bool {
-    (record.status, record.last_error.as_deref())
-        == (DeliveryStatus::Skipped, Some("not sent: the subscription is disabled"))
+    (record.status, record.last_error.as_deref()) == (DeliveryStatus::Held, Some("held: the subscription is disabled"))
 }
 
 /// A replay takes at most 1,000 a call, oldest first, and says when more matched; the next call,

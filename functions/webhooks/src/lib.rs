@@ -493,8 +493,7 @@ async fn restart(
     if_status: fn(&StoredDelivery) -> Option<DeliveryStatus>,
 ) -> Result<Vec<StoredDelivery>, ApiError> {
     let spread = Groups::spread_of(subscription, deps.groups);
-    let (restarted, failure) =
-        deps.outbox.restart(found, if_status, (subscription, spread), Timestamp::now()).await;
+    let (restarted, failure) = deps.outbox.restart(found, if_status, (subscription, spread), Timestamp::now()).await;
     match failure {
         Some(err) => Err(err.into()),
         None => Ok(restarted),
