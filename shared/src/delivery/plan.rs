@@ -1049,17 +1049,19 @@ mod tests {
         let spread = Groups::new(16).unwrap();
         for reason in [DisabledReason::Failing, DisabledReason::Gone, DisabledReason::Manual] {
             let disabled = Health::Disabled { at: at(-60), reason };
-            // With `skip`: skipped if never sent, else failed; with `hold` (contract section 20): held.
+            // As its turn would ([`disabled`]): a ping (this message) is never held, so it is
+            // skipped if never sent, else failed, with `hold` as with `skip`; data is held.
             for (while_disabled, attempts, lease_until, status) in [
                 (WhileDisabled::Skip, 0, None, DeliveryStatus::Skipped),
                 (WhileDisabled::Skip, 3, Some(at(25)), DeliveryStatus::Failed),
-                (WhileDisabled::Hold, 0, None, DeliveryStatus::Held),
-                (WhileDisabled::Hold, 3, Some(at(25)), DeliveryStatus::Held),
+                (WhileDisabled::Hold, 0, None, DeliveryStatus::Skipped),
+                (WhileDisabled::Hold, 3, Some(at(25)), DeliveryStatus::Failed),
             ] {
                 let ended = restarted(&message, (attempts, lease_until), (&disabled, while_disabled, spread), at(0));
                 let Restarted::NotSent(not_sent) = ended else { panic!("{ended:?}") };
-                assert_eq!(not_sent.attempts, attempts, "{reason:?}, {while_disabled:?}");
-                assert_eq!(not_sent.status(), status, "{reason:?}, {while_disabled:?}, {attempts} attempts");
+                let case = format!("{reason:?}, {while_disabled:?}, {attempts} attempts");
+                assert_eq!(not_sent.reason, super::disabled(message.event.kind(), while_disabled), "{case}");
+                assert_eq!((not_sent.attempts, not_sent.status()), (attempts, status), "{case}");
             }
         }
     }
