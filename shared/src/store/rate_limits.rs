@@ -8,6 +8,7 @@ use std::ops::RangeInclusive;
 use aws_sdk_dynamodb::config::interceptors::InterceptorContext;
 use aws_sdk_dynamodb::config::retry::{ClassifyRetry, RetryAction};
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 
@@ -57,10 +58,7 @@ impl RateLimitTable {
                 expression.remove(slot_attribute(old))
             });
         let output = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("bucket", s(bucket))
+            .of_bucket(bucket)
             .expression(expression)
             .return_values(ReturnValue::AllNew)
             .customize()
@@ -82,10 +80,7 @@ impl RateLimitTable {
     /// Takes back one request counted in `slot` (a refused request is not counted): an `ADD`
     /// too, sent as [`RateLimitTable::count`] is.
     pub async fn uncount(&self, bucket: &str, slot: u64) -> Result<(), StoreError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("bucket", s(bucket))
+        self.of_bucket(bucket)
             .expression(Expression::new().add(slot_attribute(slot), -1).when(Condition::exists(slot_attribute(slot))))
             .customize()
             .config_override(self.one_attempt_per_answer())
@@ -102,44 +97,27 @@ impl RateLimitTable {
             .set(OPEN_UNTIL, time(until))
             .set("expiresAt", n(until.unix_seconds() + 1))
             .when(Condition::absent(OPEN_UNTIL).or(Condition::below(OPEN_UNTIL, time(now))));
-        applied(
-            self.client
-                .update_item()
-                .table_name(&self.table)
-                .key("bucket", s(bucket))
-                .expression(expression)
-                .send()
-                .await,
-        )
+        applied(self.of_bucket(bucket).expression(expression).send().await)
     }
 
     /// Closes the send [`RateLimitTable::open_send`] opened until `until`, so the next may
     /// start at once; one opened since (this one lapsed) stays open.
     pub async fn close_send(&self, bucket: &str, until: Timestamp) -> Result<(), StoreError> {
         let expression = Expression::new().remove(OPEN_UNTIL).when(Condition::equals(OPEN_UNTIL, time(until)));
-        applied(
-            self.client
-                .update_item()
-                .table_name(&self.table)
-                .key("bucket", s(bucket))
-                .expression(expression)
-                .send()
-                .await,
-        )?;
+        applied(self.of_bucket(bucket).expression(expression).send().await)?;
         Ok(())
+    }
+
+    /// An update of `bucket`'s item.
+    fn of_bucket(&self, bucket: &str) -> UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).key("bucket", s(bucket))
     }
 
     /// Removes the counters of `slots`.
     pub async fn drop_slots(&self, bucket: &str, slots: &[u64]) -> Result<(), StoreError> {
         let expression =
             slots.iter().fold(Expression::new(), |expression, slot| expression.remove(slot_attribute(*slot)));
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("bucket", s(bucket))
-            .expression(expression)
-            .send()
-            .await?;
+        self.of_bucket(bucket).expression(expression).send().await?;
         Ok(())
     }
 }
