@@ -236,7 +236,7 @@ async fn busy(pipeline: &Pipeline, groups: u32) -> Result<Receiver, String> {
 /// [`SWEEP_PAGE_SCALE`], so that ten times the old sweep's capacity is a load this machine can
 /// write. The old sweep read one page of markers per shard per run, in 14 of the 16 shards.
 const SWEEP_TIME_SCALE: u32 = 5;
-const SWEEP_PAGE_SCALE: u32 = 100;
+const SWEEP_PAGE_SCALE: u32 = 250;
 const OLD_SHARDS_USED: u32 = 14;
 /// The fan-out's load, in the old sweep's capacity.
 const TIMES_OLD: u32 = 10;
