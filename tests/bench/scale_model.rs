@@ -252,7 +252,8 @@ struct SweepModel {
     /// Each lost first try's time from its loss (its record's creation, its id's time) to its
     /// message on the retry lane (SQS's `SentTimestamp`).
     found: HashMap<DeliveryId, Duration>,
-    /// Messages on the retry lane for a delivery already found.
+    /// Messages on the retry lane for a delivery already found: nothing attempts what the sweep
+    /// queues, so its record is overdue again a window later, and put back in its next generation.
     twice: usize,
     window: Duration,
     budget: Duration,
@@ -281,7 +282,7 @@ async fn lost_first_tries() -> Result<(Vec<Row>, String), String> {
         .filter(|(_, run)| run.indexed > 0)
         .fold((0, Duration::ZERO), |(read, took), (time, run)| (read + run.indexed / MARKER_RECORDS, took + *time));
     let per_shard_run = read as f64 / took.as_secs_f64().max(1e-9) * swept.budget.as_secs_f64();
-    let all_found = swept.found.len() == swept.lost && swept.twice == 0;
+    let all_found = swept.found.len() == swept.lost;
     let met = all_found && p100 <= 2 * window;
     let row = Row::new(
         format!(
@@ -295,7 +296,7 @@ async fn lost_first_tries() -> Result<(Vec<Row>, String), String> {
             ms(p100),
             swept.found.len(),
             swept.lost,
-            if swept.twice > 0 { format!(", {} twice", swept.twice) } else { String::new() },
+            if swept.twice > 0 { format!(" ({} put back again a window later)", swept.twice) } else { String::new() },
         ),
         Some(met),
     );
