@@ -51,9 +51,12 @@ say() { echo "==> $*" >&2; }
 stamped() { [[ -f "$1/.stamp" && "$(<"$1/.stamp")" == "$2" ]]; }
 
 APT_UPDATED=
+# Waits up to 10 minutes for dpkg's lock rather than failing at once: another apt run (an
+# unattended upgrade on a fresh machine, or a second checkout's install) may hold it.
 apt_install() {
-  [[ -n $APT_UPDATED ]] || { apt-get update -q >&2; APT_UPDATED=1; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+  local wait=(-o DPkg::Lock::Timeout=600)
+  [[ -n $APT_UPDATED ]] || { apt-get "${wait[@]}" update -q >&2; APT_UPDATED=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -q --no-install-recommends "$@" >&2
 }
 
 # make_venv DIR STAMP PIP_ARGS...: (re)create a venv unless its stamp matches.
