@@ -377,7 +377,14 @@ async fn create_table(dynamodb: &DynamoDb, name: &str, table: &TableProperties) 
             Some(table.global_secondary_indexes.iter().map(Index::global).collect()).filter(|i: &Vec<_>| !i.is_empty()),
         )
         .set_stream_specification(table.stream_specification.as_ref().map(StreamSpecification::sdk));
-    request.send().await.with_context(|| format!("creating table {name}"))?;
+    match request.send().await {
+        Ok(_) => {}
+        // Made since the tables were listed: by an attempt of this very call that DynamoDB
+        // answered after the SDK's attempt limit (a busy machine), whose retry then finds it,
+        // or by another creator at the same moment. Either way the table now exists.
+        Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_in_use_exception()) => {}
+        Err(err) => return Err(err).with_context(|| format!("creating table {name}")),
+    }
     if let Some(ttl) = &table.time_to_live_specification {
         let specification = ddb::TimeToLiveSpecification::builder()
             .attribute_name(&ttl.attribute_name)
