@@ -110,8 +110,10 @@ const THIRD_ATTEMPTS: usize = 5;
 const OVERDUE: usize = 1000;
 /// The stream of profile updates of the per-user throughput, and how many such streams each
 /// receiver gets (alternating, pooled): one stream's last deliveries may each wait up to one
-/// answer for their message group, a tail that three streams average rather than one draws.
-const STREAM: usize = 300;
+/// answer for their message group, a tail that three streams average rather than one draws,
+/// and that a stream of several seconds makes a small share of its span (a stream that ends
+/// within about three answers measures that tail rather than the pace).
+const STREAM: usize = 1000;
 const STREAMS: usize = 3;
 /// The slow receiver of the throughput's second run, and the share of the first run's rate it
 /// must keep (issue 42: a subscription's throughput follows its receiver's concurrency).
@@ -1151,7 +1153,8 @@ fn render(
          `DeliveryGroupsPerSubscription` groups (contract section 18), so its deliveries run in as many parallel \
          batches as its groups and the lane's consumers (`DeliveryMaxConcurrency`) allow. The slow receiver's \
          streams end later by a tail, not a slower pace: a stream's last deliveries find their group's batch in \
-         flight and wait up to one answer (1 s here) for it, which is why each pair is run {STREAMS} times.\n",
+         flight and wait up to one answer (1 s here) for it, which is why each stream is {STREAM} updates long and \
+         each pair is run {STREAMS} times.\n",
         grouped(LOAD_BATCH * LOAD_BATCHES),
         ms(SLOW_RECEIVER),
         each(streams),
