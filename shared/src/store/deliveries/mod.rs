@@ -25,8 +25,11 @@
 //! A turn of the delivery function claims its record before it sends (`leaseUntil`, see
 //! `delivery::plan::Lease`): a plain attribute, in no index, so a claim writes no index.
 
+pub(super) mod attributes;
+
 use std::time::Duration;
 
+use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
@@ -37,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use super::body::KeptBody;
 use super::conditional::{applied, held};
-use super::expression::{Condition, Conditional, Expression, Updates};
+use super::expression::{Condition, Conditional, Expression, KeyQuery, Projection, Projects, Queries, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::{self, Timestamp};
 use crate::delivery::log::{AttemptRecord, DeliveryRecord, DeliveryStatus, RETENTION};
@@ -47,12 +50,16 @@ use crate::events::EventKind;
 use crate::ids::{self, DeliveryId, EventId, SubscriptionId, UserId};
 use crate::operational::DeliveryState;
 use crate::trace::{TraceContext, TraceParent, TraceState};
+use attributes::{
+    ATTEMPTS, BODY, BODY_DEFLATED, BY_STATUS, CREATED_AT, DELIVERY_ID, DUE_SHARD, EVENT_ID, EVENT_TYPE, EXPIRES_AT,
+    GENERATION, LAST_ATTEMPT_AT, LAST_ERROR, LAST_RESPONSE_BODY, LAST_RESPONSE_STATUS, LEASE_UNTIL, LOG_PARTITION,
+    NEXT_ATTEMPT_AT, ROUND_ATTEMPTS, STATUS, STATUS_KEY, SUBSCRIPTION_ID, SUCCEEDED_AT, USER_ID,
+};
+
+pub use attributes::BY_DUE;
 
 /// How many partitions a subscription's log spreads its writes over.
 pub const LOG_SHARDS: u8 = 4;
-const BY_STATUS: &str = "byStatus";
-/// The sweep's index: only `pending` records carry its partition key, `dueShard`.
-pub const BY_DUE: &str = "byDue";
 /// How many partitions the due index and the fan-out's markers spread their writes over
 /// ([`DueShard`]).
 pub const DUE_SHARDS: u8 = 16;
@@ -75,21 +82,6 @@ const TASK_PARTITION: &str = "task";
 pub const MARKER_RECORDS: usize = 10;
 /// How many records a fan-out writes at once.
 const PUTS_AT_ONCE: usize = 25;
-/// The attributes that writes name, beside the keys (the table's keys and TTL are also those
-/// of the health figures' items, `store::health`).
-pub(super) const LOG_PARTITION: &str = "logPartition";
-pub(super) const DELIVERY_ID: &str = "deliveryId";
-const SUBSCRIPTION_ID: &str = "subscriptionId";
-const STATUS: &str = "status";
-const STATUS_KEY: &str = "statusKey";
-const ATTEMPTS: &str = "attempts";
-const GENERATION: &str = "generation";
-const NEXT_ATTEMPT_AT: &str = "nextAttemptAt";
-const DUE_SHARD: &str = "dueShard";
-const SUCCEEDED_AT: &str = "succeededAt";
-const LEASE_UNTIL: &str = "leaseUntil";
-const LAST_ERROR: &str = "lastError";
-pub(super) const EXPIRES_AT: &str = "expiresAt";
 /// How many keys one list call reads at most while it looks for records of a status the
 /// status index does not hold whole (`pending`, `succeeded`): a page may then come back short,
 /// with a cursor to go on from.
@@ -646,30 +638,21 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<(Vec<Item>, Option<PageStart>), StoreError> {
-        let condition = "logPartition = :p AND deliveryId < :cutoff";
-        self.page_before(None, condition, partition, cutoff, limit, start).await
+        let key = KeyQuery::partition(LOG_PARTITION, s(partition)).sort_below(DELIVERY_ID, time(cutoff));
+        self.page(None, key, limit, start).await
     }
 
-    /// One page of the items of `partition` (of the table, or of `index`) that `condition`
-    /// keeps below `cutoff` (`:p` the partition, `:cutoff` the bound), at most `limit`, from
-    /// `start`; and where the next page starts, when more may follow.
-    async fn page_before(
+    /// One page of the items (of the table, or of `index`) that `key` keeps, at most `limit`,
+    /// from `start`; and where the next page starts, when more may follow.
+    async fn page(
         &self,
         index: Option<&str>,
-        condition: &str,
-        partition: String,
-        cutoff: Timestamp,
+        key: KeyQuery,
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<(Vec<Item>, Option<PageStart>), StoreError> {
         let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .set_index_name(index.map(str::to_owned))
-            .key_condition_expression(condition)
-            .expression_attribute_values(":p", s(partition))
-            .expression_attribute_values(":cutoff", time(cutoff))
+            .query(index, key)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .set_exclusive_start_key(start.map(|start| start.0))
             .send()
@@ -701,8 +684,7 @@ impl DeliveryTable {
                 continue;
             };
             let Some(key) = marker.records.iter().find(|key| key.delivery_id == found.delivery_id) else { continue };
-            let unindexed =
-                Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())).and(Condition::absent(DUE_SHARD));
+            let unindexed = has_status(DeliveryStatus::Pending).and(Condition::absent(DUE_SHARD));
             let in_due_index = Expression::new().set(DUE_SHARD, s(due_shard(&key.delivery_id)));
             let expression =
                 with_status_key(in_due_index, &key.subscription_id, DeliveryStatus::Pending).when(unindexed);
@@ -788,7 +770,7 @@ impl DeliveryTable {
             .set(STATUS, s(status.as_str()))
             .set(LAST_ERROR, s(ended.to_string()))
             .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
-            .when(Condition::equals(STATUS, s(DeliveryStatus::Held.as_str())));
+            .when(has_status(DeliveryStatus::Held));
         applied(self.record_update(&RecordKey::of_record(&stored.record)).expression(expression).send().await)
     }
 
@@ -855,7 +837,7 @@ impl DeliveryTable {
         };
         let claimable = Condition::exists(DELIVERY_ID)
             .and(same_generation(message.generation))
-            .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())))
+            .and(has_status(DeliveryStatus::Pending))
             .and(unclaimed)
             .and(Condition::absent(NEXT_ATTEMPT_AT).or(Condition::below(NEXT_ATTEMPT_AT, time(plan::due_by(now)))));
         let expression = Expression::new().set(LEASE_UNTIL, time(lease.until)).when(claimable);
@@ -880,16 +862,8 @@ impl DeliveryTable {
     /// claim, read strongly consistently (a first attempt reads it to hold the claim its
     /// record was created with, `plan::created_claim`).
     pub async fn state(&self, key: &RecordKey) -> Result<Option<RecordState>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key.item()))
-            .projection_expression("generation, #status, attempts, roundAttempts, nextAttemptAt, leaseUntil")
-            .expression_attribute_names("#status", "status")
-            .consistent_read(true)
-            .send()
-            .await?;
+        let projection = Projection::of(&[GENERATION, STATUS, ATTEMPTS, ROUND_ATTEMPTS, NEXT_ATTEMPT_AT, LEASE_UNTIL]);
+        let output = self.read(key).projection(projection).send().await?;
         output.item.map(state_of).transpose()
     }
 
@@ -907,7 +881,7 @@ impl DeliveryTable {
         lease: Option<Lease>,
     ) -> Result<bool, StoreError> {
         let mut expression = counted(upsert(message, body, attempt.status, attempt.at), attempt)
-            .add("roundAttempts", 1)
+            .add(ROUND_ATTEMPTS, 1)
             .remove(LEASE_UNTIL);
         if attempt.advance_generation {
             expression = expression.set(GENERATION, n(message.generation + 1));
@@ -1002,14 +976,14 @@ impl DeliveryTable {
         let pending = DeliveryStatus::Pending;
         let mut condition = Condition::exists(DELIVERY_ID);
         if let Some(status) = if_status {
-            condition = condition.and(Condition::equals(STATUS, s(status.as_str())));
+            condition = condition.and(has_status(status));
         }
         let expression = with_status_key(Expression::new(), &record.subscription_id, pending)
             .set(STATUS, s(pending.as_str()))
             .set(NEXT_ATTEMPT_AT, time(at))
             .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
             .add(GENERATION, 1)
-            .set("roundAttempts", n(0))
+            .set(ROUND_ATTEMPTS, n(0))
             .set(DUE_SHARD, s(due_shard(&record.id)))
             .remove(SUCCEEDED_AT)
             .when(condition);
@@ -1027,7 +1001,7 @@ impl DeliveryTable {
         cutoff: Timestamp,
         now: Timestamp,
     ) -> Result<Option<StoredDelivery>, StoreError> {
-        let still_overdue = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
+        let still_overdue = has_status(DeliveryStatus::Pending)
             .and(Condition::below(NEXT_ATTEMPT_AT, time(cutoff)))
             .and(lease_free(now));
         let expression = Expression::new()
@@ -1036,6 +1010,16 @@ impl DeliveryTable {
             .remove(LEASE_UNTIL)
             .when(still_overdue);
         self.update_returning(&overdue.key, expression).await?.map(stored_of).transpose()
+    }
+
+    /// A strongly consistent read of one record.
+    fn read(&self, key: &RecordKey) -> GetItemFluentBuilder {
+        self.client.get_item().table_name(&self.table).set_key(Some(key.item())).consistent_read(true)
+    }
+
+    /// A query of the table, or of `index`, by `key`.
+    fn query(&self, index: Option<&str>, key: KeyQuery) -> QueryFluentBuilder {
+        self.client.query().table_name(&self.table).set_index_name(index.map(str::to_owned)).key_query(key)
     }
 
     /// An update of one record; callers add the expression and its condition.
@@ -1083,8 +1067,8 @@ impl DeliveryTable {
         limit: u32,
         start: Option<PageStart>,
     ) -> Result<ShardPage<Overdue>, StoreError> {
-        let condition = "dueShard = :p AND nextAttemptAt < :cutoff";
-        let (items, next) = self.page_before(Some(BY_DUE), condition, partition, before, limit, start).await?;
+        let key = KeyQuery::partition(DUE_SHARD, s(partition)).sort_below(NEXT_ATTEMPT_AT, time(before));
+        let (items, next) = self.page(Some(BY_DUE), key, limit, start).await?;
         Ok(ShardPage { items: items.iter().map(Overdue::of_item).collect::<Result<_, _>>()?, next })
     }
 
@@ -1095,8 +1079,7 @@ impl DeliveryTable {
     /// as it now is; `None` when it was not parked any more.
     pub async fn unpark(&self, parked: &Overdue) -> Result<Option<StoredDelivery>, StoreError> {
         let id = &parked.key.delivery_id;
-        let still_parked = Condition::equals(DUE_SHARD, s(parked_shard(id)))
-            .and(Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str())));
+        let still_parked = Condition::equals(DUE_SHARD, s(parked_shard(id))).and(has_status(DeliveryStatus::Pending));
         let expression = Expression::new().set(DUE_SHARD, s(due_shard(id))).add(GENERATION, 1).when(still_parked);
         self.update_returning(&parked.key, expression).await?.map(stored_of).transpose()
     }
@@ -1162,7 +1145,7 @@ impl DeliveryTable {
         let (mut count, mut start) = (0, None);
         loop {
             let output = self
-                .of_status(&key, "statusKey = :key")
+                .query(Some(BY_STATUS), KeyQuery::partition(STATUS_KEY, s(&key)))
                 .select(Select::Count)
                 .set_exclusive_start_key(start)
                 .send()
@@ -1186,27 +1169,18 @@ impl DeliveryTable {
     ) -> Result<Vec<StoredDelivery>, StoreError> {
         let (mut start, mut found) = (None, Vec::new());
         loop {
-            let query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .expression_attribute_values(":first", s(first))
-                .expression_attribute_values(":end", s(end))
-                .set_exclusive_start_key(start);
             // Ids below `end`: every id made before `until` sorts under `end`'s text.
+            let ids = |key: KeyQuery| key.sort_between(DELIVERY_ID, s(first), s(end));
             let query = match source {
-                InWindow::Indexed(key) => query
-                    .index_name(BY_STATUS)
-                    .key_condition_expression("statusKey = :p AND deliveryId BETWEEN :first AND :end")
-                    .expression_attribute_values(":p", s(key))
+                InWindow::Indexed(key) => self
+                    .query(Some(BY_STATUS), ids(KeyQuery::partition(STATUS_KEY, s(key))))
                     .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX)),
-                InWindow::Logged(partition, status) => filtered_to(query, status)
-                    .key_condition_expression("logPartition = :p AND deliveryId BETWEEN :first AND :end")
-                    .expression_attribute_values(":p", s(partition))
+                InWindow::Logged(partition, status) => self
+                    .query(None, ids(KeyQuery::partition(LOG_PARTITION, s(partition))).filter(has_status(status)))
                     .consistent_read(true)
                     .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX)),
             };
-            let output = query.send().await?;
+            let output = query.set_exclusive_start_key(start).send().await?;
             let items = output.items.unwrap_or_default();
             let read = match source {
                 InWindow::Indexed(_) => {
@@ -1221,16 +1195,6 @@ impl DeliveryTable {
                 return Ok(found);
             }
         }
-    }
-
-    /// A query of the status index's partition `key` (`:key` in `condition`).
-    fn of_status(&self, key: &str, condition: &str) -> QueryFluentBuilder {
-        self.client
-            .query()
-            .table_name(&self.table)
-            .index_name(BY_STATUS)
-            .key_condition_expression(condition)
-            .expression_attribute_values(":key", s(key))
     }
 
     /// The keys of the subscription's `pending` and `held` records created before `before`,
@@ -1248,16 +1212,18 @@ impl DeliveryTable {
         before: Timestamp,
         limit: u32,
     ) -> Result<Vec<RecordKey>, StoreError> {
-        let end = ids::first_id_at(ids::DELIVERY, before);
+        let below = |key: KeyQuery| {
+            key.sort_below(DELIVERY_ID, s(ids::first_id_at(ids::DELIVERY, before)))
+                .project(&[LOG_PARTITION, DELIVERY_ID])
+        };
         let held = status_key(subscription_id, DeliveryStatus::Held)
-            .map(|key| (key, "statusKey = :p AND deliveryId < :end", Some(BY_STATUS)));
-        let logs = (0..LOG_SHARDS)
-            .map(|shard| (log_partition(subscription_id, shard), "logPartition = :p AND deliveryId < :end", None));
-        let reads = held.into_iter().chain(logs).map(|(partition, condition, index)| {
-            // Only the log's reads need the filter: the index's partition is all held.
-            let pending = index.is_none().then_some(DeliveryStatus::Pending);
-            self.keys_below(index, condition, partition, &end, pending, limit)
+            .map(|key| (Some(BY_STATUS), below(KeyQuery::partition(STATUS_KEY, s(key)))));
+        // Only the log's reads need the filter: the index's partition is all held.
+        let logs = (0..LOG_SHARDS).map(|shard| {
+            let log = KeyQuery::partition(LOG_PARTITION, s(log_partition(subscription_id, shard)));
+            (None, below(log).filter(has_status(DeliveryStatus::Pending)))
         });
+        let reads = held.into_iter().chain(logs).map(|(index, key)| self.keys_of(index, key, limit));
         let mut found: Vec<RecordKey> =
             futures_util::future::try_join_all(reads).await?.into_iter().flatten().collect();
         found.sort_by(|a, b| b.delivery_id.cmp(&a.delivery_id));
@@ -1265,36 +1231,18 @@ impl DeliveryTable {
         Ok(found)
     }
 
-    /// The keys of `partition` (of the table, or of `index`) below `end` by `condition` (`:p`
-    /// the partition, `:end` the bound), of `status` when given, newest first, until more
-    /// than `limit` are found.
-    async fn keys_below(
-        &self,
-        index: Option<&str>,
-        condition: &str,
-        partition: String,
-        end: &str,
-        status: Option<DeliveryStatus>,
-        limit: u32,
-    ) -> Result<Vec<RecordKey>, StoreError> {
+    /// The keys of the items (of the table, or of `index`) that `key` keeps, newest first,
+    /// until more than `limit` are found.
+    async fn keys_of(&self, index: Option<&str>, key: KeyQuery, limit: u32) -> Result<Vec<RecordKey>, StoreError> {
         let (mut start, mut found) = (None, Vec::new());
         loop {
-            let mut query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .set_index_name(index.map(str::to_owned))
-                .key_condition_expression(condition)
-                .expression_attribute_values(":p", s(&partition))
-                .expression_attribute_values(":end", s(end))
-                .projection_expression("logPartition, deliveryId")
+            let output = self
+                .query(index, key.clone())
                 .scan_index_forward(false)
                 .limit(i32::try_from(FILTERED_CHUNK.max(limit + 1)).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start);
-            if let Some(status) = status {
-                query = filtered_to(query, status);
-            }
-            let output = query.send().await?;
+                .set_exclusive_start_key(start)
+                .send()
+                .await?;
             for item in output.items.unwrap_or_default() {
                 found.push(RecordKey::from_item(&item)?);
             }
@@ -1314,8 +1262,7 @@ impl DeliveryTable {
     /// shows), and the record stays `cancelled`. How many it cancelled.
     pub async fn cancel(&self, keys: &[RecordKey], at: Timestamp) -> Result<usize, StoreError> {
         let cancelled = DeliveryStatus::Cancelled;
-        let waits = Condition::equals(STATUS, s(DeliveryStatus::Pending.as_str()))
-            .or(Condition::equals(STATUS, s(DeliveryStatus::Held.as_str())));
+        let waits = has_status(DeliveryStatus::Pending).or(has_status(DeliveryStatus::Held));
         // The futures are made first: a stream that maps with a closure over `self` is not
         // provably `Send`.
         let writes: Vec<_> = keys
@@ -1347,14 +1294,7 @@ impl DeliveryTable {
         delivery_id: &DeliveryId,
     ) -> Result<Option<StoredDelivery>, StoreError> {
         let key = RecordKey { subscription_id: subscription_id.clone(), delivery_id: delivery_id.clone() };
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key.item()))
-            .consistent_read(true)
-            .send()
-            .await?;
+        let output = self.read(&key).send().await?;
         output.item.map(stored_of).transpose()
     }
 
@@ -1402,16 +1342,13 @@ impl DeliveryTable {
         limit: u32,
         after: Option<&DeliveryId>,
     ) -> Result<DeliveryPage, StoreError> {
-        let condition = if after.is_some() { "statusKey = :key AND deliveryId < :after" } else { "statusKey = :key" };
-        let mut query = self
-            .of_status(key, condition)
+        let output = self
+            .query(Some(BY_STATUS), below_if(KeyQuery::partition(STATUS_KEY, s(key)), after))
             .scan_index_forward(false)
             // One extra record tells whether another page follows, so the last page says so.
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
-        if let Some(after) = after {
-            query = query.expression_attribute_values(":after", s(after));
-        }
-        let output = query.send().await?;
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+            .send()
+            .await?;
         let keys: Result<Vec<RecordKey>, _> =
             output.items.unwrap_or_default().iter().map(RecordKey::from_item).collect();
         // The index follows the table within a moment: the record says what it is now.
@@ -1480,24 +1417,18 @@ impl DeliveryTable {
         chunk: u32,
         found: &mut Vec<DeliveryRecord>,
     ) -> Result<usize, StoreError> {
-        let condition = if after.is_some() { "logPartition = :p AND deliveryId < :after" } else { "logPartition = :p" };
-        let mut query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression(condition)
-            .expression_attribute_values(":p", s(&shard.partition))
+        let mut key = below_if(KeyQuery::partition(LOG_PARTITION, s(&shard.partition)), after);
+        if let Some(status) = status {
+            key = key.filter(has_status(status));
+        }
+        let output = self
+            .query(None, key)
             .scan_index_forward(false)
             .consistent_read(true)
             .limit(i32::try_from(chunk).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(shard.start.take());
-        if let Some(after) = after {
-            query = query.expression_attribute_values(":after", s(after));
-        }
-        if let Some(status) = status {
-            query = filtered_to(query, status);
-        }
-        let output = query.send().await?;
+            .set_exclusive_start_key(shard.start.take())
+            .send()
+            .await?;
         let items: Vec<DeliveryItem> = serde_dynamo::from_items(output.items.unwrap_or_default())?;
         for item in items {
             found.push(item.into_stored()?.record);
@@ -1531,9 +1462,7 @@ impl DeliveryTable {
             let items = KeysAndAttributes::builder().set_keys(Some(items));
             let items = match read {
                 BatchRead::Whole => items.consistent_read(true),
-                BatchRead::Due => items
-                    .projection_expression("deliveryId, #status, nextAttemptAt, dueShard")
-                    .expression_attribute_names("#status", STATUS),
+                BatchRead::Due => items.projection(Projection::of(&[DELIVERY_ID, STATUS, NEXT_ATTEMPT_AT, DUE_SHARD])),
             };
             let mut request = Some(items.build().expect("keys are set"));
             let mut backoff = super::Backoff::new(UNPROCESSED_RETRIES);
@@ -1604,12 +1533,17 @@ impl ReadDownTo {
     }
 }
 
-/// `query` keeping only the records of `status` (a filter: what it reads costs the same).
-fn filtered_to(query: QueryFluentBuilder, status: DeliveryStatus) -> QueryFluentBuilder {
-    query
-        .filter_expression("#status = :status")
-        .expression_attribute_names("#status", STATUS)
-        .expression_attribute_values(":status", s(status.as_str()))
+/// The record's status is `status`.
+fn has_status(status: DeliveryStatus) -> Condition {
+    Condition::equals(STATUS, s(status.as_str()))
+}
+
+/// `key` below the delivery id `after`, when given (the page after it, newest first).
+fn below_if(key: KeyQuery, after: Option<&DeliveryId>) -> KeyQuery {
+    match after {
+        Some(after) => key.sort_below(DELIVERY_ID, s(after)),
+        None => key,
+    }
 }
 
 /// The start of every attempt's update, which creates the record if needed: `SET` the
@@ -1617,27 +1551,27 @@ fn filtered_to(query: QueryFluentBuilder, status: DeliveryStatus) -> QueryFluent
 fn upsert(message: &DeliveryMessage, body: &[u8], status: DeliveryStatus, at: Timestamp) -> Expression {
     // The same bytes make the same form, so a record keeps one body attribute.
     let (body_name, body_value) = match KeptBody::of(body) {
-        KeptBody::Text(text) => ("body", s(text)),
-        KeptBody::Deflated(bytes) => ("bodyDeflated", AttributeValue::B(Blob::new(bytes))),
+        KeptBody::Text(text) => (BODY, s(text)),
+        KeptBody::Deflated(bytes) => (BODY_DEFLATED, AttributeValue::B(Blob::new(bytes))),
     };
     with_status_key(Expression::new(), &message.subscription_id, status)
         .set(STATUS, s(status.as_str()))
         .set(EXPIRES_AT, n(expires_at(at).unix_seconds()))
-        .set_if_absent("userId", s(&message.user_id))
+        .set_if_absent(USER_ID, s(&message.user_id))
         .set_if_absent(SUBSCRIPTION_ID, s(&message.subscription_id))
-        .set_if_absent("eventId", s(&message.event.id))
-        .set_if_absent("eventType", s(message.event.kind().as_str()))
-        .set_if_absent("createdAt", time(at))
+        .set_if_absent(EVENT_ID, s(&message.event.id))
+        .set_if_absent(EVENT_TYPE, s(message.event.kind().as_str()))
+        .set_if_absent(CREATED_AT, time(at))
         .set_if_absent(body_name, body_value)
 }
 
 /// Counts `attempt` in an attempt's update: one more attempt, when, and what it got (the
 /// receiver's status and answer, if it answered, and its error).
 fn counted(expression: Expression, attempt: &AttemptRecord) -> Expression {
-    let expression = expression.add(ATTEMPTS, 1).set("lastAttemptAt", time(attempt.at));
+    let expression = expression.add(ATTEMPTS, 1).set(LAST_ATTEMPT_AT, time(attempt.at));
     let expression = match &attempt.response {
-        Some((status, answer)) => expression.set("lastResponseStatus", n(status)).set("lastResponseBody", s(answer)),
-        None => expression.remove("lastResponseStatus").remove("lastResponseBody"),
+        Some((status, answer)) => expression.set(LAST_RESPONSE_STATUS, n(status)).set(LAST_RESPONSE_BODY, s(answer)),
+        None => expression.remove(LAST_RESPONSE_STATUS).remove(LAST_RESPONSE_BODY),
     };
     match &attempt.error {
         Some(error) => expression.set(LAST_ERROR, s(error)),
