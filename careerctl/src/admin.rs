@@ -323,8 +323,8 @@ impl Admin {
     }
 
     pub async fn create_tables(&self) -> anyhow::Result<CreatedTables> {
-        let template = local_aws::template::Template::shipped();
-        let (created, _) = local_aws::resources::create_tables(&template, &self.dynamodb, &self.tables).await?;
+        let template = career_template::Template::shipped();
+        let (created, _) = career_template::tables::create_tables(&template, &self.dynamodb, &self.tables).await?;
         Ok(CreatedTables { created })
     }
 }

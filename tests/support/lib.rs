@@ -13,8 +13,8 @@ pub mod tls;
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::path::Path;
-use std::sync::mpsc;
 use std::sync::OnceLock;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
@@ -464,7 +464,7 @@ pub fn assert_rfc3339_utc(text: impl AsRef<str>) {
 
 /// The three API functions as a fresh (cold) instance would run them.
 pub struct Api {
-    pub functions: ApiFunctions,
+    pub functions: Arc<ApiFunctions>,
     pub admin: Admin,
     pub settings: Settings,
 }
@@ -493,11 +493,13 @@ impl Api {
 
     /// The functions on the services that these clients talk to.
     pub fn on(clients: AwsClients, settings: Settings) -> Self {
-        Api {
-            functions: ApiFunctions::new(&deployment(&settings), &clients, &settings).expect("valid settings"),
-            admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()),
-            settings,
-        }
+        let functions = ApiFunctions::new(&deployment(&settings), &clients, &settings).expect("valid settings");
+        Self::serving(Arc::new(functions), clients, settings)
+    }
+
+    /// `functions` (a stack's, built already), with an admin on `clients`.
+    pub fn serving(functions: Arc<ApiFunctions>, clients: AwsClients, settings: Settings) -> Self {
+        Api { functions, admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()), settings }
     }
 
     /// Issues a key for `user` with the comma-separated `scopes`.

@@ -1,7 +1,16 @@
-//! template.yaml as the local stack reads it: the one declaration of the infrastructure. The
-//! local stack creates the tables and queues it declares, gives each function the role and
-//! event sources it declares, and resolves `Ref`, `Fn::GetAtt` and `Fn::Sub` (short or long
-//! form) to the local resources, as CloudFormation resolves them to the deployed ones.
+//! `career-template`: template.yaml as the stacks read it, the one declaration of the
+//! infrastructure. The local stack (local-aws) creates the tables and queues it declares, gives
+//! each function the role and event sources it declares, and resolves `Ref`, `Fn::GetAtt` and
+//! `Fn::Sub` (short or long form) to the local resources, as CloudFormation resolves them to
+//! the deployed ones. What careerctl needs of it against AWS lives here too, so that it does
+//! not link the emulator: the tables (tables), the stream filters (filters), the record of a
+//! stream batch given up on (on_failure) and the event Lambda builds from stream records
+//! (stream_event).
+
+pub mod filters;
+pub mod on_failure;
+pub mod stream_event;
+pub mod tables;
 
 use std::collections::HashMap;
 
