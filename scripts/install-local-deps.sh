@@ -15,7 +15,8 @@
 #       the Standard Webhooks libraries, `cryptography` (the v1a receiver of docs/receiving-webhooks.md) and
 #       the JWT libraries PyJWT and jose (its identity-token receivers) in
 #       .local/receivers-venv (Python), and .local/receivers-node/node_modules (Node.js, with
-#       TypeScript for the snippet in docs/receiving-webhooks.md)
+#       TypeScript for the snippet in docs/receiving-webhooks.md); and Debian's Go with go-oidc
+#       (apt, only if `go` or /usr/share/gocode's go-oidc is missing), for its Go receiver
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
 #       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
@@ -114,6 +115,12 @@ install_lint() {
 
 install_receivers() {
   command -v curl >/dev/null || apt_install curl   # the rotation commands of docs/receiving-webhooks.md
+  # Its Go receiver, built offline in GOPATH mode: Go and the go-oidc package (with go-jose v2
+  # and the other Go libraries it needs), which Debian installs under /usr/share/gocode.
+  if ! command -v go >/dev/null || [[ ! -d /usr/share/gocode/src/github.com/coreos/go-oidc ]]; then
+    say "installing golang-go and golang-github-coreos-go-oidc-dev ..."
+    apt_install golang-go golang-github-coreos-go-oidc-dev
+  fi
   # shellcheck disable=SC2086  # RECEIVERS_PY_PINS is a word list on purpose
   make_venv "$LOCAL/receivers-venv" "$RECEIVERS_PY_PINS" $RECEIVERS_PY_PINS
   local node="$LOCAL/receivers-node"
