@@ -173,15 +173,19 @@ async fn over_rate(
     let rate = subscription.max_deliveries_per_second?;
     let began = Instant::now();
     loop {
-        let wait = match deps.limiter.admit(&subscription.id, rate).await {
-            Ok(Admission::Admitted) => return None,
+        let admission = deps.limiter.admit(&subscription.id, rate).await;
+        if matches!(admission, Ok(Admission::Admitted)) {
+            return None;
+        }
+        observed.saw(&subscription.id, Observation::RateLimited { at: Timestamp::now() });
+        let wait = match admission {
             Ok(Admission::Wait(wait)) => wait,
+            Ok(Admission::Admitted) => return None,
             Err(err) => {
                 tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
                 return Some(HeldBack::OverRate(wait_after_failed_count(jitter())));
             }
         };
-        observed.saw(&subscription.id, Observation::RateLimited { at: Timestamp::now() });
         match rate::over_limit(wait, began.elapsed(), lease, Timestamp::now()) {
             OverLimit::InTurn(wait) => tokio::time::sleep(wait).await,
             OverLimit::OnLane(held_back) => return Some(held_back),

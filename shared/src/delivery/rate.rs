@@ -5,8 +5,8 @@
 //! start a little ahead ([`LEAD`]): the count is stamped with that start and the attempt waits
 //! for it, so the count's latency is a short delay of the attempt rather than a wider window
 //! (which would leave part of the limit unused). A delivery over the limit waits for the
-//! place the window frees next, within its turn when that is soon ([`crate::delivery::plan::over_rate`]),
-//! else back on its lane; its attempt is not spent either way.
+//! place the window frees next, within its turn when that is soon ([`over_limit`]), else back
+//! on its lane; its attempt is not spent either way.
 //!
 //! One item takes at most its partition's write units a second (contract section 22), and a
 //! limit may be 10,000, so a limit is split over [`Counters`]: items that each admit their
@@ -28,10 +28,11 @@ use crate::webhooks::DeliveryRate;
 
 /// How long after its count is asked an admitted attempt starts: the count is stamped with
 /// that start, and the attempt waits for it when the answer comes sooner. An answer that
-/// comes later is not used (the attempt waits, its place in the window spent).
+/// comes later is not used: its place is taken back and the attempt counted again.
 pub const LEAD: Duration = Duration::from_millis(200);
 /// How late after its stamp an admitted attempt may still start (waking from its wait, and
-/// signing); one that would start later is not sent (it waits, its place spent).
+/// signing); one that would start later is not sent: its place is taken back and it is
+/// counted again.
 pub const PRECISION: Duration = Duration::from_millis(30);
 /// The window each limit is counted over: the contract's second and the precision, so no
 /// second of attempt starts holds attempts stamped further apart than one window.
@@ -62,7 +63,7 @@ pub enum Admission {
     /// Counted, and its start come: the attempt starts now.
     Admitted,
     /// Over the limit: a place frees in this long (to the millisecond; where it waits is
-    /// the plan's, [`crate::delivery::plan::over_rate`]).
+    /// [`over_limit`]'s to say).
     Wait(Duration),
 }
 
