@@ -13,32 +13,13 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use career_core::aws::queue::DeliveryQueues;
-use career_core::clock::Timestamp;
-use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::DeliveryMessage;
-use career_core::events::Event;
-use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::WebhookTable;
 use career_core::store::PartitionQuota;
 use career_service::calls::{Call, Calls};
-use career_service::in_first_group;
 use career_service::pipeline::Pipeline;
-use career_service::receiver::{Received, Receiver};
-use career_service::{
-    acting_as, clients, clients_at, dynamodb, eventually, function_settings, queue_sources, services, typed,
-    unique_user, DEADLINE,
-};
-use lambda_http::http::Method;
-use local_aws::event_sources::pumps::run_queue_pump;
-use local_aws::template::function;
+use career_service::scale_model::{layer, RateLimitRun};
+use career_service::{services, unique_user};
 use local_aws::throttling::{Modelled, ThrottlingLayer};
 use serde_json::json;
-
-/// The layer in front of the tests' DynamoDB Local, throttling `modelled` at `quota`.
-async fn layer(quota: PartitionQuota, modelled: Modelled) -> ThrottlingLayer {
-    ThrottlingLayer::start(&services().dynamodb_endpoint, dynamodb(), quota, modelled).await.expect("the layer")
-}
 
 /// A DynamoDB client through `layer`, with the SDK's retries (`retries`) or none.
 fn client_through(layer: &ThrottlingLayer, retries: bool, calls: &Calls) -> aws_sdk_dynamodb::Client {
@@ -106,104 +87,25 @@ async fn the_scale_model_throttles_a_key_past_its_write_units_as_dynamodb_does_a
     assert!(sent >= 2, "the write was throttled first and retried ({sent} attempts)");
 }
 
-/// The most attempts that started in one second, by the second each was signed in (its
-/// `webhook-timestamp`), as tests/it/lanes.rs counts them.
-fn per_second(received: &[Received]) -> std::collections::BTreeMap<u64, usize> {
-    let mut seconds = std::collections::BTreeMap::new();
-    for r in received {
-        *seconds.entry(r.header("webhook-timestamp").parse::<u64>().expect("a timestamp")).or_default() += 1;
-    }
-    seconds
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rate_limit_five_times_one_items_write_quota_holds_on_the_scale_model_and_never_stalls() {
     // DynamoDB's per-key quota divided by 200: an item takes 5 writes a second, and the
     // limit is five times that, as 5,000 is to DynamoDB's 1,000.
     const LIMIT: usize = 25;
     const DELIVERIES: usize = 300;
-    let quota = PartitionQuota::DYNAMODB.scaled_down(200);
     // A failed count that waited the retry base would show as a gap of 30 s.
     let retry_base = Duration::from_secs(30);
-    let pipeline = Pipeline::with_settings(false, |s| {
-        s.partition_quota = quota;
-        s.retry_base = retry_base;
-    })
-    .await;
-    // The counters' table only: the model's other keys (a subscription's log shards, say)
-    // would throttle the deliveries first, and this is a test of the counters.
-    let layer = layer(quota, Modelled::Only(vec![pipeline.settings().tables.rate_limits.clone()])).await;
-    let settings = pipeline.settings().clone();
-    // Two instances of the delivery function on each lane, their DynamoDB calls through the
-    // layer.
-    let mut pumps = Vec::new();
-    for lane in queue_sources(function::DELIVER, &settings).into_iter().flat_map(|lane| [lane.clone(), lane]) {
-        let through = clients_at(&layer.endpoint, &services().sqs_endpoint);
-        let deliver = career_deliver::Deps::new(
-            &acting_as(function::DELIVER, &settings, &through),
-            &function_settings(function::DELIVER, &settings),
-        )
-        .expect("delivery settings");
-        let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
-        pumps.push(tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await }));
-    }
-
-    let receiver = Receiver::start(&[200], Duration::ZERO).await;
-    let user = unique_user();
-    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
-    let key = pipeline.api.key(&user, "write:webhooks").await;
-    let path = format!("/api/v1/webhooks?id={subscription}");
-    let body = json!({"maxDeliveriesPerSecond": LIMIT}).to_string();
-    pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
-
-    let (user_id, subscription_id) = (typed(&user), typed(&subscription));
-    let queue = |count: usize| {
-        let messages: Vec<DeliveryMessage> = (0..count)
-            .map(|_| DeliveryMessage::new(&Event::ping(&subscription_id), &user_id, &subscription_id))
-            .collect();
-        let settings = &settings;
-        async move {
-            // As the fan-out does: the records first, then the messages on the main lane.
-            let table = DeliveryTable::new(dynamodb(), &settings.tables.deliveries);
-            let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
-            for chunk in pending.chunks(25) {
-                table.insert_new(chunk, Timestamp::now()).await.unwrap();
-            }
-            let queues = DeliveryQueues::new(&clients(), settings).unwrap();
-            for chunk in messages.chunks(100) {
-                queues.post_all(&in_first_group(chunk)).await.unwrap();
-            }
-        }
-    };
-    // One delivery first, so that the receiver's pace is known and the subscription spreads
-    // over the groups its limit gives it.
-    queue(1).await;
-    receiver.wait_for(1, DEADLINE).await;
-    let webhooks = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
-    eventually("the receiver's pace recorded", || async {
-        let fast_since = webhooks.get(&user_id, &subscription_id).await.unwrap().unwrap().fast_since;
-        fast_since.ok_or("not fast yet")
-    })
-    .await;
-
+    let run = RateLimitRun { limit: LIMIT, deliveries: DELIVERIES, divisor: 200, retry_base };
     // On one item, as before the counters were split, most counts are throttled (each retried
     // by the SDK, then waiting on the lane), and the deliveries do not all arrive in time.
-    queue(DELIVERIES).await;
-    let arrivals = receiver.wait_for(DELIVERIES + 1, DEADLINE).await;
-    for pump in pumps {
-        pump.abort();
-    }
+    let delivered = run.run().await;
 
-    let ids: std::collections::HashSet<&str> = arrivals.iter().map(|r| r.header("webhook-id")).collect();
-    assert_eq!((ids.len(), arrivals.len()), (DELIVERIES + 1, DELIVERIES + 1), "every delivery once");
-
-    let seconds = per_second(&arrivals[1..]);
-    let most = seconds.values().max().copied().unwrap_or(0);
-    assert!(most <= LIMIT, "{most} attempts started in one second: {seconds:?}");
+    assert_eq!((delivered.distinct(), delivered.arrivals.len()), (DELIVERIES, DELIVERIES), "every delivery once");
+    let most = delivered.most_in_a_second();
+    assert!(most <= LIMIT, "{most} attempts started in one second: {:?}", delivered.per_second());
     // No stall: a failed count that waited the retry base would leave a gap that long.
-    let sent: Vec<u64> = seconds.keys().copied().collect();
-    let longest_gap = sent.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0);
-    assert!(longest_gap < retry_base.as_secs(), "{longest_gap} s without a delivery: {seconds:?}");
+    let longest_gap = delivered.longest_gap();
+    assert!(longest_gap < retry_base, "{longest_gap:?} without a delivery: {:?}", delivered.per_second());
 }
 
 /// The scale model holds a queue to its in-flight quota as SQS does: a receive takes at most

@@ -1,9 +1,10 @@
 //! Benchmark 17, Scale model: the promises of contract section 22 measured past the quota or
-//! the capacity that binds them, at a size this machine can exceed. Its row here: busy
+//! the capacity that binds them, at a size this machine can exceed. Its rows here: busy
 //! subscriptions share the main lane fairly, a quiet subscription's latency beside two busy
 //! fast ones against its latency alone, with the main lane's groups and consumers divided by
 //! [`SCALE`], the consumers in the shipped ratio to the groups and in the ratio before (20
-//! consumers for 16 groups).
+//! consumers for 16 groups); and a rate limit at five times one item's modelled write quota
+//! holds close to the limit without stalling ([`rate_limit_row`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -15,6 +16,7 @@ use career_core::clock::Timestamp;
 use career_core::delivery::groups::{Groups, Pace};
 use career_core::delivery::log::DeliveryStatus;
 use career_core::delivery::plan::Place;
+use career_core::delivery::rate;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::ids::{SubscriptionId, UserId};
@@ -22,6 +24,7 @@ use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
+use career_service::scale_model::RateLimitRun;
 use local_aws::template::{Template, TEMPLATE};
 
 use crate::isolation::{fan_out, lane_pumps, latencies};
@@ -117,11 +120,20 @@ pub async fn run(_bench: Arc<Bench>) -> Result<Section, String> {
             starved(beside),
         );
     }
-    let unmet_notes = vec![format!(
+    let mut unmet_notes = vec![format!(
         "Fairness holds while the main lane's consumers (`DeliveryMaxConcurrency`) outnumber the message groups \
          of the busy subscriptions ({shipped_groups} each as shipped, `DeliveryGroupsPerSubscription`); \
          docs/deploying.md's capacity table says so."
     )];
+    match rate_limit_row().await {
+        Ok((row, text)) => {
+            rows.push(row);
+            body.push('\n');
+            body.push_str(&text);
+        }
+        Err(error) => rows.push(Row::new(rate_row(), "runs", format!("failed: {error}"), Some(false))),
+    }
+    unmet_notes.push(rate_note());
     Ok(Section { number: 17, title: TITLE, rows, body, unmet_notes })
 }
 
@@ -221,4 +233,100 @@ async fn busy(pipeline: &Pipeline, groups: u32) -> Result<Receiver, String> {
     let queues = DeliveryQueues::new(&career_service::clients(), settings).map_err(|e| e.to_string())?;
     queues.post_all(&spread).await.map_err(|e| e.to_string())?;
     Ok(receiver)
+}
+
+/// The rate-limit row's name.
+fn rate_row() -> String {
+    format!("scale model: a rate limit at 5x one item's modelled write quota ({RATE_LIMIT}/s, 5 writes/s an item)")
+}
+
+/// The rate-limit row's limit: five times one item's modelled write quota, as 5,000 a second
+/// is to DynamoDB's 1,000 writes a second per partition key.
+const RATE_LIMIT: usize = 25;
+/// DynamoDB's per-key quota divided by this: an item takes 5 writes a second.
+const RATE_DIVISOR: u32 = 200;
+/// Deliveries queued at once behind the limit, each run.
+const RATE_DELIVERIES: usize = 300;
+const RATE_ROUNDS: usize = 2;
+/// Within this share of the limit over a run.
+const RATE_TARGET: f64 = 0.9;
+/// A gap between two deliveries this long is a stall: no wait the limit gives is so long
+/// (a place is a second away at most, a failed count waits 1 to 3 s).
+const STALL: Duration = Duration::from_secs(5);
+
+/// Why the rate-limit row may fall short.
+fn rate_note() -> String {
+    format!(
+        "A rate limit's admitted attempts start at their count's stamp, {} ms after it is asked: a count answered \
+         later, or an attempt that wakes more than {} ms after its stamp (a loaded machine's scheduler), gives its \
+         place back and is counted again, so where DynamoDB Local answers that slowly the deliveries come slower \
+         than the limit. The window covers {} ms and up to one slot more, and a saturated limit cannot fill it all.",
+        rate::LEAD.as_millis(),
+        rate::PRECISION.as_millis(),
+        rate::WINDOW.as_millis()
+    )
+}
+
+/// The row of a rate limit at five times one item's modelled write quota (contract sections
+/// 18 and 22), its text for the section's body, and its note should it fall short.
+async fn rate_limit_row() -> Result<(Row, String), String> {
+    let mut runs = Vec::new();
+    for round in 1..=RATE_ROUNDS {
+        progress(format!(
+            "   round {round} of {RATE_ROUNDS}: {RATE_DELIVERIES} deliveries at a limit of {RATE_LIMIT} a second, \
+             the per-key quota divided by {RATE_DIVISOR}"
+        ));
+        career_service::fresh_dynamodb().await?;
+        let run = RateLimitRun {
+            limit: RATE_LIMIT,
+            deliveries: RATE_DELIVERIES,
+            divisor: RATE_DIVISOR,
+            retry_base: Duration::from_secs(30),
+        };
+        let delivered = run.run().await;
+        if delivered.distinct() != RATE_DELIVERIES || delivered.arrivals.len() != RATE_DELIVERIES {
+            return Err(format!(
+                "{} arrivals of {} distinct deliveries, for {RATE_DELIVERIES} queued",
+                delivered.arrivals.len(),
+                delivered.distinct()
+            ));
+        }
+        runs.push((delivered.rate(), delivered.most_in_a_second(), delivered.longest_gap()));
+    }
+    let limit = RATE_LIMIT as f64;
+    let slowest = runs.iter().map(|(rate, _, _)| *rate).fold(f64::INFINITY, f64::min);
+    let most = runs.iter().map(|(_, most, _)| *most).max().unwrap_or(0);
+    let longest_gap = runs.iter().map(|(_, _, gap)| *gap).max().unwrap_or_default();
+    let met = slowest >= RATE_TARGET * limit && most <= RATE_LIMIT && longest_gap < STALL;
+    let row = Row::new(
+        rate_row(),
+        format!("≥ {:.0}% of the limit over the run, never above it in a second, no stall", RATE_TARGET * 100.0),
+        format!(
+            "{slowest:.1}/s ({:.0}% of {RATE_LIMIT}), at most {most} in a second, longest gap {}",
+            100.0 * slowest / limit,
+            ms(longest_gap)
+        ),
+        Some(met),
+    );
+    let mut text = format!(
+        "A subscription with `maxDeliveriesPerSecond` {RATE_LIMIT} gets {RATE_DELIVERIES} deliveries queued at once \
+         on the main lane (behind a first one that makes its receiver known as fast, so it spreads over the \
+         groups its limit gives it), with DynamoDB's per-key quota divided by {RATE_DIVISOR} on the rate-limit \
+         table (5 writes a second an item: the limit is five times one item's, as 5,000 a second is to \
+         DynamoDB's 1,000), and two instances of the delivery function on each lane, their DynamoDB calls \
+         through the scale model's throttling layer. The rate is the deliveries a second from the first arrival \
+         to the last; the most in a second counts attempts by the second they were signed in. {RATE_ROUNDS} runs, \
+         each on a fresh DynamoDB Local:\n"
+    );
+    for (round, (rate, most, gap)) in runs.iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "- run {}: {rate:.1} deliveries a second ({:.0}% of the limit), at most {most} in one second, longest \
+             gap between two arrivals {}.",
+            round + 1,
+            100.0 * rate / limit,
+            ms(*gap)
+        );
+    }
+    Ok((row, text))
 }

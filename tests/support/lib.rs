@@ -7,6 +7,7 @@ pub mod local_run;
 pub mod logs;
 pub mod pipeline;
 pub mod receiver;
+pub mod scale_model;
 pub mod script_receiver;
 pub mod tls;
 
