@@ -37,6 +37,10 @@ use local_aws::template::{function, Template};
 use local_aws::throttling::{Modelled, ThrottlingLayer};
 use serde_json::json;
 
+/// Held by each test that drives deliveries through the model, so none runs beside another:
+/// each measures against quotas a second, which another's load on the emulators would make late.
+static DELIVERING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The layer in front of the tests' DynamoDB Local, throttling `modelled` at `quota`.
 async fn layer(quota: PartitionQuota, modelled: Modelled) -> ThrottlingLayer {
     ThrottlingLayer::start(&services().dynamodb_endpoint, dynamodb(), quota, modelled).await.expect("the layer")
@@ -124,6 +128,7 @@ async fn a_rate_limit_five_times_one_items_write_quota_holds_on_the_scale_model_
     // limit is five times that, as 5,000 is to DynamoDB's 1,000.
     const LIMIT: usize = 25;
     const DELIVERIES: usize = 300;
+    let _alone = DELIVERING.lock().await;
     let quota = PartitionQuota::DYNAMODB.scaled_down(200);
     // A failed count that waited the retry base would show as a gap of 30 s.
     let retry_base = Duration::from_secs(30);
@@ -250,6 +255,7 @@ async fn the_scale_model_holds_a_queue_to_its_in_flight_quota_as_sqs_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_subscriptions_retries_at_ten_times_the_in_flight_quota_leave_the_lane_to_another_users_retries() {
     // SQS's quota divided by 5,000 (24 messages in flight), and the retry lane's consumers by 5.
+    let _alone = DELIVERING.lock().await;
     let quota = SQS_IN_FLIGHT / 5_000;
     let consumers = Template::shipped().parameter_defaults()["DeliveryRetryMaxConcurrency"].parse::<u32>().unwrap() / 5;
     const OTHERS: usize = 5;
