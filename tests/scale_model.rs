@@ -1,6 +1,7 @@
 //! The scale model (contract section 22): the throttling layer in front of DynamoDB Local
-//! answers a partition key past its units as DynamoDB does, and a subscription's
-//! `maxDeliveriesPerSecond` above one item's modelled write quota holds on it (section 18),
+//! answers a partition key past its units as DynamoDB does, a subscription's
+//! `maxDeliveriesPerSecond` above one item's modelled write quota holds on it (section 18), and
+//! a failing subscription's retries past a lane's modelled in-flight quota leave it to others,
 //! with receivers on loopback.
 //!
 //! A binary of its own, which make test runs after the suite, alone: a scale model measures
@@ -13,13 +14,22 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
+use career_core::delivery::log::DeliveryStatus;
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::PartitionQuota;
 use career_service::calls::{Call, Calls};
 use career_service::pipeline::Pipeline;
+use career_service::receiver::Receiver;
 use career_service::scale_model::{layer, RateLimitRun};
-use career_service::{services, unique_user};
+use career_service::{dynamodb, eventually, queue_sources, services, typed, unique_user, QueueGauge, DEADLINE};
+use local_aws::emulators::{set_in_flight_quota, SQS_IN_FLIGHT};
+use local_aws::template::{function, Template};
 use local_aws::throttling::{Modelled, ThrottlingLayer};
 use serde_json::json;
+
+/// Held by each test that drives deliveries through the model, so none runs beside another:
+/// each measures against quotas a second, which another's load on the emulators would make late.
+static DELIVERING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A DynamoDB client through `layer`, with the SDK's retries (`retries`) or none.
 fn client_through(layer: &ThrottlingLayer, retries: bool, calls: &Calls) -> aws_sdk_dynamodb::Client {
@@ -93,6 +103,7 @@ async fn a_rate_limit_five_times_one_items_write_quota_holds_on_the_scale_model_
     // limit is five times that, as 5,000 is to DynamoDB's 1,000.
     const LIMIT: usize = 25;
     const DELIVERIES: usize = 300;
+    let _alone = DELIVERING.lock().await;
     // A failed count that waited the retry base would show as a gap of 30 s.
     let retry_base = Duration::from_secs(30);
     let run = RateLimitRun { limit: LIMIT, deliveries: DELIVERIES, divisor: 200, retry_base };
@@ -141,4 +152,71 @@ async fn the_scale_model_holds_a_queue_to_its_in_flight_quota_as_sqs_does() {
     let settled = first[0].receipt_handle().unwrap();
     sqs.delete_message().queue_url(retry_lane).receipt_handle(settled).send().await.unwrap();
     assert_eq!(receive(1).await.len(), 1, "a settled message frees its place");
+}
+
+/// A failing subscription whose retries are ten times the retry lane's modelled in-flight
+/// quota (contract section 22): its retries wait as delayed messages, never in flight, so the
+/// lane never holds its quota in flight, and another user's retries all go out beside them.
+/// The lane's consumers are divided as the quota is, so their batches alone cannot fill it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_subscriptions_retries_at_ten_times_the_in_flight_quota_leave_the_lane_to_another_users_retries() {
+    // SQS's quota divided by 5,000 (24 messages in flight), and the retry lane's consumers by 5.
+    let _alone = DELIVERING.lock().await;
+    let quota = SQS_IN_FLIGHT / 5_000;
+    let consumers = Template::shipped().parameter_defaults()["DeliveryRetryMaxConcurrency"].parse::<u32>().unwrap() / 5;
+    const OTHERS: usize = 5;
+    let template = Template::shipped().with_parameter_default("DeliveryRetryMaxConcurrency", consumers).unwrap();
+    let pipeline = Pipeline::from_template(template, true, |settings| {
+        // Enough attempts that the failing deliveries retry for the whole test.
+        settings.max_delivery_attempts = 8;
+        settings.retry_base = Duration::from_millis(500);
+    })
+    .await;
+    let retry_lane = queue_sources(function::DELIVER, pipeline.settings())
+        .into_iter()
+        .find(|source| source.queue_url == pipeline.queues.retry)
+        .expect("the retry lane's event source");
+    let in_batches = retry_lane.maximum_concurrency * retry_lane.batch_size as usize;
+    assert!(in_batches < quota as usize, "the lane's {in_batches} messages in batches would fill the quota alone");
+    for lane in [&pipeline.queues.delivery, &pipeline.queues.retry] {
+        set_in_flight_quota(&services().sqs_endpoint, lane, quota).await.unwrap();
+    }
+    let gauge = QueueGauge::start(&pipeline.queues.retry);
+
+    let failing = Receiver::start(&[500], Duration::ZERO).await;
+    pipeline.failing_with_backlog(&failing.url, 10 * quota as usize).await;
+    failing.wait_for(1, DEADLINE).await;
+
+    // Another user's receiver fails each delivery's first attempt once.
+    let flaky = Receiver::per_delivery(&[500, 200], Duration::ZERO).await;
+    let other = unique_user();
+    let (subscription, _) = pipeline.subscribe(&other, &flaky.url, &["profile.updated"]).await;
+    for _ in 0..OTHERS {
+        pipeline.api.admin.update_profile(&other).await.unwrap();
+    }
+    let arrivals = flaky.wait_for(2 * OTHERS, DEADLINE).await;
+    let failing_during = failing.received().len();
+
+    let records = eventually("the other user's deliveries recorded", || async {
+        let deliveries = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+        let listed = deliveries.list(&typed(&subscription), None, 100, None).await.unwrap().deliveries;
+        match listed.iter().all(|record| record.status == DeliveryStatus::Succeeded) && listed.len() == OTHERS {
+            true => Ok(listed),
+            false => Err(listed),
+        }
+    })
+    .await;
+    assert!(records.iter().all(|record| record.attempts == 2), "each failed once and its retry went out: {records:?}");
+    let mut per_delivery = std::collections::HashMap::<&str, usize>::new();
+    for arrival in &arrivals {
+        *per_delivery.entry(arrival.header("webhook-id")).or_default() += 1;
+    }
+    assert!(per_delivery.values().all(|n| *n == 2), "each delivery twice: {per_delivery:?}");
+    assert!(failing_during > 1, "the failing subscription kept retrying beside them");
+    assert!(gauge.most_delayed() > quota as usize, "more of its retries waited at once than the quota holds in flight");
+    assert!(
+        gauge.most_in_flight() < quota as usize,
+        "the retry lane held its quota of {quota} in flight ({} at most): retries waited in flight",
+        gauge.most_in_flight()
+    );
 }

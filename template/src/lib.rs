@@ -108,6 +108,19 @@ impl Template {
         self.document.get("Parameters").and_then(|parameters| parameters.get(name)).is_some()
     }
 
+    /// This template with `value` as the parameter `name`'s default, as a deploy's parameter
+    /// override would set it (a scale model's fewer consumers, say).
+    pub fn with_parameter_default(mut self, name: &str, value: impl ToString) -> anyhow::Result<Self> {
+        let parameter = self
+            .document
+            .get_mut("Parameters")
+            .and_then(|parameters| parameters.get_mut(name))
+            .and_then(Value::as_mapping_mut)
+            .with_context(|| format!("no parameter {name}"))?;
+        parameter.insert("Default".into(), Value::String(value.to_string()));
+        Ok(self)
+    }
+
     /// The `Properties` of `function`'s events of type `kind`, by event name, as the template
     /// writes them (unresolved).
     pub fn events(&self, function: &str, kind: &str) -> anyhow::Result<Vec<(&str, &Value)>> {
@@ -304,6 +317,15 @@ fn long_form_tag(key: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parameter_default_is_overridden_and_only_a_declared_one() {
+        let changed = Template::shipped().with_parameter_default("DeliveryRetryMaxConcurrency", 3).unwrap();
+        let mut expected = Template::shipped().parameter_defaults();
+        expected.insert("DeliveryRetryMaxConcurrency".into(), "3".into());
+        assert_eq!(changed.parameter_defaults(), expected, "that default and no other");
+        assert!(Template::shipped().with_parameter_default("NoSuchParameter", 3).is_err());
+    }
 
     fn resolver() -> Resolver {
         let table = Physical {

@@ -4,7 +4,8 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
 //! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace,destinations,tokens`
-//! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
+//! runs some sections, `BENCH_ROWS=in-flight,…` only those parts of a section that it names
+//! (each section says which it has), `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
 //! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare), and
 //! `BENCH_COMPARE=label=dir,…` adds other builds' API functions to section 11's rounds.
@@ -218,6 +219,11 @@ where
     };
     progress(format!("{number}. done in {:.1} s", started.elapsed().as_secs_f64()));
     outcome
+}
+
+/// Whether `BENCH_ROWS` asks for the section part `part` (every part when it is unset).
+pub fn part_wanted(part: &str) -> bool {
+    std::env::var("BENCH_ROWS").map_or(true, |parts| parts.split(',').any(|wanted| wanted.trim() == part))
 }
 
 /// Waits for `ready`, polling every millisecond, for at most `within`.

@@ -8,9 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+use career_core::aws::queue::DeliveryQueues;
+use career_core::clock::Timestamp;
 use career_core::config::{Settings, TableNames};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::delivery::plan::Place;
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::DeliveryTable;
+use career_core::store::webhooks::WebhookTable;
 use local_aws::deployment::Deployment;
 use local_aws::event_sources::pumps::checkpointed;
 use local_aws::event_sources::StreamSource;
@@ -94,6 +101,30 @@ impl Pipeline {
         let created = self.api.send_json(lambda_http::http::Method::POST, "/api/v1/webhooks", &key, &body).await;
         let json = created.assert_status(201);
         (json["id"].as_str().unwrap().to_owned(), json["secret"].as_str().unwrap().to_owned())
+    }
+
+    /// A new user's subscription to `url`, failing (its failure clock runs) and with `count`
+    /// deliveries due now on the retry lane, where a failing subscription's deliveries wait:
+    /// their records pending, their messages each a delivery's, as a turn moves them. Its id.
+    pub async fn failing_with_backlog(&self, url: &str, count: usize) -> String {
+        let user = unique_user();
+        let (subscription, _) = self.subscribe(&user, url, &["profile.updated"]).await;
+        let settings = self.settings();
+        let (user_id, id): (UserId, SubscriptionId) = (crate::typed(&user), crate::typed(&subscription));
+        let webhooks = WebhookTable::new(crate::dynamodb(), &settings.tables.webhooks);
+        let clock = webhooks.start_failure_clock(&user_id, &id, &crate::failed_attempt(Timestamp::now())).await;
+        clock.expect("the failure clock started");
+        let messages: Vec<DeliveryMessage> =
+            (0..count).map(|_| DeliveryMessage::new(&Event::ping(&id), &user_id, &id)).collect();
+        let table = DeliveryTable::new(crate::dynamodb(), &settings.tables.deliveries);
+        let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+        for chunk in pending.chunks(25) {
+            table.insert_new(chunk, Timestamp::now()).await.expect("the records written");
+        }
+        let on_retry_lane: Vec<_> = messages.iter().map(|message| (message, Place::Delay(Duration::ZERO))).collect();
+        let queues = DeliveryQueues::new(&clients(), settings).expect("the lanes");
+        queues.post_all(&on_retry_lane).await.expect("the messages queued");
+        subscription
     }
 
     /// One of SQS's approximate counts of a queue (the emulator's are exact).
