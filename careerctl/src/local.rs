@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use career_core::aws::AwsClients;
+use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::store::sealing::Sealer;
 use tokio::net::TcpListener;
@@ -101,8 +102,9 @@ async fn restore_queues(stack: &LocalStack, snapshot_path: &Path) -> anyhow::Res
     ))
 }
 
-/// Seals the secrets of local data from before secrets were sealed (before anything is
-/// served), and issues the demo key.
+/// Seals the secrets of local data from before secrets were sealed and arms the probes of
+/// subscriptions disabled for failing before probes (before anything is served), and issues
+/// the demo key.
 async fn prepare_data(functions: &Functions, settings: &Settings) -> anyhow::Result<String> {
     let clients = &functions.clients;
     let admin = Admin::new(clients.dynamodb().clone(), settings.tables.clone());
@@ -110,6 +112,10 @@ async fn prepare_data(functions: &Functions, settings: &Settings) -> anyhow::Res
     let sealed = admin.seal_plain_secrets(&sealer).await?;
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
+    }
+    let armed = admin.arm_probes(&crate::admin::probe_schedule(settings), Timestamp::now()).await?;
+    if armed.armed != 0 {
+        eprintln!("==> armed the probes of {} subscriptions disabled for failing before probes", armed.armed);
     }
     Ok(crate::demo::demo_key(&admin).await?.key)
 }
