@@ -281,19 +281,6 @@ async fn a_role_that_may_not_send_or_a_deleted_queue_fails_at_the_send_and_says_
     assert!(gone.last_error.unwrap().starts_with("sqs:SendMessage: the queue does not exist"));
 }
 
-/// The subscription `id` as its owner's list shows it, once it satisfies `done`.
-async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    eventually(format!("{id} as wanted"), || async {
-        let listed = pipeline.api.get("/api/v1/webhooks", key).await;
-        let webhooks = listed.assert_status(200)["webhooks"].as_array().unwrap().clone();
-        match webhooks.into_iter().find(|s| s["id"] == id) {
-            Some(shown) if done(&shown) => Ok(shown),
-            other => Err(other),
-        }
-    })
-    .await
-}
-
 /// A probe goes to an AWS destination as any delivery does (contract section 20): the
 /// receiver's role does not exist yet, so every attempt is refused at the assumption until the
 /// subscription is disabled for failing, holding what comes meanwhile; once the receiver makes
@@ -301,13 +288,7 @@ async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Val
 /// follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_probe_that_lands_on_an_sqs_destination_enables_it_and_releases_what_it_held() {
-    let mut pipeline = Pipeline::with_settings(true, |s| {
-        s.webhook_disable_after = Duration::from_millis(500);
-        s.probe_after = Duration::from_secs(2);
-        s.probe_for = Duration::from_secs(600);
-    })
-    .await;
-    pipeline.sweep_every(Duration::from_millis(300));
+    let pipeline = Pipeline::probing(Duration::from_secs(2)).await;
     let account = ReceiverAccount::new(&career_service::clients());
     let subscribed = Subscribed::to_queue(&pipeline, &account, "probe").await;
     let Subscribed { user, name, queue_url, subscription } = &subscribed;
@@ -315,7 +296,7 @@ async fn a_probe_that_lands_on_an_sqs_destination_enables_it_and_releases_what_i
     let key = pipeline.api.full_key(user).await;
 
     pipeline.api.admin.update_profile(user).await.unwrap();
-    let disabled = shown_when(&pipeline, &key, id, |s| s["enabled"] == false).await;
+    let disabled = crate::lifecycle_probe::shown_when(&pipeline, &key, id, |s| s["enabled"] == false).await;
     assert_eq!(disabled["disabledReason"], "failing", "{disabled}");
     pipeline.api.admin.update_profile(user).await.unwrap();
     let path = format!("/api/v1/webhooks/deliveries?id={id}&status=held");
@@ -327,7 +308,7 @@ async fn a_probe_that_lands_on_an_sqs_destination_enables_it_and_releases_what_i
 
     let send = ("sqs:SendMessage", queue_arn(queue_url));
     role_for(&account, name, subscription, subscribed.external_id(), (send.0, &send.1)).await;
-    let back = shown_when(&pipeline, &key, id, |s| s["enabled"] == true).await;
+    let back = crate::lifecycle_probe::shown_when(&pipeline, &key, id, |s| s["enabled"] == true).await;
     assert_eq!(back["disabledReason"], Value::Null, "{back}");
     let messages = take(&account, queue_url, 2).await;
     let probes: Vec<Value> = (messages.iter())

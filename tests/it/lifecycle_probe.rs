@@ -29,7 +29,7 @@ async fn shown(pipeline: &Pipeline, key: &str, id: &str) -> Value {
 }
 
 /// Waits until the subscription `id`, as listed, satisfies `done`.
-async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     eventually(format!("{id} as wanted"), || async {
         let shown = shown(pipeline, key, id).await;
         if done(&shown) {
@@ -43,13 +43,7 @@ async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_subscription_is_probed_and_a_2xx_brings_it_back_with_what_it_held() {
-    let mut pipeline = Pipeline::with_settings(true, |s| {
-        s.webhook_disable_after = Duration::from_millis(500);
-        s.probe_after = Duration::from_secs(2);
-        s.probe_for = Duration::from_secs(600);
-    })
-    .await;
-    pipeline.sweep_every(Duration::from_millis(300));
+    let pipeline = Pipeline::probing(Duration::from_secs(2)).await;
     let user = unique_user();
     // Three failed attempts disable it; the first probe fails, the second succeeds.
     let receiver = Receiver::answering(&[500, 500, 500, 500, 200], "down", NO_DELAY).await;
@@ -126,13 +120,7 @@ fn a_failed_probe_counts_as_a_probe_and_not_as_a_failed_attempt() {
     let mut seen = None;
     let logged = capture_logs(|| {
         seen = Some(runtime.block_on(async {
-            let mut pipeline = Pipeline::with_settings(true, |s| {
-                s.webhook_disable_after = Duration::from_millis(500);
-                s.probe_after = Duration::from_secs(1);
-                s.probe_for = Duration::from_secs(600);
-            })
-            .await;
-            pipeline.sweep_every(Duration::from_millis(300));
+            let pipeline = Pipeline::probing(Duration::from_secs(1)).await;
             let user = unique_user();
             let receiver = Receiver::start(&[500], NO_DELAY).await;
             let (failing, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
@@ -174,12 +162,7 @@ fn a_failed_probe_counts_as_a_probe_and_not_as_a_failed_attempt() {
 /// it back. One disabled longer ago than probing lasts is left as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn arm_probes_probes_a_subscription_disabled_for_failing_before_probes_once() {
-    let mut pipeline = Pipeline::with_settings(true, |s| {
-        s.probe_after = Duration::from_secs(1);
-        s.probe_for = Duration::from_secs(600);
-    })
-    .await;
-    pipeline.sweep_every(Duration::from_millis(300));
+    let pipeline = Pipeline::probing(Duration::from_secs(1)).await;
     let user = unique_user();
     let (receiver, ended_receiver) = (Receiver::start(&[200], NO_DELAY).await, Receiver::start(&[200], NO_DELAY).await);
     let (recent, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
