@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
+use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::store::sealing::Sealer;
 use tokio::net::TcpListener;
@@ -72,8 +73,9 @@ async fn restore_queues(stack: &LocalStack, snapshot_path: &Path) -> anyhow::Res
     ))
 }
 
-/// Seals the secrets of local data from before secrets were sealed (before anything is
-/// served), and issues the demo key.
+/// Seals the secrets of local data from before secrets were sealed and arms the probes of
+/// subscriptions disabled for failing before probes (before anything is served), and issues
+/// the demo key.
 async fn prepare_data(stack: &LocalStack) -> anyhow::Result<String> {
     let (clients, settings) = (&stack.clients(), &stack.settings);
     let admin = Admin::new(clients.dynamodb().clone(), settings.tables.clone());
@@ -81,6 +83,10 @@ async fn prepare_data(stack: &LocalStack) -> anyhow::Result<String> {
     let sealed = admin.seal_plain_secrets(&sealer).await?;
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
+    }
+    let armed = admin.arm_probes(&crate::admin::probe_schedule(settings), Timestamp::now()).await?;
+    if armed.armed != 0 {
+        eprintln!("==> armed the probes of {} subscriptions disabled for failing before probes", armed.armed);
     }
     Ok(crate::demo::demo_key(&admin).await?.key)
 }

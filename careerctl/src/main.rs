@@ -9,6 +9,7 @@ use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use career_core::alerts::{Category, Severity};
 use career_core::aws::runtime::{aws_timeouts, timeout_factor, TIMEOUT_FACTOR_VAR};
 use career_core::aws::AwsClients;
+use career_core::clock::Timestamp;
 use career_core::config::{Settings, TableNames};
 use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
@@ -241,6 +242,12 @@ enum WebhooksCommand {
     /// subscriptions created before secrets were sealed keep in plain text; prints
     /// {"sealed": n}. The secrets themselves do not change. `careerctl local` runs it at start.
     SealSecrets,
+    /// Arm the probes (contract section 20) of every subscription disabled for failing before
+    /// this version probed them: each is probed at its schedule's next slot from now
+    /// (WEBHOOK_PROBE_AFTER_SECONDS, WEBHOOK_PROBE_FOR_SECONDS), unless probing would have ended;
+    /// prints {"armed": n, "ended": m}. One Scan of the webhooks table: run it once after the
+    /// upgrade. `careerctl local` runs it at start.
+    ArmProbes,
 }
 
 #[derive(Subcommand)]
@@ -408,6 +415,10 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
         Command::Webhooks(WebhooksCommand::SealSecrets) => {
             let (_, sealer) = sealing(&clients)?;
             json(admin.seal_plain_secrets(&sealer).await)
+        }
+        Command::Webhooks(WebhooksCommand::ArmProbes) => {
+            let schedule = admin::probe_schedule(&operator_settings()?);
+            json(admin.arm_probes(&schedule, Timestamp::now()).await)
         }
         Command::Demo(DemoCommand::Seed { receiver_url }) => {
             let (settings, sealer) = sealing(&clients)?;

@@ -94,6 +94,20 @@ impl Pipeline {
         self.pumps.push(tokio::spawn(async move { sweep.sweep_every(every, std::future::pending()).await }));
     }
 
+    /// A pipeline with its pumps whose failing subscriptions are disabled after 0.5 s of
+    /// failures and probed `probe_after` later, then at doubling intervals for ten minutes
+    /// (contract section 20), with the sweep (which sends the probes) every 0.3 s.
+    pub async fn probing(probe_after: Duration) -> Self {
+        let mut pipeline = Self::with_settings(true, |s| {
+            s.webhook_disable_after = Duration::from_millis(500);
+            s.probe_after = probe_after;
+            s.probe_for = Duration::from_secs(600);
+        })
+        .await;
+        pipeline.sweep_every(Duration::from_millis(300));
+        pipeline
+    }
+
     /// Creates a subscription through the API and returns its id and secret.
     pub async fn subscribe(&self, user: impl AsRef<str>, url: &str, events: &[&str]) -> (String, String) {
         let key = self.api.key(user, "write:webhooks").await;
