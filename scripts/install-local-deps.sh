@@ -15,7 +15,8 @@
 #       the Standard Webhooks libraries, `cryptography` (the v1a receiver of docs/receiving-webhooks.md) and
 #       the JWT libraries PyJWT and jose (its identity-token receivers) in
 #       .local/receivers-venv (Python), and .local/receivers-node/node_modules (Node.js, with
-#       TypeScript for the snippet in docs/receiving-webhooks.md)
+#       TypeScript for the snippet in docs/receiving-webhooks.md); and Debian's Go with go-oidc
+#       (apt, only if `go` or /usr/share/gocode's go-oidc is missing), for its Go receiver
 #   scripts/install-local-deps.sh --bench   # what `make bench` needs besides the core:
 #       Node.js 20 (apt, only if `node` is missing) and, in .local/node-peer/node_modules,
 #       the Node.js peer's npm packages pinned by tests/bench/node-peer/package-lock.json
@@ -51,9 +52,12 @@ say() { echo "==> $*" >&2; }
 stamped() { [[ -f "$1/.stamp" && "$(<"$1/.stamp")" == "$2" ]]; }
 
 APT_UPDATED=
+# Waits up to 10 minutes for dpkg's lock rather than failing at once: another apt run (an
+# unattended upgrade on a fresh machine, or a second checkout's install) may hold it.
 apt_install() {
-  [[ -n $APT_UPDATED ]] || { apt-get update -q >&2; APT_UPDATED=1; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+  local wait=(-o DPkg::Lock::Timeout=600)
+  [[ -n $APT_UPDATED ]] || { apt-get "${wait[@]}" update -q >&2; APT_UPDATED=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -q --no-install-recommends "$@" >&2
 }
 
 # make_venv DIR STAMP PIP_ARGS...: (re)create a venv unless its stamp matches.
@@ -111,6 +115,12 @@ install_lint() {
 
 install_receivers() {
   command -v curl >/dev/null || apt_install curl   # the rotation commands of docs/receiving-webhooks.md
+  # Its Go receiver, built offline in GOPATH mode: Go and the go-oidc package (with go-jose v2
+  # and the other Go libraries it needs), which Debian installs under /usr/share/gocode.
+  if ! command -v go >/dev/null || [[ ! -d /usr/share/gocode/src/github.com/coreos/go-oidc ]]; then
+    say "installing golang-go and golang-github-coreos-go-oidc-dev ..."
+    apt_install golang-go golang-github-coreos-go-oidc-dev
+  fi
   # shellcheck disable=SC2086  # RECEIVERS_PY_PINS is a word list on purpose
   make_venv "$LOCAL/receivers-venv" "$RECEIVERS_PY_PINS" $RECEIVERS_PY_PINS
   local node="$LOCAL/receivers-node"

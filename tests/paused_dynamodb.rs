@@ -12,8 +12,8 @@ use career_service::{
     base_settings, clients_at, clients_with_limits_at, eventually, installed, settings_without_kms_or_queues,
     unique_user, Answer, Api,
 };
+use career_template::tables::create_tables;
 use careerctl::admin::Admin;
-use local_aws::resources::create_tables;
 use local_aws::stack::LocalStack;
 use local_aws::template::Template;
 

@@ -1,6 +1,7 @@
 //! The scale model (contract section 22): the throttling layer in front of DynamoDB Local
-//! answers a partition key past its units as DynamoDB does, and a subscription's
-//! `maxDeliveriesPerSecond` above one item's modelled write quota holds on it (section 18),
+//! answers a partition key past its units as DynamoDB does, a subscription's
+//! `maxDeliveriesPerSecond` above one item's modelled write quota holds on it (section 18), and
+//! a failing subscription's retries past a lane's modelled in-flight quota leave it to others,
 //! with receivers on loopback.
 //!
 //! A binary of its own, which make test runs after the suite, alone: a scale model measures
@@ -13,32 +14,22 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use career_core::aws::queue::DeliveryQueues;
-use career_core::clock::Timestamp;
 use career_core::delivery::log::DeliveryStatus;
-use career_core::delivery::DeliveryMessage;
-use career_core::events::Event;
 use career_core::store::deliveries::DeliveryTable;
-use career_core::store::webhooks::WebhookTable;
 use career_core::store::PartitionQuota;
 use career_service::calls::{Call, Calls};
-use career_service::in_first_group;
 use career_service::pipeline::Pipeline;
-use career_service::receiver::{Received, Receiver};
-use career_service::{
-    acting_as, clients, clients_at, dynamodb, eventually, function_settings, queue_sources, services, typed,
-    unique_user, DEADLINE,
-};
-use lambda_http::http::Method;
-use local_aws::event_sources::pumps::run_queue_pump;
-use local_aws::template::function;
+use career_service::receiver::Receiver;
+use career_service::scale_model::{layer, RateLimitRun};
+use career_service::{dynamodb, eventually, queue_sources, services, typed, unique_user, QueueGauge, DEADLINE};
+use local_aws::emulators::{set_in_flight_quota, SQS_IN_FLIGHT};
+use local_aws::template::{function, Template};
 use local_aws::throttling::{Modelled, ThrottlingLayer};
 use serde_json::json;
 
-/// The layer in front of the tests' DynamoDB Local, throttling `modelled` at `quota`.
-async fn layer(quota: PartitionQuota, modelled: Modelled) -> ThrottlingLayer {
-    ThrottlingLayer::start(&services().dynamodb_endpoint, dynamodb(), quota, modelled).await.expect("the layer")
-}
+/// Held by each test that drives deliveries through the model, so none runs beside another:
+/// each measures against quotas a second, which another's load on the emulators would make late.
+static DELIVERING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A DynamoDB client through `layer`, with the SDK's retries (`retries`) or none.
 fn client_through(layer: &ThrottlingLayer, retries: bool, calls: &Calls) -> aws_sdk_dynamodb::Client {
@@ -106,104 +97,26 @@ async fn the_scale_model_throttles_a_key_past_its_write_units_as_dynamodb_does_a
     assert!(sent >= 2, "the write was throttled first and retried ({sent} attempts)");
 }
 
-/// The most attempts that started in one second, by the second each was signed in (its
-/// `webhook-timestamp`), as tests/it/lanes.rs counts them.
-fn per_second(received: &[Received]) -> std::collections::BTreeMap<u64, usize> {
-    let mut seconds = std::collections::BTreeMap::new();
-    for r in received {
-        *seconds.entry(r.header("webhook-timestamp").parse::<u64>().expect("a timestamp")).or_default() += 1;
-    }
-    seconds
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rate_limit_five_times_one_items_write_quota_holds_on_the_scale_model_and_never_stalls() {
     // DynamoDB's per-key quota divided by 200: an item takes 5 writes a second, and the
     // limit is five times that, as 5,000 is to DynamoDB's 1,000.
     const LIMIT: usize = 25;
     const DELIVERIES: usize = 300;
-    let quota = PartitionQuota::DYNAMODB.scaled_down(200);
+    let _alone = DELIVERING.lock().await;
     // A failed count that waited the retry base would show as a gap of 30 s.
     let retry_base = Duration::from_secs(30);
-    let pipeline = Pipeline::with_settings(false, |s| {
-        s.partition_quota = quota;
-        s.retry_base = retry_base;
-    })
-    .await;
-    // The counters' table only: the model's other keys (a subscription's log shards, say)
-    // would throttle the deliveries first, and this is a test of the counters.
-    let layer = layer(quota, Modelled::Only(vec![pipeline.settings().tables.rate_limits.clone()])).await;
-    let settings = pipeline.settings().clone();
-    // Two instances of the delivery function on each lane, their DynamoDB calls through the
-    // layer.
-    let mut pumps = Vec::new();
-    for lane in queue_sources(function::DELIVER, &settings).into_iter().flat_map(|lane| [lane.clone(), lane]) {
-        let through = clients_at(&layer.endpoint, &services().sqs_endpoint);
-        let deliver = career_deliver::Deps::new(
-            &acting_as(function::DELIVER, &settings, &through),
-            &function_settings(function::DELIVER, &settings),
-        )
-        .expect("delivery settings");
-        let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
-        pumps.push(tokio::spawn(async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await }));
-    }
-
-    let receiver = Receiver::start(&[200], Duration::ZERO).await;
-    let user = unique_user();
-    let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
-    let key = pipeline.api.key(&user, "write:webhooks").await;
-    let path = format!("/api/v1/webhooks?id={subscription}");
-    let body = json!({"maxDeliveriesPerSecond": LIMIT}).to_string();
-    pipeline.api.send_json(Method::PATCH, &path, &key, &body).await.assert_status(200);
-
-    let (user_id, subscription_id) = (typed(&user), typed(&subscription));
-    let queue = |count: usize| {
-        let messages: Vec<DeliveryMessage> = (0..count)
-            .map(|_| DeliveryMessage::new(&Event::ping(&subscription_id), &user_id, &subscription_id))
-            .collect();
-        let settings = &settings;
-        async move {
-            // As the fan-out does: the records first, then the messages on the main lane.
-            let table = DeliveryTable::new(dynamodb(), &settings.tables.deliveries);
-            let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
-            for chunk in pending.chunks(25) {
-                table.insert_new(chunk, Timestamp::now()).await.unwrap();
-            }
-            let queues = DeliveryQueues::new(&clients(), settings).unwrap();
-            for chunk in messages.chunks(100) {
-                queues.post_all(&in_first_group(chunk)).await.unwrap();
-            }
-        }
-    };
-    // One delivery first, so that the receiver's pace is known and the subscription spreads
-    // over the groups its limit gives it.
-    queue(1).await;
-    receiver.wait_for(1, DEADLINE).await;
-    let webhooks = WebhookTable::new(dynamodb(), &settings.tables.webhooks);
-    eventually("the receiver's pace recorded", || async {
-        let fast_since = webhooks.get(&user_id, &subscription_id).await.unwrap().unwrap().fast_since;
-        fast_since.ok_or("not fast yet")
-    })
-    .await;
-
+    let run = RateLimitRun { limit: LIMIT, deliveries: DELIVERIES, divisor: 200, retry_base };
     // On one item, as before the counters were split, most counts are throttled (each retried
     // by the SDK, then waiting on the lane), and the deliveries do not all arrive in time.
-    queue(DELIVERIES).await;
-    let arrivals = receiver.wait_for(DELIVERIES + 1, DEADLINE).await;
-    for pump in pumps {
-        pump.abort();
-    }
+    let delivered = run.run().await;
 
-    let ids: std::collections::HashSet<&str> = arrivals.iter().map(|r| r.header("webhook-id")).collect();
-    assert_eq!((ids.len(), arrivals.len()), (DELIVERIES + 1, DELIVERIES + 1), "every delivery once");
-
-    let seconds = per_second(&arrivals[1..]);
-    let most = seconds.values().max().copied().unwrap_or(0);
-    assert!(most <= LIMIT, "{most} attempts started in one second: {seconds:?}");
+    assert_eq!((delivered.distinct(), delivered.arrivals.len()), (DELIVERIES, DELIVERIES), "every delivery once");
+    let most = delivered.most_in_a_second();
+    assert!(most <= LIMIT, "{most} attempts started in one second: {:?}", delivered.per_second());
     // No stall: a failed count that waited the retry base would leave a gap that long.
-    let sent: Vec<u64> = seconds.keys().copied().collect();
-    let longest_gap = sent.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0);
-    assert!(longest_gap < retry_base.as_secs(), "{longest_gap} s without a delivery: {seconds:?}");
+    let longest_gap = delivered.longest_gap();
+    assert!(longest_gap < retry_base, "{longest_gap:?} without a delivery: {:?}", delivered.per_second());
 }
 
 /// The scale model holds a queue to its in-flight quota as SQS does: a receive takes at most
@@ -239,4 +152,71 @@ async fn the_scale_model_holds_a_queue_to_its_in_flight_quota_as_sqs_does() {
     let settled = first[0].receipt_handle().unwrap();
     sqs.delete_message().queue_url(retry_lane).receipt_handle(settled).send().await.unwrap();
     assert_eq!(receive(1).await.len(), 1, "a settled message frees its place");
+}
+
+/// A failing subscription whose retries are ten times the retry lane's modelled in-flight
+/// quota (contract section 22): its retries wait as delayed messages, never in flight, so the
+/// lane never holds its quota in flight, and another user's retries all go out beside them.
+/// The lane's consumers are divided as the quota is, so their batches alone cannot fill it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_subscriptions_retries_at_ten_times_the_in_flight_quota_leave_the_lane_to_another_users_retries() {
+    // SQS's quota divided by 5,000 (24 messages in flight), and the retry lane's consumers by 5.
+    let _alone = DELIVERING.lock().await;
+    let quota = SQS_IN_FLIGHT / 5_000;
+    let consumers = Template::shipped().parameter_defaults()["DeliveryRetryMaxConcurrency"].parse::<u32>().unwrap() / 5;
+    const OTHERS: usize = 5;
+    let template = Template::shipped().with_parameter_default("DeliveryRetryMaxConcurrency", consumers).unwrap();
+    let pipeline = Pipeline::from_template(template, true, |settings| {
+        // Enough attempts that the failing deliveries retry for the whole test.
+        settings.max_delivery_attempts = 8;
+        settings.retry_base = Duration::from_millis(500);
+    })
+    .await;
+    let retry_lane = queue_sources(function::DELIVER, pipeline.settings())
+        .into_iter()
+        .find(|source| source.queue_url == pipeline.queues.retry)
+        .expect("the retry lane's event source");
+    let in_batches = retry_lane.maximum_concurrency * retry_lane.batch_size as usize;
+    assert!(in_batches < quota as usize, "the lane's {in_batches} messages in batches would fill the quota alone");
+    for lane in [&pipeline.queues.delivery, &pipeline.queues.retry] {
+        set_in_flight_quota(&services().sqs_endpoint, lane, quota).await.unwrap();
+    }
+    let gauge = QueueGauge::start(&pipeline.queues.retry);
+
+    let failing = Receiver::start(&[500], Duration::ZERO).await;
+    pipeline.failing_with_backlog(&failing.url, 10 * quota as usize).await;
+    failing.wait_for(1, DEADLINE).await;
+
+    // Another user's receiver fails each delivery's first attempt once.
+    let flaky = Receiver::per_delivery(&[500, 200], Duration::ZERO).await;
+    let other = unique_user();
+    let (subscription, _) = pipeline.subscribe(&other, &flaky.url, &["profile.updated"]).await;
+    for _ in 0..OTHERS {
+        pipeline.api.admin.update_profile(&other).await.unwrap();
+    }
+    let arrivals = flaky.wait_for(2 * OTHERS, DEADLINE).await;
+    let failing_during = failing.received().len();
+
+    let records = eventually("the other user's deliveries recorded", || async {
+        let deliveries = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
+        let listed = deliveries.list(&typed(&subscription), None, 100, None).await.unwrap().deliveries;
+        match listed.iter().all(|record| record.status == DeliveryStatus::Succeeded) && listed.len() == OTHERS {
+            true => Ok(listed),
+            false => Err(listed),
+        }
+    })
+    .await;
+    assert!(records.iter().all(|record| record.attempts == 2), "each failed once and its retry went out: {records:?}");
+    let mut per_delivery = std::collections::HashMap::<&str, usize>::new();
+    for arrival in &arrivals {
+        *per_delivery.entry(arrival.header("webhook-id")).or_default() += 1;
+    }
+    assert!(per_delivery.values().all(|n| *n == 2), "each delivery twice: {per_delivery:?}");
+    assert!(failing_during > 1, "the failing subscription kept retrying beside them");
+    assert!(gauge.most_delayed() > quota as usize, "more of its retries waited at once than the quota holds in flight");
+    assert!(
+        gauge.most_in_flight() < quota as usize,
+        "the retry lane held its quota of {quota} in flight ({} at most): retries waited in flight",
+        gauge.most_in_flight()
+    );
 }

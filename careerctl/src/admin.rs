@@ -9,9 +9,10 @@ use aws_sdk_sqs::types::{BatchResultErrorEntry, Message, SendMessageBatchRequest
 use aws_sdk_sqs::Client as Sqs;
 use career_core::alerts::{Alert, Category, Severity};
 use career_core::clock::Timestamp;
-use career_core::config::TableNames;
+use career_core::config::{Settings, TableNames};
 use career_core::credentials::{ApiKey, KeyRecord, Scope, Scopes};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::delivery::plan::{ProbeSchedule, SubscriptionTask};
 use career_core::delivery::DeliveryMessage;
 use career_core::ids::{AlertId, AssessmentId, DeliveryId, ProfileId, SubscriptionId, UserId, MAX_PLATFORM_ID_LEN};
 use career_core::store::alerts::AlertTable;
@@ -21,7 +22,7 @@ use career_core::store::profiles_assessments::PlatformTables;
 use career_core::store::sealing::Sealer;
 use career_core::store::webhooks::{NewSecrets, Replaced, WebhookTable};
 use career_core::webhooks::rotation::SigningSecrets;
-use career_core::webhooks::SecretsAtRest;
+use career_core::webhooks::{Health, SecretsAtRest};
 use futures_util::StreamExt;
 use serde::Serialize;
 
@@ -77,6 +78,19 @@ pub struct ProfileUpdate {
 pub struct AssessmentCompletion {
     pub user_id: UserId,
     pub assessment_id: AssessmentId,
+}
+
+/// The probes' schedule the settings give (`WEBHOOK_PROBE_AFTER_SECONDS`, `WEBHOOK_PROBE_FOR_SECONDS`).
+pub fn probe_schedule(settings: &Settings) -> ProbeSchedule {
+    ProbeSchedule { after: settings.probe_after, lasting: settings.probe_for }
+}
+
+/// `webhooks arm-probes`: how many subscriptions disabled for failing before probes got their
+/// probes, and how many were disabled longer ago than probing lasts (never probed).
+#[derive(Debug, Default, Serialize)]
+pub struct ArmedProbes {
+    pub armed: usize,
+    pub ended: usize,
 }
 
 /// `webhooks seal-secrets`: how many plain-text secrets were sealed.
@@ -271,6 +285,34 @@ impl Admin {
         Ok(Sealed { sealed })
     }
 
+    /// Arms the probes of every subscription disabled for failing before this version probed
+    /// them (contract section 20): each gets its schedule's next slot from `now` (one
+    /// conditional write, then its probe marker in its due shard, as a disabling writes them),
+    /// unless probing would have ended by now. One Scan of the webhooks table: an upgrade's
+    /// step, never a scheduled one.
+    pub async fn arm_probes(&self, schedule: &ProbeSchedule, now: Timestamp) -> anyhow::Result<ArmedProbes> {
+        let webhooks = WebhookTable::new(self.dynamodb.clone(), &self.tables.webhooks);
+        let deliveries = DeliveryTable::new(self.dynamodb.clone(), &self.tables.deliveries);
+        let found = webhooks.unprobed_failing().await.context("finding subscriptions disabled for failing")?;
+        let mut armed = ArmedProbes::default();
+        for subscription in found {
+            let Health::Disabled { at: disabled_at, .. } = subscription.health else { continue };
+            let Some(slot) = schedule.resumed(disabled_at, now) else {
+                armed.ended += 1;
+                continue;
+            };
+            let (user, id) = (&subscription.user_id, &subscription.id);
+            let arming = webhooks.arm_probe(user, id, disabled_at, slot).await;
+            // Armed meanwhile by another run, or enabled, deleted or disabled again since.
+            if arming.with_context(|| format!("arming the probes of {id}"))? {
+                let marked = deliveries.mark_task((user, id), SubscriptionTask::Probe, slot.0).await;
+                marked.with_context(|| format!("marking the probe of {id}"))?;
+                armed.armed += 1;
+            }
+        }
+        Ok(armed)
+    }
+
     /// A subscription's delivery log, newest first: `limit` records (of one `status`, if
     /// given) after the delivery `after`.
     pub async fn list_deliveries(
@@ -323,8 +365,8 @@ impl Admin {
     }
 
     pub async fn create_tables(&self) -> anyhow::Result<CreatedTables> {
-        let template = local_aws::template::Template::shipped();
-        let (created, _) = local_aws::resources::create_tables(&template, &self.dynamodb, &self.tables).await?;
+        let template = career_template::Template::shipped();
+        let (created, _) = career_template::tables::create_tables(&template, &self.dynamodb, &self.tables).await?;
         Ok(CreatedTables { created })
     }
 }

@@ -1,13 +1,17 @@
 //! `careerctl`: the operator's commands (keys, alerts, profiles, assessments, the demo, the
 //! notifications, stream replay) and `careerctl local`, which starts the local stack through
-//! the `local-aws` crate (the emulation of AWS) and serves the API on it.
+//! the `local-aws` crate (the emulation of AWS) and serves the API on it. The local stack, and
+//! the demo's receivers that live in it, come with the `local` feature (on by default); an
+//! operator's build against AWS turns it off (`--no-default-features`) and links no emulator.
 //!
 //! Errors here are for people: `anyhow` errors with the context of what was being done,
 //! printed with their causes on one line (`{:#}`, as `main` does).
 
 pub mod admin;
+#[cfg(feature = "local")]
 pub mod aws_receiver;
 pub mod demo;
+#[cfg(feature = "local")]
 pub mod local;
 pub mod notifications;
 pub mod streams;

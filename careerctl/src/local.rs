@@ -5,11 +5,10 @@
 //! [`SWEEP_EVERY`], as the schedule runs it on AWS.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use career_core::aws::AwsClients;
+use career_core::clock::Timestamp;
 use career_core::config::Settings;
 use career_core::store::sealing::Sealer;
 use tokio::net::TcpListener;
@@ -18,10 +17,9 @@ use tokio::sync::watch;
 use crate::admin::Admin;
 use local_aws::emulators::queue_snapshot::QueueSnapshot;
 use local_aws::emulators::Installed;
-use local_aws::event_sources::pumps;
-use local_aws::gateway::{self, ApiFunctions};
+use local_aws::functions::Functions;
+use local_aws::gateway;
 use local_aws::stack::LocalStack;
-use local_aws::template::function;
 
 /// How often the local stack runs the sweep function (contract section 12).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
@@ -38,8 +36,8 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> anyhow::Res
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("cannot listen on 127.0.0.1:{port} (set PORT to use another port)"))?;
-    let functions = Functions::new(&stack)?;
-    let demo_key = prepare_data(&functions, &stack.settings).await?;
+    let functions = Functions::new(&stack.deployment, &stack.clients(), &stack.settings)?;
+    let demo_key = prepare_data(&stack).await?;
     let api_url = format!("http://127.0.0.1:{port}");
     let env_path = local_dir.join("env");
     std::fs::write(&env_path, stack.env_file(&api_url, &demo_key))
@@ -63,32 +61,6 @@ pub async fn run(port: u16, local_dir: &Path, settings: Settings) -> anyhow::Res
     }
 }
 
-/// Every function of the service, as one instance each, each acting as its role; and the
-/// operator's clients, for what careerctl does itself.
-struct Functions {
-    clients: AwsClients,
-    api: Arc<ApiFunctions>,
-    fanout: (AwsClients, career_fanout::Deps),
-    deliver: (AwsClients, career_deliver::Deps),
-    sweep: career_sweep::Deps,
-}
-
-impl Functions {
-    fn new(stack: &LocalStack) -> anyhow::Result<Self> {
-        let clients = stack.clients();
-        let (fanout, fanout_settings) = stack.function(function::FANOUT)?;
-        let (deliver, deliver_settings) = stack.function(function::DELIVER)?;
-        let (sweep, sweep_settings) = stack.function(function::SWEEP)?;
-        Ok(Functions {
-            api: Arc::new(ApiFunctions::new(&stack.deployment, &clients, &stack.settings)?),
-            fanout: (fanout.clone(), career_fanout::Deps::new(&fanout, &fanout_settings)?),
-            deliver: (deliver.clone(), career_deliver::Deps::new(&deliver, &deliver_settings)?),
-            sweep: career_sweep::Deps::new(&sweep, &sweep_settings)?,
-            clients,
-        })
-    }
-}
-
 /// Puts back what the delivery queues held when the last run stopped, if it saved them.
 async fn restore_queues(stack: &LocalStack, snapshot_path: &Path) -> anyhow::Result<()> {
     let Some(saved) = QueueSnapshot::read(snapshot_path)? else { return Ok(()) };
@@ -101,15 +73,20 @@ async fn restore_queues(stack: &LocalStack, snapshot_path: &Path) -> anyhow::Res
     ))
 }
 
-/// Seals the secrets of local data from before secrets were sealed (before anything is
-/// served), and issues the demo key.
-async fn prepare_data(functions: &Functions, settings: &Settings) -> anyhow::Result<String> {
-    let clients = &functions.clients;
+/// Seals the secrets of local data from before secrets were sealed and arms the probes of
+/// subscriptions disabled for failing before probes (before anything is served), and issues
+/// the demo key.
+async fn prepare_data(stack: &LocalStack) -> anyhow::Result<String> {
+    let (clients, settings) = (&stack.clients(), &stack.settings);
     let admin = Admin::new(clients.dynamodb().clone(), settings.tables.clone());
     let sealer = Sealer::new(clients, settings)?;
     let sealed = admin.seal_plain_secrets(&sealer).await?;
     if sealed.sealed != 0 {
         eprintln!("==> sealed the plain-text secrets of {} webhook subscriptions", sealed.sealed);
+    }
+    let armed = admin.arm_probes(&crate::admin::probe_schedule(settings), Timestamp::now()).await?;
+    if armed.armed != 0 {
+        eprintln!("==> armed the probes of {} subscriptions disabled for failing before probes", armed.armed);
     }
     Ok(crate::demo::demo_key(&admin).await?.key)
 }
@@ -150,15 +127,10 @@ async fn serve(
             let _ = stopping.wait_for(|stop| *stop).await;
         }
     };
-    let stream_sources = stack.deployment.stream_sources(function::FANOUT)?;
-    let lanes = stack.deployment.queue_sources(function::DELIVER)?;
-    let sweep_timeout = stack.deployment.template.function_timeout(function::SWEEP)?;
-    let sweep_schedules = stack.deployment.template.schedule_inputs(function::SWEEP)?;
-    let (fanout_clients, fanout) = &functions.fanout;
     let front = async {
         let outcome = tokio::select! {
             served = gateway::serve(listener, functions.api.clone(), gateway::IDLE_TIMEOUT) => served.context("serving the API"),
-            () = pumps::run_stream_pump(fanout_clients.clone(), stream_sources, fanout, Some(checkpoints)) => Ok(()),
+            () = functions.pump_streams(Some(checkpoints)) => Ok(()),
             ended = stack.service_ended() => Err(anyhow!("{ended}; stopping the local stack")),
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
@@ -166,14 +138,8 @@ async fn serve(
         let _ = stop.send(true);
         outcome
     };
-    let delivering = async {
-        let (deliver_clients, deliver) = &functions.deliver;
-        let lanes = lanes
-            .into_iter()
-            .map(|lane| pumps::run_queue_pump(deliver_clients.sqs().clone(), lane, deliver, stop_signal()));
-        let sweeps = pumps::run_sweeps(&functions.sweep, sweep_schedules, SWEEP_EVERY, sweep_timeout, stop_signal());
-        tokio::join!(futures_util::future::join_all(lanes), sweeps)
-    };
+    let delivering =
+        async { tokio::join!(functions.pump_lanes(stop_signal), functions.sweep_every(SWEEP_EVERY, stop_signal())) };
     tokio::join!(front, delivering).0
 }
 

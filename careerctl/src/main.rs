@@ -1,7 +1,6 @@
 //! `careerctl`: admin commands and the local stack. Every admin command prints one JSON
 //! object on stdout, and on failure a message on stderr and a non-zero exit status.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -10,11 +9,11 @@ use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use career_core::alerts::{Category, Severity};
 use career_core::aws::runtime::{aws_timeouts, timeout_factor, TIMEOUT_FACTOR_VAR};
 use career_core::aws::AwsClients;
+use career_core::clock::Timestamp;
 use career_core::config::{Settings, TableNames};
 use career_core::credentials::Scopes;
 use career_core::delivery::log::DeliveryStatus;
 use career_core::store::sealing::Sealer;
-use career_core::webhooks::WebhookSecret;
 use careerctl::admin::{self, Admin, NewAlert};
 use clap::{Parser, Subcommand};
 
@@ -74,6 +73,7 @@ enum Command {
     /// "expiresAt"}. Anyone holding the link acts as the user until then.
     PortalLink(PortalLinkArgs),
     /// Run the whole local stack in the foreground (what `make run` does); Ctrl-C stops it.
+    #[cfg(feature = "local")]
     Local(LocalArgs),
 }
 
@@ -242,6 +242,12 @@ enum WebhooksCommand {
     /// subscriptions created before secrets were sealed keep in plain text; prints
     /// {"sealed": n}. The secrets themselves do not change. `careerctl local` runs it at start.
     SealSecrets,
+    /// Arm the probes (contract section 20) of every subscription disabled for failing before
+    /// this version probed them: each is probed at its schedule's next slot from now
+    /// (WEBHOOK_PROBE_AFTER_SECONDS, WEBHOOK_PROBE_FOR_SECONDS), unless probing would have ended;
+    /// prints {"armed": n, "ended": m}. One Scan of the webhooks table: run it once after the
+    /// upgrade. `careerctl local` runs it at start.
+    ArmProbes,
 }
 
 #[derive(Subcommand)]
@@ -260,6 +266,7 @@ enum DemoCommand {
         receiver_url: String,
     },
     /// Receive webhook deliveries on 127.0.0.1 until Ctrl-C, one JSON line each.
+    #[cfg(feature = "local")]
     ///
     /// Prints {"deliveryId", "eventType", "verified", "body"} for each delivery and answers
     /// 204 when its X-Webhook-Signature verifies with the secret in WEBHOOK_SECRET (the one
@@ -275,6 +282,7 @@ enum DemoCommand {
     /// NAME and a rule forwarding to the queue; with --eventbus, also the Custom Event Bus NAME) and, with --sender-role-arn and
     /// --external-id (the subscription's), the role NAME-sender that trusts the service.
     /// Prints {"destination", "queueUrl", "permissionsPolicy", "trustPolicy"}. Idempotent.
+    #[cfg(feature = "local")]
     AwsReceiver {
         #[arg(long, default_value = "webhooks")]
         name: String,
@@ -294,12 +302,14 @@ enum DemoCommand {
     },
     /// Take up to 10 messages from the sample receiver's queue NAME; prints {"messages":
     /// [{"body", "attributes"}]}, the attributes being the webhook headers.
+    #[cfg(feature = "local")]
     AwsMessages {
         #[arg(long, default_value = "webhooks")]
         name: String,
     },
 }
 
+#[cfg(feature = "local")]
 #[derive(clap::Args)]
 struct LocalArgs {
     /// Port of the local API.
@@ -308,17 +318,19 @@ struct LocalArgs {
     /// Where scripts/install-local-deps.sh installed DynamoDB Local and moto, and where
     /// the stack keeps its data and writes `env`.
     #[arg(long, env = "CAREER_LOCAL_DIR", default_value = ".local")]
-    local_dir: PathBuf,
+    local_dir: std::path::PathBuf,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
+        #[cfg(feature = "local")]
         Command::Local(args) => match local_aws::stack::settings_from_env() {
             Ok(settings) => careerctl::local::run(args.port, &args.local_dir, settings).await,
             Err(message) => Err(message),
         },
+        #[cfg(feature = "local")]
         Command::Demo(DemoCommand::Receiver { port }) => run_receiver(port).await,
         command => admin_command(command).await.and_then(careerctl::print_line),
     };
@@ -376,10 +388,10 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             career_core::telemetry::init_writing_to(std::io::stderr);
             let settings = operator_settings()?;
             let fanout = career_fanout::Deps::new(&clients, &settings)?;
-            let template = local_aws::template::Template::shipped();
-            let fanout_function = local_aws::template::function::FANOUT;
+            let template = career_template::Template::shipped();
+            let fanout_function = career_template::function::FANOUT;
             let filters =
-                local_aws::event_sources::stream_filters_by_table(&template, &settings.tables, fanout_function)?;
+                career_template::filters::stream_filters_by_table(&template, &settings.tables, fanout_function)?;
             let streams = aws_sdk_dynamodbstreams::Client::new(clients.sdk());
             let mut progress = |line: String| eprintln!("careerctl: {line}");
             let filters = filters.into_iter().collect();
@@ -404,10 +416,15 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             let (_, sealer) = sealing(&clients)?;
             json(admin.seal_plain_secrets(&sealer).await)
         }
+        Command::Webhooks(WebhooksCommand::ArmProbes) => {
+            let schedule = admin::probe_schedule(&operator_settings()?);
+            json(admin.arm_probes(&schedule, Timestamp::now()).await)
+        }
         Command::Demo(DemoCommand::Seed { receiver_url }) => {
             let (settings, sealer) = sealing(&clients)?;
             json(careerctl::demo::seed(clients.dynamodb(), &settings, &sealer, &receiver_url).await)
         }
+        #[cfg(feature = "local")]
         Command::Demo(DemoCommand::AwsReceiver { name, eventbridge, eventbus, sender_role_arn, external_id }) => {
             use careerctl::aws_receiver::Kind;
             let kind = match (eventbridge, eventbus) {
@@ -417,7 +434,9 @@ async fn admin_command(command: Command) -> anyhow::Result<serde_json::Value> {
             };
             careerctl::aws_receiver::set_up(&clients, &name, kind, sender_role_arn.zip(external_id)).await
         }
+        #[cfg(feature = "local")]
         Command::Demo(DemoCommand::AwsMessages { name }) => careerctl::aws_receiver::messages(&clients, &name).await,
+        #[cfg(feature = "local")]
         Command::Local(_) | Command::Demo(DemoCommand::Receiver { .. }) => unreachable!("handled in main"),
     }
 }
@@ -436,23 +455,25 @@ fn sealing(clients: &AwsClients) -> anyhow::Result<(Settings, Sealer)> {
 }
 
 /// `demo receiver`: one JSON line per delivery on stdout until Ctrl-C.
+#[cfg(feature = "local")]
 async fn run_receiver(port: u16) -> anyhow::Result<()> {
     let text = std::env::var("WEBHOOK_SECRET")
         .context("set WEBHOOK_SECRET to the subscription's secret (the \"secret\" that demo seed prints)")?;
-    let secret = WebhookSecret::parse(text.trim()).context("WEBHOOK_SECRET is not a webhook secret (whsec_…)")?;
+    let secret = career_core::webhooks::WebhookSecret::parse(text.trim())
+        .context("WEBHOOK_SECRET is not a webhook secret (whsec_…)")?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("cannot listen on 127.0.0.1:{port} (use --port)"))?;
     eprintln!("careerctl: receiving webhook deliveries on http://127.0.0.1:{port}/ (Ctrl-C stops)");
     let (failed, mut output_failure) = tokio::sync::mpsc::unbounded_channel();
-    let report = move |received: careerctl::demo::Received| {
+    let report = move |received: careerctl::demo::receiver::Received| {
         let line = serde_json::to_string(&received).expect("a delivery serializes");
         if let Err(message) = careerctl::print_line(line) {
             let _ = failed.send(message);
         }
     };
     tokio::select! {
-        served = careerctl::demo::receive(listener, secret, report) => served.context("receiving"),
+        served = careerctl::demo::receiver::receive(listener, secret, report) => served.context("receiving"),
         Some(message) = output_failure.recv() => Err(message),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
@@ -489,6 +510,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "local")]
     fn an_external_id_that_starts_with_a_hyphen_is_taken_as_the_value() {
         let external_id = |args: &[&str]| {
             let demo =

@@ -17,9 +17,9 @@ use aws_sdk_sqs::Client as Sqs;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use local_aws::event_sources::on_failure::{BatchInfo, OnFailureRecord, SequenceNumber};
-use local_aws::event_sources::passing;
-use local_aws::event_sources::pumps::stream_event;
+use career_template::filters::passing;
+use career_template::on_failure::{BatchInfo, OnFailureRecord, SequenceNumber};
+use career_template::stream_event::stream_event;
 
 /// Why a message of the queue was not recovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -138,7 +138,7 @@ pub(crate) fn resolved_on_paper(tables: &career_core::config::TableNames) -> Res
     let mut resolver = resolver("paper");
     resolver.parameters = template.parameter_defaults();
     for table in template.resources_of("AWS::DynamoDB::Table") {
-        let name = crate::resources::table_name(table.logical_id, tables).unwrap();
+        let name = crate::template::tables::table_name(table.logical_id, tables).unwrap();
         let arn = format!("arn:aws:dynamodb:r:1:table/{name}");
         let attributes = [("Arn".to_owned(), arn.clone()), ("StreamArn".to_owned(), format!("{arn}/stream/label"))];
         let physical = crate::template::Physical { reference: name.to_owned(), attributes: attributes.into() };

@@ -94,6 +94,18 @@ impl Deployment {
         Ok(settings)
     }
 
+    /// One instance of the template's function `function` (its logical id) on `clients`: its
+    /// AWS clients, acting as its role, and its settings, from the environment the template
+    /// gives it on a stack whose settings are `local`.
+    pub fn instance(
+        &self,
+        function: &str,
+        clients: &AwsClients,
+        local: &Settings,
+    ) -> anyhow::Result<(AwsClients, Settings)> {
+        Ok((self.acting_as(function, clients), self.settings_of(function, local)?))
+    }
+
     /// The template's stream event sources of `function`, in this stack.
     pub fn stream_sources(&self, function: &str) -> anyhow::Result<Vec<StreamSource>> {
         stream_sources(&self.template, &self.resolver, function)

@@ -160,13 +160,6 @@ impl LocalStack {
         AwsClients::new(self.sdk.clone())
     }
 
-    /// One instance of the template's function `function` (its logical id): its AWS clients,
-    /// acting as its role, and its settings, from the environment the template gives it.
-    pub fn function(&self, function: &str) -> anyhow::Result<(AwsClients, Settings)> {
-        let settings = self.deployment.settings_of(function, &self.settings)?;
-        Ok((self.deployment.acting_as(function, &self.clients()), settings))
-    }
-
     /// `export` lines that point `careerctl` and the AWS SDKs at this stack.
     pub fn env_file(&self, api_url: &str, demo_key: &str) -> String {
         let dynamodb = self.throttling.as_ref().map_or(&self.dynamodb.endpoint, |layer| &layer.endpoint);

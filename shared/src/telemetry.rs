@@ -215,19 +215,24 @@ pub enum DeliveryResult {
     },
     /// The subscription was disabled: nothing was sent.
     Skipped,
+    /// A probe of a subscription disabled for failing (contract section 20), whatever its
+    /// answer: counted as `Probes` only. It is a check of a receiver known to fail, not
+    /// traffic, so it is no attempt, failure or latency of the failure-rate alarm's.
+    Probed,
 }
 
 /// One delivery's figures in Embedded Metric Format: `Attempts`, `Successes`, `Failures`,
-/// `Exhausted`, `Skipped` and `SendLatency`, by event type and in total.
+/// `Exhausted`, `Skipped`, `Probes` and `SendLatency`, by event type and in total.
 pub fn delivery_metrics(namespace: &str, event_type: &str, result: DeliveryResult, send_latency_ms: f64) -> Value {
     let count = |yes: bool| u32::from(yes);
-    let sent = result != DeliveryResult::Skipped;
+    let sent = matches!(result, DeliveryResult::Succeeded | DeliveryResult::Failed { .. });
     let mut metrics = vec![
         json!({"Name": "Attempts", "Unit": "Count"}),
         json!({"Name": "Successes", "Unit": "Count"}),
         json!({"Name": "Failures", "Unit": "Count"}),
         json!({"Name": "Exhausted", "Unit": "Count"}),
         json!({"Name": "Skipped", "Unit": "Count"}),
+        json!({"Name": "Probes", "Unit": "Count"}),
     ];
     if sent {
         metrics.push(json!({"Name": "SendLatency", "Unit": "Milliseconds"}));
@@ -242,7 +247,8 @@ pub fn delivery_metrics(namespace: &str, event_type: &str, result: DeliveryResul
         "Successes": count(result == DeliveryResult::Succeeded),
         "Failures": count(matches!(result, DeliveryResult::Failed { .. })),
         "Exhausted": count(result == DeliveryResult::Failed { exhausted: true }),
-        "Skipped": count(!sent),
+        "Skipped": count(result == DeliveryResult::Skipped),
+        "Probes": count(result == DeliveryResult::Probed),
     });
     if sent {
         line["SendLatency"] = json!((send_latency_ms * 1000.0).round() / 1000.0);
@@ -403,23 +409,29 @@ mod tests {
     }
 
     #[test]
-    fn each_result_counts_once_and_a_skip_sends_nothing() {
+    fn each_result_counts_once_and_neither_a_skip_nor_a_probe_is_an_attempt() {
         let value = |result| delivery_metrics("n", "webhook.ping", result, 5.0);
         let counts = |line: &Value| {
-            ["Attempts", "Successes", "Failures", "Exhausted", "Skipped"].map(|name| line[name].as_u64().unwrap())
+            ["Attempts", "Successes", "Failures", "Exhausted", "Skipped", "Probes"]
+                .map(|name| line[name].as_u64().unwrap())
         };
-        assert_eq!(counts(&value(DeliveryResult::Failed { exhausted: false })), [1, 0, 1, 0, 0]);
-        assert_eq!(counts(&value(DeliveryResult::Failed { exhausted: true })), [1, 0, 1, 1, 0]);
-        let skipped = value(DeliveryResult::Skipped);
-        assert_eq!(counts(&skipped), [0, 0, 0, 0, 1]);
-        assert!(skipped.get("SendLatency").is_none());
-        let names: Vec<_> = skipped["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["Name"].as_str().unwrap().to_owned())
-            .collect();
-        assert!(!names.contains(&"SendLatency".to_owned()));
+        assert_eq!(counts(&value(DeliveryResult::Succeeded)), [1, 1, 0, 0, 0, 0]);
+        assert_eq!(counts(&value(DeliveryResult::Failed { exhausted: false })), [1, 0, 1, 0, 0, 0]);
+        assert_eq!(counts(&value(DeliveryResult::Failed { exhausted: true })), [1, 0, 1, 1, 0, 0]);
+        for (result, expected) in
+            [(DeliveryResult::Skipped, [0, 0, 0, 0, 1, 0]), (DeliveryResult::Probed, [0, 0, 0, 0, 0, 1])]
+        {
+            let line = value(result);
+            assert_eq!(counts(&line), expected, "{result:?}");
+            assert!(line.get("SendLatency").is_none(), "{result:?}");
+            let names: Vec<_> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["Name"].as_str().unwrap().to_owned())
+                .collect();
+            assert!(!names.contains(&"SendLatency".to_owned()), "{result:?}");
+        }
     }
 
     #[test]

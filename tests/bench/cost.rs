@@ -19,6 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
 use career_core::clock::Timestamp;
 use career_core::config::{Settings, TableNames};
+use career_core::delivery::plan::LONGEST_STAY;
 use career_core::delivery::DeliveryMessage;
 use career_core::store::deliveries::{DUE_SHARDS, LOG_SHARDS};
 use career_core::store::webhooks::WebhookTable;
@@ -106,12 +107,17 @@ const LOAD_BATCH: usize = 10;
 const LOAD_BATCHES: usize = 10;
 /// Deliveries that succeed on their third attempt.
 const THIRD_ATTEMPTS: usize = 5;
+/// The held rows' names (contract section 20).
+const HELD: &str = "Held while disabled (its fan-out)";
+const RELEASED: &str = "Held, then released by an enable and delivered";
 /// The overdue deliveries of the sweep's row.
 const OVERDUE: usize = 1000;
 /// The stream of profile updates of the per-user throughput, and how many such streams each
 /// receiver gets (alternating, pooled): one stream's last deliveries may each wait up to one
-/// answer for their message group, a tail that three streams average rather than one draws.
-const STREAM: usize = 300;
+/// answer for their message group, a tail that three streams average rather than one draws,
+/// and that a stream of several seconds makes a small share of its span (a stream that ends
+/// within about three answers measures that tail rather than the pace).
+const STREAM: usize = 1000;
 const STREAMS: usize = 3;
 /// The slow receiver of the throughput's second run, and the share of the first run's rate it
 /// must keep (issue 42: a subscription's throughput follows its receiver's concurrency).
@@ -617,6 +623,98 @@ async fn pings(stage: &Stage) -> Result<Measured, String> {
     Ok(measured)
 }
 
+/// What a held delivery costs (contract section 20), in two groups: `held`, one per delivery,
+/// is the fan-out of a `profile.updated` to a subscription disabled with `whileDisabled` hold
+/// (its record written `held`, no message); `released`, one group divided by `COUNTED`, is
+/// one `POST /api/v1/webhooks/enable` through the webhooks function that releases them all
+/// (each `held` → `pending` and queued on the main lane), the delivery function's turn for
+/// each, and one sweep run after the release's marker is due, which reads and removes it. On
+/// its own stage, so the sweep finds no other row's markers; one first try before the pause
+/// warms the instances up.
+async fn held_then_released(bench: &Bench) -> Result<(Measured, Measured, Settings), String> {
+    let stage = Stage::start(bench).await?;
+    let settings = &stage.settings;
+    let api = career_service::Api::on(stage.meter.clients(), settings.clone());
+    let receiver = Receiver::start(&[200], Duration::ZERO).await;
+    let user = unique_user();
+    let (subscription, _) = stage.pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let key = api.full_key(&user).await;
+    let mut warm = Open::new(&stage.meter);
+    stage.fan_out(&mut warm, profile_record(&user, "prf_held_warm", 1)).await?;
+    let message = stage.receive(stage.main_lane()).await?;
+    if stage.deliver(&mut warm, stage.main_lane(), message).await? {
+        return Err("the warm-up stayed on its lane".into());
+    }
+    let patch = format!("/api/v1/webhooks?id={subscription}");
+    let paused = api.send_json(Method::PATCH, &patch, &key, r#"{"enabled": false, "whileDisabled": "hold"}"#).await;
+    if paused.status.as_u16() != 200 {
+        return Err(format!("the pause was answered {}", paused.status));
+    }
+
+    let mut held = Measured::default();
+    for n in 1..=COUNTED {
+        let mut open = Open::new(&stage.meter);
+        stage.fan_out(&mut open, profile_record(&user, &format!("prf_held_{n}"), n as u64 + 1)).await?;
+        held.close(&stage.meter, open);
+        if n == 1 {
+            let ids = held_ids(&stage.pipeline.api, &key, &subscription).await?;
+            let id = ids.first().ok_or("the fan-out recorded no held delivery")?;
+            held.record.0 = record_bytes(&settings.tables.deliveries, id).await?;
+            held.record.1 = held.record.0;
+        }
+    }
+    let ids = held_ids(&stage.pipeline.api, &key, &subscription).await?;
+    if ids.len() != COUNTED {
+        return Err(format!("{} of {COUNTED} deliveries were held", ids.len()));
+    }
+
+    let mut released = Measured::default();
+    let mut open = Open::new(&stage.meter);
+    let enable = format!("/api/v1/webhooks/enable?id={subscription}");
+    let answer = open.invoke(function::WEBHOOKS, api.request(Method::POST, &enable).key(&key).send()).await;
+    if (answer.status.as_u16(), answer.json["released"].as_u64()) != (200, Some(COUNTED as u64)) {
+        return Err(format!("the enable was answered {} {}", answer.status, answer.json));
+    }
+    for _ in 0..COUNTED {
+        let message = stage.receive(stage.main_lane()).await?;
+        if stage.deliver(&mut open, stage.main_lane(), message).await? {
+            return Err("a released delivery stayed on its lane".into());
+        }
+    }
+    let sweeper = career_sweep::Deps::new(&stage.meter.clients(), settings).map_err(|e| e.to_string())?;
+    let later = Timestamp::now() + LONGEST_STAY + settings.sweep_after + Duration::from_secs(60);
+    let swept = open.invoke(function::SWEEP, career_sweep::sweep(&sweeper, &career_sweep::Shards::all(), later)).await;
+    let swept = swept.map_err(|e| e.to_string())?;
+    released.close(&stage.meter, open);
+    if (swept.overdue, swept.settled_held) != (0, 0) {
+        return Err(format!("the sweep after the release found work left: {swept:?}"));
+    }
+    let delivered: Vec<String> =
+        receiver.received().iter().skip(1).map(|r| r.header("webhook-id").to_owned()).collect();
+    let mut once = delivered.clone();
+    once.sort_unstable();
+    once.dedup();
+    if (delivered.len(), once.len()) != (COUNTED, COUNTED) {
+        return Err(format!(
+            "the receiver got {} deliveries ({} distinct) of {COUNTED} held",
+            delivered.len(),
+            once.len()
+        ));
+    }
+    released.record = (held.record.0, record_bytes(&settings.tables.deliveries, &once[0]).await?);
+    released.body = receiver.received().last().map(|r| r.body.len()).unwrap_or_default();
+    held.body = released.body;
+    Ok((held, released, settings.clone()))
+}
+
+/// The ids of the subscription's held deliveries, as its log lists them (not metered).
+async fn held_ids(api: &career_service::Api, key: &str, subscription: &str) -> Result<Vec<String>, String> {
+    let path = format!("/api/v1/webhooks/deliveries?id={subscription}&status=held&limit=100");
+    let answer = api.get(&path, key).await;
+    let listed = answer.json["deliveries"].as_array().ok_or_else(|| format!("the held list: {}", answer.json))?;
+    Ok(listed.iter().filter_map(|d| d["id"].as_str().map(str::to_owned)).collect())
+}
+
 /// One sweep that finds `OVERDUE` deliveries whose messages were lost: fanned out as the
 /// stream would hand them over (batches of 100), their main-lane messages purged, and the
 /// sweep run as of its window later, with metered clients.
@@ -953,10 +1051,15 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         "   {LOAD_BATCHES} batches of {LOAD_BATCH} first tries with a {ONE_KB}-byte body, as under load, and the sweep \
          of their markers"
     ));
+    progress(format!(
+        "   {COUNTED} deliveries held by a disabled subscription, then released by one enable and delivered"
+    ));
+    let (held, released, held_settings) = held_then_released(&bench).await?;
     let load_stage = Stage::start(&bench).await?;
     let load = at_load(&load_stage).await?;
     let load_stack = Stack::of(&load_stage.settings);
     let sweep_stack = Stack::of(&sweep_settings);
+    let held_stack = Stack::of(&held_settings);
     let (mut streams, mut slow_streams) = (Vec::new(), Vec::new());
     for round in 1..=STREAMS {
         progress(format!(
@@ -988,6 +1091,17 @@ pub async fn run(bench: Arc<Bench>) -> Result<Section, String> {
         Line::new("First try, `profile.updated`", &profile, 1, &memory, &stack, floor(&profile, entries)),
         Line::new("First try, 1 KB body", &one_kb, 1, &memory, &stack, floor(&one_kb, entries)),
         Line::new("First try, 10 KB body", &ten_kb, 1, &memory, &stack, floor(&ten_kb, entries)),
+        Line::new(HELD, &held, 1, &memory, &held_stack, write_units(held.record.0) + 1.0),
+        Line::new(
+            RELEASED,
+            &released,
+            COUNTED,
+            &memory,
+            &held_stack,
+            // Per delivery: its release and its settle at the record's size, and its entry
+            // in the status index removed.
+            COUNTED as f64 * (write_units(released.record.0) + write_units(released.record.1) + 1.0),
+        ),
         Line::new("Third attempt succeeds (500, 500, 200)", &third, 1, &memory, &stack, third_floor),
         Line::new("Ping", &ping, 1, &memory, &stack, ping_floor),
         Line::new(sweep_label, &swept, OVERDUE, &memory, &sweep_stack, sweep_floor),
@@ -1136,7 +1250,14 @@ fn render(
          polls of up to 10 messages, each handed to one delivery call and deleted in one `DeleteMessageBatch`; then \
          one sweep run after the window, which reads the batches' markers (the warm-up's included) and removes them, \
          all divided by the {} deliveries. Its 1 KB body is an operational event, so the fan-out also publishes it \
-         to the operator topic once per event; that publish is per event, not per delivery, and is given apart.\n\n\
+         to the operator topic once per event; that publish is per event, not per delivery, and is given apart. \
+         The held rows (contract section 20) are {COUNTED} `profile.updated` to a subscription paused with \
+         `whileDisabled` hold: \"{HELD}\" is each one's fan-out, which writes its record `held` and queues \
+         nothing; \"{RELEASED}\" is one `POST /api/v1/webhooks/enable` through the webhooks function (which \
+         releases all {COUNTED}, each `held` → `pending` in one conditional write, queued on the main lane, and \
+         marks the subscription for the sweep), each delivery's turn, and one sweep run once the marker is due, \
+         which finds nothing left held and removes it, divided by the {COUNTED}. A held delivery costs the sum of \
+         the two.\n\n\
          ### One user's throughput\n\n\
          One user, one subscription whose loopback receiver answers 200 at once, {STREAM} profile updates written \
          one after another by `careerctl`'s admin ({writes_per_second:.0} a second), through the whole local \
@@ -1151,7 +1272,8 @@ fn render(
          `DeliveryGroupsPerSubscription` groups (contract section 18), so its deliveries run in as many parallel \
          batches as its groups and the lane's consumers (`DeliveryMaxConcurrency`) allow. The slow receiver's \
          streams end later by a tail, not a slower pace: a stream's last deliveries find their group's batch in \
-         flight and wait up to one answer (1 s here) for it, which is why each pair is run {STREAMS} times.\n",
+         flight and wait up to one answer (1 s here) for it, which is why each stream is {STREAM} updates long and \
+         each pair is run {STREAMS} times.\n",
         grouped(LOAD_BATCH * LOAD_BATCHES),
         ms(SLOW_RECEIVER),
         each(streams),
@@ -1164,7 +1286,7 @@ fn render(
     let lanes = LaneCeiling::of_template();
     body.push_str(&ceiling.text());
     let one = one_kb.dollars();
-    let load_line = &lines[6];
+    let load_line = &lines[8];
     let at_load = load_line.dollars();
     let mut rows = vec![
         Row::new(
@@ -1242,9 +1364,23 @@ fn render(
         format!(
             "{}; {}; {}; {}",
             usd(ten_kb.dollars().total),
-            usd(lines[3].dollars().total),
-            usd(lines[4].dollars().total),
-            usd(lines[5].dollars().total)
+            usd(lines[5].dollars().total),
+            usd(lines[6].dollars().total),
+            usd(lines[7].dollars().total)
+        ),
+        None,
+    ));
+    let (held, released) = (lines[3].dollars().total, lines[4].dollars().total);
+    rows.push(Row::new(
+        "Cost per million: a held delivery, held, then released and delivered (contract 20)",
+        "reported",
+        format!(
+            "{} all in ({} to hold it: its fan-out; {} to release and deliver it: the enable's share, the turn, \
+             the sweep of the release's marker); a first try of the same `profile.updated` {}",
+            usd(held + released),
+            usd(held),
+            usd(released),
+            usd(profile.dollars().total)
         ),
         None,
     ));

@@ -36,6 +36,18 @@ pub struct Section {
 }
 
 impl Section {
+    /// A section with nothing in it yet, to [`Section::add`] its parts to.
+    pub fn empty(number: u8, title: &'static str) -> Self {
+        Section { number, title, rows: Vec::new(), body: String::new(), unmet_notes: Vec::new() }
+    }
+
+    /// Appends `part`'s rows, figures and notes (a part of a section measured on its own).
+    pub fn add(&mut self, part: Section) {
+        self.rows.extend(part.rows);
+        self.body.push_str(&part.body);
+        self.unmet_notes.extend(part.unmet_notes);
+    }
+
     pub fn failed(number: u8, title: &'static str, error: &str) -> Self {
         Section {
             number,

@@ -3,9 +3,11 @@
 //! a baseline in the same run and reported with its target; none is a timed assertion.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing. While working
-//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace,destinations,tokens`
-//! runs some sections, `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
-//! request counts, `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
+//! on it: `BENCH_ONLY=cold,overhead,history,delivery,footprint,e2e,ratelimit,secrets,isolation,lambda,cpu,healing,cost,trace,destinations,tokens,scale,release`
+//! runs some sections, `BENCH_ROWS=in-flight,…` only those parts of a section that it names
+//! (each section says which it has), `BENCH_OUTPUT=path` writes elsewhere, `BENCH_REQUESTS=n` changes the
+//! request counts, `BENCH_RELEASE_COUNT=n` the held deliveries section 18 releases (10,000;
+//! fewer in a debug build), `BENCH_COLD_ROUNDS=n` the cold-request rounds, `BENCH_BINARIES=dir`
 //! takes the functions' binaries from another build (another profile, to compare), and
 //! `BENCH_COMPARE=label=dir,…` adds other builds' API functions to section 11's rounds.
 
@@ -28,6 +30,7 @@ mod meter;
 mod overhead;
 mod payloads;
 mod rate_limit;
+mod release;
 mod report;
 mod runtime_api;
 mod scale_model;
@@ -179,6 +182,9 @@ fn main() {
         if wanted("scale") {
             sections.push(section(17, scale_model::TITLE, scale_model::run(bench.clone())).await);
         }
+        if wanted("release") {
+            sections.push(section(18, release::TITLE, release::run(bench.clone())).await);
+        }
     });
     let took = started.elapsed();
     let markdown = report::render(&sections, &root, took, &load_at_start);
@@ -218,6 +224,11 @@ where
     };
     progress(format!("{number}. done in {:.1} s", started.elapsed().as_secs_f64()));
     outcome
+}
+
+/// Whether `BENCH_ROWS` asks for the section part `part` (every part when it is unset).
+pub fn part_wanted(part: &str) -> bool {
+    std::env::var("BENCH_ROWS").map_or(true, |parts| parts.split(',').any(|wanted| wanted.trim() == part))
 }
 
 /// Waits for `ready`, polling every millisecond, for at most `within`.

@@ -543,14 +543,14 @@ async fn a_webhooks_table_from_before_the_owner_index_gets_it() {
         .await
         .unwrap();
     let template = local_aws::template::Template::shipped();
-    let (created, _) = local_aws::resources::create_tables(&template, &dynamodb(), &names).await.unwrap();
+    let (created, _) = career_template::tables::create_tables(&template, &dynamodb(), &names).await.unwrap();
     assert!(!created.contains(&names.webhooks), "the table was kept: {created:?}");
     let described = dynamodb().describe_table().table_name(&names.webhooks).send().await.unwrap();
     let indexes: Vec<_> = described.table.unwrap().global_secondary_indexes.unwrap_or_default();
     assert_eq!(indexes.iter().filter_map(|i| i.index_name.as_deref()).collect::<Vec<_>>(), ["bySubscription"]);
     // Running it again changes nothing.
     assert_eq!(
-        local_aws::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0,
+        career_template::tables::create_tables(&template, &dynamodb(), &names).await.unwrap().0,
         Vec::<String>::new()
     );
 }

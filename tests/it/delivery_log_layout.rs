@@ -121,7 +121,7 @@ async fn a_deliveries_table_of_the_old_layout_is_replaced_as_cloudformation_repl
     let names = TableNames::with_prefix(&format!("{}-", unique_user()));
     create_old_layout_table(&names.deliveries).await;
     let template = local_aws::template::Template::shipped();
-    let (created, _) = local_aws::resources::create_tables(&template, &dynamodb(), &names).await.unwrap();
+    let (created, _) = career_template::tables::create_tables(&template, &dynamodb(), &names).await.unwrap();
     assert!(created.contains(&names.deliveries), "replaced: {created:?}");
     let table = dynamodb().describe_table().table_name(&names.deliveries).send().await.unwrap().table.unwrap();
     let keys: Vec<_> = table.key_schema().iter().map(|k| k.attribute_name.as_str()).collect();
@@ -131,7 +131,7 @@ async fn a_deliveries_table_of_the_old_layout_is_replaced_as_cloudformation_repl
     assert_eq!(indexes, ["byDue", "byStatus"]);
     assert!(table.local_secondary_indexes().is_empty());
     // Running it again keeps the new table.
-    assert!(local_aws::resources::create_tables(&template, &dynamodb(), &names).await.unwrap().0.is_empty());
+    assert!(career_template::tables::create_tables(&template, &dynamodb(), &names).await.unwrap().0.is_empty());
 }
 
 #[tokio::test]

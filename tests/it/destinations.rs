@@ -4,6 +4,8 @@
 //! delivery function's `AssumeRole` and its permissions on the calls made with the
 //! credentials STS gave, as AWS does.
 
+use std::time::Duration;
+
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
 use career_service::pipeline::Pipeline;
 use career_service::{eventually, unique_user};
@@ -277,6 +279,48 @@ async fn a_role_that_may_not_send_or_a_deleted_queue_fails_at_the_send_and_says_
     let gone = record_until(&pipeline, id, |r| r.status == DeliveryStatus::Failed && missing(r)).await;
     assert_eq!(gone.attempts, pipeline.settings().max_delivery_attempts, "retried");
     assert!(gone.last_error.unwrap().starts_with("sqs:SendMessage: the queue does not exist"));
+}
+
+/// A probe goes to an AWS destination as any delivery does (contract section 20): the
+/// receiver's role does not exist yet, so every attempt is refused at the assumption until the
+/// subscription is disabled for failing, holding what comes meanwhile; once the receiver makes
+/// the role, a probe lands on its queue, the subscription is enabled again and what it held
+/// follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_probe_that_lands_on_an_sqs_destination_enables_it_and_releases_what_it_held() {
+    let pipeline = Pipeline::probing(Duration::from_secs(2)).await;
+    let account = ReceiverAccount::new(&career_service::clients());
+    let subscribed = Subscribed::to_queue(&pipeline, &account, "probe").await;
+    let Subscribed { user, name, queue_url, subscription } = &subscribed;
+    let id = subscribed.id();
+    let key = pipeline.api.full_key(user).await;
+
+    pipeline.api.admin.update_profile(user).await.unwrap();
+    let disabled = crate::lifecycle_probe::shown_when(&pipeline, &key, id, |s| s["enabled"] == false).await;
+    assert_eq!(disabled["disabledReason"], "failing", "{disabled}");
+    pipeline.api.admin.update_profile(user).await.unwrap();
+    let path = format!("/api/v1/webhooks/deliveries?id={id}&status=held");
+    let held = eventually("a held delivery", || async {
+        let listed = pipeline.api.get(&path, &key).await.assert_status(200)["deliveries"].clone();
+        listed.as_array().and_then(|d| d.first()).and_then(|d| d["id"].as_str()).map(str::to_owned).ok_or(listed)
+    })
+    .await;
+
+    let send = ("sqs:SendMessage", queue_arn(queue_url));
+    role_for(&account, name, subscription, subscribed.external_id(), (send.0, &send.1)).await;
+    let back = crate::lifecycle_probe::shown_when(&pipeline, &key, id, |s| s["enabled"] == true).await;
+    assert_eq!(back["disabledReason"], Value::Null, "{back}");
+    let messages = take(&account, queue_url, 2).await;
+    let probes: Vec<Value> = (messages.iter())
+        .map(|m| serde_json::from_str::<Value>(m.body().unwrap()).unwrap())
+        .filter(|body| body["data"]["probe"] == true)
+        .collect();
+    assert_eq!(probes.len(), 1, "one probe landed: {messages:?}");
+    assert_eq!((&probes[0]["type"], &probes[0]["data"]["subscriptionId"]), (&json!("webhook.ping"), &json!(id)));
+    let delivered: Vec<&str> = messages.iter().map(|m| attribute(m, "X-Webhook-Delivery")).collect();
+    assert!(delivered.contains(&held.as_str()), "the held delivery, released: {delivered:?}");
+    pipeline.idle().await;
+    assert!(account.take(queue_url).await.unwrap().is_empty(), "nothing more: the first delivery had failed for good");
 }
 
 /// What `lastError` says of a refused `AssumeRole` (contract section 17), word for word.

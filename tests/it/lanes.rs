@@ -272,25 +272,13 @@ async fn a_failing_subscription_that_hangs_sends_one_at_a_time_and_another_users
     const BACKLOG: usize = 120;
     let pipeline = Pipeline::start(true).await;
     let hanging = Receiver::holding(&[500]).await;
-    let (user, other) = (unique_user(), unique_user());
-    let (subscription, _) = pipeline.subscribe(&user, &hanging.url, &["profile.updated"]).await;
-    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
-    let (user_id, id) = (typed(&user), typed(&subscription));
-    webhooks.start_failure_clock(&user_id, &id, &career_service::failed_attempt(Timestamp::now())).await.unwrap();
     // Its backlog, on the retry lane, where a failing subscription's deliveries go.
-    let messages: Vec<DeliveryMessage> =
-        (0..BACKLOG).map(|_| DeliveryMessage::new(&Event::ping(&id), &user_id, &id)).collect();
-    let table = DeliveryTable::new(dynamodb(), &pipeline.settings().tables.deliveries);
-    let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
-    for chunk in pending.chunks(25) {
-        table.insert_new(chunk, Timestamp::now()).await.unwrap();
-    }
-    let on_retry_lane: Vec<_> = messages.iter().map(|message| (message, Place::Delay(Duration::ZERO))).collect();
-    DeliveryQueues::new(&clients(), pipeline.settings()).unwrap().post_all(&on_retry_lane).await.unwrap();
+    pipeline.failing_with_backlog(&hanging.url, BACKLOG).await;
     hanging.wait_for(1, DEADLINE).await;
 
     // Another user's receiver fails its first attempt; the retry goes to the same lane.
     let flaky = Receiver::start(&[500, 200], Duration::ZERO).await;
+    let other = unique_user();
     pipeline.subscribe(&other, &flaky.url, &["profile.updated"]).await;
     pipeline.api.admin.update_profile(&other).await.unwrap();
     let arrivals = flaky.wait_for(2, DEADLINE).await;

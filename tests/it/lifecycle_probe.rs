@@ -2,13 +2,20 @@
 //! `failing` is probed on the shortened schedule (the same two settings), a probe is a logged
 //! `webhook.ping` with `"probe": true`, a failed probe leaves it disabled until the next, and a
 //! 2xx enables it again, releases what it held and raises `webhook.endpoint.recovered` with
-//! `"reenabled": true`; a paused subscription is never probed.
+//! `"reenabled": true`; a paused subscription is never probed. A probe counts in the metrics
+//! as a probe, not as an attempt or a failure; and a subscription disabled for failing by a
+//! version from before probes gets its probes from `careerctl webhooks arm-probes`.
 
 use std::time::Duration;
 
+use career_core::clock::Timestamp;
+use career_core::store::webhooks::WebhookTable;
+use career_core::webhooks::DisabledReason;
+use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
-use career_service::{eventually, unique_user, DEADLINE};
+use career_service::{dynamodb, eventually, typed, unique_user, DEADLINE};
+use careerctl::admin::probe_schedule;
 use lambda_http::http::Method;
 use serde_json::{json, Value};
 
@@ -22,7 +29,7 @@ async fn shown(pipeline: &Pipeline, key: &str, id: &str) -> Value {
 }
 
 /// Waits until the subscription `id`, as listed, satisfies `done`.
-async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     eventually(format!("{id} as wanted"), || async {
         let shown = shown(pipeline, key, id).await;
         if done(&shown) {
@@ -36,13 +43,7 @@ async fn shown_when(pipeline: &Pipeline, key: &str, id: &str, done: impl Fn(&Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_subscription_is_probed_and_a_2xx_brings_it_back_with_what_it_held() {
-    let mut pipeline = Pipeline::with_settings(true, |s| {
-        s.webhook_disable_after = Duration::from_millis(500);
-        s.probe_after = Duration::from_secs(2);
-        s.probe_for = Duration::from_secs(600);
-    })
-    .await;
-    pipeline.sweep_every(Duration::from_millis(300));
+    let pipeline = Pipeline::probing(Duration::from_secs(2)).await;
     let user = unique_user();
     // Three failed attempts disable it; the first probe fails, the second succeeds.
     let receiver = Receiver::answering(&[500, 500, 500, 500, 200], "down", NO_DELAY).await;
@@ -101,4 +102,99 @@ async fn a_failing_subscription_is_probed_and_a_2xx_brings_it_back_with_what_it_
     pipeline.idle().await;
     assert!(paused_receiver.received().is_empty(), "the paused subscription was sent nothing, no probe");
     assert_eq!(watcher.received().len(), 1);
+}
+
+/// The metrics' line of each attempt of `delivery` in `logged` (Embedded Metric Format).
+fn metric_lines(logged: &str, delivery: &str) -> Vec<Value> {
+    let lines = logged.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok());
+    lines.filter(|line| line["delivery_id"] == delivery && line.get("_aws").is_some()).collect()
+}
+
+/// A probe is a check of a disabled subscription, not traffic: its line counts it as one of
+/// `Probes`, and as no attempt, failure or latency, which the failure-rate alarm divides;
+/// the attempts before it count as they always did.
+#[test]
+fn a_failed_probe_counts_as_a_probe_and_not_as_a_failed_attempt() {
+    // One thread runs the pipeline, so every line it logs is on this thread's capture.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut seen = None;
+    let logged = capture_logs(|| {
+        seen = Some(runtime.block_on(async {
+            let pipeline = Pipeline::probing(Duration::from_secs(1)).await;
+            let user = unique_user();
+            let receiver = Receiver::start(&[500], NO_DELAY).await;
+            let (failing, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+            let key = pipeline.api.full_key(&user).await;
+            pipeline.api.admin.update_profile(&user).await.unwrap();
+            let received = receiver.wait_for(4, DEADLINE).await;
+            assert_eq!(received[3].json()["data"]["probe"], true, "the fourth request is the first probe");
+            // The probe's record is written after its line: once it is failed, the line is there.
+            let path = format!("/api/v1/webhooks/deliveries?id={failing}&status=failed");
+            let probe = received[3].header("x-webhook-delivery").to_owned();
+            eventually("the probe recorded failed", || async {
+                let listed = pipeline.api.get(&path, &key).await.assert_status(200)["deliveries"].clone();
+                let ids: Vec<&str> = listed.as_array().unwrap().iter().filter_map(|d| d["id"].as_str()).collect();
+                if ids.contains(&probe.as_str()) {
+                    Ok(())
+                } else {
+                    Err(listed.clone())
+                }
+            })
+            .await;
+            (received[0].header("x-webhook-delivery").to_owned(), probe)
+        }))
+    });
+    let (delivery, probe) = seen.unwrap();
+    let counts = |line: &Value| ["Attempts", "Failures", "Exhausted", "Probes"].map(|name| line[name].clone());
+    let attempts = metric_lines(&logged, &delivery);
+    assert_eq!(attempts.len(), 3, "{attempts:#?}");
+    assert_eq!(counts(&attempts[0]), [json!(1), json!(1), json!(0), json!(0)], "{}", attempts[0]);
+    assert_eq!(counts(&attempts[2]), [json!(1), json!(1), json!(1), json!(0)], "the last: {}", attempts[2]);
+    let probed = metric_lines(&logged, &probe);
+    assert_eq!(probed.len(), 1, "{probed:#?}");
+    assert_eq!(counts(&probed[0]), [json!(0), json!(0), json!(0), json!(1)], "{}", probed[0]);
+    assert!(probed[0].get("SendLatency").is_none(), "{}", probed[0]);
+}
+
+/// A subscription disabled for failing by a version from before probes has no probe set and no
+/// probe marker, so the sweep would never probe it. `careerctl webhooks arm-probes` (run once
+/// after the upgrade) arms it at its schedule's next slot, once; it is probed and a 2xx brings
+/// it back. One disabled longer ago than probing lasts is left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn arm_probes_probes_a_subscription_disabled_for_failing_before_probes_once() {
+    let pipeline = Pipeline::probing(Duration::from_secs(1)).await;
+    let user = unique_user();
+    let (receiver, ended_receiver) = (Receiver::start(&[200], NO_DELAY).await, Receiver::start(&[200], NO_DELAY).await);
+    let (recent, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
+    let (long_ago, _) = pipeline.subscribe(&user, &ended_receiver.url, &["profile.updated"]).await;
+    // As the version before probes disabled them: no probe set, no marker.
+    let webhooks = WebhookTable::new(dynamodb(), &pipeline.settings().tables.webhooks);
+    let now = Timestamp::now();
+    for (id, ago) in [(&recent, 5), (&long_ago, 700)] {
+        let at = now - Duration::from_secs(ago);
+        let disabled = webhooks.disable(&typed(&user), &typed(id), (DisabledReason::Failing, None), None, at).await;
+        assert!(disabled.unwrap());
+    }
+    let key = pipeline.api.full_key(&user).await;
+    let before = shown(&pipeline, &key, &recent).await;
+    assert_eq!((&before["disabledReason"], &before["nextProbeAt"]), (&json!("failing"), &Value::Null), "{before}");
+
+    let schedule = probe_schedule(pipeline.settings());
+    let armed = pipeline.api.admin.arm_probes(&schedule, Timestamp::now()).await.unwrap();
+    assert_eq!((armed.armed, armed.ended), (1, 1));
+    let again = pipeline.api.admin.arm_probes(&schedule, Timestamp::now()).await.unwrap();
+    assert_eq!((again.armed, again.ended), (0, 1), "armed once");
+
+    let probe = receiver.wait_for(1, DEADLINE).await.remove(0).json();
+    assert_eq!(
+        (&probe["type"], &probe["data"]),
+        (&json!("webhook.ping"), &json!({"subscriptionId": recent, "probe": true}))
+    );
+    let back = shown_when(&pipeline, &key, &recent, |s| s["enabled"] == true).await;
+    assert_eq!(back["disabledReason"], Value::Null);
+    pipeline.idle().await;
+    let ended = shown(&pipeline, &key, &long_ago).await;
+    assert_eq!((&ended["enabled"], &ended["nextProbeAt"]), (&json!(false), &Value::Null), "{ended}");
+    assert!(ended_receiver.received().is_empty(), "probing had ended for it");
+    assert_eq!(receiver.received().len(), 1, "probed once");
 }

@@ -3,7 +3,8 @@
 //! selects by subscription, kind, status and window, its dry run, its cap of 1,000 a call,
 //! its refusals; a cancel while a delivery waits for its retry and while an attempt is in
 //! flight, and its refusals. The records a replay starts from are written straight into the
-//! log (as their attempts would have left them), so each test controls exactly what matches.
+//! log (as their attempts would have left them), so each test controls exactly what matches;
+//! a held one is held through the real path (a paused subscription and a change).
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use career_core::delivery::recovery::MAX_PER_CALL;
 use career_core::delivery::DeliveryMessage;
 use career_core::events::{Event, EventData};
 use career_core::ids::{AssessmentId, EventId, ProfileId};
-use career_core::store::deliveries::{DeliveryTable, RecordKey};
+use career_core::store::deliveries::DeliveryTable;
 use career_core::store::webhooks::WebhookTable;
 use career_core::webhooks::DisabledReason;
 use career_service::pipeline::Pipeline;
@@ -353,22 +354,21 @@ async fn a_cancel_during_an_attempt_records_the_attempt_and_stays_cancelled() {
     assert_eq!(receiver.received().len(), 1, "nothing more was sent");
 }
 
-/// Makes a skipped record `held`, as a turn that found its subscription disabled with
-/// `whileDisabled: hold` leaves it (its status and its status index partition).
-async fn hold(pipeline: &Pipeline, subscription: &str, delivery: &str) {
-    let key = RecordKey { subscription_id: typed(subscription), delivery_id: typed(delivery) };
-    let s = |text: String| aws_sdk_dynamodb::types::AttributeValue::S(text);
-    dynamodb()
-        .update_item()
-        .table_name(&pipeline.settings().tables.deliveries)
-        .set_key(Some(key.item()))
-        .update_expression("SET #status = :held, statusKey = :key")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_values(":held", s("held".into()))
-        .expression_attribute_values(":key", s(format!("{subscription}#held")))
-        .send()
-        .await
-        .unwrap();
+/// Holds a delivery through the real path (contract section 20): `subscription` paused,
+/// holding what comes meanwhile (the default `whileDisabled`), then one change of `user`'s
+/// profile through the stream and the fan-out, which records it `held`; its id.
+async fn hold(pipeline: &Pipeline, key: &str, user: &str, subscription: &str) -> String {
+    let path = format!("/api/v1/webhooks?id={subscription}");
+    let paused = pipeline.api.send_json(Method::PATCH, &path, key, r#"{"enabled": false}"#).await;
+    assert_eq!(paused.assert_status(200)["whileDisabled"], "hold");
+    pipeline.api.admin.update_profile(user).await.unwrap();
+    let path = format!("/api/v1/webhooks/deliveries?id={subscription}&status=held");
+    eventually("a held delivery", || async {
+        let listed = pipeline.api.get(&path, key).await.assert_status(200)["deliveries"].clone();
+        let id = listed.as_array().and_then(|d| d.first()).and_then(|d| d["id"].as_str()).map(str::to_owned);
+        id.ok_or(listed)
+    })
+    .await
 }
 
 /// A cancel ends a held delivery too (found through the status index), and a cancelled one is
@@ -380,13 +380,15 @@ async fn a_cancel_ends_what_is_held_and_a_replay_sends_what_was_cancelled() {
     let receiver = Receiver::start(&[200], Duration::ZERO).await;
     let (subscription, _) = pipeline.subscribe(&user, &receiver.url, &["profile.updated"]).await;
     let since = Timestamp::now() - Duration::from_secs(60);
-    let event = event(&user, "profile.updated", since, 1);
-    let held = recorded(&pipeline, &user, &subscription, &event, DeliveryStatus::Skipped).await;
-    hold(&pipeline, &subscription, &held).await;
-    let key = pipeline.api.key(&user, "write:webhooks").await;
+    let key = pipeline.api.full_key(&user).await;
+    let held = hold(&pipeline, &key, &user, &subscription).await;
     assert_eq!(cancel(&pipeline, &key, &subscription, None).await, (202, json!({"cancelling": 1, "more": false})));
     let cancelled = record(&pipeline, &subscription, &held).await;
     assert_eq!((cancelled.status, cancelled.attempts), (DeliveryStatus::Cancelled, 0));
+    // Enabled again, it has nothing held to release: the cancel ended it.
+    let enable = format!("/api/v1/webhooks/enable?id={subscription}");
+    let enabled = pipeline.api.request(Method::POST, &enable).key(&key).send().await;
+    assert_eq!(enabled.assert_status(200)["released"], 0);
 
     let by_subscription = json!({subscription.clone(): 1});
     let (status, default) = replay(&pipeline, &key, json!({"since": since, "dryRun": true})).await;

@@ -5,7 +5,7 @@
 //! Then every receiver snippet of docs/receiving-webhooks.md, extracted by its marker, run as it is; its `v1a`
 //! receivers (Python's `cryptography`, Node's `node:crypto`: Ed25519 verifiers independent of
 //! the service's) are sent real deliveries through a rotation of the key pair, and its
-//! identity-token receivers (PyJWT, jose) real tokens of the local stack's issuer.
+//! identity-token receivers (PyJWT, jose, go-oidc) real tokens of the local stack's issuer.
 
 mod readme_receiver;
 
@@ -19,7 +19,7 @@ use career_core::delivery::SignedDelivery;
 use career_core::webhooks::signing::SigningKey;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{Received, Receiver};
-use career_service::script_receiver::{project_dir, python, tsc, ScriptReceiver};
+use career_service::script_receiver::{gopath, project_dir, python, tsc, ScriptReceiver};
 use career_service::DEADLINE;
 use career_service::{clients, unique_user};
 use lambda_http::http::Method;
@@ -134,6 +134,7 @@ fn readme_program(name: &str, dir: &Path) -> (PathBuf, Vec<PathBuf>) {
         "node-seed" | "node-v1a" => (PathBuf::from("node"), vec![write("receiver.js")]),
         "node-identity-token" => (PathBuf::from("node"), vec![write("receiver.mjs")]),
         "typescript-standardwebhooks" => (PathBuf::from("node"), vec![compiled_typescript_receiver().to_owned()]),
+        "go-identity-token" => (compiled_go_receiver().to_owned(), vec![]),
         other => panic!("no way to run {other}"),
     }
 }
@@ -157,6 +158,36 @@ fn compiled_typescript_receiver() -> &'static Path {
         let output = String::from_utf8_lossy(&compiled.stdout);
         assert!(compiled.status.success(), "the guide's TypeScript does not compile: {output}");
         dir.join("out/receiver.js")
+    })
+}
+
+/// The guide's Go receiver, checked by `gofmt` and `go vet` and built once for every test that
+/// runs it, offline with Debian's Go and go-oidc (GOPATH mode: no module proxy); the binary.
+fn compiled_go_receiver() -> &'static Path {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let dir = project_dir();
+        std::fs::write(dir.join("receiver.go"), snippet("go-identity-token")).unwrap();
+        let run = |program: &str, args: &[&str]| {
+            let output = std::process::Command::new(program)
+                .args(args)
+                .current_dir(&dir)
+                .env("GO111MODULE", "off")
+                .env("GOPATH", gopath())
+                .env("GOFLAGS", "")
+                .env("GOPROXY", "off")
+                .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build"))
+                .output()
+                .unwrap_or_else(|e| panic!("{program}: {e}"));
+            let said = [output.stdout, output.stderr].concat();
+            let said = String::from_utf8_lossy(&said).into_owned();
+            assert!(output.status.success(), "the guide's Go: {program} {args:?}: {said}");
+            said
+        };
+        assert_eq!(run("gofmt", &["-l", "receiver.go"]), "", "the guide's Go is not as gofmt formats it");
+        run("go", &["vet", "receiver.go"]);
+        run("go", &["build", "-o", "receiver", "receiver.go"]);
+        dir.join("receiver")
     })
 }
 
@@ -446,4 +477,9 @@ async fn the_readmes_python_identity_token_receiver_verifies_real_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_readmes_node_identity_token_receiver_verifies_real_tokens() {
     the_readmes_identity_token_receiver_verifies_real_tokens("node-identity-token").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readmes_go_identity_token_receiver_verifies_real_tokens() {
+    the_readmes_identity_token_receiver_verifies_real_tokens("go-identity-token").await;
 }

@@ -31,7 +31,8 @@ use career_core::store::stream::event_from_record;
 use career_core::webhooks::WebhookSecret;
 use career_service::pipeline::Pipeline;
 use career_service::{clients, dynamodb, eventually};
-use careerctl::demo::{self, Received, Seeded};
+use careerctl::demo::receiver::Received;
+use careerctl::demo::{self, Seeded};
 use lambda_http::http::Method;
 use lambda_http::request::{LambdaRequest, RequestContext};
 use lambda_http::{Body, RequestExt};
@@ -277,7 +278,7 @@ impl Stack {
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let log = received.clone();
         let secret = WebhookSecret::parse(&seeded.secret).expect("demo seed prints the secret");
-        tokio::spawn(demo::receive(listener, secret, move |delivery| log.lock().unwrap().push(delivery)));
+        tokio::spawn(demo::receiver::receive(listener, secret, move |delivery| log.lock().unwrap().push(delivery)));
         Stack { pipeline, demo_key, seeded, received }
     }
 

@@ -9,8 +9,8 @@ use career_service::pipeline::Pipeline;
 use career_service::receiver::Receiver;
 use career_service::DEADLINE;
 use career_service::{clients, eventually, function_settings, sqs, unique_user};
+use career_template::on_failure::OnFailureRecord;
 use careerctl::streams::{Replayed, Unrecovered};
-use local_aws::event_sources::on_failure::OnFailureRecord;
 use local_aws::template::{function, Template, TEMPLATE};
 
 /// The fan-out's role without PutItem on the deliveries table: it fails every event's first
@@ -27,7 +27,7 @@ fn fan_out_failing() -> Template {
 async fn replay(pipeline: &Pipeline, discard_lost: bool) -> Replayed {
     let settings = function_settings(function::FANOUT, pipeline.settings());
     let fanout = career_fanout::Deps::new(&clients(), &settings).expect("the fan-out's settings");
-    let filters = local_aws::event_sources::stream_filters_by_table(
+    let filters = career_template::filters::stream_filters_by_table(
         &Template::shipped(),
         &pipeline.settings().tables,
         function::FANOUT,

@@ -7,14 +7,15 @@ pub mod local_run;
 pub mod logs;
 pub mod pipeline;
 pub mod receiver;
+pub mod scale_model;
 pub mod script_receiver;
 pub mod tls;
 
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::path::Path;
-use std::sync::mpsc;
 use std::sync::OnceLock;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
@@ -91,6 +92,61 @@ pub async fn held(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
     .iter()
     .filter_map(|name| attributes.get(name)?.parse::<usize>().ok())
     .sum()
+}
+
+/// The most messages a queue held in flight, delayed, and waiting to be received, at one
+/// moment: SQS's counts (the emulator's are exact) read every 50 ms from its start until it
+/// is dropped.
+pub struct QueueGauge {
+    most: std::sync::Arc<[std::sync::atomic::AtomicUsize; 3]>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl QueueGauge {
+    pub fn start(queue_url: &str) -> Self {
+        use aws_sdk_sqs::types::QueueAttributeName::{
+            ApproximateNumberOfMessages, ApproximateNumberOfMessagesDelayed, ApproximateNumberOfMessagesNotVisible,
+        };
+        let most: std::sync::Arc<[std::sync::atomic::AtomicUsize; 3]> = std::sync::Arc::default();
+        let (seen, queue_url, sqs) = (most.clone(), queue_url.to_owned(), sqs());
+        let sampler = tokio::spawn(async move {
+            loop {
+                let names = [
+                    ApproximateNumberOfMessagesNotVisible,
+                    ApproximateNumberOfMessagesDelayed,
+                    ApproximateNumberOfMessages,
+                ];
+                let asked = sqs.get_queue_attributes().queue_url(&queue_url).set_attribute_names(Some(names.to_vec()));
+                if let Ok(output) = asked.send().await {
+                    let attributes = output.attributes.unwrap_or_default();
+                    for (most, name) in seen.iter().zip(&names) {
+                        let count = attributes.get(name).and_then(|n| n.parse().ok()).unwrap_or(0);
+                        most.fetch_max(count, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        QueueGauge { most, sampler }
+    }
+
+    pub fn most_in_flight(&self) -> usize {
+        self.most[0].load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn most_delayed(&self) -> usize {
+        self.most[1].load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn most_waiting_to_be_received(&self) -> usize {
+        self.most[2].load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for QueueGauge {
+    fn drop(&mut self) {
+        self.sampler.abort();
+    }
 }
 
 /// Every stack of this test binary: its tables and its deployment of the template.
@@ -464,7 +520,7 @@ pub fn assert_rfc3339_utc(text: impl AsRef<str>) {
 
 /// The three API functions as a fresh (cold) instance would run them.
 pub struct Api {
-    pub functions: ApiFunctions,
+    pub functions: Arc<ApiFunctions>,
     pub admin: Admin,
     pub settings: Settings,
 }
@@ -493,11 +549,13 @@ impl Api {
 
     /// The functions on the services that these clients talk to.
     pub fn on(clients: AwsClients, settings: Settings) -> Self {
-        Api {
-            functions: ApiFunctions::new(&deployment(&settings), &clients, &settings).expect("valid settings"),
-            admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()),
-            settings,
-        }
+        let functions = ApiFunctions::new(&deployment(&settings), &clients, &settings).expect("valid settings");
+        Self::serving(Arc::new(functions), clients, settings)
+    }
+
+    /// `functions` (a stack's, built already), with an admin on `clients`.
+    pub fn serving(functions: Arc<ApiFunctions>, clients: AwsClients, settings: Settings) -> Self {
+        Api { functions, admin: Admin::new(clients.dynamodb().clone(), settings.tables.clone()), settings }
     }
 
     /// Issues a key for `user` with the comma-separated `scopes`.

@@ -4,27 +4,37 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+use career_core::aws::queue::DeliveryQueues;
+use career_core::clock::Timestamp;
 use career_core::config::{Settings, TableNames};
 use career_core::delivery::log::{DeliveryRecord, DeliveryStatus};
+use career_core::delivery::plan::Place;
+use career_core::delivery::DeliveryMessage;
+use career_core::events::Event;
+use career_core::ids::{SubscriptionId, UserId};
 use career_core::store::deliveries::DeliveryTable;
+use career_core::store::webhooks::WebhookTable;
 use local_aws::deployment::Deployment;
-use local_aws::event_sources::pumps::{checkpointed, run_queue_pump, run_stream_pump, run_sweeps};
+use local_aws::event_sources::pumps::checkpointed;
 use local_aws::event_sources::StreamSource;
+use local_aws::functions::Functions;
 use local_aws::resources::QueueUrls;
-use local_aws::template::{function, Template};
+use local_aws::template::Template;
 use tokio::task::JoinHandle;
 
-use crate::{acting_as, clients, eventually, services, sqs, streams, unique_user, Api};
+use crate::{clients, eventually, services, sqs, streams, unique_user, Api};
 
 pub struct Pipeline {
     pub api: Api,
     pub queues: QueueUrls,
     pumps: Vec<JoinHandle<()>>,
-    /// The fan-out's streams and the file its pump checkpoints them in (with the pumps).
-    streams: Option<(Vec<StreamSource>, PathBuf)>,
+    /// With the pumps: the stack's functions as `careerctl local` runs them (`api` serves
+    /// their API functions), and the file the fan-out's pump checkpoints its streams in.
+    pumped: Option<(Arc<Functions>, PathBuf)>,
 }
 
 impl Pipeline {
@@ -52,30 +62,23 @@ impl Pipeline {
             .await
             .expect("the template's tables and queues created");
         let queues = deployment.queues().expect("the template's queues");
-        crate::register(&settings, deployment);
-
-        let mut pumps = Vec::new();
-        let mut streams = None;
-        if with_pumps {
-            let fanout_clients = acting_as(function::FANOUT, &settings, &clients());
-            let fanout_settings = crate::function_settings(function::FANOUT, &settings);
-            let fanout = career_fanout::Deps::new(&fanout_clients, &fanout_settings).expect("fan-out settings");
-            let sources = crate::stream_sources(function::FANOUT, &settings);
-            let checkpoints = std::env::temp_dir().join(format!("career-checkpoints-{stack}.json"));
-            streams = Some((sources.clone(), checkpoints.clone()));
-            pumps.push(tokio::spawn(async move {
-                run_stream_pump(fanout_clients, sources, &fanout, Some(checkpoints)).await
-            }));
-            for lane in crate::queue_sources(function::DELIVER, &settings) {
-                let deliver = crate::deliver_instance(&settings);
-                let sqs = acting_as(function::DELIVER, &settings, &clients()).sqs().clone();
-                pumps.push(tokio::spawn(
-                    async move { run_queue_pump(sqs, lane, &deliver, std::future::pending()).await },
-                ));
-            }
+        // Without the pumps only the API's functions are made, so a template that leaves an
+        // event function unable to start still serves the API.
+        if !with_pumps {
+            crate::register(&settings, deployment);
+            return Pipeline { api: Api::on(clients(), settings), queues, pumps: Vec::new(), pumped: None };
         }
-        let api = Api::with_settings(|s| *s = settings);
-        Pipeline { api, queues, pumps, streams }
+        let functions = Functions::new(&deployment, &clients(), &settings).expect("the functions' settings");
+        let functions = Arc::new(functions);
+        crate::register(&settings, deployment);
+        let checkpoints = std::env::temp_dir().join(format!("career-checkpoints-{stack}.json"));
+        let (fanout, deliver, into_stream) = (functions.clone(), functions.clone(), checkpoints.clone());
+        let pumps = vec![
+            tokio::spawn(async move { fanout.pump_streams(Some(into_stream)).await }),
+            tokio::spawn(async move { deliver.pump_lanes(std::future::pending).await }),
+        ];
+        let api = Api::serving(functions.api.clone(), clients(), settings);
+        Pipeline { api, queues, pumps, pumped: Some((functions, checkpoints)) }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -83,17 +86,26 @@ impl Pipeline {
     }
 
     /// Runs the sweep every `every` with the pipeline's settings (its window is theirs), as
-    /// the schedules do on AWS (a run per shard, at once), until the pipeline is dropped.
+    /// the schedules do on AWS (a run per shard, at once), until the pipeline is dropped. For
+    /// a pipeline with its pumps.
     pub fn sweep_every(&mut self, every: Duration) {
-        let sweep_clients = acting_as(function::SWEEP, self.settings(), &clients());
-        let sweep_settings = crate::function_settings(function::SWEEP, self.settings());
-        let sweep = career_sweep::Deps::new(&sweep_clients, &sweep_settings).expect("sweep settings");
-        let deployment = crate::deployment(self.settings());
-        let timeout = deployment.template.function_timeout(function::SWEEP).expect("a timeout");
-        let schedules = deployment.template.schedule_inputs(function::SWEEP).expect("the sweep's schedules");
-        self.pumps.push(tokio::spawn(async move {
-            run_sweeps(&sweep, schedules, every, timeout, std::future::pending()).await
-        }));
+        let (sweep, _) = self.pumped.as_ref().expect("a pipeline with its pumps");
+        let sweep = sweep.clone();
+        self.pumps.push(tokio::spawn(async move { sweep.sweep_every(every, std::future::pending()).await }));
+    }
+
+    /// A pipeline with its pumps whose failing subscriptions are disabled after 0.5 s of
+    /// failures and probed `probe_after` later, then at doubling intervals for ten minutes
+    /// (contract section 20), with the sweep (which sends the probes) every 0.3 s.
+    pub async fn probing(probe_after: Duration) -> Self {
+        let mut pipeline = Self::with_settings(true, |s| {
+            s.webhook_disable_after = Duration::from_millis(500);
+            s.probe_after = probe_after;
+            s.probe_for = Duration::from_secs(600);
+        })
+        .await;
+        pipeline.sweep_every(Duration::from_millis(300));
+        pipeline
     }
 
     /// Creates a subscription through the API and returns its id and secret.
@@ -103,6 +115,30 @@ impl Pipeline {
         let created = self.api.send_json(lambda_http::http::Method::POST, "/api/v1/webhooks", &key, &body).await;
         let json = created.assert_status(201);
         (json["id"].as_str().unwrap().to_owned(), json["secret"].as_str().unwrap().to_owned())
+    }
+
+    /// A new user's subscription to `url`, failing (its failure clock runs) and with `count`
+    /// deliveries due now on the retry lane, where a failing subscription's deliveries wait:
+    /// their records pending, their messages each a delivery's, as a turn moves them. Its id.
+    pub async fn failing_with_backlog(&self, url: &str, count: usize) -> String {
+        let user = unique_user();
+        let (subscription, _) = self.subscribe(&user, url, &["profile.updated"]).await;
+        let settings = self.settings();
+        let (user_id, id): (UserId, SubscriptionId) = (crate::typed(&user), crate::typed(&subscription));
+        let webhooks = WebhookTable::new(crate::dynamodb(), &settings.tables.webhooks);
+        let clock = webhooks.start_failure_clock(&user_id, &id, &crate::failed_attempt(Timestamp::now())).await;
+        clock.expect("the failure clock started");
+        let messages: Vec<DeliveryMessage> =
+            (0..count).map(|_| DeliveryMessage::new(&Event::ping(&id), &user_id, &id)).collect();
+        let table = DeliveryTable::new(crate::dynamodb(), &settings.tables.deliveries);
+        let pending: Vec<_> = messages.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
+        for chunk in pending.chunks(25) {
+            table.insert_new(chunk, Timestamp::now()).await.expect("the records written");
+        }
+        let on_retry_lane: Vec<_> = messages.iter().map(|message| (message, Place::Delay(Duration::ZERO))).collect();
+        let queues = DeliveryQueues::new(&clients(), settings).expect("the lanes");
+        queues.post_all(&on_retry_lane).await.expect("the messages queued");
+        subscription
     }
 
     /// One of SQS's approximate counts of a queue (the emulator's are exact).
@@ -138,7 +174,8 @@ impl Pipeline {
     /// operational events) before its pump moves past the batch, so once all three hold no
     /// delivery, operational event or notification is on its way.
     pub async fn idle(&self) {
-        let (sources, checkpoints) = self.streams.as_ref().expect("a pipeline with its pumps");
+        let (functions, checkpoints) = self.pumped.as_ref().expect("a pipeline with its pumps");
+        let sources = &functions.streams;
         let sqs = sqs();
         let lanes = (&self.queues.delivery, &self.queues.retry);
         eventually("the streams read and the delivery lanes empty", || async {
@@ -250,7 +287,7 @@ impl Drop for Pipeline {
         for pump in &self.pumps {
             pump.abort();
         }
-        if let Some((_, checkpoints)) = &self.streams {
+        if let Some((_, checkpoints)) = &self.pumped {
             let _ = std::fs::remove_file(checkpoints);
         }
     }

@@ -61,14 +61,21 @@ impl Receiver {
         headers: &'static [(&'static str, &'static str)],
         delay: Duration,
     ) -> Self {
-        Self::serve(statuses, answer, headers, delay, true).await
+        Self::serve(statuses, answer, headers, delay, true, Counted::EveryRequest).await
+    }
+
+    /// Answers each delivery's n-th attempt (its n-th request with that `webhook-id`) with
+    /// `statuses[n]` (the last one repeats), after `delay`: `[500, 200]` fails every first
+    /// attempt once, however the deliveries' attempts interleave.
+    pub async fn per_delivery(statuses: &[u16], delay: Duration) -> Self {
+        Self::serve(statuses, "", &[], delay, true, Counted::EachDelivery).await
     }
 
     /// Like `start` without a delay, but answering nothing until [`Receiver::open`]: the
     /// deliveries it takes stay in flight for as long as the test needs, however slow the
     /// machine.
     pub async fn holding(statuses: &[u16]) -> Self {
-        Self::serve(statuses, "", &[], Duration::ZERO, false).await
+        Self::serve(statuses, "", &[], Duration::ZERO, false, Counted::EveryRequest).await
     }
 
     /// Answers the requests held so far, and every later one at once.
@@ -82,6 +89,7 @@ impl Receiver {
         headers: &'static [(&'static str, &'static str)],
         delay: Duration,
         open: bool,
+        counted: Counted,
     ) -> Self {
         let (open, opened) = tokio::sync::watch::channel(open);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
@@ -105,7 +113,13 @@ impl Receiver {
                             let n = {
                                 let mut log = log.lock().unwrap();
                                 log.push(Received { headers: parts.headers, body, at });
-                                log.len()
+                                match counted {
+                                    Counted::EveryRequest => log.len(),
+                                    Counted::EachDelivery => {
+                                        let id = log[log.len() - 1].header("webhook-id").to_owned();
+                                        log.iter().filter(|r| r.header("webhook-id") == id).count()
+                                    }
+                                }
                             };
                             let _ = opened.wait_for(|open| *open).await;
                             tokio::time::sleep(delay).await;
@@ -150,6 +164,15 @@ impl Receiver {
         })
         .await
     }
+}
+
+/// Which requests a receiver's script counts: its answer to a request is the script's entry at
+/// that count.
+#[derive(Clone, Copy)]
+enum Counted {
+    EveryRequest,
+    /// Those of the same delivery (`webhook-id`).
+    EachDelivery,
 }
 
 /// A receiver's count of its open requests.

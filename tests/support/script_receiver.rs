@@ -1,7 +1,9 @@
 //! Webhook receivers written in other languages, run as child processes on loopback with the
 //! interpreters and packages that `scripts/install-local-deps.sh --receivers` installed under
 //! `.local/`: Python with `standardwebhooks` from PyPI, Node.js with `standardwebhooks` (and
-//! TypeScript) from npm. Each prints one line per delivery; the test reads those lines.
+//! TypeScript) from npm; and Go with go-oidc, which it installed system-wide with apt (Debian
+//! packages Go libraries under a GOPATH). Each prints one line per delivery; the test reads
+//! those lines.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -27,6 +29,14 @@ pub fn python() -> PathBuf {
 /// The TypeScript compiler.
 pub fn tsc() -> PathBuf {
     local("receivers-node/node_modules/.bin/tsc")
+}
+
+/// The GOPATH of Debian's Go libraries, holding go-oidc.
+pub fn gopath() -> &'static Path {
+    let gopath = Path::new("/usr/share/gocode");
+    let oidc = gopath.join("src/github.com/coreos/go-oidc");
+    assert!(oidc.exists(), "{} is missing: run scripts/install-local-deps.sh --receivers", oidc.display());
+    gopath
 }
 
 /// A fresh directory for a receiver's files, in which `node_modules` resolves to the installed

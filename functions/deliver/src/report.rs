@@ -18,7 +18,8 @@ use career_core::webhooks::Subscription;
 use crate::{Deps, Received};
 
 /// Logs the attempt's outcome with its metrics; `(started, latency_ms)`: when its send started,
-/// and how long it took. A first attempt also reports how long it waited for its send.
+/// and how long it took. A first attempt also reports how long it waited for its send; a probe
+/// reports itself as one, apart from the attempts (contract section 20).
 pub(crate) fn report(
     deps: &Deps,
     received: &Received<'_>,
@@ -40,6 +41,13 @@ pub(crate) fn report(
             None => metrics,
         }
     };
+    if delivery.event.is_probe() {
+        let metrics = metrics_of(DeliveryResult::Probed);
+        let status = outcome.answer().map(|answer| answer.status);
+        let error = after.record.error.as_deref().unwrap_or_default();
+        tracing::info!(%receiver, status, latency_ms, error, emf = %metrics, "probed");
+        return;
+    }
     if let Outcome::Delivered(answer) = outcome {
         let metrics = metrics_of(DeliveryResult::Succeeded);
         tracing::info!(%receiver, attempt, status = answer.status, latency_ms, emf = %metrics, "delivered");

@@ -14,7 +14,7 @@ use career_core::delivery::plan::{
     self, After, AtSend, Before, Exit, Found, HeldBack, Lease, Recorded, Step, SubscriptionChange, SubscriptionState,
     SubscriptionTask,
 };
-use career_core::delivery::rate::{wait_after_failed_count, Admission};
+use career_core::delivery::rate::{self, wait_after_failed_count, Admission, OverLimit};
 use career_core::delivery::retry::jitter;
 use career_core::delivery::{DeliveryMessage, SignedDelivery};
 use career_core::ids::{SubscriptionId, UserId};
@@ -160,20 +160,37 @@ async fn retry_later(deps: &Deps, received: &Received<'_>) -> Disposition {
     exit::execute(deps, &received.exiting(), plan::waiting(deps.policy.schedule.base)).await
 }
 
-/// How long a delivery about to be sent waits instead, when its subscription's
-/// `maxDeliveriesPerSecond` has no place for it now (section 18). Unknown is over the limit:
-/// the limit is never exceeded.
-async fn over_rate(deps: &Deps, subscription: &Subscription) -> Option<HeldBack> {
+/// How long a delivery about to be sent waits on its lane instead, when its subscription's
+/// `maxDeliveriesPerSecond` has no place for it (section 18): none once admitted, after the
+/// waits in its turn the plan allows ([`rate::over_limit`]). Unknown is over the limit: the
+/// limit is never exceeded. A refusal goes to `observed`.
+async fn over_rate(
+    deps: &Deps,
+    subscription: &Subscription,
+    lease: Option<Lease>,
+    observed: &Observed,
+) -> Option<HeldBack> {
     let rate = subscription.max_deliveries_per_second?;
-    let wait = match deps.limiter.admit(&subscription.id, rate).await {
-        Ok(Admission::Admitted) => return None,
-        Ok(Admission::Wait(wait)) => wait,
-        Err(err) => {
-            tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
-            wait_after_failed_count(jitter())
+    let began = Instant::now();
+    loop {
+        let admission = deps.limiter.admit(&subscription.id, rate).await;
+        if matches!(admission, Ok(Admission::Admitted)) {
+            return None;
         }
-    };
-    Some(HeldBack::OverRate(wait))
+        observed.saw(&subscription.id, Observation::RateLimited { at: Timestamp::now() });
+        let wait = match admission {
+            Ok(Admission::Wait(wait)) => wait,
+            Ok(Admission::Admitted) => return None,
+            Err(err) => {
+                tracing::error!(error = %err, "counting the attempt against the subscription's rate limit failed");
+                return Some(HeldBack::OverRate(wait_after_failed_count(jitter())));
+            }
+        };
+        match rate::over_limit(wait, began.elapsed(), lease, Timestamp::now()) {
+            OverLimit::InTurn(wait) => tokio::time::sleep(wait).await,
+            OverLimit::OnLane(held_back) => return Some(held_back),
+        }
+    }
 }
 
 /// A failing subscription's one open send ([`plan::one_send_open`]), held for this turn's
@@ -220,15 +237,15 @@ async fn attempt_delivery(
             return retry_later(deps, received).await;
         }
     };
+    // An identity token asked for (contract section 21), minted or kept; a failed call fails
+    // the attempt. Before the rate count: an admitted attempt starts at its count's stamp.
+    let authorization = deps.identity_tokens.authorization(subscription).await;
     // A failing subscription sends one at a time (contract section 22). One that may send is
-    // counted last before it, so the attempt starts within the limit's margin of its count.
+    // counted last before it: the count returns at the attempt's start.
     let (open, held_back) = match open_send(deps, subscription, lease).await {
-        Ok(open) => (open, over_rate(deps, subscription).await),
+        Ok(open) => (open, over_rate(deps, subscription, lease, observed).await),
         Err(behind) => (None, Some(behind)),
     };
-    if matches!(held_back, Some(HeldBack::OverRate(_))) {
-        observed.saw(&subscription.id, Observation::RateLimited { at: Timestamp::now() });
-    }
     if let AtSend::Wait { exit, release } =
         plan::at_send(lease, received.delivery.claimed_until, held_back, Timestamp::now())
     {
@@ -249,8 +266,6 @@ async fn attempt_delivery(
     let trace = received.delivery.trace.clone().unwrap_or_else(TraceContext::start);
     let span_id = SpanId::generate();
     let trace_headers = if subscription.trace_context { trace.headers(span_id) } else { Vec::new() };
-    // An identity token asked for (contract section 21), minted or kept; a failed call fails the attempt.
-    let authorization = deps.identity_tokens.authorization(subscription).await;
     let (started, started_at) = (Instant::now(), SystemTime::now());
     let sending = send(deps, &received.delivery, &subscription.target, &secrets, trace_headers, authorization);
     let (outcome, body, marked_slow) = slow_marked(deps, subscription, sending).await;

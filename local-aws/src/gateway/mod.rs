@@ -68,9 +68,7 @@ impl ApiFunctions {
             };
             Ok(Target { api, time_limit: time_limit(template, function)? })
         })?;
-        let instance = |function| -> anyhow::Result<(AwsClients, Settings)> {
-            Ok((deployment.acting_as(function, clients), deployment.settings_of(function, local)?))
-        };
+        let instance = |function| deployment.instance(function, clients, local);
         let (alerts, data_sharing, webhooks) =
             (instance(function::ALERTS)?, instance(function::DATA_SHARING)?, instance(function::WEBHOOKS)?);
         Ok(Self {

@@ -499,6 +499,14 @@ impl ProbeSchedule {
         }
         (at <= disabled_at + self.lasting).then_some(at)
     }
+
+    /// Where the schedule of a subscription disabled at `disabled_at` stands at `now` when no
+    /// probe was ever set for it (disabled by a version that did not probe): its first slot at
+    /// or after `now`, and how many slots went before it, so that the probes after it keep the
+    /// schedule's intervals; none once probing has ended.
+    pub fn resumed(&self, disabled_at: Timestamp, now: Timestamp) -> Option<(Timestamp, u32)> {
+        (0..).map_while(|made| self.next(disabled_at, made).map(|at| (at, made))).find(|(at, _)| *at >= now)
+    }
 }
 
 /// A probe of a subscription disabled for failing, as it is recorded and queued (contract
@@ -1182,6 +1190,18 @@ mod tests {
         );
         assert_eq!(probe(None), Before::Step(Step::NotSent(NotSent { reason: SkipReason::Deleted, attempts: 0 })));
         assert_eq!(probe(HEALTHY), send(1, HEALTHY), "an enabled subscription takes it as a ping");
+    }
+
+    #[test]
+    fn a_schedule_resumed_later_takes_its_next_slot_and_none_once_probing_has_ended() {
+        let schedule = ProbeSchedule { after: Duration::from_secs(600), lasting: Duration::from_secs(7 * 24 * 3600) };
+        let disabled = at(0);
+        assert_eq!(schedule.resumed(disabled, disabled), Some((at(600), 0)), "not yet probed: the first");
+        assert_eq!(schedule.resumed(disabled, at(600)), Some((at(600), 0)));
+        // 600, then 1,200 later (1,800), then 2,400 later (4,200).
+        assert_eq!(schedule.resumed(disabled, at(601)), Some((at(1800), 1)));
+        assert_eq!(schedule.resumed(disabled, at(2000)), Some((at(4200), 2)));
+        assert_eq!(schedule.resumed(disabled, at(7 * 24 * 3600)), None, "probing has ended");
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! A subscription's `maxDeliveriesPerSecond` (contract section 18): at most that many
 //! attempts start in any one-second window, across every instance of the delivery function.
 //! Each attempt is counted just before its send in one of the subscription's counters in the
-//! rate-limit table, on the same sliding window as the API keys' limit (`ratelimit`); a
-//! delivery over the limit, or whose count answered too late to start within the window, is
-//! not sent and goes back to its lane to wait, its attempt not spent.
+//! rate-limit table, on the same sliding window as the API keys' limit (`ratelimit`), for a
+//! start a little ahead ([`LEAD`]): the count is stamped with that start and the attempt waits
+//! for it, so the count's latency is a short delay of the attempt rather than a wider window
+//! (which would leave part of the limit unused). A delivery over the limit waits for the
+//! place the window frees next, within its turn when that is soon ([`over_limit`]), else back
+//! on its lane; its attempt is not spent either way.
 //!
 //! One item takes at most its partition's write units a second (contract section 22), and a
 //! limit may be 10,000, so a limit is split over [`Counters`]: items that each admit their
@@ -16,27 +19,40 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::clock::Timestamp;
+use crate::delivery::plan::{HeldBack, Lease};
 use crate::ids::SubscriptionId;
 use crate::ratelimit::SlidingWindow;
 use crate::store::rate_limits::RateLimitTable;
 use crate::store::{PartitionQuota, StoreError};
 use crate::webhooks::DeliveryRate;
 
-/// How long after its count starts an admitted attempt may still start. A count's answer
-/// that comes later is not used (the attempt waits, its place in the window spent): a
-/// one-second span of starts then holds only attempts counted within one `WINDOW`.
-const MARGIN: Duration = Duration::from_millis(100);
-/// The window each limit is counted over: the contract's second and the margin, so no second
-/// of attempt starts, however late each count's answer came within the margin, holds more
-/// than the limit.
-pub const WINDOW: Duration = Duration::from_secs(1).saturating_add(MARGIN);
-/// The shortest wait of a delivery over the limit: SQS counts visibility in whole seconds,
-/// and a wait of none would hand the message straight back.
+/// How long after its count is asked an admitted attempt starts: the count is stamped with
+/// that start, and the attempt waits for it when the answer comes sooner. An answer that
+/// comes later is not used: its place is taken back and the attempt counted again.
+pub const LEAD: Duration = Duration::from_millis(200);
+/// How late after its stamp an admitted attempt may still start (waking from its wait, and
+/// signing); one that would start later is not sent: its place is taken back and it is
+/// counted again.
+pub const PRECISION: Duration = Duration::from_millis(30);
+/// The window each limit is counted over: the contract's second and the precision, so no
+/// second of attempt starts holds attempts stamped further apart than one window.
+pub const WINDOW: Duration = Duration::from_secs(1).saturating_add(PRECISION);
+/// Slots of the window: a window's count takes in its oldest slot whole, so the counted span
+/// is one window and up to one slot more, and finer slots leave less of the limit unused.
+/// Sixteen keep an item's counters (about one window of them) well within one write unit.
+const SLOTS: u64 = 16;
+/// The shortest wait of a delivery over the limit on its lane: SQS counts visibility in
+/// whole seconds, and a wait of none would hand the message straight back.
 const SHORTEST_WAIT: Duration = Duration::from_secs(1);
 /// How far waits after a failed count spread beyond [`SHORTEST_WAIT`]: a throttled counter
 /// is free again within a second, and the deliveries it turned back should not all come back
 /// in the same second.
 const SPREAD_AFTER_FAILURE: Duration = Duration::from_secs(2);
+/// The longest a turn waits within itself, all told, for places its subscription's limit
+/// frees: a batch's worth of one subscription's deliveries at a limit of at least a batch a
+/// second (its groups' pacing, contract section 18) is admitted within it, and a wait there
+/// holds nothing its message would not hold anyway (its group is in flight with it).
+pub const LONGEST_WAIT_IN_TURN: Duration = Duration::from_secs(2);
 /// Counters tried for one attempt: a second one when the first is full, so a counter that
 /// filled first does not hold back attempts that another has room for.
 const TRIES: usize = 2;
@@ -44,9 +60,22 @@ const TRIES: usize = 2;
 /// What the limit says of one more attempt now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
+    /// Counted, and its start come: the attempt starts now.
     Admitted,
-    /// Over the limit: back on its lane for this long.
+    /// Over the limit: a place frees in this long (to the millisecond; where it waits is
+    /// [`over_limit`]'s to say).
     Wait(Duration),
+}
+
+/// What becomes of a count answered at `answered` for a start at `stamp`: a wait until the
+/// stamp (none when it is come), or `None` when the answer came too late to start then.
+pub fn until_start(stamp: Timestamp, answered: Timestamp) -> Option<Duration> {
+    (answered <= stamp).then(|| stamp.since(answered))
+}
+
+/// Whether an attempt stamped `stamp` may still start at `now`.
+pub fn starts_in_time(stamp: Timestamp, now: Timestamp) -> bool {
+    now <= stamp + PRECISION
 }
 
 /// A limit's counters: as many items as keep each one's writes within half its partition's
@@ -129,7 +158,7 @@ pub struct DeliveryLimiter {
 impl DeliveryLimiter {
     /// Counters in `table`, each kept within `quota`'s writes.
     pub fn new(table: RateLimitTable, quota: PartitionQuota) -> Self {
-        Self { window: SlidingWindow::new(table.clone(), WINDOW), table, quota, refused: Mutex::default() }
+        Self { window: SlidingWindow::new(table.clone(), WINDOW, SLOTS), table, quota, refused: Mutex::default() }
     }
 
     /// Opens `subscription`'s one send until `until`, unless another is open (a failing
@@ -148,9 +177,9 @@ impl DeliveryLimiter {
         self.table.close_send(&open_send_bucket(subscription), until).await
     }
 
-    /// Counts one attempt to `subscription` if it is within `rate`. A subscription whose
-    /// counters were all refused on this instance is answered from memory until one of them
-    /// frees a place.
+    /// Counts one attempt to `subscription` if it is within `rate`, for a start [`LEAD`]
+    /// ahead, and returns once that start is come. A subscription whose counters were all
+    /// refused on this instance is answered from memory until one of them frees a place.
     pub async fn admit(&self, subscription: &SubscriptionId, rate: DeliveryRate) -> Result<Admission, StoreError> {
         let counters = Counters::of(rate, self.quota);
         let mut open = match self.known(subscription, rate, counters) {
@@ -159,19 +188,22 @@ impl DeliveryLimiter {
         };
         for _ in 0..TRIES {
             let Some(counter) = pick(&open, u64::from_le_bytes(crate::random::random_bytes())) else { break };
-            let asked = Instant::now();
-            let status = self.window.count(&bucket(subscription, counter), counters.share(counter)).await?;
-            if !status.exceeded {
-                if asked.elapsed() > MARGIN {
-                    tracing::info!("the rate limit's count answered too late to start the attempt within its window");
-                    return Ok(Admission::Wait(SHORTEST_WAIT));
+            let stamp = Timestamp::now() + LEAD;
+            let counted = self.window.count_at(&bucket(subscription, counter), counters.share(counter), stamp).await?;
+            if !counted.status.exceeded {
+                if starts_at(stamp).await {
+                    return Ok(Admission::Admitted);
                 }
-                return Ok(Admission::Admitted);
+                // Not started: its place is given back, and it is counted again at once.
+                self.window.take_back(&bucket(subscription, counter), stamp).await;
+                return Ok(Admission::Wait(Duration::ZERO));
             }
-            self.remember(subscription, counters, counter, Duration::from_secs(status.reset_seconds));
+            // A place frees `frees_in` after the stamp: for a count asked that much later.
+            self.remember(subscription, counters, counter, counted.frees_in);
             open.retain(|c| *c != counter);
         }
-        let reset = self.soonest_free(subscription).unwrap_or(SHORTEST_WAIT);
+        // Counters not known to be full may still have room: counted again at once.
+        let reset = self.soonest_free(subscription).unwrap_or(Duration::ZERO);
         Ok(Admission::Wait(wait(reset, 0, rate)))
     }
 
@@ -210,6 +242,20 @@ impl DeliveryLimiter {
     }
 }
 
+/// Waits for an admitted attempt's `stamp`: whether it is come in time to start.
+async fn starts_at(stamp: Timestamp) -> bool {
+    let Some(until) = until_start(stamp, Timestamp::now()) else {
+        tracing::info!("the rate limit's count answered after the attempt's start; it is counted again");
+        return false;
+    };
+    tokio::time::sleep(until).await;
+    let in_time = starts_in_time(stamp, Timestamp::now());
+    if !in_time {
+        tracing::info!("the attempt woke too late for its start in the rate limit's window; it is counted again");
+    }
+    in_time
+}
+
 /// What this instance knows of a subscription's counters before counting.
 enum Known {
     /// Every counter full: the delivery waits this long, with no count.
@@ -233,11 +279,38 @@ fn open_send_bucket(subscription: &SubscriptionId) -> String {
     format!("sending#{}", subscription.as_str())
 }
 
-/// How long a delivery over the limit waits: until the window frees a place (`reset`), and a
-/// second more for each `rate` deliveries this instance already sent back to wait before it,
-/// so that a batch's worth does not all come back at once to be refused again.
+/// How long a delivery over the limit waits: until the window frees a place (`reset`), and
+/// one limit's interval (a second over `rate`) more for each delivery this instance already
+/// sent back to wait before it, so that the deliveries waiting come back at the limit's pace
+/// rather than all at once, to be refused again.
 pub fn wait(reset: Duration, ahead: u32, rate: DeliveryRate) -> Duration {
-    reset.max(SHORTEST_WAIT) + Duration::from_secs(u64::from(ahead / rate.per_second()))
+    reset + Duration::from_secs(1) * ahead / rate.per_second()
+}
+
+/// Where a delivery over the limit waits for the place that frees in `wait`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverLimit {
+    /// In its turn, which then counts it again.
+    InTurn(Duration),
+    /// Back on its lane, unsent.
+    OnLane(HeldBack),
+}
+
+/// Where a delivery over the limit waits for the place that frees in `wait`, its turn at
+/// `now` having waited `waited` for the limit already: in the turn while all its waits stay
+/// within [`LONGEST_WAIT_IN_TURN`] and its claim (`lease`, none for a record not written yet)
+/// still allows a send after the wait and the count's lead; else on its lane, in whole
+/// seconds ([`on_lane`]).
+pub fn over_limit(wait: Duration, waited: Duration, lease: Option<Lease>, now: Timestamp) -> OverLimit {
+    match waited + wait <= LONGEST_WAIT_IN_TURN && lease.is_none_or(|lease| lease.allows_send_at(now + wait + LEAD)) {
+        true => OverLimit::InTurn(wait),
+        false => OverLimit::OnLane(HeldBack::OverRate(on_lane(wait))),
+    }
+}
+
+/// A wait of `wait` on the lane: in whole seconds (SQS's visibility), at least one.
+pub fn on_lane(wait: Duration) -> Duration {
+    Duration::from_secs(wait.as_millis().div_ceil(1000) as u64).max(SHORTEST_WAIT)
 }
 
 /// How long a delivery waits when its count failed (the counter throttled, or no answer in
@@ -252,21 +325,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn deliveries_over_the_limit_wait_their_turn_in_whole_seconds() {
+    fn deliveries_over_the_limit_come_back_at_the_limits_pace() {
         let rate = |n: u64| DeliveryRate::parse(&serde_json::json!(n)).unwrap().unwrap();
-        let s = Duration::from_secs;
+        let (s, ms) = (Duration::from_secs, Duration::from_millis);
         let cases = [
-            (s(0), 0, rate(2), s(1), "the window frees at once: still a second, SQS's least"),
-            (s(1), 0, rate(2), s(1), "the first sent back"),
-            (s(1), 1, rate(2), s(1), "the second: the same second"),
-            (s(1), 2, rate(2), s(2), "the third: a second later"),
-            (s(1), 7, rate(2), s(4), "the eighth of a batch"),
+            (s(0), 0, rate(2), s(0), "the window frees at once"),
+            (ms(300), 0, rate(2), ms(300), "the first sent back: when a place frees"),
+            (ms(300), 1, rate(2), ms(800), "the second: one interval of the limit later"),
+            (ms(300), 7, rate(2), ms(3800), "the eighth of a batch"),
             (s(2), 9, rate(1), s(11), "one a second"),
-            (s(1), 9, rate(100), s(1), "a high limit"),
+            (ms(40), 9, rate(25), ms(400), "a batch at 25 a second"),
+            (ms(1), 3, rate(3), ms(1001), "an interval that does not divide a second"),
         ];
         for (reset, ahead, rate, expected, case) in cases {
             assert_eq!(wait(reset, ahead, rate), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn a_wait_on_the_lane_is_in_whole_seconds_at_least_one() {
+        let (s, ms) = (Duration::from_secs, Duration::from_millis);
+        for (wait, expected) in [(s(0), s(1)), (ms(300), s(1)), (s(1), s(1)), (ms(1001), s(2)), (ms(3800), s(4))] {
+            assert_eq!(on_lane(wait), expected, "{wait:?}");
+        }
+    }
+
+    #[test]
+    fn a_delivery_over_the_limit_waits_in_its_turn_for_a_place_soon_else_on_its_lane() {
+        let at = |ms: u64| Timestamp::from_unix_millis(1_800_000_000_000 + ms);
+        let (s, ms) = (Duration::from_secs, Duration::from_millis);
+        let lease = Some(Lease::from(at(0)));
+        let on_lane = |secs| OverLimit::OnLane(HeldBack::OverRate(s(secs)));
+        let cases = [
+            (ms(300), s(0), lease, at(0), OverLimit::InTurn(ms(300)), "a place soon"),
+            (s(0), s(0), lease, at(0), OverLimit::InTurn(s(0)), "a count too late: counted again at once"),
+            (ms(300), s(0), None, at(0), OverLimit::InTurn(ms(300)), "a record not written yet"),
+            (ms(999), ms(1001), lease, at(0), OverLimit::InTurn(ms(999)), "the turn's waits add up to the most"),
+            (ms(999), ms(1002), lease, at(0), on_lane(1), "past the most a turn waits"),
+            (ms(1500), s(0), lease, at(0), OverLimit::InTurn(ms(1500)), "a place a second and a half away"),
+            (ms(3800), s(0), lease, at(0), on_lane(4), "too far away, in whole seconds"),
+            (ms(300), s(0), lease, at(9_700), on_lane(1), "the claim would not allow the send after it"),
+            (ms(300), s(0), lease, at(10_000) - ms(300) - LEAD, OverLimit::InTurn(ms(300)), "the claim just allows it"),
+        ];
+        for (wait, waited, lease, now, expected, case) in cases {
+            assert_eq!(over_limit(wait, waited, lease, now), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_admitted_attempt_starts_at_its_stamp_or_not_at_all() {
+        let at = |ms: u64| Timestamp::from_unix_millis(1_800_000_000_000 + ms);
+        let ms = Duration::from_millis;
+        assert_eq!(until_start(at(100), at(20)), Some(ms(80)), "an answer in time waits for its start");
+        assert_eq!(until_start(at(100), at(100)), Some(ms(0)), "an answer at the start starts");
+        assert_eq!(until_start(at(100), at(101)), None, "an answer after the start is too late");
+        assert!(starts_in_time(at(100), at(100)));
+        assert!(starts_in_time(at(100), at(100) + PRECISION));
+        assert!(!starts_in_time(at(100), at(101) + PRECISION), "woken too late");
     }
 
     #[test]

@@ -2,12 +2,16 @@
 //! written as `#nN` and every value as `:vN`, numbered as they are added, so no expression is
 //! assembled from text by hand, a reserved word (`status`, `url`, `body`) needs no care, and
 //! no placeholder is declared that the expression does not use (which DynamoDB refuses).
+//! Queries' key conditions, filters and projections, and reads' projections, are built the
+//! same way ([`KeyQuery`], [`Projection`]).
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder;
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::builders::{DeleteBuilder, PutBuilder, UpdateBuilder};
+use aws_sdk_dynamodb::types::builders::{DeleteBuilder, KeysAndAttributesBuilder, PutBuilder, UpdateBuilder};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// A condition on the item as it is before the write.
@@ -137,12 +141,74 @@ impl Expression {
     }
 }
 
+/// A query's key condition (one partition, and a range of its sort key), its filter and its
+/// projection, and the placeholders they use.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyQuery {
+    key: String,
+    filter: Option<String>,
+    projection: Option<String>,
+    placeholders: Placeholders,
+}
+
+impl KeyQuery {
+    /// The items of the partition `name = value`.
+    pub fn partition(name: impl Into<String>, value: AttributeValue) -> Self {
+        let mut placeholders = Placeholders::default();
+        let key = format!("{} = {}", placeholders.name(name), placeholders.value(value));
+        KeyQuery { key, filter: None, projection: None, placeholders }
+    }
+
+    /// Those whose sort key `name` is below `value`.
+    pub fn sort_below(mut self, name: impl Into<String>, value: AttributeValue) -> Self {
+        let (name, value) = (self.placeholders.name(name), self.placeholders.value(value));
+        self.key = format!("{} AND {name} < {value}", self.key);
+        self
+    }
+
+    /// Those whose sort key `name` is in `[low, high]`.
+    pub fn sort_between(mut self, name: impl Into<String>, low: AttributeValue, high: AttributeValue) -> Self {
+        let name = self.placeholders.name(name);
+        let (low, high) = (self.placeholders.value(low), self.placeholders.value(high));
+        self.key = format!("{} AND {name} BETWEEN {low} AND {high}", self.key);
+        self
+    }
+
+    /// Only the items that `condition` keeps come back (a filter: what is read costs the same).
+    pub fn filter(mut self, condition: Condition) -> Self {
+        self.filter = Some(self.placeholders.condition(condition));
+        self
+    }
+
+    /// Only the attributes `names` come back.
+    pub fn project(mut self, names: &[&str]) -> Self {
+        self.projection = Some(self.placeholders.projection(names));
+        self
+    }
+}
+
+/// The attributes a read returns, and the placeholders that name them.
+#[derive(Debug)]
+pub(crate) struct Projection {
+    text: String,
+    names: Names,
+}
+
+impl Projection {
+    /// Only the attributes `names`.
+    pub fn of(names: &[&str]) -> Self {
+        let mut placeholders = Placeholders::default();
+        let text = placeholders.projection(names);
+        Projection { text, names: placeholders.names }
+    }
+}
+
 /// Placeholder to attribute name, and placeholder to value, as a request declares them.
 type Names = HashMap<String, String>;
 type Values = HashMap<String, AttributeValue>;
 
 /// The placeholders of one request: a name used twice keeps its first placeholder.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Placeholders {
     names: Names,
     values: Values,
@@ -177,6 +243,11 @@ impl Placeholders {
         }
     }
 
+    fn projection(&mut self, names: &[&str]) -> String {
+        let names: Vec<String> = names.iter().map(|name| self.name(*name)).collect();
+        names.join(", ")
+    }
+
     fn joined(&mut self, conditions: Vec<Condition>, operator: &str) -> String {
         let parts: Vec<String> = conditions.into_iter().map(|condition| self.condition(condition)).collect();
         format!("({})", parts.join(operator))
@@ -197,6 +268,39 @@ pub(crate) trait Updates: Sized {
 pub(crate) trait Conditional: Sized {
     fn condition(self, condition: Condition) -> Self;
 }
+
+/// A request builder that takes a query's key condition, filter and projection.
+pub(crate) trait Queries: Sized {
+    fn key_query(self, query: KeyQuery) -> Self;
+}
+
+impl Queries for QueryFluentBuilder {
+    fn key_query(self, query: KeyQuery) -> Self {
+        let (names, values) = query.placeholders.into_maps();
+        self.key_condition_expression(query.key)
+            .set_filter_expression(query.filter)
+            .set_projection_expression(query.projection)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+    }
+}
+
+/// A read's request builder that takes a projection.
+pub(crate) trait Projects: Sized {
+    fn projection(self, projection: Projection) -> Self;
+}
+
+macro_rules! projection_setters {
+    ($($builder:ty),+) => {$(
+        impl Projects for $builder {
+            fn projection(self, projection: Projection) -> Self {
+                self.projection_expression(projection.text).set_expression_attribute_names(Some(projection.names))
+            }
+        }
+    )+};
+}
+
+projection_setters!(GetItemFluentBuilder, KeysAndAttributesBuilder);
 
 macro_rules! expression_setters {
     (Updates for $($builder:ty),+) => {$(
@@ -276,5 +380,27 @@ mod tests {
 
         let only_removes = Expression::new().remove("s1");
         assert_eq!(only_removes.placeholders.into_maps().1, None, "no empty map of values");
+    }
+
+    #[test]
+    fn a_query_names_its_key_range_filter_and_projection_once_each() {
+        let query = KeyQuery::partition("logPartition", text("whk_1#0"))
+            .sort_between("deliveryId", text("dlv_a"), text("dlv_b"))
+            .filter(Condition::equals("status", text("pending")))
+            .project(&["logPartition", "deliveryId"]);
+        assert_eq!(query.key, "#n0 = :v0 AND #n1 BETWEEN :v1 AND :v2");
+        assert_eq!(query.filter.as_deref(), Some("#n2 = :v3"));
+        assert_eq!(query.projection.as_deref(), Some("#n0, #n1"));
+        let (names, values) = query.placeholders.into_maps();
+        assert_eq!(names.unwrap().len(), 3);
+        assert_eq!(values.unwrap()[":v3"], text("pending"));
+
+        let below = KeyQuery::partition("dueShard", text("3")).sort_below("nextAttemptAt", text("t"));
+        assert_eq!(below.key, "#n0 = :v0 AND #n1 < :v1");
+        assert_eq!((below.filter, below.projection), (None, None));
+
+        let projection = Projection::of(&["generation", "status"]);
+        assert_eq!(projection.text, "#n0, #n1");
+        assert_eq!(projection.names["#n1"], "status");
     }
 }

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
-use super::deliveries::{DELIVERY_ID, EXPIRES_AT, LOG_PARTITION};
+use super::deliveries::attributes::{DELIVERY_ID, EXPIRES_AT, LOG_PARTITION};
 use super::expression::{Expression, Updates};
 use super::{n, s, time, Item, StoreError};
 use crate::clock::Timestamp;

@@ -44,11 +44,11 @@ const FAILING_ERROR: &str = "failingError";
 const FAILING_STATUS: &str = "failingStatus";
 const RECOVERED_AT: &str = "recoveredAt";
 const DISABLED_AT: &str = "disabledAt";
-const DISABLED_REASON: &str = "disabledReason";
+pub(super) const DISABLED_REASON: &str = "disabledReason";
 /// While disabled for failing (contract section 20): when the next probe goes (absent once
 /// probing has ended), and how many went.
-const NEXT_PROBE_AT: &str = "nextProbeAt";
-const PROBES: &str = "probes";
+pub(super) const NEXT_PROBE_AT: &str = "nextProbeAt";
+pub(super) const PROBES: &str = "probes";
 /// Since when its receiver answers fast, while it does (`delivery::groups`).
 const FAST_SINCE: &str = "fastSince";
 const SLOW_AT: &str = "slowAt";
@@ -535,6 +535,31 @@ impl WebhookTable {
         let still = Condition::equals(DISABLED_AT, time(disabled_at))
             .and(Condition::equals(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Failing)?))
             .and(before);
+        applied(self.subscription_update(user_id, subscription_id).expression(expression.when(still)).send().await)
+    }
+
+    /// Arms the probes of a subscription disabled for failing at `disabled_at` by a version that
+    /// did not probe (no probe set, none made): the next goes at `next`, its schedule standing
+    /// as if `made` had gone before ([`ProbeSchedule::resumed`]). Only while it is still so.
+    /// `true` when this call armed it.
+    ///
+    /// [`ProbeSchedule::resumed`]: crate::delivery::plan::ProbeSchedule::resumed
+    pub async fn arm_probe(
+        &self,
+        user_id: &UserId,
+        subscription_id: &SubscriptionId,
+        disabled_at: Timestamp,
+        (next, made): (Timestamp, u32),
+    ) -> Result<bool, StoreError> {
+        let expression = Expression::new().set(NEXT_PROBE_AT, time(next));
+        let expression = match made {
+            0 => expression,
+            made => expression.set(PROBES, n(made)),
+        };
+        let still = Condition::equals(DISABLED_AT, time(disabled_at))
+            .and(Condition::equals(DISABLED_REASON, serde_dynamo::to_attribute_value(DisabledReason::Failing)?))
+            .and(Condition::absent(NEXT_PROBE_AT))
+            .and(Condition::absent(PROBES));
         applied(self.subscription_update(user_id, subscription_id).expression(expression.when(still)).send().await)
     }
 

@@ -9,7 +9,6 @@ mod stream;
 use std::time::Duration;
 
 pub use queue::{run_queue_pump, sqs_event, RECEIVE_WAIT};
-pub use stream::stream_event;
 pub use stream::{checkpointed, run_stream_pump};
 
 /// Runs the sweep function every `every` once for each of `inputs` (the template's schedules

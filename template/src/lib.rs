@@ -1,7 +1,16 @@
-//! template.yaml as the local stack reads it: the one declaration of the infrastructure. The
-//! local stack creates the tables and queues it declares, gives each function the role and
-//! event sources it declares, and resolves `Ref`, `Fn::GetAtt` and `Fn::Sub` (short or long
-//! form) to the local resources, as CloudFormation resolves them to the deployed ones.
+//! `career-template`: template.yaml as the stacks read it, the one declaration of the
+//! infrastructure. The local stack (local-aws) creates the tables and queues it declares, gives
+//! each function the role and event sources it declares, and resolves `Ref`, `Fn::GetAtt` and
+//! `Fn::Sub` (short or long form) to the local resources, as CloudFormation resolves them to
+//! the deployed ones. What careerctl needs of it against AWS lives here too, so that it does
+//! not link the emulator: the tables (tables), the stream filters (filters), the record of a
+//! stream batch given up on (on_failure) and the event Lambda builds from stream records
+//! (stream_event).
+
+pub mod filters;
+pub mod on_failure;
+pub mod stream_event;
+pub mod tables;
 
 use std::collections::HashMap;
 
@@ -97,6 +106,19 @@ impl Template {
     /// Whether the template declares the parameter `name`.
     pub fn is_parameter(&self, name: &str) -> bool {
         self.document.get("Parameters").and_then(|parameters| parameters.get(name)).is_some()
+    }
+
+    /// This template with `value` as the parameter `name`'s default, as a deploy's parameter
+    /// override would set it (a scale model's fewer consumers, say).
+    pub fn with_parameter_default(mut self, name: &str, value: impl ToString) -> anyhow::Result<Self> {
+        let parameter = self
+            .document
+            .get_mut("Parameters")
+            .and_then(|parameters| parameters.get_mut(name))
+            .and_then(Value::as_mapping_mut)
+            .with_context(|| format!("no parameter {name}"))?;
+        parameter.insert("Default".into(), Value::String(value.to_string()));
+        Ok(self)
     }
 
     /// The `Properties` of `function`'s events of type `kind`, by event name, as the template
@@ -295,6 +317,15 @@ fn long_form_tag(key: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parameter_default_is_overridden_and_only_a_declared_one() {
+        let changed = Template::shipped().with_parameter_default("DeliveryRetryMaxConcurrency", 3).unwrap();
+        let mut expected = Template::shipped().parameter_defaults();
+        expected.insert("DeliveryRetryMaxConcurrency".into(), "3".into());
+        assert_eq!(changed.parameter_defaults(), expected, "that default and no other");
+        assert!(Template::shipped().with_parameter_default("NoSuchParameter", 3).is_err());
+    }
 
     fn resolver() -> Resolver {
         let table = Physical {
