@@ -86,11 +86,16 @@ impl Pipeline {
     }
 
     /// Runs the sweep every `every` with the pipeline's settings (its window is theirs), as
-    /// the schedules do on AWS (a run per shard, at once), until the pipeline is dropped. For
-    /// a pipeline with its pumps.
+    /// the schedules do on AWS (a run per shard, at once), until the pipeline is dropped. A
+    /// pipeline without its pumps makes the stack's functions for it.
     pub fn sweep_every(&mut self, every: Duration) {
-        let (sweep, _) = self.pumped.as_ref().expect("a pipeline with its pumps");
-        let sweep = sweep.clone();
+        let sweep = match &self.pumped {
+            Some((functions, _)) => functions.clone(),
+            None => {
+                let deployment = crate::deployment(self.settings());
+                Arc::new(Functions::new(&deployment, &clients(), self.settings()).expect("the functions' settings"))
+            }
+        };
         self.pumps.push(tokio::spawn(async move { sweep.sweep_every(every, std::future::pending()).await }));
     }
 
