@@ -20,7 +20,7 @@ use career_core::delivery::plan::{Claim, Lease, GONE_ERROR};
 use career_core::delivery::DeliveryMessage;
 use career_core::events::Event;
 use career_core::ids::{SubscriptionId, UserId};
-use career_core::store::deliveries::{DeliveryTable, DueShard, Overdue, RecordKey, DUE_SHARDS};
+use career_core::store::deliveries::{DeliveryTable, DueShard, Overdue, RecordKey};
 use career_core::store::webhooks::WebhookTable;
 use career_core::telemetry::SWEEP_LAG;
 use career_core::webhooks::DisabledReason;
@@ -30,9 +30,7 @@ use career_service::logs::capture_logs;
 use career_service::pipeline::Pipeline;
 use career_service::receiver::{HangingReceiver, Receiver};
 use career_service::DEADLINE;
-use career_service::{
-    clients, deliver_instance, dynamodb, eventually_within, receive_messages, typed, unique_user, Api,
-};
+use career_service::{clients, deliver_instance, dynamodb, eventually_within, typed, unique_user, Api};
 use career_sweep::{Reading, Shards};
 use lambda_http::http::Method;
 use local_aws::event_sources::pumps::run_queue_pump;
@@ -631,71 +629,6 @@ async fn the_sweep_reads_every_shard_page_after_page() {
     assert_eq!(pipeline.count(&pipeline.queues.retry, QueueAttributeName::ApproximateNumberOfMessages).await, lost);
     let again = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
     assert_eq!((again.indexed, again.overdue), (0, 0), "every marker read once and removed");
-}
-
-/// A backlog of more than a page in every due shard (contract section 22), of both kinds the
-/// sweep reads: first tries the fan-out listed in its markers, several to a marker (each
-/// marker in its first record's shard, its records in any), and deliveries in the due index
-/// whose message was lost (a ping's). One run of each of the template's schedules, all at once
-/// and within the deployed budget, finds every one and leaves nothing unread; it puts back
-/// each once, but as many as it counted messages on the lanes (other runs' sends), which it
-/// leaves to the next run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_run_of_each_schedule_puts_back_a_backlog_of_several_pages_in_every_shard() {
-    const PAGE: u32 = 2;
-    let pipeline = Pipeline::start(false).await;
-    let subscription = SubscriptionId::generate();
-    let an_hour_ago = Timestamp::now() - Duration::from_secs(3600);
-    let table = deliveries(&pipeline);
-    let mut lost = 0;
-    for shard in DueShard::all() {
-        // Three markers of three records each, and three lost pings: a page and a half of each.
-        for _ in 0..3 {
-            let user = typed(unique_user());
-            let batch: Vec<DeliveryMessage> = (0..3).map(|_| message_in(shard, &user, &subscription)).collect();
-            let pending: Vec<_> = batch.iter().map(|message| (message, DeliveryStatus::Pending)).collect();
-            table.insert_new(&pending, an_hour_ago).await.unwrap();
-            table.create(&message_in(shard, &user, &subscription), DeliveryStatus::Pending, an_hour_ago).await.unwrap();
-            lost += 4;
-        }
-    }
-    let sweep = sweep_reading(&pipeline, Reading { page: PAGE, ..Reading::DEPLOYED });
-    let schedules = career_service::deployment(pipeline.settings()).template.schedule_inputs(function::SWEEP).unwrap();
-    assert_eq!(schedules.len(), usize::from(DUE_SHARDS), "a schedule per shard");
-    let runs = schedules.into_iter().map(|input| career_sweep::handle(&sweep, input));
-    let runs: Vec<career_sweep::Swept> =
-        futures_util::future::join_all(runs).await.into_iter().map(|run| run.into_invocation().unwrap()).collect();
-    for run in &runs {
-        // A run that counts the lanes after another run's sends leaves as many alone.
-        assert_eq!(
-            (run.indexed, run.overdue, run.requeued + run.waiting, run.oldest_unread),
-            (9, 12, 12, None),
-            "{runs:?}"
-        );
-    }
-    let requeued: usize = runs.iter().map(|run| run.requeued).sum();
-    let queued = receive_messages(&pipeline.queues.retry, requeued).await;
-    let mut ids: Vec<String> = queued
-        .iter()
-        .map(|m| serde_json::from_str::<DeliveryMessage>(m.body().unwrap()).unwrap().delivery_id.to_string())
-        .collect();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), requeued, "each queued once");
-    for sent in queued {
-        career_service::sqs()
-            .delete_message()
-            .queue_url(&pipeline.queues.retry)
-            .receipt_handle(sent.receipt_handle().unwrap())
-            .send()
-            .await
-            .unwrap();
-    }
-    // With the lanes empty, a run of every shard (one count of the lanes) takes what the first
-    // runs left alone, and finds nothing else.
-    let again = career_sweep::sweep(&sweep, &Shards::all(), Timestamp::now()).await.unwrap();
-    let left = lost - requeued;
-    assert_eq!((again.indexed, again.overdue, again.requeued, again.waiting), (0, left, left, 0));
 }
 
 /// A run whose reading budget is spent leaves the rest of its shard for the next run and says,
